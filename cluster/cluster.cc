@@ -1,0 +1,1 @@
+// cluster/: leases, singletons and the version registry (see README.md).

@@ -1,0 +1,1 @@
+// Filled in by the runtime wiring; see connectors/registry.h.

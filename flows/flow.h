@@ -1,0 +1,211 @@
+// weir::flows — the flow file model and its interpreter.
+//
+// Contract: this library depends on nothing of the runtime (only nlohmann-json and
+// yaml-cpp). The CLI (`weir validate`, `weir test`), the runtime's flow stage, tests
+// and benchmarks all use it through this header.
+//
+// Lifecycle: `load_flow_file` parses, validates and compiles a file once. The
+// resulting `Flow` is immutable and safe to share between threads; `Flow::run`
+// is const and may be called concurrently from any number of threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace weir::flows {
+
+using Json = nlohmann::json;
+using Millis = std::chrono::milliseconds;
+
+// A place in a flow or config file. line and column are 1-based; 0 when unknown.
+struct Location {
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+
+// One problem found while loading a file. `str()` gives "file:line:column: message".
+struct Diagnostic {
+  Location where;
+  std::string message;
+  std::string str() const;
+};
+
+// ---- Sources (`from:`), exactly one per flow -----------------------------------------
+
+struct HmacSpec {
+  enum class Scheme { kGithub, kStandard };
+  std::string secret_env;                     // name of the env variable holding the secret
+  std::string header = "X-Hub-Signature-256"; // github scheme only
+  Scheme scheme = Scheme::kGithub;
+};
+
+struct HttpSourceSpec {
+  std::string path;                     // starts with '/'
+  std::optional<HmacSpec> hmac;
+  std::optional<std::string> bearer_token_env;  // `bearer: {token_env: NAME}`
+};
+
+struct MqttSourceSpec {
+  std::string broker;                   // tcp://host:port or ssl://host:port
+  std::vector<std::string> topics;      // `topic:` (string) or `topics:` (list)
+  int qos = 1;                          // 0 or 1
+  std::string client_id;                // default: weir-<flow>
+  bool clean_session = false;
+  std::string username_env, password_env;
+  std::string ca_file, cert_file, key_file;  // TLS, optional
+  bool insecure_skip_verify = false;
+};
+
+struct NatsSourceSpec {
+  std::string subject;
+  std::string queue;                    // default: weir-<flow>
+};
+
+struct TimerSourceSpec {
+  std::optional<Millis> every;          // exactly one of every / cron
+  std::string cron;                     // 5-field cron expression
+  Json payload = Json::object();        // the event each tick emits (plus tick fields)
+};
+
+struct PollSourceSpec {
+  std::string url;
+  Millis every{60000};
+  std::map<std::string, std::string> headers;
+  std::string split;                    // path of the array to split into events ("" = whole body)
+  std::string cursor_field;             // response field holding the next cursor ("" = none)
+  std::string cursor_param;             // query parameter that carries the cursor
+  struct OAuth2 {
+    std::string token_url, client_id_env, client_secret_env;
+    std::vector<std::string> scopes;
+  };
+  std::optional<OAuth2> oauth2;
+};
+
+struct ExecSourceSpec {
+  std::vector<std::string> command;     // argv; no shell
+  std::string format = "json";          // json | text
+  int64_t max_line = 1 << 20;           // bytes
+};
+
+struct FlowSourceSpec {
+  std::string flow;                     // `from: {flow: other.sink}`
+  std::string sink;
+};
+
+using SourceSpec = std::variant<HttpSourceSpec, MqttSourceSpec, NatsSourceSpec, TimerSourceSpec,
+                                PollSourceSpec, ExecSourceSpec, FlowSourceSpec>;
+
+// ---- Sinks (`to:`), one or more, by name ---------------------------------------------
+
+struct HttpSinkSpec {
+  std::string url;
+  std::string method = "POST";
+  std::map<std::string, std::string> headers;
+  Millis timeout{5000};
+  int retries = 8;
+  int max_connections = 8;
+};
+
+struct MqttSinkSpec {
+  std::string broker;
+  std::string topic;                    // expression text when it is not a plain topic
+  int qos = 1;
+  bool retain = false;
+  std::string client_id;
+  std::string username_env, password_env;
+  int retries = 8;
+};
+
+struct NatsSinkSpec {
+  std::string subject;
+};
+
+struct FlowSinkSpec {};                 // `to: {x: {flow: {}}}`: other flows read it with `from: {flow: this.x}`
+
+struct SinkSpec {
+  std::string name;
+  std::variant<HttpSinkSpec, MqttSinkSpec, NatsSinkSpec, FlowSinkSpec> kind;
+  Location where;
+};
+
+// ---- Running a flow -------------------------------------------------------------------
+
+// A run-time flow error: names the step and the expression that failed.
+struct FlowError {
+  std::string flow;
+  int64_t version = 0;
+  int step = -1;                        // 0-based index in `steps` (nested steps: the top-level index)
+  std::string expression;               // the expression's text
+  std::string message;
+  std::string str() const;              // one line, for logs and dead-letter headers
+};
+
+// What one event became. At most one output per input: branch takes the first arm.
+struct Outcome {
+  enum class Kind { kEmit, kDropped, kError };
+  Kind kind = Kind::kEmit;
+  std::string sink;                     // kEmit: the sink name it routes to
+  Json event;                           // kEmit: the output event
+  FlowError error;                      // kError
+};
+
+enum class OnError { kDlq, kDrop };
+
+class Program;                          // compiled steps; private to the library
+
+class Flow {
+ public:
+  const std::string& name() const { return name_; }
+  int64_t version() const { return version_; }
+  const std::string& content_hash() const { return hash_; }   // hex sha-256 of the file bytes
+  const std::string& file() const { return file_; }
+  const SourceSpec& source() const { return source_; }
+  const std::vector<SinkSpec>& sinks() const { return sinks_; }
+  OnError on_error() const { return on_error_; }
+  const Json& tests() const { return tests_; }                 // the `tests:` list, as written
+
+  // Runs the steps over one event. Never throws for data reasons: a type error is
+  // Outcome::Kind::kError. Thread-safe.
+  Outcome run(Json event) const;
+
+  // Set by the runtime when a registry assigns versions (cluster deploys).
+  void set_version(int64_t v) { version_ = v; }
+
+  ~Flow();
+  Flow();
+  Flow(Flow&&) noexcept;
+  Flow& operator=(Flow&&) noexcept;
+
+ private:
+  friend struct FlowBuilder;
+  std::string name_, hash_, file_;
+  int64_t version_ = 1;
+  SourceSpec source_;
+  std::vector<SinkSpec> sinks_;
+  OnError on_error_ = OnError::kDlq;
+  Json tests_;
+  std::unique_ptr<Program> program_;
+};
+
+struct LoadResult {
+  std::shared_ptr<const Flow> flow;     // null when diagnostics is not empty
+  std::vector<Diagnostic> diagnostics;  // every problem found, not only the first
+};
+
+// Loads a flow file (.yaml, .yml or .json). `${NAME}` / `${NAME:-default}` are
+// substituted from the environment. Tables are read relative to the file's folder.
+LoadResult load_flow_file(const std::string& path);
+// Same, from text already in memory (`name` is used in diagnostics and for tables'
+// folder). Used by deploys through the admin API.
+LoadResult load_flow_text(const std::string& text, const std::string& name);
+
+}  // namespace weir::flows

@@ -1,0 +1,120 @@
+#include "flows/text.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+namespace weir::flows {
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    if (const char* v = std::getenv(name.c_str())) return std::string(v);
+    return std::nullopt;
+  };
+}
+
+std::optional<std::string> substitute_env(std::string_view text, const EnvLookup& env,
+                                          std::string* error) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c != '$' || i + 1 >= text.size()) {
+      out.push_back(c);
+      continue;
+    }
+    if (text[i + 1] == '$') {
+      out.push_back('$');
+      ++i;
+      continue;
+    }
+    if (text[i + 1] != '{') {
+      out.push_back(c);
+      continue;
+    }
+    size_t close = text.find('}', i + 2);
+    if (close == std::string_view::npos) {
+      if (error) *error = "unterminated ${ in \"" + std::string(text) + "\"";
+      return std::nullopt;
+    }
+    std::string_view inner = text.substr(i + 2, close - i - 2);
+    std::optional<std::string_view> fallback;
+    if (size_t dash = inner.find(":-"); dash != std::string_view::npos) {
+      fallback = inner.substr(dash + 2);
+      inner = inner.substr(0, dash);
+    }
+    std::string name(inner);
+    bool valid = !name.empty();
+    for (char ch : name) {
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) valid = false;
+    }
+    if (!valid) {
+      if (error) *error = "invalid variable name \"" + name + "\" in ${...}";
+      return std::nullopt;
+    }
+    if (auto v = env(name)) {
+      out += *v;
+    } else if (fallback) {
+      out += *fallback;
+    } else {
+      if (error) *error = "environment variable " + name + " is not set (write ${" + name +
+                          ":-default} to give a default)";
+      return std::nullopt;
+    }
+    i = close;
+  }
+  return out;
+}
+
+namespace {
+// Splits "12.5ms" into 12.5 and "ms". Returns false when there is no leading number.
+bool split_number(std::string_view text, double* number, std::string_view* unit) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  size_t n = 0;
+  while (n < text.size() && (std::isdigit(static_cast<unsigned char>(text[n])) || text[n] == '.')) ++n;
+  if (n == 0) return false;
+  std::string digits(text.substr(0, n));
+  char* end = nullptr;
+  *number = std::strtod(digits.c_str(), &end);
+  if (end != digits.c_str() + digits.size() || !std::isfinite(*number)) return false;
+  *unit = text.substr(n);
+  while (!unit->empty() && std::isspace(static_cast<unsigned char>(unit->front()))) unit->remove_prefix(1);
+  return true;
+}
+}  // namespace
+
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  double n = 0;
+  std::string_view unit;
+  if (!split_number(text, &n, &unit)) return std::nullopt;
+  double ms = 0;
+  if (unit.empty() || unit == "ms") ms = n;
+  else if (unit == "us") ms = n / 1000.0;
+  else if (unit == "s") ms = n * 1000.0;
+  else if (unit == "m") ms = n * 60'000.0;
+  else if (unit == "h") ms = n * 3'600'000.0;
+  else return std::nullopt;
+  if (ms > 1e15) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
+}
+
+std::optional<int64_t> parse_size(std::string_view text) {
+  double n = 0;
+  std::string_view unit;
+  if (!split_number(text, &n, &unit)) return std::nullopt;
+  double mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KiB") mult = 1024.0;
+  else if (unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "KB" || unit == "kB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  else return std::nullopt;
+  double bytes = n * mult;
+  if (bytes > 9e18) return std::nullopt;
+  return static_cast<int64_t>(std::llround(bytes));
+}
+
+}  // namespace weir::flows

@@ -1,0 +1,88 @@
+// A small asynchronous HTTP/1.1 server on Boost.Beast, shared by http-in (ingress)
+// and the admin API. Beast lives only in http_server.cc.
+//
+// Threading: one io thread (run by the caller via `run()`), every connection and
+// timer on it. Handlers are called on the io thread and must not block; they answer
+// through the Responder, which may be called from any thread exactly once (the
+// answer is posted back to the io thread). The request stays valid until then.
+//
+// Limits: header and body limits answer 431 / 413 and close; a client slower than
+// `read_timeout` is disconnected. Keep-alive and TCP_NODELAY are on.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace weir {
+
+class HttpRequest {
+ public:
+  virtual ~HttpRequest() = default;
+  virtual std::string_view method() const = 0;
+  virtual std::string_view target() const = 0;   // path and query as sent
+  virtual std::string_view path() const = 0;     // target without the query
+  virtual std::string_view header(std::string_view name) const = 0;  // "" when absent
+  virtual const std::string& body() const = 0;
+  virtual std::string& mutable_body() = 0;       // handlers may move the body out
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool close = false;
+  static HttpResponse json(int status, std::string body) {
+    HttpResponse r;
+    r.status = status;
+    r.body = std::move(body);
+    return r;
+  }
+  // {"error": message} with the given status.
+  static HttpResponse error(int status, std::string_view message);
+};
+
+using Responder = std::function<void(HttpResponse)>;
+using Handler = std::function<void(HttpRequest& request, Responder respond)>;
+
+struct HttpServerOptions {
+  std::string name = "http";                       // for logs: "ingress" / "admin"
+  std::string listen = "127.0.0.1:8080";           // host:port; port 0 picks a free one
+  int64_t max_body = 1 << 20;
+  int64_t max_header = 16 * 1024;
+  std::chrono::milliseconds read_timeout{10000};
+};
+
+class HttpServer {
+ public:
+  // The handler sees every request; routing is the handler's business.
+  static Result<std::unique_ptr<HttpServer>> create(class IoLoop& loop, HttpServerOptions options,
+                                                     Handler handler);
+  virtual ~HttpServer() = default;
+  virtual std::string address() const = 0;   // host:port actually bound
+  virtual void stop_accepting() = 0;         // thread-safe
+  virtual size_t open_connections() const = 0;
+};
+
+// The io thread that runs every HttpServer. One per process.
+class IoLoop {
+ public:
+  IoLoop();
+  ~IoLoop();
+  void start();            // spawns the io thread
+  void stop();             // stops and joins
+  void* native();          // boost::asio::io_context*
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weir

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what weir needs to build, test and benchmark (Debian 12 packages only),
+# then configures and builds into build/. Safe to run again: installs only what is
+# missing and rebuilds incrementally.
+#   scripts/setup.sh            # Release-ish build (RelWithDebInfo) into build/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev
+  libnats-dev nats-server libcurl4-openssl-dev libssl-dev
+  libpaho-mqttpp-dev libpaho-mqtt-dev mosquitto mosquitto-clients
+  libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev catch2 libbenchmark-dev
+  wrk curl jq python3 binutils
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >&2
+cmake --build "$BUILD_DIR" -j"$(nproc)" >&2
