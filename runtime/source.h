@@ -9,8 +9,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +43,9 @@ struct SourceContext {
   std::string flow;
   Ingest* ingest = nullptr;
   HttpRouter* http = nullptr;       // for http sources
+  // Set by cluster::Singleton for the source it runs: the lease's fencing token while the
+  // lease is held, nullopt when it is not (then emit nothing). Empty outside a cluster.
+  std::function<std::optional<uint64_t>()> fence;
 };
 
 class Source {
