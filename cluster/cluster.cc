@@ -1,1 +1,0 @@
-// cluster/: leases, singletons and the version registry (see README.md).

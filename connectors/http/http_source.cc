@@ -1,0 +1,158 @@
+#include "connectors/http/http_source.h"
+
+#include <cstdlib>
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+
+#include "connectors/http/signature.h"
+#include "runtime/http_router.h"
+#include "runtime/log.h"
+
+namespace weir::connectors {
+namespace {
+
+bool content_type_is_json(std::string_view ct) {
+  if (ct.empty()) return true;   // most webhook senders omit nothing, but curl -d does
+  auto semi = ct.find(';');
+  std::string base(ct.substr(0, semi));
+  for (char& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  while (!base.empty() && base.back() == ' ') base.pop_back();
+  return base == "application/json" || (base.size() > 5 && base.compare(base.size() - 5, 5, "+json") == 0) ||
+         base == "text/json";
+}
+
+class HttpSource final : public Source {
+ public:
+  HttpSource(flows::HttpSourceSpec spec, HttpSourceOptions options)
+      : spec_(std::move(spec)), options_(options) {}
+
+  Status start(SourceContext& ctx) override {
+    if (!ctx.http || !ctx.ingest) return Status::internal("http source needs the ingress router");
+    ctx_ = &ctx;
+    if (spec_.hmac) {
+      const char* v = std::getenv(spec_.hmac->secret_env.c_str());
+      if (!v || !*v) return Status::invalid("flow " + ctx.flow + ": environment variable " + spec_.hmac->secret_env +
+                                            " (hmac.secret_env) is not set");
+      secret_ = v;
+    }
+    if (spec_.bearer_token_env) {
+      const char* v = std::getenv(spec_.bearer_token_env->c_str());
+      if (!v || !*v) return Status::invalid("flow " + ctx.flow + ": environment variable " + *spec_.bearer_token_env +
+                                            " (bearer.token_env) is not set");
+      token_ = v;
+    }
+    return ctx.http->add_route(spec_.path, [this](HttpRequest& req, Responder respond) {
+      handle(req, std::move(respond));
+    });
+  }
+
+  void stop() override {
+    if (ctx_ && ctx_->http) ctx_->http->remove_route(spec_.path);
+  }
+
+ private:
+  bool authorized(HttpRequest& req, std::string* why) const {
+    if (spec_.bearer_token_env) {
+      std::string_view auth = req.header("Authorization");
+      constexpr std::string_view kPrefix = "Bearer ";
+      if (auth.size() <= kPrefix.size() || auth.substr(0, kPrefix.size()) != kPrefix ||
+          !constant_time_equals(auth.substr(kPrefix.size()), token_)) {
+        *why = "missing or wrong bearer token";
+        return false;
+      }
+    }
+    if (spec_.hmac) {
+      if (spec_.hmac->scheme == flows::HmacSpec::Scheme::kStandard) {
+        std::string_view id = req.header("webhook-id");
+        std::string_view ts = req.header("webhook-timestamp");
+        std::string_view sig = req.header("webhook-signature");
+        if (id.empty() || ts.empty() || sig.empty()) {
+          *why = "missing webhook-id, webhook-timestamp or webhook-signature";
+          return false;
+        }
+        if (!verify_standard_webhook(secret_, id, ts, req.body(), sig, static_cast<int64_t>(std::time(nullptr)), why)) {
+          if (why->empty()) *why = "wrong signature";
+          return false;
+        }
+      } else {
+        std::string_view sig = req.header(spec_.hmac->header);
+        if (sig.empty()) {
+          *why = "missing " + spec_.hmac->header + " header";
+          return false;
+        }
+        if (!verify_github_signature(secret_, req.body(), sig)) {
+          *why = "wrong signature in " + spec_.hmac->header;
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  void handle(HttpRequest& req, Responder respond) {
+    std::string why;
+    if (!authorized(req, &why)) {
+      respond(HttpResponse::error(401, why));
+      return;
+    }
+    IngestEvent ev;
+    std::string& body = req.mutable_body();
+    if (content_type_is_json(req.header("Content-Type"))) {
+      if (!nlohmann::json::accept(body)) {
+        std::string msg = "body is not valid JSON";
+        try {
+          auto ignored = nlohmann::json::parse(body);
+          (void)ignored;
+        } catch (const nlohmann::json::parse_error& e) {
+          msg += " at byte " + std::to_string(e.byte) + ": " + e.what();
+        }
+        respond(HttpResponse::error(400, msg));
+        return;
+      }
+      ev.body = std::move(body);
+    } else {
+      // Not JSON: the event is the text, with its content type, as a JSON object.
+      ev.body = nlohmann::json{{"body", body}, {"content_type", std::string(req.header("Content-Type"))}}.dump(
+          -1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+    std::string_view key = req.header("Idempotency-Key");
+    if (key.empty()) key = req.header("webhook-id");
+    if (key.size() > 200) {
+      respond(HttpResponse::error(400, "Idempotency-Key longer than 200 characters"));
+      return;
+    }
+    ev.id = std::string(key);
+    if (!ctx_->ingest->ready()) {
+      respond(unavailable("JetStream is unavailable"));
+      return;
+    }
+    ctx_->ingest->publish(std::move(ev), options_.ack_timeout,
+                          [this, respond = std::move(respond)](const Status& s, const std::string& id) {
+                            if (s) {
+                              respond(HttpResponse::json(202, nlohmann::json{{"id", id}}.dump()));
+                            } else {
+                              respond(unavailable("event not stored: " + s.message()));
+                            }
+                          });
+  }
+
+  HttpResponse unavailable(std::string msg) const {
+    HttpResponse r = HttpResponse::error(503, msg);
+    r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_seconds));
+    return r;
+  }
+
+  flows::HttpSourceSpec spec_;
+  HttpSourceOptions options_;
+  SourceContext* ctx_ = nullptr;
+  std::string secret_, token_;   // never logged
+};
+
+}  // namespace
+
+std::unique_ptr<Source> make_http_source(const flows::HttpSourceSpec& spec, HttpSourceOptions options) {
+  return std::make_unique<HttpSource>(spec, options);
+}
+
+}  // namespace weir::connectors

@@ -1,0 +1,204 @@
+#include "runtime/admin.h"
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+
+#include "runtime/log.h"
+
+namespace weir {
+namespace {
+constexpr std::string_view kFlowsPrefix = "/flows/";
+
+std::string query_param(std::string_view target, std::string_view name) {
+  auto q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    auto amp = rest.find('&');
+    std::string_view kv = rest.substr(0, amp);
+    auto eq = kv.find('=');
+    if (kv.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return {};
+}
+
+// Compares digests so that the time taken says nothing about the token.
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  unsigned char da[SHA256_DIGEST_LENGTH], db[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(a.data()), a.size(), da);
+  SHA256(reinterpret_cast<const unsigned char*>(b.data()), b.size(), db);
+  return CRYPTO_memcmp(da, db, sizeof da) == 0;
+}
+
+HttpResponse json_reply(int status, const nlohmann::json& j) {
+  return HttpResponse::json(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+}  // namespace
+
+Admin::Admin(AdminBackend& backend, Metrics& metrics, DeadLetters* dlq, std::string token)
+    : backend_(backend), metrics_(metrics), dlq_(dlq), token_(std::move(token)) {
+  worker_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "weir-admin");
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  });
+}
+
+Admin::~Admin() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void Admin::on_worker(std::function<void()> job) {
+  {
+    std::lock_guard lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+Handler Admin::handler() {
+  return [this](HttpRequest& req, Responder respond) { handle(req, std::move(respond)); };
+}
+
+void Admin::handle(HttpRequest& req, Responder respond) {
+  std::string_view path = req.path();
+  std::string_view method = req.method();
+  if (path == "/healthz") {
+    respond(json_reply(200, {{"status", "ok"}}));
+    return;
+  }
+  if (path == "/readyz") {
+    std::string why;
+    if (backend_.ready(&why)) respond(json_reply(200, {{"status", "ready"}}));
+    else respond(json_reply(503, {{"status", "not ready"}, {"reason", why}}));
+    return;
+  }
+  if (!token_.empty()) {
+    std::string_view auth = req.header("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (auth.size() <= kBearer.size() || auth.substr(0, kBearer.size()) != kBearer ||
+        !constant_time_equal(auth.substr(kBearer.size()), token_)) {
+      HttpResponse r = HttpResponse::error(401, "admin token required (Authorization: Bearer ...)");
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      respond(std::move(r));
+      return;
+    }
+  }
+  if (path == "/metrics" && method == "GET") {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = metrics_.render_prometheus();
+    respond(std::move(r));
+    return;
+  }
+  if (path == "/status" && method == "GET") {
+    respond(json_reply(200, backend_.status()));
+    return;
+  }
+  if (path == "/flows" && method == "GET") {
+    respond(json_reply(200, backend_.flows()));
+    return;
+  }
+  if (path.substr(0, kFlowsPrefix.size()) == kFlowsPrefix) {
+    std::string rest(path.substr(kFlowsPrefix.size()));
+    std::string name = rest.substr(0, rest.find('/'));
+    std::string action = rest.find('/') == std::string::npos ? "" : rest.substr(rest.find('/') + 1);
+    if (action.empty() && method == "GET") {
+      auto f = backend_.flow(name);
+      if (f) respond(json_reply(200, *f));
+      else respond(HttpResponse::error(404, "no flow named " + name));
+      return;
+    }
+    if (action.empty() && method == "PUT") {
+      std::string body = req.body();
+      on_worker([this, name, body = std::move(body), respond] {
+        auto [code, j] = backend_.deploy(name, body);
+        respond(json_reply(code, j));
+      });
+      return;
+    }
+    if (action == "promote" && method == "POST") {
+      auto j = nlohmann::json::parse(req.body(), nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("version") || !j["version"].is_number_integer()) {
+        respond(HttpResponse::error(400, "body must be {\"version\": N}"));
+        return;
+      }
+      int64_t v = j["version"].get<int64_t>();
+      on_worker([this, name, v, respond] {
+        auto [code, body] = backend_.promote(name, v);
+        respond(json_reply(code, body));
+      });
+      return;
+    }
+    if (action == "rollback" && method == "POST") {
+      on_worker([this, name, respond] {
+        auto [code, body] = backend_.rollback(name);
+        respond(json_reply(code, body));
+      });
+      return;
+    }
+  }
+  if (path == "/dlq" && method == "GET") {
+    DeadLetters* dlq = dlq_.load();
+    if (!dlq) {
+      respond(HttpResponse::error(503, "not connected to NATS yet"));
+      return;
+    }
+    std::string flow = query_param(req.target(), "flow");
+    size_t limit = 1000;
+    if (auto l = query_param(req.target(), "limit"); !l.empty()) limit = std::strtoull(l.c_str(), nullptr, 10);
+    on_worker([dlq, flow, limit, respond] {
+      auto r = dlq->list(flow.empty() ? std::nullopt : std::optional<std::string>(flow), limit);
+      if (r) respond(json_reply(200, r.value()));
+      else respond(HttpResponse::error(503, r.status().message()));
+    });
+    return;
+  }
+  if (path == "/dlq/replay" && method == "POST") {
+    DeadLetters* dlq = dlq_.load();
+    if (!dlq) {
+      respond(HttpResponse::error(503, "not connected to NATS yet"));
+      return;
+    }
+    std::optional<std::string> flow;
+    std::vector<std::string> ids;
+    if (!req.body().empty()) {
+      auto j = nlohmann::json::parse(req.body(), nullptr, false);
+      if (j.is_discarded() || !j.is_object()) {
+        respond(HttpResponse::error(400, "body must be {}, {\"flow\": F} or {\"ids\": [...]}"));
+        return;
+      }
+      if (j.contains("flow") && j["flow"].is_string()) flow = j["flow"].get<std::string>();
+      if (j.contains("ids") && j["ids"].is_array()) {
+        for (const auto& id : j["ids"]) {
+          if (id.is_string()) ids.push_back(id.get<std::string>());
+        }
+      }
+    }
+    on_worker([dlq, flow, ids, respond] {
+      auto r = dlq->replay(flow, ids);
+      if (r) respond(json_reply(200, {{"replayed", r.value()}}));
+      else respond(HttpResponse::error(503, r.status().message()));
+    });
+    return;
+  }
+  respond(HttpResponse::error(404, "no admin call " + std::string(method) + " " + std::string(path)));
+}
+
+}  // namespace weir

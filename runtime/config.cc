@@ -1,0 +1,138 @@
+#include "runtime/config.h"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "flows/text.h"
+
+namespace weir {
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& field, const std::string& msg) const {
+    std::ostringstream out;
+    out << file_;
+    if (node.IsDefined() && node.Mark().line >= 0) out << ":" << node.Mark().line + 1 << ":" << node.Mark().column + 1;
+    out << ": " << field << ": " << msg;
+    throw ConfigError(out.str());
+  }
+
+  void check_keys(const YAML::Node& map, const std::string& where, const std::set<std::string>& allowed) const {
+    if (!map.IsMap()) fail(map, where, "must be a mapping");
+    for (const auto& kv : map) {
+      auto key = kv.first.as<std::string>();
+      if (!allowed.count(key)) {
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        fail(kv.first, where.empty() ? key : where + "." + key, "unknown key (expected one of: " + list + ")");
+      }
+    }
+  }
+
+  std::string str(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsScalar()) fail(n, field, "must be a string");
+    std::string err;
+    auto v = flows::substitute_env(n.Scalar(), flows::process_env(), &err);
+    if (!v) fail(n, field, err);
+    return *v;
+  }
+
+  std::chrono::milliseconds duration(const YAML::Node& n, const std::string& field) const {
+    auto s = str(n, field);
+    auto d = flows::parse_duration(s);
+    if (!d || d->count() <= 0) fail(n, field, "\"" + s + "\" is not a duration (write 250ms, 3s, 1m, 1h)");
+    return *d;
+  }
+
+  int64_t size(const YAML::Node& n, const std::string& field) const {
+    auto s = str(n, field);
+    auto v = flows::parse_size(s);
+    if (!v || *v <= 0) fail(n, field, "\"" + s + "\" is not a size (write 512KiB, 1MiB or a number of bytes)");
+    return *v;
+  }
+
+  int integer(const YAML::Node& n, const std::string& field, int lo, int hi) const {
+    auto s = str(n, field);
+    try {
+      size_t used = 0;
+      int v = std::stoi(s, &used);
+      if (used == s.size() && v >= lo && v <= hi) return v;
+    } catch (...) {
+    }
+    fail(n, field, "must be a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+};
+
+}  // namespace
+
+RuntimeConfig load_runtime_config(const std::string& path) {
+  RuntimeConfig c;
+  c.config_file = path;
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot read the config file");
+  YAML::Node root;
+  try {
+    root = YAML::Load(in);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                      ": " + e.msg);
+  }
+  if (root.IsNull()) return c;   // an empty file means defaults
+  Reader r(path);
+  r.check_keys(root, "", {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout"});
+  if (auto n = root["nats"]) {
+    r.check_keys(n, "nats", {"url", "creds", "replicas"});
+    if (n["url"]) c.nats.url = r.str(n["url"], "nats.url");
+    if (n["creds"]) c.nats.creds = r.str(n["creds"], "nats.creds");
+    if (n["replicas"]) c.nats.replicas = r.integer(n["replicas"], "nats.replicas", 1, 5);
+  }
+  if (auto n = root["data_dir"]) c.data_dir = r.str(n, "data_dir");
+  if (auto n = root["http"]) {
+    r.check_keys(n, "http", {"listen", "max_body", "max_header", "read_timeout", "ack_timeout"});
+    if (n["listen"]) c.http.listen = r.str(n["listen"], "http.listen");
+    if (n["max_body"]) c.http.max_body = r.size(n["max_body"], "http.max_body");
+    if (n["max_header"]) c.http.max_header = r.size(n["max_header"], "http.max_header");
+    if (n["read_timeout"]) c.http.read_timeout = r.duration(n["read_timeout"], "http.read_timeout");
+    if (n["ack_timeout"]) c.http.ack_timeout = r.duration(n["ack_timeout"], "http.ack_timeout");
+  }
+  if (auto n = root["admin"]) {
+    r.check_keys(n, "admin", {"listen", "token_env"});
+    if (n["listen"]) c.admin.listen = r.str(n["listen"], "admin.listen");
+    if (n["token_env"]) c.admin.token_env = r.str(n["token_env"], "admin.token_env");
+  }
+  if (auto n = root["flows"]) c.flows = r.str(n, "flows");
+  if (auto n = root["cluster"]) {
+    r.check_keys(n, "cluster", {"name", "lease_ttl"});
+    if (n["name"]) c.cluster.name = r.str(n["name"], "cluster.name");
+    if (n["lease_ttl"]) c.cluster.lease_ttl = r.duration(n["lease_ttl"], "cluster.lease_ttl");
+  }
+  if (auto n = root["log"]) {
+    r.check_keys(n, "log", {"level", "format"});
+    if (n["level"]) {
+      c.log.level = r.str(n["level"], "log.level");
+      if (c.log.level != "debug" && c.log.level != "info" && c.log.level != "warn" && c.log.level != "error")
+        r.fail(n["level"], "log.level", "must be debug, info, warn or error");
+    }
+    if (n["format"]) {
+      c.log.format = r.str(n["format"], "log.format");
+      if (c.log.format != "text" && c.log.format != "json") r.fail(n["format"], "log.format", "must be text or json");
+    }
+  }
+  if (auto n = root["drain_timeout"]) c.drain_timeout = r.duration(n, "drain_timeout");
+  return c;
+}
+
+}  // namespace weir

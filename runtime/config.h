@@ -1,0 +1,52 @@
+// RuntimeConfig: weir.yaml (spec §3) merged with command-line flags.
+// Loading is an edge: errors are thrown as ConfigError (exit code 2 in main) with
+// "file:line:column: field: message". Every key is optional; unknown keys are errors.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace weir {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct RuntimeConfig {
+  struct Nats {
+    std::string url;          // empty: spawn the embedded nats-server
+    std::string creds;
+    int replicas = 1;         // stream and KV replicas (3 on a NATS cluster)
+  } nats;
+  std::string data_dir = "./weir-data";
+  struct Http {
+    std::string listen = "127.0.0.1:8080";
+    int64_t max_body = 1 << 20;
+    int64_t max_header = 16 * 1024;
+    std::chrono::milliseconds read_timeout{10000};
+    std::chrono::milliseconds ack_timeout{5000};   // PubAck wait before answering 503
+  } http;
+  struct Admin {
+    std::string listen = "127.0.0.1:8081";
+    std::string token_env;
+  } admin;
+  std::string flows = "./flows";
+  struct Cluster {
+    std::string name;
+    std::chrono::milliseconds lease_ttl{3000};
+  } cluster;
+  struct Log {
+    std::string level = "info";
+    std::string format = "text";
+  } log;
+  std::chrono::milliseconds drain_timeout{10000};
+  std::string config_file;    // where it came from ("" = defaults only)
+};
+
+// Reads `path` (YAML); `${NAME}` / `${NAME:-default}` substituted from the environment.
+RuntimeConfig load_runtime_config(const std::string& path);
+
+}  // namespace weir

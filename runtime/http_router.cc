@@ -1,0 +1,45 @@
+#include "runtime/http_router.h"
+
+namespace weir {
+
+Status HttpRouter::add_route(const std::string& path, Handler handler) {
+  std::lock_guard lock(mu_);
+  if (!routes_.emplace(path, std::make_shared<Handler>(std::move(handler))).second) {
+    return Status::conflict("two flows share the http path " + path);
+  }
+  return Status::ok();
+}
+
+void HttpRouter::remove_route(const std::string& path) {
+  std::lock_guard lock(mu_);
+  routes_.erase(path);
+}
+
+std::vector<std::string> HttpRouter::paths() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [p, h] : routes_) out.push_back(p);
+  return out;
+}
+
+void HttpRouter::handle(HttpRequest& request, Responder respond) {
+  std::shared_ptr<Handler> h;
+  {
+    std::lock_guard lock(mu_);
+    auto it = routes_.find(std::string(request.path()));
+    if (it != routes_.end()) h = it->second;
+  }
+  if (!h) {
+    respond(HttpResponse::error(404, "no flow listens on " + std::string(request.path())));
+    return;
+  }
+  if (request.method() != "POST" && request.method() != "PUT") {
+    HttpResponse r = HttpResponse::error(405, "use POST");
+    r.headers.emplace_back("Allow", "POST, PUT");
+    respond(std::move(r));
+    return;
+  }
+  (*h)(request, std::move(respond));
+}
+
+}  // namespace weir

@@ -1,0 +1,29 @@
+// HttpRouter: the shared http-in route table. Each flow's http source adds its path;
+// the ingress server asks the router. Unknown path → 404, known path with a method
+// other than POST (or PUT) → 405.
+//
+// Thread safety: routes are added before the ingress server starts taking requests
+// (during start-up, under a lock) and read on the io thread.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/http_server.h"
+
+namespace weir {
+
+class HttpRouter {
+ public:
+  Status add_route(const std::string& path, Handler handler);
+  void remove_route(const std::string& path);
+  void handle(HttpRequest& request, Responder respond);
+  std::vector<std::string> paths() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Handler>> routes_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace weir

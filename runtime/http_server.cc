@@ -1,0 +1,289 @@
+// Beast lives here and nowhere else in the runtime (it costs ~14 s per translation unit).
+#include <utility>  // before Asio (platform notes)
+
+#include "runtime/http_server.h"
+
+#include <atomic>
+#include <optional>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "runtime/log.h"
+
+namespace weir {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using asio::awaitable;
+using asio::use_awaitable;
+
+HttpResponse HttpResponse::error(int status, std::string_view message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = nlohmann::json{{"error", std::string(message)}}.dump(-1, ' ', false,
+                                                               nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+// ---- IoLoop --------------------------------------------------------------------------
+
+struct IoLoop::Impl {
+  asio::io_context ioc{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+  std::thread thread;
+};
+
+IoLoop::IoLoop() : impl_(std::make_unique<Impl>()) {}
+IoLoop::~IoLoop() { stop(); }
+void* IoLoop::native() { return &impl_->ioc; }
+
+void IoLoop::start() {
+  impl_->guard.emplace(impl_->ioc.get_executor());
+  impl_->thread = std::thread([this] {
+    pthread_setname_np(pthread_self(), "weir-io");
+    impl_->ioc.run();
+  });
+}
+
+void IoLoop::stop() {
+  if (!impl_->thread.joinable()) return;
+  impl_->guard.reset();
+  impl_->ioc.stop();
+  impl_->thread.join();
+}
+
+namespace {
+
+class BeastRequest final : public HttpRequest {
+ public:
+  explicit BeastRequest(http::request<http::string_body>&& r) : req_(std::move(r)) {
+    std::string_view t(req_.target().data(), req_.target().size());
+    target_ = t;
+    path_ = t.substr(0, t.find('?'));
+  }
+  std::string_view method() const override {
+    auto m = req_.method_string();
+    return {m.data(), m.size()};
+  }
+  std::string_view target() const override { return target_; }
+  std::string_view path() const override { return path_; }
+  std::string_view header(std::string_view name) const override {
+    auto it = req_.find(beast::string_view(name.data(), name.size()));
+    if (it == req_.end()) return {};
+    auto v = it->value();
+    return {v.data(), v.size()};
+  }
+  const std::string& body() const override { return req_.body(); }
+  std::string& mutable_body() override { return req_.body(); }
+  bool keep_alive() const { return req_.keep_alive(); }
+  unsigned version() const { return req_.version(); }
+
+ private:
+  http::request<http::string_body> req_;
+  std::string_view target_, path_;
+};
+
+// Waits on the io thread for a Responder that may fire on any thread.
+struct ResponseSlot {
+  explicit ResponseSlot(asio::any_io_executor ex) : timer(ex) {
+    timer.expires_at(asio::steady_timer::time_point::max());
+  }
+  asio::steady_timer timer;
+  std::optional<HttpResponse> response;
+};
+
+class BeastServer final : public HttpServer, public std::enable_shared_from_this<BeastServer> {
+ public:
+  BeastServer(asio::io_context& ioc, HttpServerOptions options, Handler handler)
+      : ioc_(ioc), acceptor_(ioc), options_(std::move(options)), handler_(std::move(handler)) {}
+
+  Status listen() {
+    auto colon = options_.listen.rfind(':');
+    if (colon == std::string::npos) return Status::invalid("listen address must be host:port, got " + options_.listen);
+    std::string host = options_.listen.substr(0, colon);
+    if (host.empty() || host == "localhost") host = "127.0.0.1";
+    int port = 0;
+    try {
+      port = std::stoi(options_.listen.substr(colon + 1));
+    } catch (...) {
+      return Status::invalid("bad port in listen address " + options_.listen);
+    }
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(host, ec);
+    if (ec) return Status::invalid("bad host in listen address " + options_.listen);
+    tcp::endpoint ep(addr, static_cast<unsigned short>(port));
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Status::unavailable("cannot listen on " + options_.listen + ": " + ec.message());
+    auto bound = acceptor_.local_endpoint();
+    address_ = bound.address().to_string() + ":" + std::to_string(bound.port());
+    return Status::ok();
+  }
+
+  void start() {
+    asio::co_spawn(ioc_, [self = shared_from_this()]() { return self->accept_loop(); }, asio::detached);
+  }
+
+  std::string address() const override { return address_; }
+  size_t open_connections() const override { return connections_.load(); }
+
+  void stop_accepting() override {
+    asio::post(ioc_, [self = shared_from_this()] {
+      boost::system::error_code ec;
+      self->acceptor_.close(ec);
+    });
+  }
+
+ private:
+  awaitable<void> accept_loop() {
+    for (;;) {
+      boost::system::error_code ec;
+      tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(use_awaitable, ec));
+      if (ec) {
+        if (!acceptor_.is_open()) co_return;
+        if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space) {
+          // Out of file descriptors: back off instead of spinning.
+          asio::steady_timer t(ioc_, std::chrono::milliseconds(50));
+          co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
+        }
+        continue;
+      }
+      socket.set_option(tcp::no_delay(true), ec);
+      asio::co_spawn(ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable {
+        return self->session(std::move(s));
+      }, asio::detached);
+    }
+  }
+
+  // Writes an error answer, then closes politely: shut the send side and drain what the
+  // client is still sending, so it reads our answer instead of a reset (platform notes).
+  awaitable<void> reject_and_close(beast::tcp_stream& stream, int status, std::string_view message) {
+    http::response<http::string_body> res{static_cast<http::status>(status), 11};
+    res.set(http::field::content_type, "application/json");
+    res.set(http::field::connection, "close");
+    res.body() = HttpResponse::error(status, message).body;
+    res.prepare_payload();
+    boost::system::error_code ec;
+    stream.expires_after(std::chrono::seconds(2));
+    co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    char sink[4096];
+    stream.expires_after(std::chrono::milliseconds(500));
+    for (int i = 0; i < 256 && !ec; ++i) {
+      co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(use_awaitable, ec));
+    }
+    stream.socket().close(ec);
+  }
+
+  awaitable<void> session(tcp::socket socket) {
+    ++connections_;
+    struct Count {
+      std::atomic<size_t>& n;
+      ~Count() { --n; }
+    } count{connections_};
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    for (;;) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(static_cast<std::uint32_t>(options_.max_header));
+      parser.body_limit(static_cast<std::uint64_t>(options_.max_body));
+      stream.expires_after(options_.read_timeout);
+      boost::system::error_code ec;
+      co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      if (ec == http::error::body_limit) {
+        co_await reject_and_close(stream, 413, "body larger than " + std::to_string(options_.max_body) + " bytes");
+        co_return;
+      }
+      if (ec == http::error::header_limit) {
+        co_await reject_and_close(stream, 431, "request headers too large");
+        co_return;
+      }
+      if (ec) {
+        // end_of_stream (client closed), timeout (slow client), reset: just close. A
+        // malformed request gets a 400 first.
+        bool malformed = ec.category() == http::make_error_code(http::error::bad_target).category() &&
+                         ec != http::error::end_of_stream && ec != http::error::partial_message;
+        if (malformed) co_await reject_and_close(stream, 400, "malformed HTTP request: " + ec.message());
+        stream.socket().close(ec);
+        co_return;
+      }
+      stream.expires_never();
+      BeastRequest request(parser.release());
+      auto slot = std::make_shared<ResponseSlot>(stream.get_executor());
+      {
+        auto ex = stream.get_executor();
+        Responder respond = [slot, ex](HttpResponse r) {
+          asio::post(ex, [slot, r = std::move(r)]() mutable {
+            slot->response = std::move(r);
+            slot->timer.cancel();
+          });
+        };
+        try {
+          handler_(request, std::move(respond));
+        } catch (const std::exception& e) {
+          log::error("http handler failed", {{"server", options_.name}, {"error", e.what()}});
+          slot->response = HttpResponse::error(500, "internal error");
+        }
+      }
+      while (!slot->response) {
+        co_await slot->timer.async_wait(asio::redirect_error(use_awaitable, ec));
+      }
+      HttpResponse& r = *slot->response;
+      http::response<http::string_body> res{static_cast<http::status>(r.status), request.version()};
+      if (!r.body.empty() || r.status >= 200) res.set(http::field::content_type, r.content_type);
+      for (auto& [k, v] : r.headers) res.set(k, v);
+      bool keep = request.keep_alive() && !r.close;
+      res.keep_alive(keep);
+      res.body() = std::move(r.body);
+      res.prepare_payload();
+      stream.expires_after(options_.read_timeout);
+      co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
+      if (ec || !keep) {
+        stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+        stream.socket().close(ec);
+        co_return;
+      }
+    }
+  }
+
+  asio::io_context& ioc_;
+  tcp::acceptor acceptor_;
+  HttpServerOptions options_;
+  Handler handler_;
+  std::string address_;
+  std::atomic<size_t> connections_{0};
+};
+
+// Keeps the shared_ptr-owned server alive behind the unique_ptr the API hands out.
+class ServerHandle final : public HttpServer {
+ public:
+  explicit ServerHandle(std::shared_ptr<BeastServer> s) : s_(std::move(s)) {}
+  ~ServerHandle() override { s_->stop_accepting(); }
+  std::string address() const override { return s_->address(); }
+  void stop_accepting() override { s_->stop_accepting(); }
+  size_t open_connections() const override { return s_->open_connections(); }
+
+ private:
+  std::shared_ptr<BeastServer> s_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<HttpServer>> HttpServer::create(IoLoop& loop, HttpServerOptions options,
+                                                       Handler handler) {
+  auto& ioc = *static_cast<asio::io_context*>(loop.native());
+  auto server = std::make_shared<BeastServer>(ioc, std::move(options), std::move(handler));
+  if (Status s = server->listen(); !s) return s;
+  server->start();
+  return std::unique_ptr<HttpServer>(new ServerHandle(std::move(server)));
+}
+
+}  // namespace weir

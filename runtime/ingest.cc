@@ -1,0 +1,46 @@
+#include "runtime/ingest.h"
+
+#include <random>
+
+namespace weir {
+
+std::string new_event_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch()).count();
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%012llx%016llx", static_cast<unsigned long long>(ms) & 0xffffffffffffULL,
+                static_cast<unsigned long long>(rng()));
+  return std::string(buf, 28);
+}
+
+FlowIngest::FlowIngest(Bus& bus, Metrics& metrics, std::string flow)
+    : bus_(bus), metrics_(metrics.stage(flow, "ingress")), flow_(std::move(flow)),
+      subject_(layout::input_subject(flow_)) {}
+
+void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
+                         std::function<void(const Status&, const std::string& id)> done) {
+  if (event.id.empty()) event.id = new_event_id();
+  auto started = std::chrono::steady_clock::now();
+  auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  Headers h = std::move(event.headers);
+  h.emplace_back(layout::kHeaderId, event.id);
+  h.emplace_back(layout::kHeaderMsgId, event.id);
+  h.emplace_back(layout::kHeaderIngestUs, std::to_string(now_us));
+  metrics_.received.fetch_add(1, std::memory_order_relaxed);
+  metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
+  bus_.publish(subject_, event.body, h, timeout,
+               [this, id = std::move(event.id), started, done = std::move(done)](const Status& s, const PubAck&) {
+                 metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+                 if (s) {
+                   metrics_.acked.fetch_add(1, std::memory_order_relaxed);
+                   metrics_.latency.observe(std::chrono::steady_clock::now() - started);
+                 } else {
+                   metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+                 }
+                 done(s, id);
+               });
+}
+
+}  // namespace weir

@@ -1,0 +1,30 @@
+// FlowIngest: the runtime's `Ingest` for one flow — writes source events into the
+// flow's input subject with the event id as Nats-Msg-Id (dedup) and Weir-Id.
+// Thread-safe; callbacks run on bus threads.
+#pragma once
+
+#include <string>
+
+#include "runtime/bus.h"
+#include "runtime/metrics.h"
+#include "runtime/source.h"
+
+namespace weir {
+
+class FlowIngest final : public Ingest {
+ public:
+  FlowIngest(Bus& bus, Metrics& metrics, std::string flow);
+  void publish(IngestEvent event, std::chrono::milliseconds timeout,
+               std::function<void(const Status&, const std::string& id)> done) override;
+  bool ready() const override { return bus_.connected(); }
+
+ private:
+  Bus& bus_;
+  StageMetrics& metrics_;
+  std::string flow_, subject_;
+};
+
+// A new random event id: 32 hex digits, time-ordered in its first 12.
+std::string new_event_id();
+
+}  // namespace weir

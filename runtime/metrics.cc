@@ -1,0 +1,98 @@
+#include "runtime/metrics.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace weir {
+
+void Histogram::observe(std::chrono::nanoseconds d) {
+  double s = static_cast<double>(d.count()) / 1e9;
+  size_t i = 0;
+  while (i < kBounds.size() && s > kBounds[i]) ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_ns_.fetch_add(static_cast<uint64_t>(d.count() > 0 ? d.count() : 0), std::memory_order_relaxed);
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
+  uint64_t cumulative = 0;
+  char buf[64];
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    std::snprintf(buf, sizeof buf, "%g", kBounds[i]);
+    out += name + "_bucket{" + labels + ",le=\"" + buf + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  cumulative += buckets_[kBounds.size()].load(std::memory_order_relaxed);
+  out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  std::snprintf(buf, sizeof buf, "%.9f", static_cast<double>(sum_ns_.load()) / 1e9);
+  out += name + "_sum{" + labels + "} " + buf + "\n";
+  out += name + "_count{" + labels + "} " + std::to_string(count_.load()) + "\n";
+}
+
+StageMetrics& Metrics::stage(const std::string& flow, const std::string& stage) {
+  std::lock_guard lock(mu_);
+  for (auto& s : stages_) {
+    if (s.flow == flow && s.stage == stage) return s;
+  }
+  auto& s = stages_.emplace_back();
+  s.flow = flow;
+  s.stage = stage;
+  return s;
+}
+
+uint64_t Metrics::acked(const std::string& flow, const std::string& stage) const {
+  std::lock_guard lock(mu_);
+  uint64_t n = 0;
+  for (const auto& s : stages_) {
+    if (s.flow == flow && s.stage == stage) n += s.acked.load();
+  }
+  return n;
+}
+
+int64_t process_rss_bytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
+}
+
+std::string Metrics::render_prometheus() const {
+  std::string out;
+  out.reserve(8192);
+  struct Counter {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> StageMetrics::*field;
+  };
+  static const Counter kCounters[] = {
+      {"weir_events_received_total", "Events that entered the stage.", &StageMetrics::received},
+      {"weir_events_acked_total", "Events the stage finished (output persisted or delivered).", &StageMetrics::acked},
+      {"weir_events_errors_total", "Failed attempts (retried or answered with an error).", &StageMetrics::errors},
+      {"weir_events_dlq_total", "Events sent to the dead-letter stream.", &StageMetrics::dead},
+      {"weir_events_dropped_total", "Events filtered out or dropped on error.", &StageMetrics::dropped},
+  };
+  std::lock_guard lock(mu_);
+  auto labels = [](const StageMetrics& s) { return "flow=\"" + s.flow + "\",stage=\"" + s.stage + "\""; };
+  for (const auto& c : kCounters) {
+    out += std::string("# HELP ") + c.name + " " + c.help + "\n# TYPE " + c.name + " counter\n";
+    for (const auto& s : stages_) out += std::string(c.name) + "{" + labels(s) + "} " + std::to_string((s.*c.field).load()) + "\n";
+  }
+  out += "# HELP weir_events_in_flight Events inside the stage now.\n# TYPE weir_events_in_flight gauge\n";
+  for (const auto& s : stages_) out += "weir_events_in_flight{" + labels(s) + "} " + std::to_string(s.in_flight.load()) + "\n";
+  out += "# HELP weir_consumer_lag Messages waiting in the stage's consumer.\n# TYPE weir_consumer_lag gauge\n";
+  for (const auto& s : stages_) out += "weir_consumer_lag{" + labels(s) + "} " + std::to_string(s.lag.load()) + "\n";
+  out += "# HELP weir_stage_latency_seconds Time an event spends in the stage.\n# TYPE weir_stage_latency_seconds histogram\n";
+  for (const auto& s : stages_) s.latency.render(out, "weir_stage_latency_seconds", labels(s));
+  out += "# HELP weir_process_resident_memory_bytes Resident set size.\n# TYPE weir_process_resident_memory_bytes gauge\n";
+  out += "weir_process_resident_memory_bytes " + std::to_string(process_rss_bytes()) + "\n";
+  double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", up);
+  out += "# HELP weir_uptime_seconds Seconds since start.\n# TYPE weir_uptime_seconds gauge\nweir_uptime_seconds " + std::string(buf) + "\n";
+  return out;
+}
+
+}  // namespace weir

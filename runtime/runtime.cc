@@ -1,0 +1,348 @@
+#include "runtime/runtime.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "runtime/admin.h"
+#include "runtime/bus.h"
+#include "runtime/dlq.h"
+#include "runtime/embedded_nats.h"
+#include "runtime/http_router.h"
+#include "runtime/http_server.h"
+#include "runtime/ingest.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
+#include "runtime/stage.h"
+
+namespace weir {
+namespace fs = std::filesystem;
+
+namespace {
+const char* source_kind(const flows::SourceSpec& s) {
+  static const char* kNames[] = {"http", "mqtt", "nats", "timer", "poll", "exec", "flow"};
+  return kNames[s.index()];
+}
+}  // namespace
+
+struct Runtime::Impl final : AdminBackend {
+  RuntimeConfig config;
+  ConnectorFactory& connectors;
+  Metrics metrics;
+  IoLoop io;
+  HttpRouter router;
+  std::unique_ptr<HttpServer> admin_server, ingress_server;
+  std::unique_ptr<Admin> admin;
+  std::unique_ptr<EmbeddedNats> nats;
+  std::unique_ptr<Bus> bus;
+  std::unique_ptr<DeadLetters> dlq;
+
+  struct FlowRuntime {
+    std::shared_ptr<const flows::Flow> flow;
+    std::unique_ptr<FlowIngest> ingest;
+    SourceContext source_ctx;
+    std::unique_ptr<Source> source;
+    std::unique_ptr<FlowStage> stage;
+    std::vector<std::unique_ptr<SinkStage>> sinks;
+  };
+  std::vector<std::unique_ptr<FlowRuntime>> running;
+
+  Impl(RuntimeConfig c, ConnectorFactory& f) : config(std::move(c)), connectors(f) {}
+
+  // ---- AdminBackend ----
+  bool ready(std::string* why) const override {
+    if (!bus || !bus->connected()) {
+      *why = "NATS is not connected";
+      return false;
+    }
+    for (const auto& f : running) {
+      if (!f->stage || !f->stage->healthy()) {
+        *why = "flow " + f->flow->name() + " is not running";
+        return false;
+      }
+      for (const auto& s : f->sinks) {
+        if (!s->healthy()) {
+          *why = "a sink of flow " + f->flow->name() + " is not running";
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  nlohmann::json flow_json(const FlowRuntime& f) const {
+    nlohmann::json sinks = nlohmann::json::array();
+    for (const auto& s : f.flow->sinks()) sinks.push_back(s.name);
+    nlohmann::json j = {{"name", f.flow->name()},
+                        {"active_version", f.flow->version()},
+                        {"latest_version", f.flow->version()},
+                        {"hash", f.flow->content_hash()},
+                        {"file", f.flow->file()},
+                        {"source", source_kind(f.flow->source())},
+                        {"sinks", sinks},
+                        {"running", f.stage && f.stage->healthy()}};
+    if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f.flow->source())) j["path"] = h->path;
+    return j;
+  }
+  nlohmann::json flows_json() const {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& f : running) out.push_back(flow_json(*f));
+    return out;
+  }
+  nlohmann::json flows() const override { return flows_json(); }
+  std::optional<nlohmann::json> flow(const std::string& name) const override {
+    for (const auto& f : running) {
+      if (f->flow->name() == name) return flow_json(*f);
+    }
+    return std::nullopt;
+  }
+  std::pair<int, nlohmann::json> deploy(const std::string&, const std::string&) override {
+    return {501, {{"error", "deploying through the admin API needs cluster mode (--cluster NAME)"}}};
+  }
+  std::pair<int, nlohmann::json> promote(const std::string&, int64_t) override {
+    return {501, {{"error", "promote needs cluster mode (--cluster NAME)"}}};
+  }
+  std::pair<int, nlohmann::json> rollback(const std::string&) override {
+    return {501, {{"error", "rollback needs cluster mode (--cluster NAME)"}}};
+  }
+  nlohmann::json status() const override {
+    nlohmann::json j = {{"flows", flows_json()},
+                        {"nats", bus ? bus->url() : ""},
+                        {"connected", bus && bus->connected()},
+                        {"rss_bytes", process_rss_bytes()},
+                        {"cluster", config.cluster.name}};
+    return j;
+  }
+
+  // ---- lifecycle ----
+  Result<std::vector<std::shared_ptr<const flows::Flow>>> load_flows() {
+    std::vector<std::shared_ptr<const flows::Flow>> out;
+    std::error_code ec;
+    if (!fs::is_directory(config.flows, ec)) {
+      return Status::invalid("flows: " + config.flows + " is not a directory");
+    }
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(config.flows, ec)) {
+      auto ext = e.path().extension().string();
+      if (e.is_regular_file() && (ext == ".yaml" || ext == ".yml" || ext == ".json")) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    std::string errors;
+    std::map<std::string, std::string> names, paths;
+    for (const auto& p : files) {
+      auto r = flows::load_flow_file(p.string());
+      for (const auto& d : r.diagnostics) errors += d.str() + "\n";
+      if (!r.flow) continue;
+      if (auto [it, fresh] = names.emplace(r.flow->name(), p.string()); !fresh) {
+        errors += p.string() + ": flow: the name " + r.flow->name() + " is used by " + it->second + " too\n";
+        continue;
+      }
+      if (const auto* h = std::get_if<flows::HttpSourceSpec>(&r.flow->source())) {
+        if (auto [it, fresh] = paths.emplace(h->path, p.string()); !fresh) {
+          errors += p.string() + ": from.http.path: " + h->path + " is used by " + it->second + " too\n";
+          continue;
+        }
+      }
+      out.push_back(r.flow);
+    }
+    if (!errors.empty()) {
+      errors.pop_back();
+      return Status::invalid(errors);
+    }
+    return out;
+  }
+
+  Status connect_bus() {
+    std::string url = config.nats.url;
+    if (url.empty()) {
+      auto n = EmbeddedNats::start(config.data_dir);
+      if (!n) return n.status();
+      nats = std::move(n.value());
+      url = nats->url();
+    }
+    BusOptions bo;
+    bo.url = url;
+    bo.creds_file = config.nats.creds;
+    bo.stream_replicas = config.nats.replicas;
+    bo.name = "weir";
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      auto b = Bus::connect(bo);
+      if (b) {
+        bus = std::move(b.value());
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return b.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    dlq = std::make_unique<DeadLetters>(*bus);
+    return bus->ensure_dlq_stream();
+  }
+
+  Status start_flow(std::shared_ptr<const flows::Flow> flow) {
+    auto fr = std::make_unique<FlowRuntime>();
+    fr->flow = flow;
+    if (Status s = bus->ensure_flow_stream(flow->name()); !s) return s;
+    StageOptions so;
+    so.drain_timeout = config.drain_timeout;
+    for (const auto& spec : flow->sinks()) {
+      auto sink = connectors.make_sink(*flow, spec, config);
+      if (!sink) return sink.status();
+      auto stage = std::make_unique<SinkStage>(*bus, *dlq, metrics, flow->name(), flow->version(), spec.name,
+                                               std::move(sink.value()), so);
+      if (Status s = stage->start(); !s) return s;
+      fr->sinks.push_back(std::move(stage));
+    }
+    fr->stage = std::make_unique<FlowStage>(*bus, *dlq, metrics, flow, so);
+    if (Status s = fr->stage->start(); !s) return s;
+    auto source = connectors.make_source(*flow, config);
+    if (!source) return source.status();
+    fr->source = std::move(source.value());
+    fr->ingest = std::make_unique<FlowIngest>(*bus, metrics, flow->name());
+    fr->source_ctx.flow = flow->name();
+    fr->source_ctx.ingest = fr->ingest.get();
+    fr->source_ctx.http = &router;
+    if (Status s = fr->source->start(fr->source_ctx); !s) return s;
+    running.push_back(std::move(fr));
+    return Status::ok();
+  }
+
+  void drain() {
+    auto started = std::chrono::steady_clock::now();
+    if (ingress_server) ingress_server->stop_accepting();
+    for (auto& f : running) {
+      if (f->source) f->source->stop();
+    }
+    // Let answers to requests already taken go out (their PubAcks are on the way).
+    auto deadline = started + config.drain_timeout;
+    while (bus && bus->pending_publishes() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (auto& f : running) {
+      if (f->stage) f->stage->stop();
+    }
+    for (auto& f : running) {
+      for (auto& s : f->sinks) s->stop();
+    }
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    log::info("drained", {{"ms", std::to_string(ms.count())}});
+  }
+
+  int run() {
+    log::Level level = log::Level::kInfo;
+    log::Format format = log::Format::kText;
+    log::parse_level(config.log.level, &level);
+    log::parse_format(config.log.format, &format);
+    log::configure(level, format);
+
+    auto loaded = load_flows();
+    if (!loaded) {
+      std::fprintf(stderr, "%s\n", loaded.status().message().c_str());
+      return 2;
+    }
+    if (loaded->empty()) log::warn("no flows found", {{"dir", config.flows}});
+
+    std::string token;
+    if (!config.admin.token_env.empty()) {
+      const char* t = std::getenv(config.admin.token_env.c_str());
+      if (!t || !*t) {
+        std::fprintf(stderr, "%s: admin.token_env: environment variable %s is not set\n",
+                     config.config_file.empty() ? "weir" : config.config_file.c_str(), config.admin.token_env.c_str());
+        return 2;
+      }
+      token = t;
+    }
+
+    io.start();
+    // Admin first: /healthz answers while NATS and the flows come up (the cold-start mark).
+    admin = std::make_unique<Admin>(*this, metrics, nullptr, token);
+    HttpServerOptions ao;
+    ao.name = "admin";
+    ao.listen = config.admin.listen;
+    ao.max_body = 4 << 20;
+    auto as = HttpServer::create(io, ao, admin->handler());
+    if (!as) {
+      log::error("cannot start the admin API", {{"error", as.status().message()}});
+      return 2;
+    }
+    admin_server = std::move(as.value());
+
+    if (Status s = connect_bus(); !s) {
+      log::error("cannot reach NATS", {{"error", s.message()}});
+      return 1;
+    }
+    admin->set_dead_letters(dlq.get());
+
+    for (auto& f : loaded.value()) {
+      if (Status s = start_flow(f); !s) {
+        log::error("cannot start flow", {{"flow", f->name()}, {"error", s.message()}});
+        drain();
+        return s.code() == Status::Code::kInvalid ? 2 : 1;
+      }
+    }
+
+    HttpServerOptions io_opts;
+    io_opts.name = "ingress";
+    io_opts.listen = config.http.listen;
+    io_opts.max_body = config.http.max_body;
+    io_opts.max_header = config.http.max_header;
+    io_opts.read_timeout = config.http.read_timeout;
+    auto is = HttpServer::create(io, io_opts, [this](HttpRequest& req, Responder r) { router.handle(req, std::move(r)); });
+    if (!is) {
+      log::error("cannot start http-in", {{"error", is.status().message()}});
+      drain();
+      return 2;
+    }
+    ingress_server = std::move(is.value());
+
+    log::info("weir ready", {{"ingress", ingress_server->address()}, {"admin", admin_server->address()},
+                             {"nats", bus->url()}, {"flows", std::to_string(running.size())}});
+    std::printf("weir ready — ingress http://%s  admin http://%s  nats %s\n", ingress_server->address().c_str(),
+                admin_server->address().c_str(), bus->url().c_str());
+    for (const auto& f : running) {
+      if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow->source())) {
+        std::printf("  POST http://%s%s  → flow %s\n", ingress_server->address().c_str(), h->path.c_str(),
+                    f->flow->name().c_str());
+      }
+    }
+    std::fflush(stdout);
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int sig = 0;
+    sigwait(&set, &sig);
+    log::info("signal received, draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+    drain();
+    return 0;
+  }
+
+  ~Impl() {
+    ingress_server.reset();
+    for (auto& f : running) {
+      if (f->source) f->source->stop();
+      if (f->stage) f->stage->stop();
+      for (auto& s : f->sinks) s->stop();
+    }
+    admin_server.reset();
+    io.stop();
+    admin.reset();
+    running.clear();
+    bus.reset();
+    if (nats) nats->stop();
+  }
+};
+
+Runtime::Runtime(RuntimeConfig config, ConnectorFactory& connectors)
+    : impl_(std::make_unique<Impl>(std::move(config), connectors)) {}
+Runtime::~Runtime() = default;
+int Runtime::run() { return impl_->run(); }
+
+}  // namespace weir

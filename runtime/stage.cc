@@ -1,0 +1,343 @@
+#include "runtime/stage.h"
+
+#include <pthread.h>
+
+#include <random>
+
+#include "runtime/log.h"
+
+namespace weir {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Waits `d` or until `stopping` is set; used for backoff after a bus error.
+void pause(const std::atomic<bool>& stopping, std::chrono::milliseconds d) {
+  auto until = Clock::now() + d;
+  while (!stopping.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+void name_thread(std::thread& t, std::string name) {
+  if (name.size() > 15) name.resize(15);
+  pthread_setname_np(t.native_handle(), name.c_str());
+}
+
+std::string event_id_of(const BusMessage& m) {
+  std::string_view id = m.header(layout::kHeaderId);
+  if (!id.empty()) return std::string(id);
+  return "seq-" + std::to_string(m.stream_sequence());
+}
+}  // namespace
+
+std::chrono::milliseconds retry_backoff(uint64_t attempt) {
+  thread_local std::mt19937 rng{std::random_device{}()};
+  uint64_t shift = attempt > 1 ? std::min<uint64_t>(attempt - 1, 8) : 0;
+  int64_t base = std::min<int64_t>(200LL << shift, 30'000);
+  std::uniform_int_distribution<int64_t> jitter(0, base / 4);
+  return std::chrono::milliseconds(base + jitter(rng));
+}
+
+// ---- FlowStage -----------------------------------------------------------------------
+
+FlowStage::FlowStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::shared_ptr<const flows::Flow> flow,
+                     StageOptions options)
+    : bus_(bus),
+      dlq_(dlq),
+      metrics_(metrics.stage(flow->name(), "flow")),
+      flow_(std::move(flow)),
+      name_(flow_->name()),
+      options_(options) {}
+
+FlowStage::~FlowStage() { stop(); }
+
+void FlowStage::set_flow(std::shared_ptr<const flows::Flow> flow) {
+  std::lock_guard lock(flow_mu_);
+  flow_ = std::move(flow);
+}
+
+std::shared_ptr<const flows::Flow> FlowStage::flow() const {
+  std::lock_guard lock(flow_mu_);
+  return flow_;
+}
+
+Status FlowStage::start() {
+  ConsumerOptions co;
+  co.stream = layout::flow_stream(name_);
+  co.durable = layout::flow_consumer(name_);
+  co.filter_subject = layout::input_subject(name_);
+  co.max_ack_pending = 4096;
+  auto c = bus_.pull_consumer(co);
+  if (!c) return c.status();
+  consumer_ = std::move(c.value());
+  healthy_ = true;
+  thread_ = std::thread([this] { loop(); });
+  name_thread(thread_, "flow-" + name_);
+  return Status::ok();
+}
+
+void FlowStage::stop() {
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+  consumer_.reset();
+}
+
+void FlowStage::loop() {
+  while (!stopping_.load()) {
+    auto batch = consumer_->fetch(options_.batch, options_.fetch_wait);
+    if (!batch) {
+      if (healthy_.exchange(false)) log::warn("flow stage cannot fetch", {{"flow", name_}, {"error", batch.status().str()}});
+      pause(stopping_, std::chrono::milliseconds(250));
+      continue;
+    }
+    healthy_ = true;
+    if (!batch->empty()) process(batch.value());
+  }
+}
+
+void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
+  auto flow = this->flow();
+  auto started = Clock::now();
+  const size_t n = batch.size();
+  metrics_.received.fetch_add(n, std::memory_order_relaxed);
+  metrics_.in_flight.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+
+  // Completion state for this batch; callbacks run on bus threads.
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t remaining = 0;
+    std::vector<char> ok;
+  } pending;
+  pending.remaining = n;
+  pending.ok.assign(n, 1);
+  auto complete = [&pending](size_t i, bool ok) {
+    std::lock_guard lock(pending.mu);
+    if (!ok) pending.ok[i] = 0;
+    if (--pending.remaining == 0) pending.cv.notify_one();
+  };
+  const std::string version = std::to_string(flow->version());
+  uint64_t dropped = 0;
+
+  for (size_t i = 0; i < n; ++i) {
+    BusMessage& m = *batch[i];
+    std::string id = event_id_of(m);
+    flows::Outcome outcome;
+    auto event = flows::Json::parse(m.data(), nullptr, false);
+    if (event.is_discarded()) {
+      outcome.kind = flows::Outcome::Kind::kError;
+      outcome.error = flows::FlowError{flow->name(), flow->version(), -1, "", "event is not valid JSON"};
+    } else {
+      outcome = flow->run(std::move(event));
+    }
+    switch (outcome.kind) {
+      case flows::Outcome::Kind::kEmit: {
+        Headers h = {{layout::kHeaderId, id},
+                     {layout::kHeaderMsgId, id + "#" + outcome.sink},
+                     {layout::kHeaderVersion, version}};
+        if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
+        std::string body = outcome.event.dump(-1, ' ', false, flows::Json::error_handler_t::replace);
+        bus_.publish(layout::output_subject(name_, outcome.sink), body, h, options_.publish_timeout,
+                     [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
+        break;
+      }
+      case flows::Outcome::Kind::kDropped:
+        ++dropped;
+        complete(i, true);
+        break;
+      case flows::Outcome::Kind::kError: {
+        metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+        if (flow->on_error() == flows::OnError::kDrop) {
+          log::debug("flow error, event dropped", {{"flow", name_}, {"id", id}, {"error", outcome.error.str()}});
+          ++dropped;
+          complete(i, true);
+          break;
+        }
+        DeadLetter d;
+        d.flow = name_;
+        d.version = flow->version();
+        d.stage = "flow";
+        d.reason = outcome.error.str();
+        d.deliveries = m.deliveries();
+        d.event_id = id;
+        d.replay_subject = layout::input_subject(name_);
+        d.body = m.data();
+        d.source_sequence = m.stream_sequence();
+        d.source_stream = layout::flow_stream(name_);
+        metrics_.dead.fetch_add(1, std::memory_order_relaxed);
+        dlq_.publish(d, [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
+        break;
+      }
+    }
+  }
+  {
+    // Every publish completes: with its PubAck, an error, or its deadline.
+    std::unique_lock lock(pending.mu);
+    pending.cv.wait(lock, [&] { return pending.remaining == 0; });
+  }
+  // Publish before ack: only inputs whose outputs are all persisted are acked.
+  uint64_t acked = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (pending.ok[i]) {
+      batch[i]->ack();
+      ++acked;
+    } else {
+      batch[i]->nak(retry_backoff(batch[i]->deliveries()));
+      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  metrics_.acked.fetch_add(acked - std::min(acked, dropped), std::memory_order_relaxed);
+  metrics_.dropped.fetch_add(dropped, std::memory_order_relaxed);
+  metrics_.in_flight.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
+  auto per_event = (Clock::now() - started);
+  for (size_t i = 0; i < n; ++i) metrics_.latency.observe(per_event);
+}
+
+// ---- SinkStage -----------------------------------------------------------------------
+
+struct SinkStage::InFlight {
+  std::unique_ptr<BusMessage> msg;
+  std::string id;
+  uint64_t attempt = 1;
+  Clock::time_point started;
+};
+
+SinkStage::SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow, int64_t version,
+                     std::string sink_name, std::unique_ptr<Sink> sink, StageOptions options)
+    : bus_(bus),
+      dlq_(dlq),
+      metrics_(metrics.stage(flow, "sink:" + sink_name)),
+      flow_(std::move(flow)),
+      sink_name_(std::move(sink_name)),
+      stage_("sink:" + sink_name_),
+      version_(version),
+      sink_(std::move(sink)),
+      options_(options) {}
+
+SinkStage::~SinkStage() { stop(); }
+
+Status SinkStage::start() {
+  if (Status s = sink_->start(); !s) return s;
+  ConsumerOptions co;
+  co.stream = layout::flow_stream(flow_);
+  co.durable = layout::sink_consumer(flow_, sink_name_);
+  co.filter_subject = layout::output_subject(flow_, sink_name_);
+  co.max_ack_pending = std::max(1024, sink_->max_in_flight() * 8);
+  auto c = bus_.pull_consumer(co);
+  if (!c) return c.status();
+  consumer_ = std::move(c.value());
+  healthy_ = true;
+  thread_ = std::thread([this] { loop(); });
+  name_thread(thread_, "sink-" + sink_name_);
+  return Status::ok();
+}
+
+void SinkStage::stop() {
+  if (stopping_.exchange(true)) return;
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, options_.drain_timeout, [&] { return in_flight_ == 0; });
+  }
+  // Completes (as retries) whatever is still in flight; those are redelivered later.
+  sink_->stop();
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, std::chrono::seconds(6), [&] { return in_flight_ == 0; });
+  lock.unlock();
+  consumer_.reset();
+}
+
+void SinkStage::loop() {
+  const int max = std::max(1, sink_->max_in_flight());
+  while (!stopping_.load()) {
+    int free = 0;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_.load() || in_flight_ < max; });
+      if (stopping_.load()) break;
+      free = max - in_flight_;
+    }
+    auto batch = consumer_->fetch(free, options_.fetch_wait);
+    if (!batch) {
+      if (healthy_.exchange(false)) log::warn("sink stage cannot fetch", {{"flow", flow_}, {"sink", sink_name_}, {"error", batch.status().str()}});
+      pause(stopping_, std::chrono::milliseconds(250));
+      continue;
+    }
+    healthy_ = true;
+    for (auto& m : batch.value()) {
+      auto f = std::make_shared<InFlight>();
+      f->id = event_id_of(*m);
+      f->attempt = m->deliveries();
+      f->started = Clock::now();
+      Delivery d{f->id, std::string(m->data()), f->attempt};
+      f->msg = std::move(m);
+      {
+        std::lock_guard lock(mu_);
+        ++in_flight_;
+      }
+      metrics_.received.fetch_add(1, std::memory_order_relaxed);
+      metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
+      sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
+    }
+  }
+}
+
+void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
+  metrics_.latency.observe(Clock::now() - f->started);
+  metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  --in_flight_;
+  cv_.notify_all();
+}
+
+void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
+  switch (r.kind) {
+    case DeliveryResult::Kind::kOk:
+      f->msg->ack();
+      metrics_.acked.fetch_add(1, std::memory_order_relaxed);
+      finish(f);
+      return;
+    case DeliveryResult::Kind::kRetry: {
+      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+      if (f->attempt > static_cast<uint64_t>(sink_->max_retries())) {
+        dead_letter(f, "gave up after " + std::to_string(f->attempt) + " attempts: " + r.reason);
+        return;
+      }
+      auto delay = r.retry_after ? std::min(*r.retry_after, std::chrono::milliseconds(600'000))
+                                 : retry_backoff(f->attempt);
+      f->msg->nak(delay);
+      finish(f);
+      return;
+    }
+    case DeliveryResult::Kind::kDead:
+      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+      dead_letter(f, r.reason);
+      return;
+  }
+}
+
+void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
+  DeadLetter d;
+  d.flow = flow_;
+  d.version = version_;
+  std::string_view v = f->msg->header(layout::kHeaderVersion);
+  if (!v.empty()) d.version = std::atoll(std::string(v).c_str());
+  d.stage = stage_;
+  d.reason = std::move(reason);
+  d.deliveries = f->attempt;
+  d.event_id = f->id;
+  d.replay_subject = layout::output_subject(flow_, sink_name_);
+  d.body = f->msg->data();
+  d.source_sequence = f->msg->stream_sequence();
+  d.source_stream = layout::flow_stream(flow_);
+  dlq_.publish(d, [this, f](const Status& s, const PubAck&) {
+    if (s) {
+      f->msg->ack();
+      metrics_.dead.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      f->msg->nak(std::chrono::seconds(1));
+    }
+    finish(f);
+  });
+}
+
+}  // namespace weir

@@ -1,0 +1,99 @@
+// Stages: the data plane. Each runs on its own named thread, reading a durable pull
+// consumer in batches and acknowledging each input only after everything it produced
+// is acknowledged (spec §1.2; docs/adr/0003-threading-model.md).
+//
+//  FlowStage  weir.<flow>.in  → Flow::run → weir.<flow>.out.<sink> (or the DLQ)
+//  SinkStage  weir.<flow>.out.<sink> → Sink::deliver → ack / nak with backoff / DLQ
+//
+// Lifecycle: construct, start() once, stop() once (finishes the batch in hand, waits
+// for in-flight deliveries up to the drain timeout), then destroy.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "flows/flow.h"
+#include "runtime/bus.h"
+#include "runtime/dlq.h"
+#include "runtime/metrics.h"
+#include "runtime/sink.h"
+
+namespace weir {
+
+struct StageOptions {
+  int batch = 256;
+  std::chrono::milliseconds fetch_wait{500};
+  std::chrono::milliseconds publish_timeout{5000};
+  std::chrono::milliseconds drain_timeout{10000};
+};
+
+class FlowStage {
+ public:
+  FlowStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::shared_ptr<const flows::Flow> flow,
+            StageOptions options);
+  ~FlowStage();
+  Status start();
+  void stop();
+  bool healthy() const { return healthy_.load(); }
+  // Swaps the flow version used from the next batch on (promotion).
+  void set_flow(std::shared_ptr<const flows::Flow> flow);
+  std::shared_ptr<const flows::Flow> flow() const;
+
+ private:
+  void loop();
+  void process(std::vector<std::unique_ptr<BusMessage>>& batch);
+
+  Bus& bus_;
+  DeadLetters& dlq_;
+  StageMetrics& metrics_;
+  mutable std::mutex flow_mu_;
+  std::shared_ptr<const flows::Flow> flow_;   // GUARDED_BY(flow_mu_)
+  std::string name_;
+  StageOptions options_;
+  std::unique_ptr<PullConsumer> consumer_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> healthy_{false};
+  std::thread thread_;
+};
+
+class SinkStage {
+ public:
+  SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow, int64_t version,
+            std::string sink_name, std::unique_ptr<Sink> sink, StageOptions options);
+  ~SinkStage();
+  Status start();
+  void stop();
+  bool healthy() const { return healthy_.load(); }
+
+ private:
+  struct InFlight;
+  void loop();
+  void on_result(std::shared_ptr<InFlight> f, DeliveryResult r);
+  void dead_letter(std::shared_ptr<InFlight> f, std::string reason);
+  void finish(const std::shared_ptr<InFlight>& f);
+
+  Bus& bus_;
+  DeadLetters& dlq_;
+  StageMetrics& metrics_;
+  std::string flow_, sink_name_, stage_;
+  int64_t version_;
+  std::unique_ptr<Sink> sink_;
+  StageOptions options_;
+  std::unique_ptr<PullConsumer> consumer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int in_flight_ = 0;                 // GUARDED_BY(mu_)
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> healthy_{false};
+  std::thread thread_;
+};
+
+// Backoff before re-sending attempt `attempt` (1-based) when the sink gave no Retry-After.
+std::chrono::milliseconds retry_backoff(uint64_t attempt);
+
+}  // namespace weir
