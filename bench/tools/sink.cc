@@ -142,15 +142,13 @@ struct Mode {
   }
 };
 
-struct Delivery {
-  std::string method;
-  std::string target;
-  std::string path;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
-  std::string idempotency_key;
-  bool has_key = false;
-};
+using Request = http::request<http::string_body>;
+
+std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
+std::string_view path_of(const Request& req) {
+  std::string_view target = sv(req.target());
+  return target.substr(0, target.find('?'));
+}
 
 struct Answer {
   int status = 204;
@@ -169,11 +167,17 @@ class SinkState {
  public:
   SinkState(Mode mode, size_t record_limit) : mode_(mode), record_limit_(record_limit) {}
 
-  Answer deliver(Delivery d, int64_t arrival_us) {
+  // Takes the request by value: it is kept as is for GET /requests (no copies on the hot path).
+  Answer deliver(Request req, int64_t arrival_us) {
     // Parse outside the lock: it is the expensive part and touches no shared state.
     EventFields fields;
-    bool parsed = !d.body.empty() && json::sax_parse(d.body, &fields, json::input_format_t::json,
-                                                     /*strict=*/true);
+    bool parsed = !req.body().empty() && json::sax_parse(req.body(), &fields,
+                                                         json::input_format_t::json,
+                                                         /*strict=*/true);
+    const std::string_view path = path_of(req);
+    auto key_it = req.find("Idempotency-Key");
+    const bool has_key = key_it != req.end();
+    const std::string_view key = has_key ? sv(key_it->value()) : std::string_view{};
     std::lock_guard lock(mu_);
     Answer a{mode_.status, mode_.delay_ms, mode_.retry_after};
     if (mode_.fail_first > 0) {
@@ -183,16 +187,16 @@ class SinkState {
     const bool accepted = a.status >= 200 && a.status < 300;
     if (!accepted) {
       ++rejected_;
-      ++rejected_by_path_[d.path];
+      bump(rejected_by_path_, path);
     } else {
       ++received_;
-      ++by_path_[d.path];
+      bump(by_path_, path);
       if (first_us_ == 0) first_us_ = arrival_us;
       last_us_ = std::max(last_us_, arrival_us);
       if (!parsed) ++unparsed_;
       bool first_arrival = true;
       if (parsed && fields.id) {
-        uint64_t key_hash = std::hash<std::string>{}(d.idempotency_key) ^ (d.has_key ? 1 : 0);
+        uint64_t key_hash = std::hash<std::string_view>{}(key) ^ (has_key ? 1 : 0);
         auto [it, inserted] = ids_.try_emplace(*fields.id, key_hash);
         if (!inserted) {
           first_arrival = false;
@@ -232,7 +236,7 @@ class SinkState {
       }
     }
     if (record_limit_ > 0) {
-      recorded_.push_back(Recorded{std::move(d), a.status, arrival_us});
+      recorded_.push_back(Recorded{std::move(req), a.status, arrival_us});
       if (recorded_.size() > record_limit_) recorded_.pop_front();
     }
     return a;
@@ -325,22 +329,24 @@ class SinkState {
     for (size_t i = recorded_.size() - n; i < recorded_.size(); ++i) {
       const Recorded& r = recorded_[i];
       json headers = json::object();
-      for (const auto& [name, value] : r.delivery.headers) {
+      for (const auto& f : r.req) {
+        std::string name(f.name_string());
+        std::string value(f.value());
         auto it = headers.find(name);
         if (it == headers.end())
           headers[name] = value;
         else
           *it = it->get<std::string>() + ", " + value;
       }
-      // Bodies are returned as text; bytes that are not UTF-8 are replaced rather than
-      // failing the whole answer.
-      out.push_back({{"method", r.delivery.method},
-                     {"path", r.delivery.path},
-                     {"target", r.delivery.target},
+      // Bodies are returned as text; bytes that are not UTF-8 are replaced when the answer
+      // is serialized rather than failing it.
+      out.push_back({{"method", std::string(r.req.method_string())},
+                     {"path", std::string(path_of(r.req))},
+                     {"target", std::string(r.req.target())},
                      {"status", r.status},
                      {"arrival_us", r.arrival_us},
                      {"headers", headers},
-                     {"body", r.delivery.body}});
+                     {"body", r.req.body()}});
     }
     return out;
   }
@@ -366,8 +372,15 @@ class SinkState {
   }
 
  private:
+  using Counts = std::map<std::string, uint64_t, std::less<>>;
+  static void bump(Counts& counts, std::string_view key) {
+    auto it = counts.find(key);
+    if (it == counts.end()) it = counts.emplace(std::string(key), 0).first;
+    ++it->second;
+  }
+
   struct Recorded {
-    Delivery delivery;
+    Request req;
     int status;
     int64_t arrival_us;
   };
@@ -377,7 +390,7 @@ class SinkState {
   size_t record_limit_;
   uint64_t received_ = 0, rejected_ = 0, duplicates_ = 0, unparsed_ = 0, t_out_of_range_ = 0;
   uint64_t resends_same_key_ = 0, resends_other_key_ = 0;
-  std::map<std::string, uint64_t> by_path_, rejected_by_path_;
+  Counts by_path_, rejected_by_path_;
   // id -> hash of the Idempotency-Key it first came with. Node-based, so the pointers in
   // id_order_ stay valid until reset().
   std::unordered_map<std::string, uint64_t> ids_;
@@ -388,9 +401,7 @@ class SinkState {
   int64_t first_us_ = 0, last_us_ = 0;
 };
 
-using Request = http::request<http::string_body>;
 
-std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
 using Response = http::response<http::string_body>;
 
 Response json_response(const Request& req, http::status status, const json& body) {
@@ -481,7 +492,9 @@ std::optional<Response> control_response(const Request& req, std::string_view pa
 asio::awaitable<void> session(tcp::socket socket, SinkState& state) {
   beast::error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
-  beast::tcp_stream stream(std::move(socket));
+  // A plain socket, not beast::tcp_stream: the sink sets no timeouts, and the stream's
+  // timer bookkeeping showed up in profiles.
+  tcp::socket& stream = socket;
   beast::flat_buffer buffer;
   auto token = asio::redirect_error(asio::use_awaitable, ec);
   for (;;) {
@@ -505,32 +518,18 @@ asio::awaitable<void> session(tcp::socket socket, SinkState& state) {
     }
     const int64_t arrival = now_us();
     Request req = parser.release();
-    std::string_view target = sv(req.target());
-    std::string_view path = target.substr(0, target.find('?'));
-
-    std::optional<Response> control = control_response(req, path, state);
+    std::optional<Response> control = control_response(req, path_of(req), state);
     Response res;
     if (control) {
       res = std::move(*control);
     } else {
-      Delivery d;
-      d.method = std::string(req.method_string());
-      d.target = std::string(target);
-      d.path = std::string(path);
-      d.headers.reserve(8);
-      for (const auto& f : req) {
-        d.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-        if (beast::iequals(f.name_string(), "idempotency-key")) {
-          d.idempotency_key = std::string(f.value());
-          d.has_key = true;
-        }
-      }
-      d.body = std::move(req.body());
-      Answer a = state.deliver(std::move(d), arrival);
-      res = Response{static_cast<http::status>(a.status), req.version()};
+      const unsigned version = req.version();
+      const bool keep_alive = req.keep_alive();
+      Answer a = state.deliver(std::move(req), arrival);
+      res = Response{static_cast<http::status>(a.status), version};
       if ((a.status < 200 || a.status >= 300) && a.retry_after >= 0)
         res.set(http::field::retry_after, std::to_string(a.retry_after));
-      res.keep_alive(req.keep_alive());
+      res.keep_alive(keep_alive);
       res.prepare_payload();
       if (a.delay_ms > 0) {
         asio::steady_timer timer(stream.get_executor(), std::chrono::milliseconds(a.delay_ms));
@@ -540,7 +539,7 @@ asio::awaitable<void> session(tcp::socket socket, SinkState& state) {
     co_await http::async_write(stream, res, token);
     if (ec || !res.keep_alive()) break;
   }
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.shutdown(tcp::socket::shutdown_send, ec);
 }
 
 asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, SinkState& state) {

@@ -1,0 +1,502 @@
+// weir-jsbench: raw JetStream ceilings with cnats, the numbers weir's own stages are held to.
+//
+//   weir-jsbench publish --count N [--size 300]  async publish N messages (js_PublishAsync,
+//                                                  --max-pending in flight); rate = N / time
+//                                                  until every PubAck is in.
+//   weir-jsbench consume --count N                 pre-fill N, then pull-consume them with
+//                                                  natsSubscription_Fetch batches (--batch 250)
+//                                                  and ack each; rate over the consume phase.
+//   weir-jsbench hop --count N                     pre-fill N into stream A, then per fetched
+//                                                  batch: publish each message to stream B
+//                                                  async, wait for the batch's PubAcks, ack the
+//                                                  batch's inputs (publish before ack). Batches
+//                                                  are pipelined two deep: batch k+1 is fetched
+//                                                  and published while batch k's PubAcks come.
+//
+// Each run creates throwaway streams (JSBENCH_<pid>_<time>_A/B) on --nats and deletes them at
+// the end, also when the run fails. One JSON object on stdout; exit 0 on success, 1 when a
+// run failed (errors, missing messages), 2 on a usage error.
+//
+// Units (cnats 3.4.1): stream/consumer durations are nanoseconds; jsOptions.Wait,
+// PubOptions.MaxWait and the Fetch timeout are milliseconds. Connections: publishing uses its
+// own connection without SendAsap (bulk async publishes are faster when the flusher batches
+// them); fetching and acking use a second connection with SendAsap (otherwise every pull
+// request waits ~1 ms for the flusher). Both are flags, to measure the other choices.
+//
+// Threading: the main thread runs the benchmark; cnats threads call the PubAck handler, which
+// only touches atomics.
+
+#include <nats/nats.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace weir::bench {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Setup failures end the run with a message; the streams are still deleted by their guards.
+class BenchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+void need(natsStatus s, const std::string& what, jsErrCode jerr = static_cast<jsErrCode>(0)) {
+  if (s == NATS_OK) return;
+  std::string msg = what + ": " + natsStatus_GetText(s);
+  if (jerr) msg += " (jetstream error " + std::to_string(static_cast<int>(jerr)) + ")";
+  const char* last = nats_GetLastError(nullptr);
+  if (last && *last) msg += std::string(" - ") + last;
+  throw BenchError(msg);
+}
+
+struct ConnDeleter {
+  void operator()(natsConnection* c) const {
+    natsConnection_Close(c);
+    natsConnection_Destroy(c);
+  }
+};
+struct OptsDeleter {
+  void operator()(natsOptions* o) const { natsOptions_Destroy(o); }
+};
+struct JsDeleter {
+  void operator()(jsCtx* j) const { jsCtx_Destroy(j); }
+};
+struct SubDeleter {
+  void operator()(natsSubscription* s) const {
+    natsSubscription_Unsubscribe(s);
+    natsSubscription_Destroy(s);
+  }
+};
+using ConnPtr = std::unique_ptr<natsConnection, ConnDeleter>;
+using JsPtr = std::unique_ptr<jsCtx, JsDeleter>;
+using SubPtr = std::unique_ptr<natsSubscription, SubDeleter>;
+
+struct Config {
+  std::string mode;
+  std::string nats_url = "nats://127.0.0.1:4222";
+  int64_t count = 100000;
+  int size = 300;
+  int64_t max_pending = 512;
+  int batch = 250;
+  std::string storage = "file";
+  std::string retention = "workqueue";
+  bool pub_send_asap = false;
+  bool sub_send_asap = true;
+  bool msg_id = false;
+  int64_t max_ack_pending = 20000;
+};
+
+ConnPtr connect(const Config& cfg, bool send_asap, const char* name) {
+  natsOptions* raw = nullptr;
+  need(natsOptions_Create(&raw), "natsOptions_Create");
+  std::unique_ptr<natsOptions, OptsDeleter> opts(raw);
+  need(natsOptions_SetURL(opts.get(), cfg.nats_url.c_str()), "natsOptions_SetURL");
+  need(natsOptions_SetName(opts.get(), name), "natsOptions_SetName");
+  need(natsOptions_SetSendAsap(opts.get(), send_asap), "natsOptions_SetSendAsap");
+  need(natsOptions_SetTimeout(opts.get(), 5000), "natsOptions_SetTimeout");  // ms
+  natsConnection* nc = nullptr;
+  need(natsConnection_Connect(&nc, opts.get()), "connect to " + cfg.nats_url);
+  return ConnPtr(nc);
+}
+
+// Counts PubAcks; runs on cnats threads.
+struct AckCounter {
+  std::atomic<int64_t> ok{0};
+  std::atomic<int64_t> failed{0};
+  std::mutex mu;
+  std::string first_error;  // guarded by mu
+
+  static void on_ack(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
+    auto* self = static_cast<AckCounter*>(closure);
+    if (pa != nullptr && pae == nullptr) {
+      self->ok.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      self->failed.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard lock(self->mu);
+      if (self->first_error.empty() && pae != nullptr)
+        self->first_error = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
+    }
+    natsMsg_Destroy(msg);  // the handler owns the message
+  }
+};
+
+JsPtr jetstream(natsConnection* nc, const Config& cfg, AckCounter* acks) {
+  jsOptions o;
+  need(jsOptions_Init(&o), "jsOptions_Init");
+  o.Wait = 10000;  // ms
+  if (acks != nullptr) {
+    o.PublishAsync.MaxPending = cfg.max_pending;
+    o.PublishAsync.AckHandler = &AckCounter::on_ack;
+    o.PublishAsync.AckHandlerClosure = acks;
+    o.PublishAsync.StallWait = 10000;  // ms: a stall this long is a failure, not back-pressure
+  }
+  jsCtx* js = nullptr;
+  need(natsConnection_JetStream(&js, nc, &o), "natsConnection_JetStream");
+  return JsPtr(js);
+}
+
+// A stream that exists from construction to destruction.
+class ThrowawayStream {
+ public:
+  ThrowawayStream(jsCtx* js, std::string name, std::string subject, const Config& cfg)
+      : js_(js), name_(std::move(name)), subject_(std::move(subject)) {
+    jsStreamConfig sc;
+    need(jsStreamConfig_Init(&sc), "jsStreamConfig_Init");
+    const char* subjects[] = {subject_.c_str()};
+    sc.Name = name_.c_str();
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    sc.Storage = cfg.storage == "memory" ? js_MemoryStorage : js_FileStorage;
+    sc.Retention = cfg.retention == "limits" ? js_LimitsPolicy : js_WorkQueuePolicy;
+    sc.Duplicates = 120LL * 1000 * 1000 * 1000;  // ns
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    need(js_AddStream(nullptr, js_, &sc, nullptr, &jerr), "create stream " + name_, jerr);
+  }
+  ~ThrowawayStream() {
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_DeleteStream(js_, name_.c_str(), nullptr, &jerr);
+    if (s != NATS_OK)
+      std::cerr << "weir-jsbench: could not delete stream " << name_ << ": "
+                << natsStatus_GetText(s) << "\n";
+  }
+  ThrowawayStream(const ThrowawayStream&) = delete;
+  ThrowawayStream& operator=(const ThrowawayStream&) = delete;
+
+  const std::string& subject() const { return subject_; }
+  const std::string& name() const { return name_; }
+
+  uint64_t messages() const {
+    jsStreamInfo* si = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    need(js_GetStreamInfo(&si, js_, name_.c_str(), nullptr, &jerr), "stream info " + name_, jerr);
+    uint64_t n = si->State.Msgs;
+    jsStreamInfo_Destroy(si);
+    return n;
+  }
+
+ private:
+  jsCtx* js_;
+  std::string name_;
+  std::string subject_;
+};
+
+// Publishes n messages of `payload` asynchronously and waits for every PubAck.
+// Returns the elapsed seconds.
+double publish_all(jsCtx* js, const std::string& subject,
+                   const std::string& payload, int64_t n, bool msg_id, const char* id_prefix) {
+  jsPubOptions po;
+  need(jsPubOptions_Init(&po), "jsPubOptions_Init");
+  std::string id;
+  const Clock::time_point t0 = Clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    if (msg_id) {
+      id = id_prefix + std::to_string(i);
+      po.MsgId = id.c_str();
+    }
+    need(js_PublishAsync(js, subject.c_str(), payload.data(), static_cast<int>(payload.size()),
+                         msg_id ? &po : nullptr),
+         "js_PublishAsync");
+  }
+  jsPubOptions wait;
+  need(jsPubOptions_Init(&wait), "jsPubOptions_Init");
+  wait.MaxWait = 60000;  // ms
+  need(js_PublishAsyncComplete(js, &wait), "js_PublishAsyncComplete");
+  return seconds_since(t0);
+}
+
+SubPtr pull_subscribe(jsCtx* js, const ThrowawayStream& stream, const Config& cfg) {
+  jsSubOptions so;
+  need(jsSubOptions_Init(&so), "jsSubOptions_Init");
+  so.Stream = stream.name().c_str();
+  so.Config.AckPolicy = js_AckExplicit;
+  so.Config.MaxAckPending = cfg.max_ack_pending;
+  so.Config.AckWait = 30LL * 1000 * 1000 * 1000;  // ns
+  natsSubscription* sub = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  need(js_PullSubscribe(&sub, js, stream.subject().c_str(), "jsbench", nullptr, &so, &jerr),
+       "js_PullSubscribe", jerr);
+  return SubPtr(sub);
+}
+
+// Fetches up to `batch` messages; an empty list after the timeout is not an error here.
+natsMsgList fetch(natsSubscription* sub, int batch) {
+  natsMsgList list{};
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = natsSubscription_Fetch(&list, sub, batch, 5000 /*ms*/, &jerr);
+  if (s == NATS_TIMEOUT) return natsMsgList{};
+  need(s, "natsSubscription_Fetch", jerr);
+  return list;
+}
+
+std::string make_payload(int size) {
+  // JSON-ish filler so compression or dedup cannot make it cheaper than a real event.
+  std::string p = "{\"id\":\"jsbench\",\"pad\":\"";
+  while (static_cast<int>(p.size()) < size - 2) p.push_back(static_cast<char>('a' + p.size() % 26));
+  p += "\"}";
+  p.resize(static_cast<size_t>(size));
+  return p;
+}
+
+json base_result(const Config& cfg) {
+  return {{"mode", cfg.mode},
+          {"nats", cfg.nats_url},
+          {"count", cfg.count},
+          {"size", cfg.size},
+          {"max_pending", cfg.max_pending},
+          {"storage", cfg.storage},
+          {"retention", cfg.retention},
+          {"msg_id", cfg.msg_id},
+          {"send_asap", {{"pub", cfg.pub_send_asap}, {"sub", cfg.sub_send_asap}}}};
+}
+
+std::string unique_tag() {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  return std::to_string(::getpid()) + "_" + std::to_string(ms % 100000000);
+}
+
+void check_acks(const AckCounter& acks, int64_t expected, json& out) {
+  out["pub_acked"] = acks.ok.load();
+  out["pub_failed"] = acks.failed.load();
+  if (acks.failed.load() > 0) out["pub_first_error"] = acks.first_error;
+  if (acks.ok.load() != expected || acks.failed.load() != 0) out["ok"] = false;
+}
+
+json run_publish(const Config& cfg, const std::string& tag) {
+  ConnPtr pub = connect(cfg, cfg.pub_send_asap, "jsbench-pub");
+  AckCounter acks;
+  JsPtr js = jetstream(pub.get(), cfg, &acks);
+  ThrowawayStream stream(js.get(), "JSBENCH_" + tag + "_A", "jsbench." + tag + ".a", cfg);
+  const std::string payload = make_payload(cfg.size);
+  double secs = publish_all(js.get(), stream.subject(), payload, cfg.count, cfg.msg_id, "p-");
+  json out = base_result(cfg);
+  out["ok"] = true;
+  out["seconds"] = secs;
+  out["rate"] = std::round(cfg.count / secs);
+  check_acks(acks, cfg.count, out);
+  out["stream_msgs"] = stream.messages();
+  if (out["stream_msgs"] != static_cast<uint64_t>(cfg.count)) out["ok"] = false;
+  return out;
+}
+
+json run_consume(const Config& cfg, const std::string& tag) {
+  ConnPtr pub = connect(cfg, cfg.pub_send_asap, "jsbench-pub");
+  ConnPtr sub_conn = connect(cfg, cfg.sub_send_asap, "jsbench-sub");
+  AckCounter acks;
+  JsPtr js = jetstream(pub.get(), cfg, &acks);
+  JsPtr js_sub = jetstream(sub_conn.get(), cfg, nullptr);
+  ThrowawayStream stream(js.get(), "JSBENCH_" + tag + "_A", "jsbench." + tag + ".a", cfg);
+  const std::string payload = make_payload(cfg.size);
+  double fill = publish_all(js.get(), stream.subject(), payload, cfg.count, cfg.msg_id, "c-");
+  SubPtr sub = pull_subscribe(js_sub.get(), stream, cfg);
+
+  int64_t received = 0, empty_fetches = 0, fetches = 0;
+  const Clock::time_point t0 = Clock::now();
+  while (received < cfg.count && empty_fetches < 3) {
+    natsMsgList list = fetch(sub.get(), cfg.batch);
+    ++fetches;
+    if (list.Count == 0) ++empty_fetches;
+    for (int i = 0; i < list.Count; ++i) need(natsMsg_Ack(list.Msgs[i], nullptr), "natsMsg_Ack");
+    received += list.Count;
+    natsMsgList_Destroy(&list);
+  }
+  // The acks are only done once the server has them: a PING/PONG after them proves it.
+  need(natsConnection_Flush(sub_conn.get()), "flush acks");
+  double secs = seconds_since(t0);
+
+  json out = base_result(cfg);
+  out["ok"] = received == cfg.count;
+  out["batch"] = cfg.batch;
+  out["received"] = received;
+  out["fetches"] = fetches;
+  out["seconds"] = secs;
+  out["rate"] = std::round(received / secs);
+  out["prefill_rate"] = std::round(cfg.count / fill);
+  check_acks(acks, cfg.count, out);
+  if (cfg.retention == "workqueue") {
+    // Acked messages leave a work-queue stream; the server applies acks asynchronously, so
+    // give it a moment before calling a leftover a failure.
+    uint64_t left = stream.messages();
+    for (int i = 0; i < 50 && left > 0; ++i) {
+      ::usleep(20000);
+      left = stream.messages();
+    }
+    out["left_in_stream"] = left;
+    if (left != 0) out["ok"] = false;
+  }
+  return out;
+}
+
+json run_hop(const Config& cfg, const std::string& tag) {
+  ConnPtr pub = connect(cfg, cfg.pub_send_asap, "jsbench-pub");
+  ConnPtr sub_conn = connect(cfg, cfg.sub_send_asap, "jsbench-sub");
+  AckCounter fill_acks;
+  JsPtr js = jetstream(pub.get(), cfg, &fill_acks);
+  JsPtr js_sub = jetstream(sub_conn.get(), cfg, nullptr);
+  ThrowawayStream in(js.get(), "JSBENCH_" + tag + "_A", "jsbench." + tag + ".a", cfg);
+  ThrowawayStream out_stream(js.get(), "JSBENCH_" + tag + "_B", "jsbench." + tag + ".b", cfg);
+  const std::string payload = make_payload(cfg.size);
+  double fill = publish_all(js.get(), in.subject(), payload, cfg.count, cfg.msg_id, "f-");
+  SubPtr sub = pull_subscribe(js_sub.get(), in, cfg);
+
+  // Two publish contexts, alternating per batch: js_PublishAsyncComplete on one waits for
+  // exactly that batch's PubAcks while the next batch is already in flight on the other.
+  AckCounter hop_acks[2];
+  JsPtr hop_js[2] = {jetstream(pub.get(), cfg, &hop_acks[0]), jetstream(pub.get(), cfg, &hop_acks[1])};
+  natsMsgList pending_batch{};  // inputs whose outputs are in flight, acked once those are in
+  int pending_ctx = -1;
+  jsPubOptions po, wait;
+  need(jsPubOptions_Init(&po), "jsPubOptions_Init");
+  need(jsPubOptions_Init(&wait), "jsPubOptions_Init");
+  wait.MaxWait = 60000;  // ms
+  std::string id;
+
+  auto settle = [&](natsMsgList& batch, int ctx) {
+    need(js_PublishAsyncComplete(hop_js[ctx].get(), &wait), "js_PublishAsyncComplete");
+    for (int i = 0; i < batch.Count; ++i) need(natsMsg_Ack(batch.Msgs[i], nullptr), "natsMsg_Ack");
+    natsMsgList_Destroy(&batch);
+    batch = natsMsgList{};
+  };
+
+  int64_t received = 0, empty_fetches = 0, fetches = 0, seq = 0;
+  int ctx = 0;
+  const Clock::time_point t0 = Clock::now();
+  while (received < cfg.count && empty_fetches < 3) {
+    natsMsgList batch = fetch(sub.get(), cfg.batch);
+    ++fetches;
+    if (batch.Count == 0) {
+      ++empty_fetches;
+      continue;
+    }
+    for (int i = 0; i < batch.Count; ++i) {
+      natsMsg* m = batch.Msgs[i];
+      if (cfg.msg_id) {
+        id = "h-" + std::to_string(seq);
+        po.MsgId = id.c_str();
+      }
+      ++seq;
+      need(js_PublishAsync(hop_js[ctx].get(), out_stream.subject().c_str(), natsMsg_GetData(m),
+                           natsMsg_GetDataLength(m), cfg.msg_id ? &po : nullptr),
+           "js_PublishAsync");
+    }
+    received += batch.Count;
+    if (pending_ctx >= 0) settle(pending_batch, pending_ctx);
+    pending_batch = batch;
+    pending_ctx = ctx;
+    ctx ^= 1;
+  }
+  if (pending_ctx >= 0) settle(pending_batch, pending_ctx);
+  need(natsConnection_Flush(sub_conn.get()), "flush acks");
+  double secs = seconds_since(t0);
+
+  json out = base_result(cfg);
+  out["batch"] = cfg.batch;
+  out["received"] = received;
+  out["fetches"] = fetches;
+  out["seconds"] = secs;
+  out["rate"] = std::round(received / secs);
+  out["prefill_rate"] = std::round(cfg.count / fill);
+  out["ok"] = received == cfg.count;
+  check_acks(fill_acks, cfg.count, out);
+  int64_t hop_ok = hop_acks[0].ok + hop_acks[1].ok;
+  int64_t hop_failed = hop_acks[0].failed + hop_acks[1].failed;
+  out["hop_pub_acked"] = hop_ok;
+  out["hop_pub_failed"] = hop_failed;
+  if (hop_ok != cfg.count || hop_failed != 0) out["ok"] = false;
+  out["out_stream_msgs"] = out_stream.messages();
+  if (out["out_stream_msgs"] != static_cast<uint64_t>(cfg.count)) out["ok"] = false;
+  return out;
+}
+
+void add_common(CLI::App* sub, Config& cfg) {
+  sub->add_option("--nats", cfg.nats_url, "NATS URL");
+  sub->add_option("--count", cfg.count, "messages")->check(CLI::Range(int64_t{1}, int64_t{100000000}));
+  sub->add_option("--size", cfg.size, "payload bytes")->check(CLI::Range(1, 8 << 20));
+  sub->add_option("--max-pending", cfg.max_pending, "async publishes in flight")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  sub->add_option("--storage", cfg.storage, "file | memory")
+      ->check(CLI::IsMember({"file", "memory"}));
+  sub->add_option("--retention", cfg.retention, "workqueue | limits")
+      ->check(CLI::IsMember({"workqueue", "limits"}));
+  sub->add_option("--pub-send-asap", cfg.pub_send_asap, "SendAsap on the publishing connection");
+  sub->add_flag("--msg-id", cfg.msg_id, "set Nats-Msg-Id on every publish (dedup on)");
+}
+
+void add_consumer(CLI::App* sub, Config& cfg) {
+  sub->add_option("--batch", cfg.batch, "fetch batch size")->check(CLI::Range(1, 100000));
+  sub->add_option("--sub-send-asap", cfg.sub_send_asap, "SendAsap on the fetching connection");
+  sub->add_option("--max-ack-pending", cfg.max_ack_pending, "consumer MaxAckPending")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"weir-jsbench: raw JetStream publish / consume / hop rates (cnats)"};
+  app.require_subcommand(1);
+  Config cfg;
+  CLI::App* publish = app.add_subcommand("publish", "async publish N messages");
+  CLI::App* consume = app.add_subcommand("consume", "pre-fill N, pull-consume and ack them");
+  CLI::App* hop = app.add_subcommand("hop", "consume from A, publish to B, ack after PubAcks");
+  for (CLI::App* sub : {publish, consume, hop}) add_common(sub, cfg);
+  for (CLI::App* sub : {consume, hop}) add_consumer(sub, cfg);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  cfg.mode = app.get_subcommands().front()->get_name();
+
+  const std::string tag = unique_tag();
+  json out;
+  try {
+    if (cfg.mode == "publish")
+      out = run_publish(cfg, tag);
+    else if (cfg.mode == "consume")
+      out = run_consume(cfg, tag);
+    else
+      out = run_hop(cfg, tag);
+  } catch (const BenchError& e) {
+    json err = base_result(cfg);
+    err["ok"] = false;
+    err["error"] = e.what();
+    std::cout << err.dump() << std::endl;
+    std::cerr << "weir-jsbench: " << e.what() << "\n";
+    nats_Close();
+    return 1;
+  }
+  std::cout << out.dump() << std::endl;
+  nats_Close();
+  return out.value("ok", false) ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace weir::bench
+
+int main(int argc, char** argv) {
+  try {
+    return weir::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "weir-jsbench: " << e.what() << "\n";
+    return 1;
+  }
+}
