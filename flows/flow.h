@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -146,6 +147,7 @@ struct FlowError {
   int step = -1;                        // 0-based index in `steps` (nested steps: the top-level index)
   std::string expression;               // the expression's text
   std::string message;
+  std::string step_path;                // the step's kind and place: "set", "branch arm 1 > filter"
   std::string str() const;              // one line, for logs and dead-letter headers
 };
 
@@ -154,7 +156,8 @@ struct Outcome {
   enum class Kind { kEmit, kDropped, kError };
   Kind kind = Kind::kEmit;
   std::string sink;                     // kEmit: the sink name it routes to
-  Json event;                           // kEmit: the output event
+  Json event;                           // kEmit: the output event; kError: the event as it
+                                        // was when the step failed (for debugging only)
   FlowError error;                      // kError
 };
 
@@ -201,11 +204,19 @@ struct LoadResult {
   std::vector<Diagnostic> diagnostics;  // every problem found, not only the first
 };
 
-// Loads a flow file (.yaml, .yml or .json). `${NAME}` / `${NAME:-default}` are
-// substituted from the environment. Tables are read relative to the file's folder.
+// Loads a flow file (.yaml, .yml or .json; .json is parsed as strict JSON). `${NAME}` /
+// `${NAME:-default}` are substituted from the environment. Tables are read relative to
+// the file's folder.
 LoadResult load_flow_file(const std::string& path);
 // Same, from text already in memory (`name` is used in diagnostics and for tables'
 // folder). Used by deploys through the admin API.
 LoadResult load_flow_text(const std::string& text, const std::string& name);
+
+struct LoadOptions {
+  // Resolves `${NAME}`; empty: the process environment. Tests inject their own.
+  std::function<std::optional<std::string>(const std::string&)> env;
+};
+LoadResult load_flow_file(const std::string& path, const LoadOptions& options);
+LoadResult load_flow_text(const std::string& text, const std::string& name, const LoadOptions& options);
 
 }  // namespace weir::flows

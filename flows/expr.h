@@ -1,0 +1,94 @@
+// The expression language of flow files (docs/flow-language.md).
+//
+// An expression is compiled once, at flow load, into a flat AST (docs/adr/0010):
+// names and functions are resolved, lambdas get variable slots, constant
+// sub-expressions are folded. Evaluation walks that AST over nlohmann::json values
+// and hands back a pointer to its result instead of a copy: a path such as
+// `this.items` evaluates to a pointer into the event, a constant to a pointer into the
+// AST, and only computed values are written to the caller's scratch value.
+//
+// A compiled Expression is immutable and may be evaluated from any number of threads
+// at once; each evaluation uses its own EvalContext. Evaluation never throws for data
+// reasons: it returns nullptr and leaves the message in EvalContext::error.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace weir::flows {
+
+using Json = nlohmann::json;
+
+class TableSet;
+
+inline constexpr int kMaxLambdaDepth = 16;     // nested lambdas in one expression
+inline constexpr int kMaxExpressionDepth = 200;  // AST depth (guards the C++ stack)
+inline constexpr size_t kMaxExpressionBytes = 64 * 1024;
+
+struct CompileError {
+  size_t offset = 0;  // byte offset in the expression text
+  std::string message;
+};
+
+// What an expression may refer to besides `this`.
+struct CompileScope {
+  // The flow's tables. A bare name as lookup()'s first argument must be one of them.
+  // When null, bare table names are accepted and resolved at run time.
+  const TableSet* tables = nullptr;
+};
+
+struct EvalContext {
+  const Json* self = nullptr;          // `this`
+  const TableSet* tables = nullptr;    // for lookup(); null: no tables
+  std::array<const Json*, kMaxLambdaDepth> vars{};  // lambda parameters, by slot
+  std::string error;                   // set when eval returns nullptr
+};
+
+class Expression {
+ public:
+  Expression();
+  ~Expression();
+  Expression(Expression&&) noexcept;
+  Expression& operator=(Expression&&) noexcept;
+  Expression(const Expression&) = delete;
+  Expression& operator=(const Expression&) = delete;
+
+  // Compiles `text`. On failure returns false and fills `error`.
+  static bool compile(std::string_view text, const CompileScope& scope, Expression* out,
+                      CompileError* error);
+  // An expression that is a constant (a number, boolean or null written in YAML).
+  static Expression constant(Json value, std::string text);
+
+  bool valid() const { return impl_ != nullptr; }
+  const std::string& text() const;
+  // The value when the expression is constant after folding, else nullptr.
+  const Json* constant_value() const;
+  // When the expression is a plain path from `this` with member names only
+  // (`this.a.b`), its names (`this` alone: empty); else nullptr.
+  const std::vector<std::string>* this_path() const;
+  // True when the expression (or a sub-expression) reads `this`.
+  bool reads_this() const;
+
+  // Evaluates with `ctx.self` as `this`. The result points into *ctx.self, into a
+  // table, into this expression's constants or into `scratch`; it stays valid while
+  // those do. nullptr on an error (message in ctx.error).
+  const Json* eval(EvalContext& ctx, Json& scratch) const;
+
+  // Convenience for tests and tools: evaluates and copies the result.
+  bool evaluate(const Json& self, const TableSet* tables, Json* out, std::string* error) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<const Impl> impl_;
+};
+
+// Names of every built-in function (for docs and tests).
+std::vector<std::string> builtin_function_names();
+
+}  // namespace weir::flows

@@ -1,0 +1,78 @@
+#include "flows/flow.h"
+
+#include "flows/program.h"
+
+namespace weir::flows {
+
+std::string Diagnostic::str() const {
+  std::string s = where.file.empty() ? std::string("<input>") : where.file;
+  if (where.line > 0) {
+    s += ":" + std::to_string(where.line);
+    if (where.column > 0) s += ":" + std::to_string(where.column);
+  }
+  return s + ": " + message;
+}
+
+std::string FlowError::str() const {
+  std::string s = "flow " + flow + " v" + std::to_string(version) + " step " + std::to_string(step);
+  if (!step_path.empty()) s += " (" + step_path + ")";
+  if (!expression.empty()) {
+    std::string e = expression;
+    for (auto& c : e) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    s += " expression \"" + e + "\"";
+  }
+  s += ": " + message;
+  for (auto& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+Flow::Flow() = default;
+Flow::~Flow() = default;
+Flow::Flow(Flow&&) noexcept = default;
+Flow& Flow::operator=(Flow&&) noexcept = default;
+
+Outcome Flow::run(Json event) const {
+  Outcome out;
+  try {
+    if (!program_) {
+      out.kind = Outcome::Kind::kError;
+      out.error.message = "flow has no program (not loaded)";
+    } else {
+      program_->run(std::move(event), &out);
+    }
+  } catch (const std::exception& e) {
+    // Nothing in the interpreter should throw; if something does (allocation failure,
+    // a bug) the event is dead-lettered rather than the process brought down.
+    out = Outcome{};
+    out.kind = Outcome::Kind::kError;
+    out.error.message = std::string("internal error: ") + e.what();
+  } catch (...) {
+    out = Outcome{};
+    out.kind = Outcome::Kind::kError;
+    out.error.message = "internal error";
+  }
+  if (out.kind == Outcome::Kind::kError) {
+    out.error.flow = name_;
+    out.error.version = version_;
+  }
+  return out;
+}
+
+void FlowBuilder::fill(Flow& f, std::string name, std::string hash, std::string file, SourceSpec source,
+                       std::vector<SinkSpec> sinks, OnError on_error, Json tests,
+                       std::unique_ptr<Program> program) {
+  f.name_ = std::move(name);
+  f.hash_ = std::move(hash);
+  f.file_ = std::move(file);
+  f.source_ = std::move(source);
+  f.sinks_ = std::move(sinks);
+  f.on_error_ = on_error;
+  f.tests_ = std::move(tests);
+  f.program_ = std::move(program);
+}
+
+}  // namespace weir::flows

@@ -1,0 +1,1067 @@
+// The flow file schema: YAML/JSON source tree → validated specs and compiled steps.
+// Every problem becomes a Diagnostic with file:line:column; loading goes on after a
+// problem so that one run reports all of them.
+#include <cerrno>
+#include <cstring>
+#include <algorithm>
+#include <fstream>
+#include <tuple>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "flows/program.h"
+#include "flows/source_tree.h"
+#include "flows/testing.h"
+#include "flows/text.h"
+#include "flows/value.h"
+
+namespace weir::flows {
+
+namespace {
+
+constexpr int kMaxStepNesting = 16;
+constexpr int64_t kMaxTableBytes = 512LL << 20;
+
+bool valid_name(std::string_view s) {
+  if (s.empty() || s.size() > 63 || !(s[0] >= 'a' && s[0] <= 'z')) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+bool valid_identifier(std::string_view s) {
+  if (s.empty()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string quote(const std::string& s) { return "\"" + s + "\""; }
+
+std::string dirname_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+bool read_file(const std::string& path, int64_t max_bytes, std::string* out, std::string* error) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    *error = "cannot read " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    *error = path + " is a directory";
+    return false;
+  }
+  if (st.st_size > max_bytes) {
+    *error = path + " is larger than " + std::to_string(max_bytes >> 20) + " MiB";
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = "cannot read " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+class Loader {
+ public:
+  Loader(std::string_view source, std::string file, std::string dir, std::vector<Diagnostic>* diags)
+      : src_(source), file_(std::move(file)), dir_(std::move(dir)), d_(*diags) {
+    // Offsets of line starts, to place errors inside expressions.
+    line_starts_.push_back(0);
+    for (size_t i = 0; i < src_.size(); ++i) {
+      if (src_[i] == '\n') line_starts_.push_back(i + 1);
+    }
+  }
+
+  std::shared_ptr<const Flow> load(const SrcNode& root, const std::string& hash);
+
+ private:
+  // ---- diagnostics ------------------------------------------------------------------
+
+  void error(const SrcNode& at, std::string message) {
+    // One problem per place: a failed ${} substitution need not also be a bad URL.
+    for (const auto& d : d_) {
+      if (d.where.line == at.line && d.where.column == at.column && d.where.file == file_) return;
+    }
+    d_.push_back(Diagnostic{Location{file_, at.line, at.column}, std::move(message)});
+  }
+
+  // The place of byte `offset` of an expression written in scalar `n`.
+  Location expr_location(const SrcNode& n, size_t offset) const {
+    std::string_view t(n.text);
+    offset = std::min(offset, t.size());
+    size_t nl_before = 0, last_nl = std::string_view::npos;
+    for (size_t i = 0; i < offset; ++i) {
+      if (t[i] == '\n') {
+        ++nl_before;
+        last_nl = i;
+      }
+    }
+    size_t col_chars = utf8_length(t.substr(last_nl == std::string_view::npos ? 0 : last_nl + 1,
+                                            offset - (last_nl == std::string_view::npos ? 0 : last_nl + 1)));
+    if (n.block) {
+      // `|` / `>`: content starts on the next line at the block's indentation.
+      size_t line = static_cast<size_t>(n.line) + 1 + nl_before;  // 1-based
+      int indent = 0;
+      if (line - 1 < line_starts_.size()) {
+        size_t p = line_starts_[line - 1];
+        while (p < src_.size() && src_[p] == ' ') ++p, ++indent;
+      }
+      return Location{file_, static_cast<int>(line), indent + 1 + static_cast<int>(col_chars)};
+    }
+    if (nl_before > 0) {
+      return Location{file_, n.line + static_cast<int>(nl_before), 1 + static_cast<int>(col_chars)};
+    }
+    return Location{file_, n.line, n.column + (n.quoted ? 1 : 0) + static_cast<int>(col_chars)};
+  }
+
+  // ---- typed getters -----------------------------------------------------------------
+
+  bool is_map(const SrcNode& n, const std::string& what) {
+    if (n.is_map()) return true;
+    error(n, what + " must be a mapping, got " + n.describe());
+    return false;
+  }
+
+  void check_keys(const SrcNode& map, const std::string& what, std::initializer_list<const char*> allowed) {
+    for (const auto& k : map.keys) {
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || k.text == a;
+      if (ok) continue;
+      std::vector<std::string> names(allowed.begin(), allowed.end());
+      std::string hint;
+      for (const auto& a : names) {
+        if (edit_distance(k.text, a) <= 2) {
+          hint = " (did you mean " + quote(a) + "?)";
+          break;
+        }
+      }
+      error(k, "unknown key " + quote(k.text) + " in " + what + hint + "; expected one of: " + join(names));
+    }
+  }
+
+  // Key of a single-key mapping such as a step or a source; reports otherwise.
+  const SrcNode* single_key(const SrcNode& map, const std::string& what, std::string* key) {
+    if (!is_map(map, what)) return nullptr;
+    if (map.keys.size() != 1) {
+      error(map, what + " must have exactly one key, found " + std::to_string(map.keys.size()));
+      return nullptr;
+    }
+    *key = map.keys[0].text;
+    return &map.items[0];
+  }
+
+  bool scalar_text(const SrcNode& n, const std::string& what, std::string* out, bool allow_empty = false) {
+    if (!n.is_scalar() || (!allow_empty && n.text.empty())) {
+      error(n, what + " must be a string, got " + (n.is_scalar() ? std::string("an empty string") : n.describe()));
+      return false;
+    }
+    *out = n.text;
+    return true;
+  }
+
+  bool get_string(const SrcNode& map, const char* key, const std::string& what, std::string* out,
+                  bool required = false) {
+    const SrcNode* n = map.get(key);
+    if (n == nullptr) {
+      if (required) error(map, what + " needs `" + key + "`");
+      return false;
+    }
+    return scalar_text(*n, what + "." + key, out);
+  }
+
+  bool get_int(const SrcNode& map, const char* key, const std::string& what, int64_t lo, int64_t hi,
+               int64_t* out) {
+    const SrcNode* n = map.get(key);
+    if (n == nullptr) return false;
+    Json v = n->is_scalar() ? resolve_plain_scalar(n->text) : Json();
+    int64_t i;
+    if (!n->is_scalar() || !weir::flows::get_int(v, &i)) {
+      error(*n, what + "." + key + " must be an integer, got " + n->describe());
+      return false;
+    }
+    if (i < lo || i > hi) {
+      error(*n, what + "." + key + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+      return false;
+    }
+    *out = i;
+    return true;
+  }
+
+  template <typename T>
+  void get_int_into(const SrcNode& map, const char* key, const std::string& what, int64_t lo, int64_t hi, T* out) {
+    int64_t v;
+    if (get_int(map, key, what, lo, hi, &v)) *out = static_cast<T>(v);
+  }
+
+  bool get_bool(const SrcNode& map, const char* key, const std::string& what, bool* out) {
+    const SrcNode* n = map.get(key);
+    if (n == nullptr) return false;
+    Json v = n->is_scalar() ? resolve_plain_scalar(n->text) : Json();
+    if (!v.is_boolean()) {
+      error(*n, what + "." + key + " must be true or false, got " + n->describe());
+      return false;
+    }
+    *out = v.get<bool>();
+    return true;
+  }
+
+  bool get_duration(const SrcNode& map, const char* key, const std::string& what, Millis* out) {
+    const SrcNode* n = map.get(key);
+    if (n == nullptr) return false;
+    std::optional<Millis> d;
+    if (n->is_scalar()) d = parse_duration(n->text);
+    if (!d || d->count() <= 0) {
+      error(*n, what + "." + key + " must be a positive duration such as 250ms, 2s, 1m or 1h, got " +
+                    (n->is_scalar() ? quote(n->text) : n->describe()));
+      return false;
+    }
+    *out = *d;
+    return true;
+  }
+
+  bool get_size(const SrcNode& map, const char* key, const std::string& what, int64_t* out) {
+    const SrcNode* n = map.get(key);
+    if (n == nullptr) return false;
+    std::optional<int64_t> s;
+    if (n->is_scalar()) s = parse_size(n->text);
+    if (!s || *s <= 0) {
+      error(*n, what + "." + key + " must be a positive size such as 512KiB, 1MiB or a number of bytes");
+      return false;
+    }
+    *out = *s;
+    return true;
+  }
+
+  bool get_string_map(const SrcNode& map, const char* key, const std::string& what,
+                      std::map<std::string, std::string>* out) {
+    const SrcNode* n = map.get(key);
+    if (n == nullptr) return false;
+    if (!is_map(*n, what + "." + key)) return false;
+    bool ok = true;
+    for (size_t i = 0; i < n->keys.size(); ++i) {
+      std::string v;
+      if (scalar_text(n->items[i], what + "." + key + "." + n->keys[i].text, &v, true)) {
+        (*out)[n->keys[i].text] = v;
+      } else {
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  bool get_string_list(const SrcNode& n, const std::string& what, std::vector<std::string>* out) {
+    if (!n.is_seq()) {
+      error(n, what + " must be a list of strings, got " + n.describe());
+      return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < n.items.size(); ++i) {
+      std::string v;
+      if (scalar_text(n.items[i], what + "[" + std::to_string(i) + "]", &v)) out->push_back(v);
+      else ok = false;
+    }
+    return ok;
+  }
+
+  void check_env_name(const SrcNode& map, const char* key, const std::string& what, std::string* out) {
+    if (!get_string(map, key, what, out)) return;
+    if (!valid_identifier(*out)) {
+      error(*map.get(key), what + "." + key + " must name an environment variable (letters, digits, _)");
+    }
+  }
+
+  void check_url(const SrcNode& map, const char* key, const std::string& what, std::string* out, bool required,
+                 std::initializer_list<const char*> schemes) {
+    if (!get_string(map, key, what, out, required)) return;
+    bool ok = false;
+    for (const char* s : schemes) ok = ok || out->rfind(s, 0) == 0;
+    if (!ok || out->find_first_of(" \t\r\n") != std::string::npos) {
+      std::vector<std::string> names(schemes.begin(), schemes.end());
+      error(*map.get(key), what + "." + key + " must be a URL starting with " + join(names, " or ") + ", got " +
+                               quote(*out));
+    }
+  }
+
+  // ---- expressions ----------------------------------------------------------------
+
+  bool compile(const SrcNode& n, const std::string& what, Expression* out) {
+    if (n.is_null()) {
+      *out = Expression::constant(Json(), "null");
+      return true;
+    }
+    if (!n.is_scalar()) {
+      error(n, what + " must be an expression (a string), a number, a boolean or null, got " + n.describe());
+      return false;
+    }
+    if (!n.quoted) {
+      Json v = resolve_plain_scalar(n.text);
+      if (!v.is_string()) {
+        *out = Expression::constant(std::move(v), n.text);
+        return true;
+      }
+    }
+    CompileScope scope;
+    scope.tables = &program_->tables;
+    CompileError ce;
+    if (!Expression::compile(n.text, scope, out, &ce)) {
+      d_.push_back(Diagnostic{expr_location(n, ce.offset), "invalid expression in " + what + ": " + ce.message});
+      return false;
+    }
+    return true;
+  }
+
+  bool field_path(const SrcNode& key, const std::string& what, FieldPath* out) {
+    std::string t = key.text;
+    if (t.rfind("this.", 0) == 0) t = t.substr(5);
+    out->text = t;
+    out->names.clear();
+    if (t.empty() || t == "this") {
+      error(key, what + ": target " + quote(key.text) + " is not a field path (write a.b.c)");
+      return false;
+    }
+    size_t start = 0;
+    while (true) {
+      size_t dot = t.find('.', start);
+      std::string seg = t.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (seg.empty()) {
+        error(key, what + ": target " + quote(key.text) + " has an empty part");
+        return false;
+      }
+      out->names.push_back(std::move(seg));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    return true;
+  }
+
+  // set:/map: fields; nested mappings stand for dotted paths (`a: {b: x}` = `a.b: x`).
+  void fields(const SrcNode& map, const std::string& what, const std::vector<std::string>& prefix,
+              std::vector<Step::Field>* out, int depth) {
+    if (depth > kMaxSourceDepth) return;
+    for (size_t i = 0; i < map.keys.size(); ++i) {
+      const SrcNode& key = map.keys[i];
+      const SrcNode& value = map.items[i];
+      FieldPath path;
+      if (!field_path(key, what, &path)) continue;
+      FieldPath full;
+      full.names = prefix;
+      full.names.insert(full.names.end(), path.names.begin(), path.names.end());
+      full.text = join(full.names, ".");
+      if (value.is_map() && !value.keys.empty()) {
+        fields(value, what, full.names, out, depth + 1);
+        continue;
+      }
+      Step::Field f;
+      f.path = full;
+      if (value.is_map()) {
+        f.value = Expression::constant(Json::object(), "{}");
+      } else if (!compile(value, what + "." + full.text, &f.value)) {
+        continue;
+      }
+      out->push_back(std::move(f));
+    }
+    // Two fields writing the same place (or one inside the other) are a mistake.
+    for (size_t a = 0; a < out->size(); ++a) {
+      for (size_t b = a + 1; b < out->size(); ++b) {
+        const auto& x = (*out)[a].path.names;
+        const auto& y = (*out)[b].path.names;
+        size_t n = std::min(x.size(), y.size());
+        if (depth == 0 && std::equal(x.begin(), x.begin() + static_cast<long>(n), y.begin())) {
+          error(map, what + ": " + quote((*out)[b].path.text) + " overlaps " + quote((*out)[a].path.text));
+        }
+      }
+    }
+  }
+
+  // ---- parts of the file -------------------------------------------------------------
+
+  bool source(const SrcNode& n, SourceSpec* out);
+  void sinks(const SrcNode& n);
+  void tables(const SrcNode& n);
+  void steps(const SrcNode& list, const std::string& what, int top_index, const std::string& path_prefix,
+             std::vector<Step>* out, int depth);
+  void step(const SrcNode& n, const std::string& what, int index, const std::string& path_prefix, Step* out,
+            bool* ok, int depth);
+  bool check_sink_ref(const SrcNode& n, const std::string& what, std::string* out);
+  void tests(const SrcNode& n);
+
+  std::string_view src_;
+  std::string file_, dir_;
+  std::vector<Diagnostic>& d_;
+  std::vector<size_t> line_starts_;
+  std::string flow_name_;
+  std::vector<SinkSpec> sinks_;
+  std::unique_ptr<Program> program_;
+};
+
+// ---- sources -----------------------------------------------------------------------
+
+bool valid_cron_field(std::string_view f, int lo, int hi, const std::vector<std::string_view>& names) {
+  auto number = [&](std::string_view s, int* v) {
+    if (s.empty()) return false;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (s.size() == names[i].size()) {
+        bool eq = true;
+        for (size_t k = 0; k < s.size(); ++k) eq = eq && std::tolower(static_cast<unsigned char>(s[k])) == names[i][k];
+        if (eq) {
+          *v = lo + static_cast<int>(i);
+          return true;
+        }
+      }
+    }
+    if (s.size() > 2) return false;
+    int x = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+      x = x * 10 + (c - '0');
+    }
+    *v = x;
+    return x >= lo && x <= hi;
+  };
+  size_t start = 0;
+  while (true) {
+    size_t comma = f.find(',', start);
+    std::string_view item = f.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::string_view range = item;
+    size_t slash = item.find('/');
+    if (slash != std::string_view::npos) {
+      int step;
+      std::string_view s = item.substr(slash + 1);
+      if (s.empty() || s.size() > 2 || s.find_first_not_of("0123456789") != std::string_view::npos) return false;
+      step = std::stoi(std::string(s));
+      if (step <= 0) return false;
+      range = item.substr(0, slash);
+    }
+    if (range != "*") {
+      size_t dash = range.find('-');
+      int a, b;
+      if (dash == std::string_view::npos) {
+        if (!number(range, &a)) return false;
+      } else if (!number(range.substr(0, dash), &a) || !number(range.substr(dash + 1), &b) || a > b) {
+        return false;
+      }
+    }
+    if (comma == std::string_view::npos) return true;
+    start = comma + 1;
+  }
+}
+
+bool valid_cron(const std::string& expr) {
+  static const char* kMacros[] = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"};
+  for (const char* m : kMacros) {
+    if (expr == m) return true;
+  }
+  std::istringstream in(expr);
+  std::vector<std::string> f;
+  for (std::string w; in >> w;) f.push_back(w);
+  if (f.size() != 5) return false;
+  static const std::vector<std::string_view> kNone;
+  static const std::vector<std::string_view> kMonths = {"jan", "feb", "mar", "apr", "may", "jun",
+                                                        "jul", "aug", "sep", "oct", "nov", "dec"};
+  static const std::vector<std::string_view> kDays = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
+  return valid_cron_field(f[0], 0, 59, kNone) && valid_cron_field(f[1], 0, 23, kNone) &&
+         valid_cron_field(f[2], 1, 31, kNone) && valid_cron_field(f[3], 1, 12, kMonths) &&
+         valid_cron_field(f[4], 0, 7, kDays);
+}
+
+bool Loader::source(const SrcNode& from, SourceSpec* out) {
+  std::string kind;
+  const SrcNode* np = single_key(from, "from", &kind);
+  if (np == nullptr) return false;
+  const SrcNode& n = *np;
+  const std::string what = "from." + kind;
+  size_t before = d_.size();
+  if (kind == "http") {
+    if (!is_map(n, what)) return false;
+    check_keys(n, what, {"path", "hmac", "bearer"});
+    HttpSourceSpec s;
+    if (get_string(n, "path", what, &s.path, true)) {
+      if (s.path[0] != '/' || s.path.find_first_of(" ?#\t") != std::string::npos) {
+        error(*n.get("path"), what + ".path must start with / and hold no spaces, ? or #, got " + quote(s.path));
+      }
+    }
+    if (const SrcNode* h = n.get("hmac"); h && is_map(*h, what + ".hmac")) {
+      check_keys(*h, what + ".hmac", {"secret_env", "header", "scheme"});
+      HmacSpec hs;
+      if (!h->get("secret_env")) error(*h, what + ".hmac needs `secret_env`");
+      check_env_name(*h, "secret_env", what + ".hmac", &hs.secret_env);
+      get_string(*h, "header", what + ".hmac", &hs.header);
+      std::string scheme;
+      if (get_string(*h, "scheme", what + ".hmac", &scheme)) {
+        if (scheme == "github") hs.scheme = HmacSpec::Scheme::kGithub;
+        else if (scheme == "standard") hs.scheme = HmacSpec::Scheme::kStandard;
+        else error(*h->get("scheme"), what + ".hmac.scheme must be github or standard, got " + quote(scheme));
+      }
+      s.hmac = hs;
+    }
+    if (const SrcNode* b = n.get("bearer"); b && is_map(*b, what + ".bearer")) {
+      check_keys(*b, what + ".bearer", {"token_env"});
+      std::string env;
+      if (!b->get("token_env")) error(*b, what + ".bearer needs `token_env`");
+      check_env_name(*b, "token_env", what + ".bearer", &env);
+      s.bearer_token_env = env;
+    }
+    *out = s;
+  } else if (kind == "mqtt") {
+    if (!is_map(n, what)) return false;
+    check_keys(n, what, {"broker", "topic", "topics", "qos", "client_id", "clean_session", "username_env",
+                         "password_env", "ca_file", "cert_file", "key_file", "insecure_skip_verify"});
+    MqttSourceSpec s;
+    check_url(n, "broker", what, &s.broker, true, {"tcp://", "ssl://", "mqtt://", "mqtts://", "ws://", "wss://"});
+    const SrcNode* t = n.get("topic");
+    const SrcNode* ts = n.get("topics");
+    if (t && ts) error(*ts, what + " takes `topic` or `topics`, not both");
+    if (!t && !ts) error(n, what + " needs `topic` (or `topics`)");
+    if (t) {
+      std::string topic;
+      if (scalar_text(*t, what + ".topic", &topic)) s.topics.push_back(topic);
+    }
+    if (ts && get_string_list(*ts, what + ".topics", &s.topics) && s.topics.empty()) {
+      error(*ts, what + ".topics must not be empty");
+    }
+    get_int_into(n, "qos", what, 0, 1, &s.qos);
+    s.client_id = "weir-" + flow_name_;
+    get_string(n, "client_id", what, &s.client_id);
+    get_bool(n, "clean_session", what, &s.clean_session);
+    check_env_name(n, "username_env", what, &s.username_env);
+    check_env_name(n, "password_env", what, &s.password_env);
+    get_string(n, "ca_file", what, &s.ca_file);
+    get_string(n, "cert_file", what, &s.cert_file);
+    get_string(n, "key_file", what, &s.key_file);
+    get_bool(n, "insecure_skip_verify", what, &s.insecure_skip_verify);
+    *out = s;
+  } else if (kind == "nats") {
+    if (!is_map(n, what)) return false;
+    check_keys(n, what, {"subject", "queue"});
+    NatsSourceSpec s;
+    if (get_string(n, "subject", what, &s.subject, true) && s.subject.find_first_of(" \t\r\n") != std::string::npos) {
+      error(*n.get("subject"), what + ".subject must not contain spaces");
+    }
+    s.queue = "weir-" + flow_name_;
+    get_string(n, "queue", what, &s.queue);
+    *out = s;
+  } else if (kind == "timer") {
+    if (!is_map(n, what)) return false;
+    check_keys(n, what, {"every", "cron", "payload"});
+    TimerSourceSpec s;
+    Millis every{};
+    bool has_every = n.get("every") != nullptr;
+    if (get_duration(n, "every", what, &every)) s.every = every;
+    bool has_cron = get_string(n, "cron", what, &s.cron);
+    if (has_cron && !valid_cron(s.cron)) {
+      error(*n.get("cron"), what + ".cron must be a 5-field cron expression (minute hour day month weekday), got " +
+                                quote(s.cron));
+    }
+    if (has_every && n.get("cron")) error(n, what + " takes `every` or `cron`, not both");
+    if (!has_every && !n.get("cron")) error(n, what + " needs `every` or `cron`");
+    if (const SrcNode* p = n.get("payload")) {
+      std::string err;
+      const SrcNode* where = nullptr;
+      if (!to_plain_json(*p, &s.payload, &err, &where)) error(*where, err);
+      else if (!s.payload.is_object()) error(*p, what + ".payload must be a mapping");
+    }
+    *out = s;
+  } else if (kind == "poll") {
+    if (!is_map(n, what)) return false;
+    check_keys(n, what, {"url", "every", "headers", "split", "cursor_field", "cursor_param", "oauth2", "oauth"});
+    PollSourceSpec s;
+    check_url(n, "url", what, &s.url, true, {"http://", "https://"});
+    get_duration(n, "every", what, &s.every);
+    get_string_map(n, "headers", what, &s.headers);
+    get_string(n, "split", what, &s.split);
+    get_string(n, "cursor_field", what, &s.cursor_field);
+    get_string(n, "cursor_param", what, &s.cursor_param);
+    if (!s.cursor_field.empty() && s.cursor_param.empty()) {
+      error(*n.get("cursor_field"), what + ".cursor_field needs `cursor_param` too");
+    }
+    const SrcNode* o = n.get("oauth2") ? n.get("oauth2") : n.get("oauth");
+    if (n.get("oauth2") && n.get("oauth")) error(*n.get("oauth"), what + " takes `oauth2` or `oauth`, not both");
+    if (o && is_map(*o, what + ".oauth2")) {
+      const std::string ow = what + ".oauth2";
+      check_keys(*o, ow, {"token_url", "client_id_env", "client_secret_env", "scopes"});
+      PollSourceSpec::OAuth2 oa;
+      check_url(*o, "token_url", ow, &oa.token_url, true, {"http://", "https://"});
+      if (!o->get("client_id_env")) error(*o, ow + " needs `client_id_env`");
+      if (!o->get("client_secret_env")) error(*o, ow + " needs `client_secret_env`");
+      check_env_name(*o, "client_id_env", ow, &oa.client_id_env);
+      check_env_name(*o, "client_secret_env", ow, &oa.client_secret_env);
+      if (const SrcNode* sc = o->get("scopes")) {
+        if (sc->is_scalar()) {
+          std::istringstream in(sc->text);
+          for (std::string w; in >> w;) oa.scopes.push_back(w);
+        } else {
+          get_string_list(*sc, ow + ".scopes", &oa.scopes);
+        }
+      }
+      s.oauth2 = oa;
+    }
+    *out = s;
+  } else if (kind == "exec") {
+    if (!is_map(n, what)) return false;
+    check_keys(n, what, {"command", "format", "max_line"});
+    ExecSourceSpec s;
+    if (const SrcNode* c = n.get("command")) {
+      if (c->is_scalar()) {
+        // A string is split on whitespace; there is no shell and no quoting.
+        std::istringstream in(c->text);
+        for (std::string w; in >> w;) s.command.push_back(w);
+      } else {
+        get_string_list(*c, what + ".command", &s.command);
+      }
+      if (s.command.empty() && d_.size() == before) error(*c, what + ".command must not be empty");
+    } else {
+      error(n, what + " needs `command`");
+    }
+    if (get_string(n, "format", what, &s.format) && s.format != "json" && s.format != "text") {
+      error(*n.get("format"), what + ".format must be json or text, got " + quote(s.format));
+    }
+    get_size(n, "max_line", what, &s.max_line);
+    *out = s;
+  } else if (kind == "flow") {
+    FlowSourceSpec s;
+    std::string ref;
+    if (scalar_text(n, what, &ref)) {
+      auto dot = ref.rfind('.');
+      if (dot == std::string::npos || !valid_name(ref.substr(0, dot)) || !valid_name(ref.substr(dot + 1))) {
+        error(n, what + " must be other_flow.sink, got " + quote(ref));
+      } else {
+        s.flow = ref.substr(0, dot);
+        s.sink = ref.substr(dot + 1);
+        if (s.flow == flow_name_) error(n, what + ": a flow cannot read its own sink");
+      }
+    }
+    *out = s;
+  } else {
+    error(from.keys[0], "unknown source kind " + quote(kind) + "; expected one of: http, mqtt, nats, timer, poll, exec, flow");
+    return false;
+  }
+  return d_.size() == before;
+}
+
+// ---- sinks -------------------------------------------------------------------------
+
+void Loader::sinks(const SrcNode& to) {
+  if (!is_map(to, "to")) return;
+  if (to.keys.empty()) {
+    error(to, "`to` needs at least one sink");
+    return;
+  }
+  for (size_t i = 0; i < to.keys.size(); ++i) {
+    const std::string& name = to.keys[i].text;
+    const std::string what = "to." + name;
+    if (!valid_name(name)) {
+      error(to.keys[i], "sink name " + quote(name) + " must match ^[a-z][a-z0-9_-]{0,62}$");
+    }
+    std::string kind;
+    const SrcNode* np = single_key(to.items[i], what, &kind);
+    if (np == nullptr) continue;
+    const SrcNode& n = *np;
+    const std::string w = what + "." + kind;
+    SinkSpec spec;
+    spec.name = name;
+    spec.where = Location{file_, to.keys[i].line, to.keys[i].column};
+    if (kind == "http") {
+      if (!is_map(n, w)) continue;
+      check_keys(n, w, {"url", "method", "headers", "timeout", "retries", "max_connections"});
+      HttpSinkSpec s;
+      check_url(n, "url", w, &s.url, true, {"http://", "https://"});
+      if (get_string(n, "method", w, &s.method)) {
+        for (auto& c : s.method) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        if (s.method != "POST" && s.method != "PUT" && s.method != "PATCH") {
+          error(*n.get("method"), w + ".method must be POST, PUT or PATCH (the event is the body), got " +
+                                      quote(n.get("method")->text));
+        }
+      }
+      get_string_map(n, "headers", w, &s.headers);
+      get_duration(n, "timeout", w, &s.timeout);
+      get_int_into(n, "retries", w, 0, 1000, &s.retries);
+      get_int_into(n, "max_connections", w, 1, 1024, &s.max_connections);
+      spec.kind = s;
+    } else if (kind == "mqtt") {
+      if (!is_map(n, w)) continue;
+      check_keys(n, w, {"broker", "topic", "qos", "retain", "client_id", "username_env", "password_env", "retries"});
+      MqttSinkSpec s;
+      check_url(n, "broker", w, &s.broker, true, {"tcp://", "ssl://", "mqtt://", "mqtts://", "ws://", "wss://"});
+      get_string(n, "topic", w, &s.topic, true);
+      get_int_into(n, "qos", w, 0, 1, &s.qos);
+      get_bool(n, "retain", w, &s.retain);
+      s.client_id = "weir-" + flow_name_ + "-" + name;
+      get_string(n, "client_id", w, &s.client_id);
+      check_env_name(n, "username_env", w, &s.username_env);
+      check_env_name(n, "password_env", w, &s.password_env);
+      get_int_into(n, "retries", w, 0, 1000, &s.retries);
+      spec.kind = s;
+    } else if (kind == "nats") {
+      if (!is_map(n, w)) continue;
+      check_keys(n, w, {"subject"});
+      NatsSinkSpec s;
+      if (get_string(n, "subject", w, &s.subject, true) && s.subject.find_first_of(" \t\r\n*>") != std::string::npos) {
+        error(*n.get("subject"), w + ".subject must be a plain subject (no spaces or wildcards)");
+      }
+      spec.kind = s;
+    } else if (kind == "flow") {
+      if (!n.is_null() && !(n.is_map() && n.keys.empty())) {
+        error(n, w + " takes no settings: write `flow: {}`");
+      }
+      spec.kind = FlowSinkSpec{};
+    } else {
+      error(to.items[i].keys[0], "unknown sink kind " + quote(kind) + "; expected one of: http, mqtt, nats, flow");
+      continue;
+    }
+    sinks_.push_back(std::move(spec));
+  }
+}
+
+// ---- tables ------------------------------------------------------------------------
+
+void Loader::tables(const SrcNode& n) {
+  if (!is_map(n, "tables")) return;
+  for (size_t i = 0; i < n.keys.size(); ++i) {
+    const std::string& name = n.keys[i].text;
+    const std::string what = "tables." + name;
+    if (!valid_identifier(name)) {
+      error(n.keys[i], "table name " + quote(name) + " must be a name (letters, digits, _)");
+      continue;
+    }
+    const SrcNode& t = n.items[i];
+    if (!is_map(t, what)) continue;
+    check_keys(t, what, {"file", "key", "rows"});
+    std::string key;
+    get_string(t, "key", what, &key);
+    const SrcNode* file = t.get("file");
+    const SrcNode* rows = t.get("rows");
+    Table& table = program_->tables.add(name);
+    if ((file != nullptr) == (rows != nullptr)) {
+      error(t, what + " needs `file` or `rows` (one of them)");
+      continue;
+    }
+    if (rows) {
+      Json data;
+      std::string err;
+      const SrcNode* where = nullptr;
+      if (!to_plain_json(*rows, &data, &err, &where)) {
+        error(*where, err);
+      } else if (!table_from_json(data, key, &table, &err)) {
+        error(*rows, what + ".rows: " + err);
+      }
+      continue;
+    }
+    std::string path;
+    if (!scalar_text(*file, what + ".file", &path)) continue;
+    std::string full = !path.empty() && path[0] == '/' ? path : dir_ + "/" + path;
+    bool is_csv = path.size() > 4 && (path.substr(path.size() - 4) == ".csv" || path.substr(path.size() - 4) == ".CSV");
+    bool is_json = path.size() > 5 && (path.substr(path.size() - 5) == ".json" || path.substr(path.size() - 5) == ".JSON");
+    if (!is_csv && !is_json) {
+      error(*file, what + ".file must end in .csv or .json, got " + quote(path));
+      continue;
+    }
+    if (is_csv && key.empty()) {
+      error(t, what + " needs `key` (the column to look rows up by)");
+      continue;
+    }
+    std::string text, err;
+    if (!read_file(full, kMaxTableBytes, &text, &err)) {
+      error(*file, what + ".file: " + err);
+      continue;
+    }
+    if (is_csv) load_csv_table(text, full, key, &table, &d_);
+    else load_json_table(text, full, key, &table, &d_);
+  }
+}
+
+// ---- steps -------------------------------------------------------------------------
+
+bool Loader::check_sink_ref(const SrcNode& n, const std::string& what, std::string* out) {
+  if (!scalar_text(n, what, out)) return false;
+  for (const auto& s : sinks_) {
+    if (s.name == *out) return true;
+  }
+  std::vector<std::string> names;
+  for (const auto& s : sinks_) names.push_back(s.name);
+  error(n, what + ": unknown sink " + quote(*out) + (names.empty() ? "" : " (sinks: " + join(names) + ")"));
+  return false;
+}
+
+void Loader::steps(const SrcNode& list, const std::string& what, int top_index, const std::string& path_prefix,
+                   std::vector<Step>* out, int depth) {
+  if (!list.is_seq()) {
+    error(list, what + " must be a list of steps, got " + list.describe());
+    return;
+  }
+  if (depth > kMaxStepNesting) {
+    error(list, what + ": steps nested deeper than " + std::to_string(kMaxStepNesting) + " levels");
+    return;
+  }
+  for (size_t i = 0; i < list.items.size(); ++i) {
+    int index = top_index >= 0 ? top_index : static_cast<int>(i);
+    Step s;
+    bool ok = true;
+    step(list.items[i], what + "[" + std::to_string(i) + "]", index, path_prefix, &s, &ok, depth);
+    // Kept even when broken (the flow will not load anyway) so later checks such as
+    // routing do not report follow-on errors.
+    out->push_back(std::move(s));
+  }
+}
+
+void Loader::step(const SrcNode& n, const std::string& what, int index, const std::string& path_prefix, Step* out,
+                  bool* ok, int depth) {
+  std::string kind;
+  const SrcNode* body = single_key(n, what, &kind);
+  if (body == nullptr) {
+    *ok = false;
+    return;
+  }
+  size_t before = d_.size();
+  const std::string w = what + "." + kind;
+  out->index = index;
+  out->path = path_prefix + kind;
+  if (kind == "lookup") {
+    out->kind = Step::Kind::kLookup;
+    if (!is_map(*body, w)) {
+      *ok = false;
+      return;
+    }
+    check_keys(*body, w, {"table", "key", "as", "default"});
+    std::string table;
+    if (get_string(*body, "table", w, &table, true)) {
+      out->table = program_->tables.find(table);
+      if (out->table == nullptr) {
+        auto names = program_->tables.names();
+        error(*body->get("table"), w + ".table: unknown table " + quote(table) +
+                                       (names.empty() ? " (the flow has no `tables:`)" : " (tables: " + join(names) + ")"));
+      }
+      out->path += " " + table;
+    }
+    if (const SrcNode* k = body->get("key")) compile(*k, w + ".key", &out->key);
+    else error(*body, w + " needs `key`");
+    std::string as = table;
+    if (const SrcNode* a = body->get("as")) {
+      if (scalar_text(*a, w + ".as", &as)) field_path(*a, w + ".as", &out->as);
+    } else if (!table.empty()) {
+      out->as.names = {table};
+      out->as.text = table;
+    }
+    if (const SrcNode* def = body->get("default")) {
+      std::string err;
+      const SrcNode* where = nullptr;
+      if (!to_plain_json(*def, &out->default_value, &err, &where)) error(*where, err);
+      out->has_default = true;
+    }
+  } else if (kind == "set" || kind == "map") {
+    out->kind = kind == "set" ? Step::Kind::kSet : Step::Kind::kMap;
+    if (kind == "map" && body->is_scalar()) {
+      out->kind = Step::Kind::kMapExpr;
+      compile(*body, w, &out->expr);
+    } else if (!body->is_map()) {
+      error(*body, w + " must be a mapping of field: expression" + (kind == "map" ? " (or one expression)" : "") +
+                       ", got " + body->describe());
+    } else if (body->keys.empty()) {
+      error(*body, w + " is empty");
+    } else {
+      fields(*body, w, {}, &out->fields, 0);
+      if (kind == "set" && out->fields.size() == 1) out->path += " " + out->fields[0].path.text;
+      if (out->kind == Step::Kind::kMap) {
+        // A plain path may be moved out of the old event unless another field's path
+        // overlaps it (then both need the value).
+        for (size_t a = 0; a < out->fields.size(); ++a) {
+          const auto* pa = out->fields[a].value.this_path();
+          if (pa == nullptr) continue;
+          bool alone = true;
+          for (size_t b = 0; b < out->fields.size() && alone; ++b) {
+            if (a == b) continue;
+            const auto* pb = out->fields[b].value.this_path();
+            if (pb == nullptr) continue;
+            size_t m = std::min(pa->size(), pb->size());
+            if (std::equal(pa->begin(), pa->begin() + static_cast<long>(m), pb->begin())) alone = false;
+          }
+          out->fields[a].movable = alone;
+        }
+      }
+    }
+  } else if (kind == "filter") {
+    out->kind = Step::Kind::kFilter;
+    compile(*body, w, &out->expr);
+  } else if (kind == "branch") {
+    out->kind = Step::Kind::kBranch;
+    if (!body->is_seq() || body->items.empty()) {
+      error(*body, w + " must be a non-empty list of arms ({when, steps, to})");
+      *ok = false;
+      return;
+    }
+    bool seen_default = false;
+    for (size_t i = 0; i < body->items.size(); ++i) {
+      const SrcNode& a = body->items[i];
+      const std::string aw = w + "[" + std::to_string(i) + "]";
+      if (!is_map(a, aw)) continue;
+      check_keys(a, aw, {"when", "steps", "to"});
+      if (seen_default) error(a, aw + " can never match: it follows the default arm (the one without `when`)");
+      Arm arm;
+      if (const SrcNode* when = a.get("when")) compile(*when, aw + ".when", &arm.when);
+      else seen_default = true;
+      const std::string arm_prefix = path_prefix + "branch arm " + std::to_string(i) + " > ";
+      if (const SrcNode* st = a.get("steps")) steps(*st, aw + ".steps", index, arm_prefix, &arm.steps, depth + 1);
+      if (const SrcNode* to = a.get("to")) check_sink_ref(*to, aw + ".to", &arm.to);
+      out->arms.push_back(std::move(arm));
+    }
+  } else {
+    error(n.keys[0], "unknown step " + quote(kind) + "; expected one of: lookup, set, map, filter, branch");
+  }
+  *ok = d_.size() == before;
+}
+
+// True when every event that gets through `steps` has a route (a branch with a default
+// arm whose arms all route).
+bool always_routes(const std::vector<Step>& steps) {
+  for (const Step& s : steps) {
+    if (s.kind != Step::Kind::kBranch) continue;
+    bool has_default = false, all = true;
+    for (const Arm& a : s.arms) {
+      has_default = has_default || !a.when.valid();
+      all = all && (!a.to.empty() || always_routes(a.steps));
+    }
+    if (has_default && all) return true;
+  }
+  return false;
+}
+
+// ---- tests -------------------------------------------------------------------------
+
+void Loader::tests(const SrcNode& n) {
+  std::vector<std::string> names;
+  for (const auto& s : sinks_) names.push_back(s.name);
+  std::vector<Diagnostic> found = check_test_cases(n, file_, names);
+  d_.insert(d_.end(), found.begin(), found.end());
+}
+
+std::shared_ptr<const Flow> Loader::load(const SrcNode& root, const std::string& hash) {
+  if (!is_map(root, "a flow file")) return nullptr;
+  check_keys(root, "the flow file", {"flow", "description", "from", "tables", "steps", "to", "on_error", "tests"});
+  program_ = std::make_unique<Program>();
+  if (get_string(root, "flow", "the flow file", &flow_name_, true) && !valid_name(flow_name_)) {
+    error(*root.get("flow"), "flow name " + quote(flow_name_) + " must match ^[a-z][a-z0-9_-]{0,62}$");
+  }
+  if (const SrcNode* d = root.get("description")) {
+    std::string unused;
+    scalar_text(*d, "description", &unused, true);
+  }
+  SourceSpec src;
+  if (const SrcNode* from = root.get("from")) source(*from, &src);
+  else error(root, "the flow needs `from:` (its source)");
+  const SrcNode* to = root.get("to");
+  if (to) sinks(*to);
+  else error(root, "the flow needs `to:` (at least one sink)");
+  if (const SrcNode* t = root.get("tables")) tables(*t);
+  const SrcNode* st = root.get("steps");
+  if (st && !st->is_null()) steps(*st, "steps", -1, "", &program_->steps, 0);
+  OnError on_error = OnError::kDlq;
+  std::string oe;
+  if (get_string(root, "on_error", "the flow file", &oe)) {
+    if (oe == "drop") on_error = OnError::kDrop;
+    else if (oe != "dlq") error(*root.get("on_error"), "on_error must be dlq or drop, got " + quote(oe));
+  }
+  Json tests_json = Json::array();
+  if (const SrcNode* t = root.get("tests")) {
+    tests(*t);
+    std::string err;
+    const SrcNode* where = nullptr;
+    if (!to_plain_json(*t, &tests_json, &err, &where)) error(*where, err);
+  }
+  if (sinks_.size() == 1) program_->only_sink = sinks_[0].name;
+  if (sinks_.size() > 1 && !always_routes(program_->steps)) {
+    std::vector<std::string> names;
+    for (const auto& s : sinks_) names.push_back(s.name);
+    error(st && !st->is_null() ? *st : *to,
+          "the flow has several sinks (" + join(names) +
+              ") but events can leave the steps without a route: end with a branch whose arms all have `to:`, "
+              "including a default arm without `when`");
+  }
+  if (!d_.empty()) {
+    std::stable_sort(d_.begin(), d_.end(), [&](const Diagnostic& a, const Diagnostic& b) {
+      return std::make_tuple(a.where.file != file_, a.where.line, a.where.column) <
+             std::make_tuple(b.where.file != file_, b.where.line, b.where.column);
+    });
+    return nullptr;
+  }
+  auto flow = std::make_shared<Flow>();
+  FlowBuilder::fill(*flow, flow_name_, hash, file_, std::move(src), std::move(sinks_), on_error,
+                    std::move(tests_json), std::move(program_));
+  return flow;
+}
+
+LoadResult load_text(const std::string& text, const std::string& file, const std::string& dir,
+                     const LoadOptions& options) {
+  LoadResult r;
+  SourceDoc doc = parse_source(text, file);
+  r.diagnostics = std::move(doc.diagnostics);
+  if (!doc.has_root) {
+    if (r.diagnostics.empty()) r.diagnostics.push_back({{file, 1, 1}, "cannot parse"});
+    return r;
+  }
+  EnvLookup env = options.env ? EnvLookup(options.env) : process_env();
+  substitute_tree(&doc.root, env, file, &r.diagnostics);
+  Loader loader(text, file, dir, &r.diagnostics);
+  try {
+    auto flow = loader.load(doc.root, sha256_hex(text));
+    if (r.diagnostics.empty()) r.flow = std::move(flow);
+  } catch (const std::exception& e) {
+    r.diagnostics.push_back({{file, 1, 1}, std::string("internal error while loading: ") + e.what()});
+  }
+  return r;
+}
+
+}  // namespace
+
+LoadResult load_flow_text(const std::string& text, const std::string& name, const LoadOptions& options) {
+  return load_text(text, name, dirname_of(name), options);
+}
+
+LoadResult load_flow_text(const std::string& text, const std::string& name) {
+  return load_flow_text(text, name, LoadOptions{});
+}
+
+LoadResult load_flow_file(const std::string& path, const LoadOptions& options) {
+  std::string text, err;
+  if (!read_file(path, static_cast<int64_t>(kMaxSourceBytes), &text, &err)) {
+    LoadResult r;
+    r.diagnostics.push_back({{path, 0, 0}, err});
+    return r;
+  }
+  return load_text(text, path, dirname_of(path), options);
+}
+
+LoadResult load_flow_file(const std::string& path) { return load_flow_file(path, LoadOptions{}); }
+
+}  // namespace weir::flows

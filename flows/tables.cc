@@ -1,0 +1,357 @@
+#include "flows/tables.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "flows/source_tree.h"
+#include "flows/value.h"
+
+namespace weir::flows {
+
+bool key_text(const Json& key, std::string* out) {
+  if (key.is_string()) {
+    *out = key.get_ref<const std::string&>();
+    return true;
+  }
+  int64_t i;
+  if (get_int(key, &i)) {
+    *out = std::to_string(i);
+    return true;
+  }
+  if (key.is_number()) {
+    double d = get_double(key);
+    if (std::trunc(d) == d && std::fabs(d) < 9.2e18) {
+      *out = std::to_string(static_cast<int64_t>(d));
+    } else {
+      *out = key.dump();
+    }
+    return true;
+  }
+  return false;
+}
+
+const Json* Table::find_text(std::string_view key) const {
+  auto it = rows_.find(key);
+  return it == rows_.end() ? nullptr : &it->second;
+}
+
+const Json* Table::find(const Json& key) const {
+  if (key.is_string()) return find_text(key.get_ref<const std::string&>());
+  int64_t i;
+  if (get_int(key, &i)) {
+    char buf[24];
+    auto r = std::to_chars(buf, buf + sizeof buf, i);
+    return find_text(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+  }
+  std::string text;
+  if (!key_text(key, &text)) return nullptr;
+  return find_text(text);
+}
+
+bool Table::insert(std::string key, Json row) {
+  return rows_.emplace(std::move(key), std::move(row)).second;
+}
+
+const Table* TableSet::find(std::string_view name) const {
+  auto it = tables_.find(name);
+  return it == tables_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> TableSet::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, table] : tables_) out.push_back(name);
+  return out;
+}
+
+Json csv_cell_value(std::string_view cell) {
+  if (cell.empty() || cell.size() > 40) return Json(std::string(cell));
+  // Only plain decimal forms count as numbers: "007" keeps its zeros (ids, zip codes),
+  // and "inf"/"nan"/"0x1F" stay strings.
+  size_t i = 0;
+  if (cell[0] == '-' || cell[0] == '+') ++i;
+  size_t int_start = i;
+  while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9') ++i;
+  size_t int_digits = i - int_start;
+  bool is_float = false;
+  size_t frac_digits = 0;
+  if (i < cell.size() && cell[i] == '.') {
+    is_float = true;
+    ++i;
+    while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9') ++i, ++frac_digits;
+  }
+  if (int_digits == 0) return Json(std::string(cell));
+  if (int_digits > 1 && cell[int_start] == '0') return Json(std::string(cell));
+  if (is_float && frac_digits == 0) return Json(std::string(cell));
+  if (i < cell.size() && (cell[i] == 'e' || cell[i] == 'E')) {
+    size_t j = i + 1;
+    if (j < cell.size() && (cell[j] == '+' || cell[j] == '-')) ++j;
+    size_t exp_start = j;
+    while (j < cell.size() && cell[j] >= '0' && cell[j] <= '9') ++j;
+    if (j == exp_start) return Json(std::string(cell));
+    is_float = true;
+    i = j;
+  }
+  if (i != cell.size()) return Json(std::string(cell));
+  const char* b = cell.data() + (cell[0] == '+' ? 1 : 0);
+  const char* e = cell.data() + cell.size();
+  if (!is_float) {
+    int64_t v;
+    auto r = std::from_chars(b, e, v);
+    if (r.ec == std::errc() && r.ptr == e) return Json(v);
+  }
+  double d;
+  auto r = std::from_chars(b, e, d);
+  if (r.ec != std::errc() || r.ptr != e || !std::isfinite(d)) return Json(std::string(cell));
+  return Json(d);
+}
+
+namespace {
+
+struct CsvField {
+  std::string text;
+  int line, column;
+};
+
+// Splits CSV text into records. Positions are 1-based; columns count code points.
+bool split_csv(std::string_view s, const std::string& file, std::vector<std::vector<CsvField>>* records,
+               std::vector<Diagnostic>* diagnostics) {
+  size_t i = 0;
+  int line = 1, column = 1;
+  if (s.size() >= 3 && s.substr(0, 3) == "\xEF\xBB\xBF") i = 3;
+  auto bump = [&](char c) {
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) {
+      ++column;
+    }
+  };
+  std::vector<CsvField> record;
+  while (i < s.size()) {
+    CsvField f{{}, line, column};
+    if (s[i] == '"') {
+      bump(s[i]);
+      ++i;
+      while (true) {
+        if (i >= s.size()) {
+          diagnostics->push_back({{file, f.line, f.column}, "unterminated quoted field"});
+          return false;
+        }
+        if (s[i] == '"') {
+          if (i + 1 < s.size() && s[i + 1] == '"') {
+            f.text.push_back('"');
+            bump(s[i]);
+            bump(s[i + 1]);
+            i += 2;
+            continue;
+          }
+          bump(s[i]);
+          ++i;
+          break;
+        }
+        f.text.push_back(s[i]);
+        bump(s[i]);
+        ++i;
+      }
+      if (i < s.size() && s[i] != ',' && s[i] != '\n' && s[i] != '\r') {
+        diagnostics->push_back({{file, line, column}, "unexpected text after a quoted field"});
+        return false;
+      }
+    } else {
+      while (i < s.size() && s[i] != ',' && s[i] != '\n' && s[i] != '\r') {
+        if (s[i] == '"') {
+          diagnostics->push_back({{file, line, column}, "quote inside an unquoted field (quote the whole field)"});
+          return false;
+        }
+        f.text.push_back(s[i]);
+        bump(s[i]);
+        ++i;
+      }
+    }
+    record.push_back(std::move(f));
+    if (i >= s.size()) break;
+    if (s[i] == ',') {
+      bump(s[i]);
+      ++i;
+      if (i >= s.size()) record.push_back(CsvField{{}, line, column});
+      continue;
+    }
+    // End of record: \n or \r\n (a lone \r too).
+    if (s[i] == '\r') ++i;
+    if (i < s.size() && s[i] == '\n') ++i;
+    ++line;
+    column = 1;
+    // Skip blank lines (a trailing newline is common).
+    if (!(record.size() == 1 && record[0].text.empty())) records->push_back(std::move(record));
+    record.clear();
+  }
+  if (!record.empty() && !(record.size() == 1 && record[0].text.empty())) {
+    records->push_back(std::move(record));
+  }
+  return true;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+}  // namespace
+
+bool load_csv_table(std::string_view text, const std::string& file, const std::string& key,
+                    Table* out, std::vector<Diagnostic>* diagnostics) {
+  size_t bad = 0;
+  if (!valid_utf8(text, &bad)) {
+    int line = 1;
+    for (size_t k = 0; k < bad; ++k) line += text[k] == '\n';
+    diagnostics->push_back({{file, line, 1}, "invalid UTF-8"});
+    return false;
+  }
+  std::vector<std::vector<CsvField>> records;
+  if (!split_csv(text, file, &records, diagnostics)) return false;
+  if (records.empty()) {
+    diagnostics->push_back({{file, 1, 1}, "CSV file has no header row"});
+    return false;
+  }
+  std::vector<std::string> header;
+  int key_index = -1;
+  for (const auto& f : records[0]) {
+    std::string name = trim(f.text);
+    if (name.empty()) {
+      diagnostics->push_back({{file, f.line, f.column}, "empty column name in the header row"});
+      return false;
+    }
+    for (const auto& h : header) {
+      if (h == name) {
+        diagnostics->push_back({{file, f.line, f.column}, "duplicate column \"" + name + "\""});
+        return false;
+      }
+    }
+    if (name == key) key_index = static_cast<int>(header.size());
+    header.push_back(std::move(name));
+  }
+  if (key_index < 0) {
+    diagnostics->push_back({{file, 1, 1}, "key column \"" + key + "\" is not in the header row"});
+    return false;
+  }
+  bool ok = true;
+  for (size_t r = 1; r < records.size(); ++r) {
+    const auto& rec = records[r];
+    if (rec.size() != header.size()) {
+      diagnostics->push_back({{file, rec[0].line, rec[0].column},
+                              "row has " + std::to_string(rec.size()) + " fields, the header has " +
+                                  std::to_string(header.size())});
+      ok = false;
+      continue;
+    }
+    Json row = Json::object();
+    for (size_t c = 0; c < rec.size(); ++c) row[header[c]] = csv_cell_value(trim(rec[c].text));
+    const auto& kf = rec[static_cast<size_t>(key_index)];
+    std::string k = trim(kf.text);
+    if (!out->insert(k, std::move(row))) {
+      diagnostics->push_back({{file, kf.line, kf.column}, "duplicate key \"" + k + "\""});
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+bool load_json_table(std::string_view text, const std::string& file, const std::string& key,
+                     Table* out, std::vector<Diagnostic>* diagnostics) {
+  SourceDoc doc = parse_json_source(text, file);
+  if (!doc.ok) {
+    diagnostics->insert(diagnostics->end(), doc.diagnostics.begin(), doc.diagnostics.end());
+    return false;
+  }
+  const SrcNode& root = doc.root;
+  auto fail = [&](const SrcNode& at, std::string message) {
+    diagnostics->push_back({{file, at.line, at.column}, std::move(message)});
+    return false;
+  };
+  bool ok = true;
+  if (root.is_seq()) {
+    if (key.empty()) return fail(root, "a table given as an array needs `key:`");
+    for (const auto& item : root.items) {
+      if (!item.is_map()) {
+        ok = fail(item, "table rows must be objects");
+        continue;
+      }
+      const SrcNode* kn = item.get(key);
+      Json row;
+      std::string err;
+      const SrcNode* where = nullptr;
+      if (!to_plain_json(item, &row, &err, &where)) {
+        ok = fail(*where, err);
+        continue;
+      }
+      std::string k;
+      if (kn == nullptr || !key_text(row[key], &k)) {
+        ok = fail(item, "row has no string or number field \"" + key + "\"");
+        continue;
+      }
+      if (!out->insert(k, std::move(row))) ok = fail(*kn, "duplicate key \"" + k + "\"");
+    }
+    return ok;
+  }
+  if (root.is_map()) {
+    for (size_t i = 0; i < root.keys.size(); ++i) {
+      Json row;
+      std::string err;
+      const SrcNode* where = nullptr;
+      if (!to_plain_json(root.items[i], &row, &err, &where)) {
+        ok = fail(*where, err);
+        continue;
+      }
+      if (!row.is_object()) {
+        ok = fail(root.items[i], "table rows must be objects");
+        continue;
+      }
+      out->insert(root.keys[i].text, std::move(row));  // keys are unique: checked by the parser
+    }
+    return ok;
+  }
+  return fail(root, "a JSON table is an array of objects or an object of objects");
+}
+
+bool table_from_json(const Json& rows, const std::string& key, Table* out, std::string* error) {
+  if (rows.is_array()) {
+    if (key.empty()) {
+      *error = "a table given as a list needs `key:`";
+      return false;
+    }
+    size_t index = 0;
+    for (const auto& row : rows) {
+      std::string k;
+      if (!row.is_object()) {
+        *error = "row " + std::to_string(index) + " is not an object";
+        return false;
+      }
+      auto it = row.find(key);
+      if (it == row.end() || !key_text(*it, &k)) {
+        *error = "row " + std::to_string(index) + " has no string or number field \"" + key + "\"";
+        return false;
+      }
+      if (!out->insert(k, row)) {
+        *error = "duplicate key \"" + k + "\"";
+        return false;
+      }
+      ++index;
+    }
+    return true;
+  }
+  if (rows.is_object()) {
+    for (const auto& [k, row] : rows.items()) {
+      if (!row.is_object()) {
+        *error = "row \"" + k + "\" is not an object";
+        return false;
+      }
+      out->insert(k, row);
+    }
+    return true;
+  }
+  *error = "rows must be a list of objects or a mapping of objects";
+  return false;
+}
+
+}  // namespace weir::flows
