@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Smoke test of the bench tools, run by CTest (label "bench"): weir-loadgen -> weir-sink must
+# account for every event exactly (sent = acked = sink unique, no duplicates, the same ids on
+# both sides), the sink's test features must answer as documented, and weir-jsbench must
+# complete a small publish/consume/hop against a throwaway nats-server.
+#   bench/tools/smoke_test.sh BUILD_DIR
+# Needs curl and jq. Every process it starts is killed by PID on exit, temp files removed.
+set -euo pipefail
+BUILD=${1:?usage: smoke_test.sh BUILD_DIR}
+SINK=$BUILD/weir-sink LOADGEN=$BUILD/weir-loadgen JSBENCH=$BUILD/weir-jsbench
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect() {  # expect NAME ACTUAL WANTED
+  [ "$2" == "$3" ] || fail "$1: got '$2', want '$3'"
+  echo "ok: $1 = $3"
+}
+wait_for_line() {  # wait_for_line FILE: until FILE has a line (deadline 10 s)
+  for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done
+  fail "no output in $1"
+}
+
+"$SINK" --listen 127.0.0.1:0 >"$TMP/sink.out" 2>"$TMP/sink.err" &
+PIDS+=($!)
+wait_for_line "$TMP/sink.out"
+ADDR=$(jq -r .listen "$TMP/sink.out")
+S="http://$ADDR"
+
+# 1. Closed loop: exact accounting.
+"$LOADGEN" --url "$S/in/orders" --max-requests 3000 --concurrency 8 --warmup 0.2s \
+  --acked-ids "$TMP/acked.txt" --run-id smoke --quiet >"$TMP/lg.json"
+STATS=$(curl -sf "$S/stats")
+expect "loadgen total sent" "$(jq .total.sent "$TMP/lg.json")" 3000
+expect "loadgen total acked" "$(jq .total.acked "$TMP/lg.json")" 3000
+expect "sink received" "$(jq .received <<<"$STATS")" 3000
+expect "sink unique" "$(jq .unique <<<"$STATS")" 3000
+expect "sink duplicates" "$(jq .duplicates <<<"$STATS")" 0
+expect "sink unparsed" "$(jq .unparsed <<<"$STATS")" 0
+expect "sink by_path" "$(jq -c .by_path <<<"$STATS")" '{"/in/orders":3000}'
+expect "sink e2e count" "$(jq .e2e_ms.count <<<"$STATS")" 3000
+curl -sf "$S/ids" | jq -r '.[]' | sort >"$TMP/sink_ids.txt"
+sort "$TMP/acked.txt" >"$TMP/acked_sorted.txt"
+cmp -s "$TMP/sink_ids.txt" "$TMP/acked_sorted.txt" || fail "acked ids differ from sink ids"
+echo "ok: acked ids = sink ids"
+expect "recorded requests" "$(curl -sf "$S/requests?limit=5" | jq length)" 5
+expect "recorded content type" \
+  "$(curl -sf "$S/requests?limit=1" | jq -r '.[0].headers["Content-Type"]')" application/json
+[ "$(curl -sf "$S/timeline" | jq '[.[].count] | add')" == 3000 ] || fail "timeline count"
+echo "ok: timeline adds up"
+
+# 2. Test features: fail-first with Retry-After, re-sends with the same / another key.
+curl -sf -X POST "$S/reset" >/dev/null
+curl -sf -X POST "$S/control" -d '{"fail_first":2,"retry_after":7}' >/dev/null
+CODE=$(curl -s -o /dev/null -D "$TMP/h1" -w '%{http_code}' -X POST "$S/in/x" \
+  -H 'Idempotency-Key: k1' -d '{"id":"e1"}')
+expect "fail-first status" "$CODE" 503
+grep -qi '^Retry-After: 7' "$TMP/h1" || fail "no Retry-After on 503"
+echo "ok: Retry-After present"
+curl -s -o /dev/null -X POST "$S/in/x" -H 'Idempotency-Key: k1' -d '{"id":"e1"}'
+expect "after fail-first" "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$S/in/x" \
+  -H 'Idempotency-Key: k1' -d '{"id":"e1"}')" 204
+curl -s -o /dev/null -X POST "$S/in/x" -H 'Idempotency-Key: k1' -d '{"id":"e1"}'
+curl -s -o /dev/null -X POST "$S/in/x" -H 'Idempotency-Key: k2' -d '{"id":"e1"}'
+curl -s -o /dev/null -X POST "$S/in/x" -d 'not json'
+STATS=$(curl -sf "$S/stats")
+expect "rejected" "$(jq .rejected <<<"$STATS")" 2
+expect "received" "$(jq .received <<<"$STATS")" 4
+expect "unique" "$(jq .unique <<<"$STATS")" 1
+expect "duplicates" "$(jq .duplicates <<<"$STATS")" 2
+expect "resends_with_same_key" "$(jq .resends_with_same_key <<<"$STATS")" 1
+expect "resends_with_other_key" "$(jq .resends_with_other_key <<<"$STATS")" 1
+expect "unparsed" "$(jq .unparsed <<<"$STATS")" 1
+expect "bad control" "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$S/control" \
+  -d '{"status":"x"}')" 400
+curl -sf -X POST "$S/control" -d '{"status":400,"retry_after":-1}' >/dev/null
+expect "status 400" "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$S/in/x" -d '{}')" 400
+
+# 3. Open loop: paced, every event acked and delivered once.
+curl -sf -X POST "$S/reset" >/dev/null
+curl -sf -X POST "$S/control" -d '{"status":204}' >/dev/null
+"$LOADGEN" --url "$S/in/paced" --rate 2000 --duration 1s --concurrency 8 --quiet >"$TMP/lg2.json"
+expect "open loop mode" "$(jq -r .mode "$TMP/lg2.json")" open
+expect "open loop acked" "$(jq .acked "$TMP/lg2.json")" 2000
+expect "open loop sink unique" "$(curl -sf "$S/stats" | jq .unique)" 2000
+
+# 4. weir-jsbench against a throwaway nats-server (skipped without nats-server).
+if command -v nats-server >/dev/null; then
+  mkdir -p "$TMP/nats"
+  nats-server -js -sd "$TMP/nats/store" -a 127.0.0.1 -p -1 --ports_file_dir "$TMP/nats" \
+    >"$TMP/nats/log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 200); do compgen -G "$TMP/nats/*.ports" >/dev/null && break; sleep 0.05; done
+  NATS=$(jq -r '.nats[0]' "$TMP"/nats/*.ports)
+  for mode in publish consume hop; do
+    "$JSBENCH" $mode --nats "$NATS" --count 2000 >"$TMP/js.json" || fail "jsbench $mode: $(cat "$TMP/js.json")"
+    expect "jsbench $mode ok" "$(jq .ok "$TMP/js.json")" true
+  done
+else
+  echo "skip: nats-server not installed"
+fi
+echo "PASS"
