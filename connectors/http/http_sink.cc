@@ -1,0 +1,531 @@
+#include "connectors/http/http_sink.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <ctime>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "runtime/log.h"
+
+namespace weir::connectors {
+namespace {
+
+constexpr size_t kReasonBodyBytes = 200;
+constexpr size_t kMaxRetryAfterValue = 64;
+constexpr int64_t kMaxRetryAfterSeconds = 24 * 60 * 60;
+// Upper bound on one curl_multi_poll; curl shortens it to its own next timeout anyway.
+constexpr int kPollCapMs = 1000;
+constexpr std::string_view kBlanks = " \t\r\n";
+
+void global_init_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string_view trim(std::string_view s) {
+  const size_t begin = s.find_first_not_of(kBlanks);
+  if (begin == std::string_view::npos) return {};
+  const size_t end = s.find_last_not_of(kBlanks);
+  return s.substr(begin, end - begin + 1);
+}
+
+char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+bool istarts_with(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+}
+
+// RFC 9110 token characters (header names, methods).
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) != 0) continue;
+    if (std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos) continue;
+    return false;
+  }
+  return true;
+}
+
+// No CR/LF/NUL or other controls but tab: anything else could split or forge headers.
+bool is_header_value(std::string_view s) {
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\t') || u == 0x7f) return false;
+  }
+  return true;
+}
+
+// Up to kReasonBodyBytes of a response body as one printable ASCII line.
+std::string sanitize_body(std::string_view body) {
+  const bool truncated = body.size() > kReasonBodyBytes;
+  body = trim(body.substr(0, kReasonBodyBytes));
+  std::string out;
+  out.reserve(body.size() + 3);
+  for (char c : body) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      if (!out.empty() && out.back() != ' ') out.push_back(' ');
+    } else if (u >= 0x80) {
+      out.push_back('?');
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (truncated) out += "...";
+  return out;
+}
+
+struct CurlUrl {
+  CURLU* handle = curl_url();
+  ~CurlUrl() { curl_url_cleanup(handle); }
+  std::string get(CURLUPart part) const {
+    char* value = nullptr;
+    if (curl_url_get(handle, part, &value, 0) != CURLUE_OK || value == nullptr) return {};
+    std::string out(value);
+    curl_free(value);
+    return out;
+  }
+};
+
+struct Work {
+  Delivery delivery;
+  std::function<void(DeliveryResult)> done;
+};
+
+void finish(Work& work, DeliveryResult result) {
+  if (!work.done) return;
+  // A throwing callback must not take the sink thread (and every other delivery) down.
+  try {
+    work.done(std::move(result));
+  } catch (const std::exception& e) {
+    log::error("http sink: done callback threw", {{"what", e.what()}});
+  } catch (...) {
+    log::error("http sink: done callback threw");
+  }
+  work.done = nullptr;
+}
+
+// One reusable request: an easy handle with its fixed options set once, the header list
+// nodes (owned here, not by curl_slist_append), and the bits of the response we keep.
+struct Slot {
+  CURL* easy = nullptr;
+  Work work;
+  std::vector<curl_slist> header_nodes;
+  std::string idempotency_header;
+  std::string response_head;  // first bytes of the body, for dead reasons
+  std::string retry_after;    // raw Retry-After of the last response
+  ~Slot() {
+    if (easy != nullptr) curl_easy_cleanup(easy);
+  }
+};
+
+size_t on_body(char* data, size_t size, size_t count, void* user) {
+  auto* slot = static_cast<Slot*>(user);
+  const size_t n = size * count;
+  const size_t room = kReasonBodyBytes + 1 - std::min(slot->response_head.size(), kReasonBodyBytes + 1);
+  slot->response_head.append(data, std::min(n, room));
+  return n;  // the rest is read and dropped: we only need the start for a reason
+}
+
+size_t on_header(char* data, size_t size, size_t count, void* user) {
+  auto* slot = static_cast<Slot*>(user);
+  const size_t n = size * count;
+  const std::string_view line(data, n);
+  if (istarts_with(line, "HTTP/")) {
+    // A new response (after 100 Continue, say): forget the previous one's headers.
+    slot->retry_after.clear();
+    slot->response_head.clear();
+  } else if (istarts_with(line, "retry-after:")) {
+    const std::string_view value = trim(line.substr(std::string_view("retry-after:").size()));
+    slot->retry_after.assign(value.substr(0, kMaxRetryAfterValue));
+  }
+  return n;
+}
+
+}  // namespace
+
+std::optional<std::chrono::milliseconds> parse_retry_after(
+    std::string_view value, std::chrono::system_clock::time_point now) {
+  value = trim(value);
+  if (value.empty() || value.size() > kMaxRetryAfterValue) return std::nullopt;
+  int64_t seconds = 0;
+  if (std::isdigit(static_cast<unsigned char>(value.front())) != 0) {
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (end != value.data() + value.size()) return std::nullopt;
+    if (ec == std::errc::result_out_of_range) {
+      seconds = kMaxRetryAfterSeconds;
+    } else if (ec != std::errc()) {
+      return std::nullopt;
+    }
+  } else {
+    const std::string text(value);
+    const time_t at = curl_getdate(text.c_str(), nullptr);
+    if (at == -1) return std::nullopt;
+    seconds = static_cast<int64_t>(at) - static_cast<int64_t>(std::chrono::system_clock::to_time_t(now));
+  }
+  seconds = std::clamp<int64_t>(seconds, 0, kMaxRetryAfterSeconds);
+  return std::chrono::milliseconds(seconds * 1000);
+}
+
+std::string redact_url(const std::string& url) {
+  CurlUrl u;
+  if (u.handle == nullptr || curl_url_set(u.handle, CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
+    return "<invalid url>";
+  }
+  std::string out = u.get(CURLUPART_SCHEME) + "://" + u.get(CURLUPART_HOST);
+  const std::string port = u.get(CURLUPART_PORT);
+  if (!port.empty()) out += ":" + port;
+  const std::string path = u.get(CURLUPART_PATH);
+  out += path.empty() ? "/" : path;
+  return out;
+}
+
+struct HttpSink::Impl {
+  enum class State { kNew, kRunning, kStopping, kStopped };
+
+  flows::HttpSinkSpec spec;
+  std::string flow;
+  std::string sink;
+  std::string where;                        // redacted URL, for reasons and logs
+  std::string method;                       // upper case
+  std::vector<std::string> static_headers;  // "Name: value" lines; fixed after start()
+  int pool_size = 1;
+
+  CURLM* multi = nullptr;
+  std::thread thread;
+
+  // Sink thread only.
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::vector<Slot*> free_slots;
+  int active = 0;
+
+  std::mutex mu;
+  State state = State::kNew;  // guarded by mu
+  std::deque<Work> pending;   // guarded by mu
+  bool sleeping = false;      // guarded by mu: the sink thread is in (or about to enter) poll
+
+  ~Impl() {
+    slots.clear();
+    if (multi != nullptr) curl_multi_cleanup(multi);
+  }
+
+  Status configure();
+  Slot* make_slot();
+  void launch(Work work);
+  void collect();
+  DeliveryResult classify(CURLcode code, long status, const Slot& slot) const;
+  void run();
+};
+
+Status HttpSink::Impl::configure() {
+  where = redact_url(spec.url);
+  {
+    CurlUrl u;
+    if (u.handle == nullptr ||
+        curl_url_set(u.handle, CURLUPART_URL, spec.url.c_str(), 0) != CURLUE_OK) {
+      return Status::invalid("http sink " + sink + ": url does not parse");
+    }
+    const std::string scheme = u.get(CURLUPART_SCHEME);
+    if (scheme != "http" && scheme != "https") {
+      return Status::invalid("http sink " + sink + ": url scheme must be http or https");
+    }
+    if (u.get(CURLUPART_HOST).empty()) {
+      return Status::invalid("http sink " + sink + ": url has no host");
+    }
+  }
+  method = spec.method.empty() ? "POST" : spec.method;
+  std::transform(method.begin(), method.end(), method.begin(),
+                 [](char c) { return static_cast<char>(std::toupper(static_cast<unsigned char>(c))); });
+  if (!is_token(method)) return Status::invalid("http sink " + sink + ": method is not a token");
+  if (spec.max_connections < 1) {
+    return Status::invalid("http sink " + sink + ": max_connections must be at least 1");
+  }
+  if (spec.timeout.count() <= 0) {
+    return Status::invalid("http sink " + sink + ": timeout must be positive");
+  }
+  pool_size = spec.max_connections;
+
+  bool user_content_type = false;
+  static_headers.clear();
+  for (const auto& [name, value] : spec.headers) {
+    // Names only in messages: values may hold credentials.
+    if (!is_token(name)) return Status::invalid("http sink " + sink + ": bad header name '" + name + "'");
+    if (!is_header_value(value)) {
+      return Status::invalid("http sink " + sink + ": header " + name + " has control characters");
+    }
+    if (iequals(name, "Idempotency-Key")) {
+      log::warn("http sink: Idempotency-Key is set from the event id; the configured one is ignored",
+                {{"flow", flow}, {"sink", sink}});
+      continue;
+    }
+    if (iequals(name, "Content-Type")) user_content_type = true;
+    // "Name;" is curl's spelling of a header with an empty value ("Name:" would remove it).
+    static_headers.push_back(value.empty() ? name + ";" : name + ": " + value);
+  }
+  if (!user_content_type) static_headers.insert(static_headers.begin(), "Content-Type: application/json");
+  // Otherwise curl waits up to a second for "100 Continue" before sending a large body.
+  static_headers.push_back("Expect:");
+  return Status::ok();
+}
+
+Slot* HttpSink::Impl::make_slot() {
+  auto slot = std::make_unique<Slot>();
+  slot->easy = curl_easy_init();
+  if (slot->easy == nullptr) return nullptr;
+  CURL* e = slot->easy;
+  curl_easy_setopt(e, CURLOPT_URL, spec.url.c_str());
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(spec.timeout.count()));
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "weir");
+  if (method == "POST") {
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+  } else if (method == "HEAD") {
+    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  } else {
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method.c_str());
+  }
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, slot.get());
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, slot.get());
+  curl_easy_setopt(e, CURLOPT_PRIVATE, slot.get());
+
+  // The list lives as long as the slot; only the last node's text changes per request.
+  slot->header_nodes.resize(static_headers.size() + 1);
+  for (size_t i = 0; i < static_headers.size(); ++i) {
+    slot->header_nodes[i].data = static_headers[i].data();
+    slot->header_nodes[i].next = &slot->header_nodes[i + 1];
+  }
+  slot->header_nodes.back().data = nullptr;
+  slot->header_nodes.back().next = nullptr;
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, slot->header_nodes.data());
+  slot->response_head.reserve(kReasonBodyBytes + 1);
+
+  slots.push_back(std::move(slot));
+  return slots.back().get();
+}
+
+void HttpSink::Impl::launch(Work work) {
+  const std::string& id = work.delivery.event_id;
+  if (id.empty() || !is_header_value(id)) {
+    finish(work, DeliveryResult::dead("event id is not usable as an Idempotency-Key header"));
+    return;
+  }
+  Slot* slot = nullptr;
+  if (!free_slots.empty()) {
+    slot = free_slots.back();
+    free_slots.pop_back();
+  } else {
+    slot = make_slot();
+    if (slot == nullptr) {
+      finish(work, DeliveryResult::retry("curl_easy_init failed (" + where + ")"));
+      return;
+    }
+  }
+  slot->work = std::move(work);
+  slot->response_head.clear();
+  slot->retry_after.clear();
+  slot->idempotency_header.assign("Idempotency-Key: ").append(slot->work.delivery.event_id);
+  slot->header_nodes.back().data = slot->idempotency_header.data();
+  const std::string& body = slot->work.delivery.body;
+  curl_easy_setopt(slot->easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl_easy_setopt(slot->easy, CURLOPT_POSTFIELDS, body.data());
+  const CURLMcode rc = curl_multi_add_handle(multi, slot->easy);
+  if (rc != CURLM_OK) {
+    Work failed = std::move(slot->work);
+    free_slots.push_back(slot);
+    finish(failed, DeliveryResult::retry(std::string("curl: ") + curl_multi_strerror(rc) + " (" + where + ")"));
+    return;
+  }
+  ++active;
+}
+
+DeliveryResult HttpSink::Impl::classify(CURLcode code, long status, const Slot& slot) const {
+  if (code == CURLE_OK) {
+    if (status >= 200 && status <= 299) return DeliveryResult::ok();
+    const std::string what = "HTTP " + std::to_string(status) + " from " + where;
+    if (status < 100) return DeliveryResult::retry("no HTTP status from " + where);
+    if ((status >= 500 && status <= 599) || status == 408 || status == 429) {
+      return DeliveryResult::retry(what, parse_retry_after(slot.retry_after, std::chrono::system_clock::now()));
+    }
+    const std::string body = sanitize_body(slot.response_head);
+    return DeliveryResult::dead(body.empty() ? what : what + ": " + body);
+  }
+  if (code == CURLE_OPERATION_TIMEDOUT) {
+    return DeliveryResult::retry("timeout after " + std::to_string(spec.timeout.count()) + "ms (" + where + ")");
+  }
+  // curl_easy_strerror, not the error buffer: the buffer may quote parts of the request.
+  const std::string what = std::string(curl_easy_strerror(code)) + " (" + where + ")";
+  if (code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL ||
+      code == CURLE_BAD_FUNCTION_ARGUMENT) {
+    return DeliveryResult::dead(what);
+  }
+  return DeliveryResult::retry(what);
+}
+
+void HttpSink::Impl::collect() {
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    CURL* easy = msg->easy_handle;
+    const CURLcode code = msg->data.result;  // msg is invalid after remove_handle
+    char* priv = nullptr;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
+    auto* slot = reinterpret_cast<Slot*>(priv);
+    long status = 0;
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_multi_remove_handle(multi, easy);
+    DeliveryResult result = classify(code, status, *slot);
+    Work work = std::move(slot->work);
+    --active;
+    free_slots.push_back(slot);
+    finish(work, std::move(result));
+  }
+}
+
+void HttpSink::Impl::run() {
+  pthread_setname_np(pthread_self(), "weir-http-sink");
+  std::vector<Work> to_start;
+  std::vector<Work> refused;
+  to_start.reserve(static_cast<size_t>(pool_size));
+  for (;;) {
+    {
+      std::lock_guard lock(mu);
+      if (state != State::kRunning) {
+        for (auto& w : pending) refused.push_back(std::move(w));
+        pending.clear();
+      } else {
+        while (!pending.empty() && active + static_cast<int>(to_start.size()) < pool_size) {
+          to_start.push_back(std::move(pending.front()));
+          pending.pop_front();
+        }
+      }
+    }
+    for (auto& w : refused) finish(w, DeliveryResult::retry("sink stopping"));
+    refused.clear();
+    for (auto& w : to_start) launch(std::move(w));
+    to_start.clear();
+
+    int running = 0;
+    curl_multi_perform(multi, &running);
+    collect();
+
+    {
+      std::lock_guard lock(mu);
+      const bool stopping = state != State::kRunning;
+      if (stopping && active == 0 && pending.empty()) break;
+      // Work waiting and room for it (or refusals to hand out): go round, don't sleep.
+      if (!pending.empty() && (stopping || active < pool_size)) continue;
+      sleeping = true;
+    }
+    curl_multi_poll(multi, nullptr, 0, kPollCapMs, nullptr);
+    {
+      std::lock_guard lock(mu);
+      sleeping = false;
+    }
+  }
+}
+
+HttpSink::HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->spec = std::move(spec);
+  impl_->flow = std::move(flow);
+  impl_->sink = std::move(sink_name);
+}
+
+HttpSink::~HttpSink() { stop(); }
+
+Status HttpSink::start() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.mu);
+    if (s.state != Impl::State::kNew) return Status::conflict("http sink " + s.sink + ": started twice");
+  }
+  global_init_once();
+  if (Status st = s.configure(); !st) return st;
+  s.multi = curl_multi_init();
+  if (s.multi == nullptr) return Status::internal("http sink " + s.sink + ": curl_multi_init failed");
+  const long pool = s.pool_size;
+  curl_multi_setopt(s.multi, CURLMOPT_MAX_HOST_CONNECTIONS, pool);
+  curl_multi_setopt(s.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, pool);
+  curl_multi_setopt(s.multi, CURLMOPT_MAXCONNECTS, pool);
+  {
+    std::lock_guard lock(s.mu);
+    s.state = Impl::State::kRunning;
+  }
+  s.thread = std::thread([&s] { s.run(); });
+  log::info("http sink started", {{"flow", s.flow}, {"sink", s.sink}, {"url", s.where},
+                                  {"max_connections", std::to_string(s.pool_size)}});
+  return Status::ok();
+}
+
+void HttpSink::stop() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.mu);
+    if (s.state == Impl::State::kNew) {
+      s.state = Impl::State::kStopped;
+      return;
+    }
+    if (s.state != Impl::State::kRunning) return;
+    s.state = Impl::State::kStopping;
+  }
+  curl_multi_wakeup(s.multi);
+  s.thread.join();
+  std::lock_guard lock(s.mu);
+  s.state = Impl::State::kStopped;
+}
+
+int HttpSink::max_in_flight() const { return std::max(1, impl_->spec.max_connections); }
+
+int HttpSink::max_retries() const { return impl_->spec.retries; }
+
+void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> done) {
+  Impl& s = *impl_;
+  const char* refused = nullptr;
+  bool wake = false;
+  {
+    std::lock_guard lock(s.mu);
+    if (s.state == Impl::State::kRunning) {
+      s.pending.push_back(Work{std::move(delivery), std::move(done)});
+      wake = s.sleeping;
+      s.sleeping = false;  // one wakeup is enough until the thread goes to sleep again
+    } else {
+      refused = s.state == Impl::State::kNew ? "sink not started" : "sink stopping";
+    }
+  }
+  if (refused != nullptr) {
+    Work work{std::move(delivery), std::move(done)};
+    finish(work, DeliveryResult::retry(refused));
+    return;
+  }
+  if (wake) curl_multi_wakeup(s.multi);
+}
+
+std::unique_ptr<weir::Sink> make_http_sink(const flows::HttpSinkSpec& spec, std::string flow,
+                                           std::string sink_name) {
+  return std::make_unique<HttpSink>(spec, std::move(flow), std::move(sink_name));
+}
+
+}  // namespace weir::connectors

@@ -1,0 +1,68 @@
+// HttpSink: the `to: {x: {http: ...}}` sink. Sends each delivery as one HTTP request over
+// a pool of keep-alive connections driven by libcurl multi.
+//
+// Threads: `deliver()` may be called from any thread (the runtime calls it from the sink
+// stage). One thread per sink ("weir-http-sink") owns the curl multi handle and every easy
+// handle; it runs the requests and calls each `done` callback. `start()`/`stop()` from the
+// owning thread, once each.
+//
+// Pool: at most `max_connections` requests are handed to curl at once, and curl may open
+// at most that many connections. Deliveries beyond that wait in the sink's own FIFO, so the
+// per-request timeout counts only time on the wire, never time queued (curl's TIMEOUT_MS
+// would count its internal queue too). Easy handles and header lists are reused.
+//
+// Results: 2xx → ok; 5xx, 408, 429, timeouts and transport errors → retry (with
+// `Retry-After` when given); any other status → dead, reason "HTTP <code> ...". Reasons
+// name the URL without userinfo or query and never contain header values.
+//
+// stop(): deliveries not yet sent finish at once as retry ("sink stopping"); requests on the
+// wire finish normally (bounded by the per-request timeout); then the thread is joined.
+// Deliveries after stop() (or before start()) finish at once as retry. `done` runs exactly
+// once per deliver(). `done` must not call stop() (it runs on the thread stop() joins).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "flows/flow.h"
+#include "runtime/sink.h"
+
+namespace weir::connectors {
+
+class HttpSink : public weir::Sink {
+ public:
+  HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name);
+  ~HttpSink() override;  // stops if still running
+  HttpSink(const HttpSink&) = delete;
+  HttpSink& operator=(const HttpSink&) = delete;
+
+  // Checks the spec (URL scheme http/https, method, header names and values,
+  // max_connections >= 1, timeout > 0) and starts the sink thread.
+  Status start() override;
+  void stop() override;
+  int max_in_flight() const override;
+  int max_retries() const override;
+  void deliver(Delivery delivery, std::function<void(DeliveryResult)> done) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<weir::Sink> make_http_sink(const flows::HttpSinkSpec& spec, std::string flow,
+                                           std::string sink_name);
+
+// `Retry-After` as delta-seconds ("120") or an HTTP date; a date in the past gives 0.
+// nullopt when malformed. Capped at one day.
+std::optional<std::chrono::milliseconds> parse_retry_after(
+    std::string_view value, std::chrono::system_clock::time_point now);
+
+// scheme://host[:port]/path of `url` (no userinfo, query or fragment), for reasons and
+// logs; "<invalid url>" when it does not parse.
+std::string redact_url(const std::string& url);
+
+}  // namespace weir::connectors

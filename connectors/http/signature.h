@@ -1,0 +1,46 @@
+// Webhook signature checks for http-in: GitHub-style `X-Hub-Signature-256`, Standard
+// Webhooks 1.0 (`webhook-id` / `webhook-timestamp` / `webhook-signature`) and bearer tokens.
+//
+// Contract: pure functions, no state, thread-safe; OpenSSL does the HMAC-SHA256 and base64.
+// Every comparison of a secret-derived value runs in constant time (CRYPTO_memcmp).
+// Secrets, expected signatures and header values never appear in `why`: it names only
+// what was wrong, so it can go into a 401 body or a log line as it is.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace weir::connectors {
+
+// Raw 32-byte HMAC-SHA256(key, data).
+std::string hmac_sha256(std::string_view key, std::string_view data);
+
+// True when `a == b`, for bearer tokens. Timing depends on the two lengths only, never on
+// where the contents differ or whether the lengths match (the compare is of digests).
+bool constant_time_equals(std::string_view a, std::string_view b);
+
+// GitHub: `header` is `sha256=<hex HMAC-SHA256(secret, body)>` (hex in either case,
+// surrounding blanks ignored). False on any malformed header or an empty secret.
+bool verify_github_signature(std::string_view secret, std::string_view body,
+                             std::string_view header);
+// The header value a sender would put in `X-Hub-Signature-256` (for tests and tools).
+std::string github_signature(std::string_view secret, std::string_view body);
+
+// Standard Webhooks 1.0. Signed content is `{id}.{timestamp}.{body}`. `secret` is
+// `whsec_<base64>` (decoded) or, without that prefix, the raw key bytes. `timestamp` is
+// the `webhook-timestamp` header (integer seconds since the epoch) and must be within
+// kStandardWebhookTolerance of `now_seconds` either way. `signature_header` holds
+// space-separated `v1,<base64>` entries (several during key rotation: any match wins;
+// entries of other versions are skipped). On false, `why` (if not null) says why.
+inline constexpr int64_t kStandardWebhookToleranceSeconds = 5 * 60;
+bool verify_standard_webhook(std::string_view secret, std::string_view id,
+                             std::string_view timestamp, std::string_view body,
+                             std::string_view signature_header, int64_t now_seconds,
+                             std::string* why);
+// One `v1,<base64>` entry for the given content (for tests, tools and the bench sender).
+// Empty when the secret is malformed.
+std::string standard_webhook_signature(std::string_view secret, std::string_view id,
+                                       std::string_view timestamp, std::string_view body);
+
+}  // namespace weir::connectors
