@@ -1,0 +1,603 @@
+// HttpSink against a real HTTP server on loopback (ScriptedHttpServer). No sleeps: every
+// wait is for a condition, with a deadline.
+#include "connectors/http/http_sink.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/connectors/scripted_http_server.h"
+
+using weir::Delivery;
+using weir::DeliveryResult;
+using weir::connectors::HttpSink;
+using weir::connectors::make_http_sink;
+using weir::connectors::parse_retry_after;
+using weir::connectors::redact_url;
+using weir::flows::HttpSinkSpec;
+using weir::testing::ScriptedHttpServer;
+using weir::testing::ScriptedReply;
+using weir::testing::ScriptedRequest;
+using Kind = weir::DeliveryResult::Kind;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kWait = 30s;  // generous: a deadline, not an expected duration
+
+// Collects done callbacks by event id; counts every call so "exactly once" can be checked.
+class Results {
+ public:
+  std::function<void(DeliveryResult)> callback(std::string id) {
+    return [this, id = std::move(id)](DeliveryResult r) {
+      std::lock_guard lock(mu_);
+      by_id_[id].push_back(std::move(r));
+      ++calls_;
+      cv_.notify_all();
+    };
+  }
+  bool wait_for(size_t calls, std::chrono::milliseconds timeout = kWait) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return calls_ >= calls; });
+  }
+  size_t calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+  // The one result for `id`; fails the test when there is not exactly one.
+  DeliveryResult only(const std::string& id) {
+    std::lock_guard lock(mu_);
+    const auto it = by_id_.find(id);
+    REQUIRE(it != by_id_.end());
+    REQUIRE(it->second.size() == 1);
+    return it->second.front();
+  }
+  std::map<std::string, std::vector<DeliveryResult>> all() {
+    std::lock_guard lock(mu_);
+    return by_id_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::vector<DeliveryResult>> by_id_;
+  size_t calls_ = 0;
+};
+
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = kWait) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(2ms);  // polling interval, not a wait for an outcome
+  }
+  return true;
+}
+
+HttpSinkSpec spec_for(std::string url, int max_connections = 4,
+                      std::chrono::milliseconds timeout = 5000ms) {
+  HttpSinkSpec spec;
+  spec.url = std::move(url);
+  spec.max_connections = max_connections;
+  spec.timeout = timeout;
+  return spec;
+}
+
+Delivery delivery(std::string id, std::string body = R"({"n":1})") {
+  Delivery d;
+  d.event_id = std::move(id);
+  d.body = std::move(body);
+  return d;
+}
+
+std::string http_date(std::time_t t) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return buf;
+}
+
+bool has_control_chars(const std::string& s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("http sink: body, method and headers arrive as sent", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
+
+  SECTION("POST with the spec's headers") {
+    HttpSinkSpec spec = spec_for(server.url("/hook/orders?src=weir"));
+    spec.headers = {{"X-Api-Key", "k-123"}, {"X-Empty", ""}};
+    HttpSink sink(spec, "orders", "big");
+    REQUIRE(sink.start().is_ok());
+    Results results;
+    sink.deliver(delivery("evt-1", R"({"id":"o1","total":200})"), results.callback("evt-1"));
+    REQUIRE(results.wait_for(1));
+    CHECK(results.only("evt-1").kind == Kind::kOk);
+
+    const auto reqs = server.requests();
+    REQUIRE(reqs.size() == 1);
+    const ScriptedRequest& r = reqs.front();
+    CHECK(r.method == "POST");
+    CHECK(r.target == "/hook/orders?src=weir");
+    CHECK(r.body == R"({"id":"o1","total":200})");
+    CHECK(r.header("Content-Type") == "application/json");
+    CHECK(r.header("Idempotency-Key") == "evt-1");
+    CHECK(r.header("X-Api-Key") == "k-123");
+    CHECK(r.has_header("X-Empty"));
+    CHECK(r.header("X-Empty").empty());
+    CHECK_FALSE(r.has_header("Expect"));
+  }
+
+  SECTION("a large body is sent whole and without Expect: 100-continue") {
+    HttpSink sink(spec_for(server.url("/big")), "orders", "big");
+    REQUIRE(sink.start().is_ok());
+    std::string body = "[";
+    while (body.size() < 256 * 1024) body += R"({"k":"0123456789abcdef"},)";
+    body.back() = ']';
+    Results results;
+    sink.deliver(delivery("evt-big", body), results.callback("evt-big"));
+    REQUIRE(results.wait_for(1));
+    CHECK(results.only("evt-big").kind == Kind::kOk);
+    const auto reqs = server.requests();
+    REQUIRE(reqs.size() == 1);
+    CHECK(reqs.front().body == body);
+    CHECK_FALSE(reqs.front().has_header("Expect"));
+  }
+
+  SECTION("PUT, a configured Content-Type wins, a configured Idempotency-Key does not") {
+    HttpSinkSpec spec = spec_for(server.url("/put"));
+    spec.method = "put";
+    spec.headers = {{"content-type", "application/cloudevents+json"}, {"Idempotency-Key", "fixed"}};
+    HttpSink sink(spec, "orders", "big");
+    REQUIRE(sink.start().is_ok());
+    Results results;
+    sink.deliver(delivery("evt-2"), results.callback("evt-2"));
+    REQUIRE(results.wait_for(1));
+    CHECK(results.only("evt-2").kind == Kind::kOk);
+    const auto reqs = server.requests();
+    REQUIRE(reqs.size() == 1);
+    CHECK(reqs.front().method == "PUT");
+    CHECK(reqs.front().body == R"({"n":1})");
+    CHECK(reqs.front().header("Content-Type") == "application/cloudevents+json");
+    CHECK(reqs.front().header("Idempotency-Key") == "evt-2");
+    int content_types = 0;
+    for (const auto& [name, value] : reqs.front().headers) content_types += (name == "Content-Type" || name == "content-type");
+    CHECK(content_types == 1);
+  }
+
+  SECTION("a re-send carries the same Idempotency-Key") {
+    HttpSink sink(spec_for(server.url("/again")), "orders", "big");
+    REQUIRE(sink.start().is_ok());
+    Results results;
+    Delivery first = delivery("evt-3");
+    Delivery second = delivery("evt-3");
+    second.attempt = 2;
+    sink.deliver(first, results.callback("first"));
+    sink.deliver(second, results.callback("second"));
+    REQUIRE(results.wait_for(2));
+    const auto reqs = server.requests();
+    REQUIRE(reqs.size() == 2);
+    CHECK(reqs[0].header("Idempotency-Key") == "evt-3");
+    CHECK(reqs[1].header("Idempotency-Key") == "evt-3");
+  }
+}
+
+TEST_CASE("http sink: answers are classified ok, retry or dead", "[http_sink]") {
+  const std::time_t later = std::time(nullptr) + 120;
+  ScriptedHttpServer server([later](const ScriptedRequest& r) {
+    const std::string id = r.header("Idempotency-Key");
+    if (id == "ok-200") return ScriptedReply::with_status(200, R"({"stored":true})");
+    if (id == "ok-204") return ScriptedReply::with_status(204);
+    if (id == "retry-503-seconds") {
+      ScriptedReply reply = ScriptedReply::with_status(503, "busy");
+      reply.headers = {{"Retry-After", "7"}};
+      return reply;
+    }
+    if (id == "retry-503-date") {
+      ScriptedReply reply = ScriptedReply::with_status(503);
+      reply.headers = {{"retry-after", http_date(later)}};
+      return reply;
+    }
+    if (id == "retry-500") return ScriptedReply::with_status(500);
+    if (id == "retry-408") return ScriptedReply::with_status(408);
+    if (id == "retry-429") {
+      ScriptedReply reply = ScriptedReply::with_status(429);
+      reply.headers = {{"Retry-After", "0"}};
+      return reply;
+    }
+    if (id == "dead-400") return ScriptedReply::with_status(400, R"({"error":"total must be a number"})");
+    if (id == "dead-404") return ScriptedReply::with_status(404);
+    if (id == "dead-301") {
+      ScriptedReply reply = ScriptedReply::with_status(301);
+      reply.headers = {{"Location", "/elsewhere"}};
+      return reply;
+    }
+    if (id == "closed") {
+      ScriptedReply reply;
+      reply.close_without_answer = true;
+      return reply;
+    }
+    return ScriptedReply::with_status(418);
+  });
+
+  HttpSink sink(spec_for(server.url("/hook")), "orders", "big");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  const std::vector<std::string> ids = {"ok-200",   "ok-204",   "retry-503-seconds", "retry-503-date",
+                                        "retry-500", "retry-408", "retry-429",        "dead-400",
+                                        "dead-404",  "dead-301",  "closed"};
+  for (const auto& id : ids) sink.deliver(delivery(id), results.callback(id));
+  REQUIRE(results.wait_for(ids.size()));
+
+  const std::string where = server.url("/hook");
+  CHECK(results.only("ok-200").kind == Kind::kOk);
+  CHECK(results.only("ok-204").kind == Kind::kOk);
+
+  const auto r503 = results.only("retry-503-seconds");
+  CHECK(r503.kind == Kind::kRetry);
+  CHECK(r503.reason == "HTTP 503 from " + where);
+  REQUIRE(r503.retry_after.has_value());
+  CHECK(*r503.retry_after == 7000ms);
+
+  const auto r503d = results.only("retry-503-date");
+  CHECK(r503d.kind == Kind::kRetry);
+  REQUIRE(r503d.retry_after.has_value());
+  CHECK(*r503d.retry_after > 60s);
+  CHECK(*r503d.retry_after <= 121s);
+
+  for (const char* id : {"retry-500", "retry-408"}) {
+    const auto r = results.only(id);
+    CHECK(r.kind == Kind::kRetry);
+    CHECK_FALSE(r.retry_after.has_value());
+  }
+  CHECK(results.only("retry-500").reason == "HTTP 500 from " + where);
+  CHECK(results.only("retry-408").reason == "HTTP 408 from " + where);
+  const auto r429 = results.only("retry-429");
+  CHECK(r429.kind == Kind::kRetry);
+  REQUIRE(r429.retry_after.has_value());
+  CHECK(*r429.retry_after == 0ms);
+
+  const auto r400 = results.only("dead-400");
+  CHECK(r400.kind == Kind::kDead);
+  CHECK(r400.reason == "HTTP 400 from " + where + R"(: {"error":"total must be a number"})");
+  CHECK(results.only("dead-404").kind == Kind::kDead);
+  CHECK(results.only("dead-404").reason == "HTTP 404 from " + where);
+  CHECK(results.only("dead-301").kind == Kind::kDead);
+  CHECK(results.only("dead-301").reason == "HTTP 301 from " + where);
+
+  const auto closed = results.only("closed");
+  CHECK(closed.kind == Kind::kRetry);
+  CHECK(closed.reason.find(where) != std::string::npos);
+
+  // Nothing followed the redirect.
+  for (const auto& r : server.requests()) CHECK(r.target == "/hook");
+}
+
+TEST_CASE("http sink: a refused connection is a retry", "[http_sink]") {
+  std::string url;
+  {
+    ScriptedHttpServer gone([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
+    url = gone.url("/down");
+  }  // closed: the port now refuses connections
+  HttpSink sink(spec_for(url), "orders", "big");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  sink.deliver(delivery("evt-down"), results.callback("evt-down"));
+  REQUIRE(results.wait_for(1));
+  const auto r = results.only("evt-down");
+  CHECK(r.kind == Kind::kRetry);
+  CHECK(r.reason.find(url) != std::string::npos);
+}
+
+TEST_CASE("http sink: the timeout applies per request", "[http_sink]") {
+  SECTION("a slow answer times out as retry while others on the pool succeed") {
+    ScriptedHttpServer server([](const ScriptedRequest& r) {
+      ScriptedReply reply = ScriptedReply::with_status(204);
+      if (r.header("Idempotency-Key") == "slow") reply.delay = 10s;
+      return reply;
+    });
+    HttpSink sink(spec_for(server.url("/slow"), 2, 300ms), "orders", "big");
+    REQUIRE(sink.start().is_ok());
+    Results results;
+    const auto started = std::chrono::steady_clock::now();
+    sink.deliver(delivery("slow"), results.callback("slow"));
+    for (int i = 0; i < 20; ++i) {
+      const std::string id = "fast-" + std::to_string(i);
+      sink.deliver(delivery(id), results.callback(id));
+    }
+    REQUIRE(results.wait_for(21));
+    const auto elapsed = std::chrono::steady_clock::now() - started;
+    const auto slow = results.only("slow");
+    CHECK(slow.kind == Kind::kRetry);
+    CHECK(slow.reason == "timeout after 300ms (" + server.url("/slow") + ")");
+    CHECK(elapsed < 10s);  // it did not wait for the server's answer
+    for (int i = 0; i < 20; ++i) CHECK(results.only("fast-" + std::to_string(i)).kind == Kind::kOk);
+  }
+
+  SECTION("time queued behind a full pool does not count against the timeout") {
+    // 8 requests of 200 ms over one connection take 1.6 s; each must get its own 800 ms.
+    // Handing all 8 to curl at once would time out the later ones (curl's timeout counts
+    // its own queue).
+    ScriptedHttpServer server([](const ScriptedRequest&) {
+      ScriptedReply reply = ScriptedReply::with_status(204);
+      reply.delay = 200ms;
+      return reply;
+    });
+    HttpSink sink(spec_for(server.url("/queued"), 1, 800ms), "orders", "big");
+    REQUIRE(sink.start().is_ok());
+    Results results;
+    for (int i = 0; i < 8; ++i) {
+      const std::string id = "q-" + std::to_string(i);
+      sink.deliver(delivery(id), results.callback(id));
+    }
+    REQUIRE(results.wait_for(8));
+    for (int i = 0; i < 8; ++i) {
+      const auto r = results.only("q-" + std::to_string(i));
+      INFO(r.reason);
+      CHECK(r.kind == Kind::kOk);
+    }
+    CHECK(server.accepted() == 1);
+    CHECK(server.max_concurrent_requests() == 1);
+  }
+}
+
+TEST_CASE("http sink: the pool never opens more than max_connections", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) {
+    ScriptedReply reply = ScriptedReply::with_status(204);
+    reply.delay = 2ms;  // keeps connections busy so a lax pool would open more
+    return reply;
+  });
+  HttpSinkSpec spec = spec_for(server.url("/pool"), 3);
+  spec.retries = 5;
+  HttpSink sink(spec, "orders", "big");
+  CHECK(sink.max_in_flight() == 3);
+  CHECK(sink.max_retries() == 5);
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  // Far more than max_in_flight at once: the sink queues them itself.
+  for (int i = 0; i < 300; ++i) {
+    const std::string id = "p-" + std::to_string(i);
+    sink.deliver(delivery(id), results.callback(id));
+  }
+  REQUIRE(results.wait_for(300));
+  for (const auto& [id, rs] : results.all()) {
+    REQUIRE(rs.size() == 1);
+    CHECK(rs.front().kind == Kind::kOk);
+  }
+  CHECK(server.accepted() <= 3);
+  CHECK(server.accepted() >= 1);
+  CHECK(server.max_concurrent_requests() <= 3);
+  CHECK(server.request_count() == 300);
+}
+
+TEST_CASE("http sink: 2,000 deliveries at max_in_flight all come back ok", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) { return ScriptedReply::with_status(200); });
+  auto sink = make_http_sink(spec_for(server.url("/bulk"), 8), "orders", "big");
+  REQUIRE(sink->start().is_ok());
+
+  constexpr int kTotal = 2000;
+  std::mutex mu;
+  std::condition_variable cv;
+  int outstanding = 0;
+  std::map<std::string, int> done_count;
+  std::map<std::string, Kind> kinds;
+  const int window = sink->max_in_flight();
+  for (int i = 0; i < kTotal; ++i) {
+    // Like the runtime's sink stage: never more than max_in_flight() outstanding.
+    {
+      std::unique_lock lock(mu);
+      REQUIRE(cv.wait_for(lock, kWait, [&] { return outstanding < window; }));
+      ++outstanding;
+    }
+    const std::string id = "bulk-" + std::to_string(i);
+    sink->deliver(delivery(id, R"({"i":)" + std::to_string(i) + "}"), [&, id](DeliveryResult r) {
+      std::lock_guard lock(mu);
+      ++done_count[id];
+      kinds[id] = r.kind;
+      --outstanding;
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, kWait, [&] { return outstanding == 0; }));
+  }
+  sink->stop();
+
+  REQUIRE(done_count.size() == kTotal);
+  int ok = 0;
+  for (const auto& [id, n] : done_count) {
+    CHECK(n == 1);
+    ok += kinds[id] == Kind::kOk;
+  }
+  CHECK(ok == kTotal);
+  const auto reqs = server.requests();
+  CHECK(reqs.size() == kTotal);
+  std::set<std::string> keys;
+  for (const auto& r : reqs) keys.insert(r.header("Idempotency-Key"));
+  CHECK(keys.size() == kTotal);
+  CHECK(server.accepted() <= 8);
+}
+
+TEST_CASE("http sink: stop() finishes every delivery exactly once", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) {
+    ScriptedReply reply = ScriptedReply::with_status(204);
+    reply.delay = 1500ms;
+    return reply;
+  });
+  HttpSink sink(spec_for(server.url("/stop"), 2), "orders", "big");
+  Results results;
+
+  sink.deliver(delivery("early"), results.callback("early"));  // before start()
+  REQUIRE(results.calls() == 1);
+  CHECK(results.only("early").kind == Kind::kRetry);
+  CHECK(results.only("early").reason == "sink not started");
+
+  REQUIRE(sink.start().is_ok());
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = "s-" + std::to_string(i);
+    sink.deliver(delivery(id), results.callback(id));
+  }
+  // Two on the wire (the pool), four waiting in the sink's queue.
+  REQUIRE(eventually([&] { return server.request_count() == 2; }));
+  sink.stop();
+  CHECK(results.calls() == 7);  // stop() returned only after every delivery finished
+
+  std::set<std::string> sent;
+  for (const auto& r : server.requests()) sent.insert(r.header("Idempotency-Key"));
+  CHECK(sent.size() == 2);
+  int ok = 0;
+  int refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = "s-" + std::to_string(i);
+    const auto r = results.only(id);
+    if (r.kind == Kind::kOk) {
+      ++ok;
+      CHECK(sent.count(id) == 1);  // finished on the wire
+    } else {
+      ++refused;
+      CHECK(r.kind == Kind::kRetry);
+      CHECK(r.reason == "sink stopping");
+      CHECK(sent.count(id) == 0);
+    }
+  }
+  CHECK(ok == 2);
+  CHECK(refused == 4);
+
+  sink.deliver(delivery("late"), results.callback("late"));  // after stop()
+  REQUIRE(results.calls() == 8);
+  CHECK(results.only("late").kind == Kind::kRetry);
+  sink.stop();  // a second stop is harmless
+  CHECK(results.calls() == 8);
+}
+
+TEST_CASE("http sink: reasons carry no userinfo, query or header values", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest& r) {
+    if (r.header("Idempotency-Key") == "slow") {
+      ScriptedReply reply = ScriptedReply::with_status(204);
+      reply.delay = 5s;
+      return reply;
+    }
+    std::string body = "line one\r\nline two\x01\x7f\xc3\xa9 ";
+    body += std::string(1000, 'x');
+    return ScriptedReply::with_status(422, body);
+  });
+  const std::string url = "http://weiruser:pa55word@127.0.0.1:" + std::to_string(server.port()) +
+                          "/hook?token=qs-secret#frag";
+  HttpSinkSpec spec = spec_for(url, 2, 300ms);
+  spec.headers = {{"Authorization", "Bearer hdr-secret"}};
+  HttpSink sink(spec, "orders", "big");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  sink.deliver(delivery("bad"), results.callback("bad"));
+  sink.deliver(delivery("slow"), results.callback("slow"));
+  REQUIRE(results.wait_for(2));
+
+  const auto reqs = server.requests();
+  REQUIRE_FALSE(reqs.empty());
+  CHECK(reqs.front().target == "/hook?token=qs-secret");
+  CHECK(reqs.front().header("Authorization") == "Bearer hdr-secret");
+
+  const std::string where = "http://127.0.0.1:" + std::to_string(server.port()) + "/hook";
+  const auto bad = results.only("bad");
+  CHECK(bad.kind == Kind::kDead);
+  CHECK(bad.reason.rfind("HTTP 422 from " + where + ": line one line two ?? x", 0) == 0);
+  CHECK(bad.reason.size() <= std::string("HTTP 422 from " + where + ": ").size() + 200 + 3);
+  CHECK(bad.reason.substr(bad.reason.size() - 3) == "...");
+  const auto slow = results.only("slow");
+  CHECK(slow.kind == Kind::kRetry);
+  for (const auto& reason : {bad.reason, slow.reason}) {
+    INFO(reason);
+    CHECK_FALSE(has_control_chars(reason));
+    for (const char* secret : {"weiruser", "pa55word", "qs-secret", "hdr-secret", "token", "frag"}) {
+      CHECK(reason.find(secret) == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("http sink: an event id unusable as a header is dead and never sent", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
+  HttpSink sink(spec_for(server.url("/ids")), "orders", "big");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  sink.deliver(delivery("a\r\nX-Injected: 1"), results.callback("crlf"));
+  sink.deliver(delivery(""), results.callback("empty"));
+  sink.deliver(delivery("fine"), results.callback("fine"));
+  REQUIRE(results.wait_for(3));
+  CHECK(results.only("crlf").kind == Kind::kDead);
+  CHECK(results.only("crlf").reason.find("X-Injected") == std::string::npos);
+  CHECK(results.only("empty").kind == Kind::kDead);
+  CHECK(results.only("fine").kind == Kind::kOk);
+  const auto reqs = server.requests();
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs.front().header("Idempotency-Key") == "fine");
+  CHECK_FALSE(reqs.front().has_header("X-Injected"));
+}
+
+TEST_CASE("http sink: start() rejects specs it cannot send with", "[http_sink]") {
+  auto start_error = [](HttpSinkSpec spec) {
+    HttpSink sink(std::move(spec), "orders", "big");
+    const weir::Status st = sink.start();
+    CHECK_FALSE(st.is_ok());
+    CHECK(st.code() == weir::Status::Code::kInvalid);
+    return st.message();
+  };
+  CHECK(start_error(spec_for("ftp://127.0.0.1/x")).find("scheme") != std::string::npos);
+  CHECK(start_error(spec_for("not a url")).find("url") != std::string::npos);
+  CHECK(start_error(spec_for("http://127.0.0.1:1/x", 0)).find("max_connections") != std::string::npos);
+  CHECK(start_error(spec_for("http://127.0.0.1:1/x", 1, 0ms)).find("timeout") != std::string::npos);
+
+  HttpSinkSpec bad_method = spec_for("http://127.0.0.1:1/x");
+  bad_method.method = "PO ST";
+  CHECK(start_error(bad_method).find("method") != std::string::npos);
+
+  HttpSinkSpec bad_value = spec_for("http://127.0.0.1:1/x");
+  bad_value.headers = {{"Authorization", "evil-secret\r\nX-Other: 1"}};
+  const std::string msg = start_error(bad_value);
+  CHECK(msg.find("Authorization") != std::string::npos);
+  CHECK(msg.find("evil-secret") == std::string::npos);
+
+  HttpSinkSpec bad_name = spec_for("http://127.0.0.1:1/x");
+  bad_name.headers = {{"Bad Name", "v"}};
+  CHECK(start_error(bad_name).find("header name") != std::string::npos);
+
+  HttpSink twice(spec_for("http://127.0.0.1:1/x"), "orders", "big");
+  REQUIRE(twice.start().is_ok());
+  CHECK(twice.start().code() == weir::Status::Code::kConflict);
+}
+
+TEST_CASE("parse_retry_after reads delta-seconds and HTTP dates", "[http_sink]") {
+  const auto now = std::chrono::system_clock::from_time_t(1445412480);  // Wed, 21 Oct 2015 07:28:00 GMT
+  CHECK(parse_retry_after("120", now) == std::optional(120000ms));
+  CHECK(parse_retry_after(" 5 ", now) == std::optional(5000ms));
+  CHECK(parse_retry_after("0", now) == std::optional(0ms));
+  CHECK(parse_retry_after("99999999999999999999", now) == std::optional<std::chrono::milliseconds>(24h));
+  CHECK(parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now) == std::optional(30000ms));
+  CHECK(parse_retry_after("Wed, 21 Oct 2015 07:20:00 GMT", now) == std::optional(0ms));  // past
+  CHECK_FALSE(parse_retry_after("", now).has_value());
+  CHECK_FALSE(parse_retry_after("-1", now).has_value());
+  CHECK_FALSE(parse_retry_after("1.5", now).has_value());
+  CHECK_FALSE(parse_retry_after("soon", now).has_value());
+  CHECK_FALSE(parse_retry_after("12abc", now).has_value());
+}
+
+TEST_CASE("redact_url drops userinfo, query and fragment", "[http_sink]") {
+  CHECK(redact_url("http://u:p@example.com:8080/a/b?x=1#f") == "http://example.com:8080/a/b");
+  CHECK(redact_url("https://example.com") == "https://example.com/");
+  CHECK(redact_url("http://[::1]:9/x") == "http://[::1]:9/x");
+  CHECK(redact_url("not a url") == "<invalid url>");
+}
