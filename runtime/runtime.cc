@@ -224,6 +224,11 @@ struct Runtime::Impl final : AdminBackend {
     while (bus && bus->pending_publishes() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    // Stages stop together: each finishes the batch in hand; sinks finish what is in flight.
+    for (auto& f : running) {
+      if (f->stage) f->stage->request_stop();
+      for (auto& s : f->sinks) s->request_stop();
+    }
     for (auto& f : running) {
       if (f->stage) f->stage->stop();
     }

@@ -230,9 +230,17 @@ Status SinkStage::start() {
   return Status::ok();
 }
 
-void SinkStage::stop() {
-  if (stopping_.exchange(true)) return;
+void SinkStage::request_stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
   cv_.notify_all();
+}
+
+void SinkStage::stop() {
+  if (stopped_.exchange(true)) return;
+  request_stop();
   if (thread_.joinable()) thread_.join();
   {
     std::unique_lock lock(mu_);

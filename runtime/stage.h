@@ -38,6 +38,7 @@ class FlowStage {
             StageOptions options);
   ~FlowStage();
   Status start();
+  void request_stop() { stopping_ = true; }   // returns at once; stop() then joins
   void stop();
   bool healthy() const { return healthy_.load(); }
   // Swaps the flow version used from the next batch on (promotion).
@@ -67,6 +68,7 @@ class SinkStage {
             std::string sink_name, std::unique_ptr<Sink> sink, StageOptions options);
   ~SinkStage();
   Status start();
+  void request_stop();   // stops fetching at once; stop() then drains and joins
   void stop();
   bool healthy() const { return healthy_.load(); }
 
@@ -89,6 +91,7 @@ class SinkStage {
   std::condition_variable cv_;
   int in_flight_ = 0;                 // GUARDED_BY(mu_)
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopped_{false};
   std::atomic<bool> healthy_{false};
   std::thread thread_;
 };
