@@ -1,0 +1,210 @@
+// Configuration errors (spec §2 exit codes, §3 files and ${NAME} substitution)
+// and the SIGTERM drain (spec §2).
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <iostream>
+#include <regex>
+
+#include "tests/integration/harness.h"
+
+using namespace weir::itest;
+using weir::testing::NatsServer;
+using weir::testing::wait_until;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The message names line `line` ("file:3:", "line 3", "3:5").
+bool names_line(const std::string& text, int line) {
+  std::regex re("(:|line |Line )" + std::to_string(line) + "\\b");
+  return std::regex_search(text, re);
+}
+
+// Spawns weir with `options`; it must exit 2 quickly. Returns its output.
+std::string expect_exit_2(WeirOptions options) {
+  WeirProcess weir(std::move(options));
+  weir.spawn();
+  auto code = weir.process().wait_exit(15s);
+  INFO(weir.describe());
+  REQUIRE(code.has_value());
+  CHECK(*code == 2);
+  return weir.log();
+}
+
+const std::string kGoodFlow = "flow: orders\nfrom: { http: { path: /in/orders } }\nsteps: []\n"
+                              "to: { out: { http: { url: \"http://127.0.0.1:9/out\" } } }\n";
+
+}  // namespace
+
+TEST_CASE("configuration errors exit 2 naming the file, the line and the field", "[integration][config]") {
+  NatsServer nats;
+
+  SECTION("unknown key in weir.yaml") {
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"orders.yaml", kGoodFlow}},
+                                     .config = "log: { level: info }\nhttpp: { max_body: 1MiB }\n"});
+    INFO(out);
+    CHECK(contains(out, "weir.yaml"));
+    CHECK(contains(out, "httpp"));
+    CHECK(names_line(out, 2));
+  }
+  SECTION("unknown nested key in weir.yaml") {
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"orders.yaml", kGoodFlow}},
+                                     .config = "log:\n  level: info\nhttp:\n  max_body: 1MiB\n  read_timeoutt: 3s\n"});
+    INFO(out);
+    CHECK(contains(out, "weir.yaml"));
+    CHECK(contains(out, "read_timeoutt"));
+    CHECK(names_line(out, 5));
+  }
+  SECTION("wrong type in weir.yaml") {
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"orders.yaml", kGoodFlow}},
+                                     .config = "log: { level: info }\nhttp:\n  max_body: lots\n"});
+    INFO(out);
+    CHECK(contains(out, "weir.yaml"));
+    CHECK(contains(out, "max_body"));
+    CHECK(names_line(out, 3));
+  }
+  SECTION("bad duration in weir.yaml") {
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"orders.yaml", kGoodFlow}},
+                                     .config = "http: { read_timeout: 10 parsecs }\n"});
+    INFO(out);
+    CHECK(contains(out, "weir.yaml"));
+    CHECK(contains(out, "read_timeout"));
+  }
+  SECTION("unknown key in a flow file") {
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"orders.yaml", "flow: orders\nfrom: { http: { path: /in/orders } }\n"
+                                                               "stepz: []\nto: { out: { http: { url: \"http://x/\" } } }\n"}}});
+    INFO(out);
+    CHECK(contains(out, "orders.yaml"));
+    CHECK(contains(out, "stepz"));
+    CHECK(names_line(out, 3));
+  }
+  SECTION("wrong type in a flow file") {
+    std::string out = expect_exit_2(
+        {.nats_url = nats.url(),
+         .flows = {{"orders.yaml", "flow: orders\nfrom: { http: { path: /in/orders } }\nsteps: []\nto:\n  out:\n"
+                                   "    http:\n      url: \"http://127.0.0.1:9/out\"\n      retries: many\n"}}});
+    INFO(out);
+    CHECK(contains(out, "orders.yaml"));
+    CHECK(contains(out, "retries"));
+    CHECK(names_line(out, 8));
+  }
+  SECTION("invalid flow name") {
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"bad.yaml", "flow: Orders!\nfrom: { http: { path: /in/o } }\n"
+                                                            "steps: []\nto: { out: { http: { url: \"http://x/\" } } }\n"}}});
+    INFO(out);
+    CHECK(contains(out, "bad.yaml"));
+    CHECK(contains(out, "flow"));
+    CHECK(names_line(out, 1));
+  }
+  SECTION("invalid JSON flow file") {
+    std::string out = expect_exit_2({.nats_url = nats.url(), .flows = {{"orders.json", "{\"flow\": \"orders\",\n,}"}}});
+    INFO(out);
+    CHECK(contains(out, "orders.json"));
+    CHECK(names_line(out, 2));
+  }
+  SECTION("missing ${VAR}") {
+    std::string out =
+        expect_exit_2({.nats_url = nats.url(),
+                       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", "${WEIR_TEST_NO_SUCH_VAR_Q7}/out")}}});
+    INFO(out);
+    CHECK(contains(out, "WEIR_TEST_NO_SUCH_VAR_Q7"));
+    CHECK(contains(out, "orders.yaml"));
+  }
+  SECTION("missing ${VAR} in weir.yaml") {
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"orders.yaml", kGoodFlow}},
+                                     .config = "http: { max_body: \"${WEIR_TEST_NO_SUCH_SIZE_Q7}\" }\n"});
+    INFO(out);
+    CHECK(contains(out, "WEIR_TEST_NO_SUCH_SIZE_Q7"));
+    CHECK(contains(out, "weir.yaml"));
+  }
+  SECTION("unknown command-line flag") {
+    weir::testing::TempDir dir;
+    auto p = weir::testing::Process::spawn({weir_binary(), "run", "--no-such-flag"}, {}, dir.file("log"));
+    auto code = p.wait_exit(10s);
+    INFO(p.read_log());
+    REQUIRE(code.has_value());
+    CHECK(*code == 2);
+    CHECK(contains(p.read_log(), "no-such-flag"));
+  }
+}
+
+TEST_CASE("${NAME} and ${NAME:-default} are substituted at load", "[integration][config]") {
+  NatsServer nats;
+  SinkProcess sink;
+  std::string sink_base = sink.url("");
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"a.yaml", http_flow("a", "${A_PATH}", "${A_SINK}/a")},
+                              {"b.yaml", http_flow("b", "/in/b", "${WEIR_TEST_UNSET_SINK_Q7:-" + sink_base + "}/b",
+                                                   "retries: ${WEIR_TEST_UNSET_RETRIES_Q7:-3}")}},
+                    .config = "http: { max_body: \"${WEIR_TEST_UNSET_MAX_Q7:-64KiB}\" }\n",
+                    .env = {{"A_PATH", "/in/from-env"}, {"A_SINK", sink_base}}});
+  weir.start();
+  INFO(weir.describe());
+  auto a = weir.post("/in/from-env", R"({"id":"a1"})");
+  CHECK(a.status == 202);
+  auto b = weir.post("/in/b", R"({"id":"b1"})");
+  CHECK(b.status == 202);
+  std::set<std::string> ids{"a1", "b1"};
+  CHECK(wait_until([&] { return missing(ids, sink.ids()).empty(); }, 20s, 50ms));
+  std::multiset<std::string> paths;
+  for (const auto& req : sink.requests(10)) paths.insert(req.value("path", ""));
+  CHECK(paths == std::multiset<std::string>{"/a", "/b"});
+}
+
+TEST_CASE("SIGTERM drains and exits 0; nothing acknowledged is lost", "[integration][config]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
+  weir.start();
+
+  std::set<std::string> acked;
+  {
+    Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(500));
+    REQUIRE(wait_until([&] { return posters.acked() >= 400; }, 20s, 5ms));
+    auto t0 = std::chrono::steady_clock::now();
+    auto code = weir.terminate(15s);
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    INFO(weir.describe());
+    REQUIRE(code.has_value());
+    CHECK(*code == 0);
+    CHECK(took < 10s);
+    std::cout << "SIGTERM under load: exit " << *code << " after " << took.count() << " ms\n";
+    posters.stop();
+    acked = posters.acked_ids();
+    // While draining and after, no request was acknowledged without an answer: every
+    // answer is 202, 503, or no answer at all.
+    for (auto [status, n] : posters.status_counts()) {
+      INFO("HTTP " << status << " x" << n);
+      CHECK((status == 202 || status == 503 || status == 0));
+    }
+  }
+
+  // Whatever was acked is delivered, at the latest by the next run on the same stream.
+  weir.start();
+  INFO(weir.describe());
+  std::vector<std::string> lost;
+  bool all = wait_until(
+      [&] {
+        lost = missing(acked, sink.ids());
+        return lost.empty();
+      },
+      30s, 100ms);
+  CHECK(all);
+  if (!lost.empty()) FAIL_CHECK("lost " << lost.size() << " of " << acked.size() << ", first: " << lost.front());
+  CHECK(weir.terminate(15s) == std::optional<int>(0));
+
+  // SIGINT drains the same way.
+  weir.start();
+  weir.process().signal(SIGINT);
+  CHECK(weir.process().wait_exit(15s) == std::optional<int>(0));
+}

@@ -1,0 +1,198 @@
+// Integration-test harness: the weir binary and weir-sink as black boxes, driven
+// only through spec.md (CLI §2, files §3, admin API §5, ingress §6).
+//
+// Contract:
+// - WeirProcess owns a TempDir holding weir.yaml, the flows directory, the data
+//   dir and the log; it spawns WEIR_BINARY on free loopback ports and keeps those
+//   ports across restarts (clients and the sink see the same addresses).
+// - SinkProcess spawns weir-sink on a free port and wraps its control API.
+// - Posters runs N client threads posting JSON events over keep-alive
+//   connections and records which ids were acknowledged (2xx).
+// - All helpers throw std::runtime_error on harness failures (with the child's log),
+//   which Catch reports as a failed test; children die with their owner.
+// - One test thread uses a WeirProcess / SinkProcess at a time; Posters' own
+//   threads only touch its internal, mutex-guarded state.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/support.h"
+
+namespace weir::itest {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using weir::testing::HttpReply;
+
+// Path of the weir binary and of weir-sink under test ("" when not built); the
+// environment variables WEIR_BINARY / WEIR_SINK_BINARY override the built ones.
+std::string weir_binary();
+std::string sink_binary();
+
+// ---------------------------------------------------------------- weir-sink
+
+class SinkProcess {
+ public:
+  // extra_args: e.g. {"--fail-first", "300", "--fail-status", "503"}.
+  explicit SinkProcess(std::vector<std::string> extra_args = {});
+  int port() const { return port_; }
+  std::string url(const std::string& path = "/out") const;
+
+  json stats() const;                       // GET /stats
+  void reset() const;                       // POST /reset
+  void control(const json& settings) const;  // POST /control
+  json requests(int limit) const;           // GET /requests?limit=N → array
+  // GET /ids: the top-level "id" of every delivered (2xx-answered) body, once each.
+  std::set<std::string> ids() const;
+  int64_t stat(const std::string& key) const;  // stats()[key] as a number, 0 when absent
+  std::string log() const { return proc_.read_log(); }
+
+ private:
+  weir::testing::TempDir dir_;
+  weir::testing::Process proc_;
+  int port_ = 0;
+};
+
+// ---------------------------------------------------------------- weir
+
+// A flow file per spec §3 with an http source and one http sink named `out`.
+// `source_extra` / `sink_extra` are added inside the braces (", hmac: {...}").
+std::string http_flow(const std::string& name, const std::string& path, const std::string& sink_url,
+                      const std::string& sink_extra = "retries: 8, timeout: 2s",
+                      const std::string& source_extra = "");
+
+struct WeirOptions {
+  std::string nats_url;                       // "" = embedded nats-server
+  std::map<std::string, std::string> flows;   // file name in the flows dir → content
+  std::string config;                         // weir.yaml content; "" = no --config
+  std::map<std::string, std::string> env;     // added to the environment
+  // Pass --flows/--data-dir/--http/--admin (and --nats) as flags. When false, the
+  // config must carry them (use the {HTTP} {ADMIN} {DATA} {FLOWS} {NATS} placeholders).
+  bool use_flags = true;
+};
+
+class WeirProcess {
+ public:
+  explicit WeirProcess(WeirOptions options);
+  ~WeirProcess();
+
+  // Spawns weir (does not wait). Placeholders {HTTP} {ADMIN} {DATA} {FLOWS} {NATS}
+  // {DIR} in config and flow files are replaced with this instance's values.
+  void spawn();
+  // Waits for GET /readyz → 200; false on timeout or when weir exited.
+  bool wait_ready(std::chrono::milliseconds timeout = 30s);
+  // spawn() + wait_ready(), throwing with the log on failure.
+  void start();
+  // kill -9, reap.
+  void kill9();
+  // SIGTERM; exit code (nullopt: still running after timeout).
+  std::optional<int> terminate(std::chrono::milliseconds timeout = 15s);
+
+  weir::testing::Process& process() { return proc_; }
+  bool running() { return proc_.running(); }
+  std::string log() const { return proc_.read_log(); }
+  const std::string& dir() const { return dir_.path(); }
+  std::string flows_dir() const { return dir_.path() + "/flows"; }
+  std::string data_dir() const { return dir_.path() + "/data"; }
+  std::string config_path() const { return dir_.path() + "/weir.yaml"; }
+  std::string flow_path(const std::string& file) const { return flows_dir() + "/" + file; }
+  int http_port() const { return http_port_; }
+  int admin_port() const { return admin_port_; }
+  std::string ingress_url(const std::string& path) const;
+  std::string admin_url(const std::string& path) const;
+
+  HttpReply post(const std::string& path, const std::string& body, std::vector<std::string> headers = {},
+                 std::chrono::milliseconds timeout = 10s) const;
+  HttpReply admin(const std::string& method, const std::string& path, const std::string& body = "",
+                  std::vector<std::string> headers = {}) const;
+
+  // Everything needed to understand a failure: exit state and the log's tail.
+  std::string describe() const;
+
+ private:
+  std::string expand(std::string text) const;
+
+  WeirOptions options_;
+  weir::testing::TempDir dir_;
+  weir::testing::Process proc_;
+  int http_port_ = 0;
+  int admin_port_ = 0;
+  int spawns_ = 0;
+};
+
+// ---------------------------------------------------------------- load
+
+// The id in a 202 body {"id": "..."}; "" when the body is not that.
+std::string id_from_reply(const HttpReply& reply);
+
+struct PostRecord {
+  std::chrono::steady_clock::time_point sent;
+  std::chrono::steady_clock::time_point answered;
+  int status = 0;
+  bool has_retry_after = false;
+};
+
+// N client threads POSTing {"id": "<unique>", "client": c, "n": k, "pad": "..."} to
+// url, each on its own keep-alive connection. weir-sink identifies deliveries by the
+// body's "id", so acked_ids() are those body ids. Clients with an even index also send
+// it as Idempotency-Key and retry the same event (same key) until it is acknowledged,
+// like a webhook sender; odd ones let weir pick the event id and move on to a new
+// event after a failure.
+class Posters {
+ public:
+  Posters(std::string url, int clients, std::chrono::microseconds pause = std::chrono::microseconds(1000));
+  ~Posters();  // stops and joins
+  void stop();
+  std::set<std::string> acked_ids() const;
+  size_t acked() const { return acked_.load(); }
+  size_t failed() const { return failed_.load(); }
+  std::vector<PostRecord> records() const;
+  std::map<int, size_t> status_counts() const;
+  // Keyed posts whose 202 named another id than the Idempotency-Key sent.
+  size_t key_mismatches() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return key_mismatches_;
+  }
+
+ private:
+  void run(int client);
+
+  std::string url_;
+  std::string prefix_;  // unique per instance, so ids never collide across Posters
+  std::chrono::microseconds pause_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> acked_{0};
+  std::atomic<size_t> failed_{0};
+  mutable std::mutex mu_;
+  std::set<std::string> ids_;          // guarded by mu_
+  std::vector<PostRecord> records_;    // guarded by mu_
+  size_t key_mismatches_ = 0;          // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+// A request recorded by weir-sink (GET /requests): its header, case-insensitive
+// name ("" when absent), and its body parsed as JSON.
+std::string header_of(const json& request, const std::string& name);
+json body_of(const json& request);
+
+// Ids in `want` that are missing from `have`.
+std::vector<std::string> missing(const std::set<std::string>& want, const std::set<std::string>& have);
+
+// Prometheus text → samples "name{labels}" → value (label text kept as written).
+std::multimap<std::string, std::pair<std::string, double>> parse_metrics(const std::string& text);
+
+// HMAC-SHA256(key, data) as lower-case hex and as base64.
+std::string hmac_sha256_hex(const std::string& key, const std::string& data);
+std::string hmac_sha256_base64(const std::string& key, const std::string& data);
+std::string base64(const std::string& data);
+
+}  // namespace weir::itest
