@@ -26,6 +26,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -516,6 +518,15 @@ std::string default_run_id() {
   return buf;
 }
 
+// Many connections need many descriptors; the soft limit is often 1024.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"weir-loadgen: posts order events over HTTP and reports ingest rate and latency"};
   Options opts;
@@ -535,6 +546,7 @@ int run(int argc, char** argv) {
   app.add_option("--header", headers, "extra header \"Name: value\" (repeatable)");
   app.add_option("--seed", opts.seed, "PRNG seed for event contents");
   app.add_flag("--quiet", opts.quiet, "no progress on stderr");
+  raise_fd_limit();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

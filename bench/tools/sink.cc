@@ -25,6 +25,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -500,7 +502,17 @@ asio::awaitable<void> session(tcp::socket socket, SinkState& state) {
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(kMaxBody);
-    co_await http::async_read(stream, buffer, parser, token);
+    co_await http::async_read_header(stream, buffer, parser, token);
+    if (!ec && !parser.is_done()) {
+      // curl sends `Expect: 100-continue` with bodies over 1 KiB and waits up to a second
+      // for this interim answer before sending the body anyway.
+      auto expect = parser.get().find(http::field::expect);
+      if (expect != parser.get().end() && beast::iequals(expect->value(), "100-continue")) {
+        http::response<http::empty_body> cont{http::status::continue_, 11};
+        co_await http::async_write(stream, cont, token);
+      }
+      if (!ec) co_await http::async_read(stream, buffer, parser, token);
+    }
     if (ec == http::error::end_of_stream || ec == asio::error::eof ||
         ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
       break;
@@ -574,6 +586,15 @@ bool split_host_port(const std::string& listen, std::string* host, uint16_t* por
   return true;
 }
 
+// Many connections need many descriptors; the soft limit is often 1024.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"weir-sink: counting HTTP sink for weir benchmarks and tests"};
   std::string listen = "127.0.0.1:0";
@@ -592,6 +613,7 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(0, 600000));
   app.add_option("--record", record, "keep the last N deliveries for GET /requests (0: none)");
   app.add_option("--threads", threads, "io threads")->check(CLI::Range(1, 64));
+  raise_fd_limit();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
