@@ -1,0 +1,255 @@
+#include "cluster/nats_kv.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <utility>
+
+#include "cluster/nats_status.h"
+#include "runtime/log.h"
+
+namespace weir::cluster {
+
+namespace {
+
+constexpr int64_t kNanosPerMilli = 1000000;
+// Stream lookup and creation (an R3 stream needs its Raft group) may take longer than
+// a data request; they happen once, at open.
+constexpr std::chrono::milliseconds kAdminTimeout{5000};
+constexpr int kOpenAttempts = 3;
+
+Result<jsCtx*> make_js(natsConnection* connection, std::chrono::milliseconds wait) {
+  jsOptions options;
+  jsOptions_Init(&options);
+  options.Wait = wait.count();
+  jsCtx* js = nullptr;
+  natsStatus s = natsConnection_JetStream(&js, connection, &options);
+  if (s != NATS_OK) return nats_status(s, "jetstream context");
+  return js;
+}
+
+struct JsDeleter {
+  void operator()(jsCtx* js) const { jsCtx_Destroy(js); }
+};
+struct KvDeleter {
+  void operator()(kvStore* kv) const { kvStore_Destroy(kv); }
+};
+struct EntryDeleter {
+  void operator()(kvEntry* e) const { kvEntry_Destroy(e); }
+};
+using JsPtr = std::unique_ptr<jsCtx, JsDeleter>;
+using KvPtr = std::unique_ptr<kvStore, KvDeleter>;
+using EntryPtr = std::unique_ptr<kvEntry, EntryDeleter>;
+
+// Looks the bucket up, creating it when missing; checks its TTL.
+Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
+  const std::string& bucket = options.bucket;
+  const int64_t ttl_ns = options.ttl.count() * kNanosPerMilli;
+  kvStore* raw = nullptr;
+  natsStatus s = js_KeyValue(&raw, js, bucket.c_str());
+  if (s == NATS_NOT_FOUND) {
+    kvConfig config;
+    kvConfig_Init(&config);
+    config.Bucket = bucket.c_str();
+    config.History = 1;
+    config.TTL = ttl_ns;
+    config.Replicas = options.replicas;
+    config.StorageType = options.memory_storage ? js_MemoryStorage : js_FileStorage;
+    s = js_CreateKeyValue(&raw, js, &config);
+    if (s != NATS_OK) {
+      // Another instance may have created it first (with other settings, or just
+      // slightly earlier): look again before giving up.
+      Status create_error = nats_status(s, "kv create bucket " + bucket);
+      raw = nullptr;
+      if (js_KeyValue(&raw, js, bucket.c_str()) != NATS_OK) return create_error;
+    }
+  } else if (s != NATS_OK) {
+    return nats_status(s, "kv open bucket " + bucket);
+  }
+  KvPtr kv(raw);
+  kvStatus* status = nullptr;
+  s = kvStore_Status(&status, kv.get());
+  if (s != NATS_OK) return nats_status(s, "kv status " + bucket);
+  const int64_t actual_ttl = kvStatus_TTL(status);
+  kvStatus_Destroy(status);
+  if (actual_ttl != ttl_ns) {
+    return Status::invalid("kv bucket " + bucket + " exists with TTL " +
+                           std::to_string(actual_ttl / kNanosPerMilli) + "ms, expected " +
+                           std::to_string(options.ttl.count()) + "ms");
+  }
+  return Status::ok();
+}
+
+class NatsKvWatch final : public KvWatch {
+ public:
+  NatsKvWatch(kvWatcher* watcher, std::function<void(const KvEvent&)> on_event)
+      : watcher_(watcher), on_event_(std::move(on_event)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~NatsKvWatch() override {
+    kvWatcher_Stop(watcher_);  // wakes kvWatcher_Next with NATS_ILLEGAL_STATE
+    thread_.join();
+    kvWatcher_Destroy(watcher_);
+  }
+
+ private:
+  void run() {
+    bool warned = false;
+    for (;;) {
+      kvEntry* raw = nullptr;
+      natsStatus s = kvWatcher_Next(&raw, watcher_, 60000);
+      if (s == NATS_ILLEGAL_STATE) return;  // stopped
+      if (s == NATS_TIMEOUT) continue;
+      if (s != NATS_OK) {
+        if (!warned) log::warn("kv watch failed", {{"error", nats_status(s, "kv watch").str()}});
+        warned = true;
+        // The next call may block until data or stop; a hard error would spin here.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      warned = false;
+      if (raw == nullptr) continue;  // end of the initial state
+      EntryPtr entry(raw);
+      KvEvent event;
+      const kvOperation op = kvEntry_Operation(raw);
+      event.kind = (op == kvOp_Delete || op == kvOp_Purge) ? KvEvent::Kind::kDelete : KvEvent::Kind::kPut;
+      event.key = kvEntry_Key(raw);
+      event.revision = kvEntry_Revision(raw);
+      if (event.kind == KvEvent::Kind::kPut) {
+        const void* data = kvEntry_Value(raw);
+        const int len = kvEntry_ValueLen(raw);
+        if (data != nullptr && len > 0) event.value.assign(static_cast<const char*>(data), len);
+      }
+      on_event_(event);
+    }
+  }
+
+  kvWatcher* watcher_;
+  std::function<void(const KvEvent&)> on_event_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+bool valid_kv_key(std::string_view key) {
+  if (key.empty()) return false;
+  for (size_t i = 0; i < key.size(); ++i) {
+    const char c = key[i];
+    if (c == '.') {
+      if (i == 0 || i + 1 == key.size() || key[i - 1] == '.') return false;
+      continue;
+    }
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && c != '_' && c != '-' && c != '/' && c != '\\' && c != '=') return false;
+  }
+  return true;
+}
+
+bool valid_kv_bucket(std::string_view bucket) {
+  if (bucket.empty()) return false;
+  return std::all_of(bucket.begin(), bucket.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
+Result<std::unique_ptr<NatsKv>> NatsKv::open(natsConnection* connection, const NatsKvOptions& options) {
+  if (connection == nullptr) return Status::invalid("kv open: no NATS connection");
+  if (!valid_kv_bucket(options.bucket)) {
+    return Status::invalid("kv bucket name '" + options.bucket + "' is not [A-Za-z0-9_-]+");
+  }
+  if (options.replicas < 1 || options.replicas > 5) {
+    return Status::invalid("kv bucket " + options.bucket + ": replicas must be 1..5");
+  }
+  if (options.ttl.count() < 0) return Status::invalid("kv bucket " + options.bucket + ": negative TTL");
+  if (options.timeout.count() <= 0) return Status::invalid("kv bucket " + options.bucket + ": timeout must be > 0");
+
+  {
+    auto admin = make_js(connection, std::max(options.timeout, kAdminTimeout));
+    if (!admin) return admin.status();
+    JsPtr admin_js(admin.value());
+    Status ensured = ensure_bucket(admin_js.get(), options);
+    if (!ensured) return ensured;
+  }
+
+  auto made = make_js(connection, options.timeout);
+  if (!made) return made.status();
+  JsPtr js(made.value());
+  Status last_error;
+  for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
+    kvStore* kv = nullptr;
+    natsStatus s = js_KeyValue(&kv, js.get(), options.bucket.c_str());
+    if (s == NATS_OK) return std::unique_ptr<NatsKv>(new NatsKv(js.release(), kv, options.bucket));
+    last_error = nats_status(s, "kv open bucket " + options.bucket);
+  }
+  return last_error;
+}
+
+NatsKv::~NatsKv() {
+  kvStore_Destroy(kv_);
+  jsCtx_Destroy(js_);
+}
+
+Result<uint64_t> NatsKv::create(const std::string& key, std::string_view value) {
+  uint64_t revision = 0;
+  natsStatus s = kvStore_Create(&revision, kv_, key.c_str(), value.data(), static_cast<int>(value.size()));
+  if (s != NATS_OK) return nats_status(s, "kv create " + bucket_ + "/" + key);
+  return revision;
+}
+
+Result<uint64_t> NatsKv::update(const std::string& key, std::string_view value, uint64_t last) {
+  if (last == 0) return Status::invalid("kv update " + bucket_ + "/" + key + ": revision 0");
+  uint64_t revision = 0;
+  natsStatus s =
+      kvStore_Update(&revision, kv_, key.c_str(), value.data(), static_cast<int>(value.size()), last);
+  if (s != NATS_OK) return nats_status(s, "kv update " + bucket_ + "/" + key);
+  return revision;
+}
+
+Status NatsKv::erase(const std::string& key, uint64_t last) {
+  if (!valid_kv_key(key)) return Status::invalid("kv delete: invalid key '" + key + "'");
+  if (last == 0) {
+    natsStatus s = kvStore_Delete(kv_, key.c_str());
+    return nats_status(s, "kv delete " + bucket_ + "/" + key);
+  }
+  // cnats 3.4 has no conditional delete: publish the delete marker ourselves with the
+  // same expected-last-subject-sequence check kvStore_Update uses.
+  const std::string subject = "$KV." + bucket_ + "." + key;
+  natsMsg* msg = nullptr;
+  natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, nullptr, 0);
+  if (s == NATS_OK) s = natsMsgHeader_Set(msg, "KV-Operation", "DEL");
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  if (s == NATS_OK) {
+    jsPubOptions options;
+    jsPubOptions_Init(&options);
+    options.ExpectLastSubjectSeq = last;
+    s = js_PublishMsg(nullptr, js_, msg, &options, &js_error);
+  }
+  natsMsg_Destroy(msg);
+  return nats_status(s, "kv delete " + bucket_ + "/" + key, js_error);
+}
+
+Result<KvEntry> NatsKv::get(const std::string& key) {
+  kvEntry* raw = nullptr;
+  natsStatus s = kvStore_Get(&raw, kv_, key.c_str());
+  if (s != NATS_OK) return nats_status(s, "kv get " + bucket_ + "/" + key);
+  EntryPtr entry(raw);
+  KvEntry out;
+  out.key = key;
+  out.revision = kvEntry_Revision(raw);
+  const void* data = kvEntry_Value(raw);
+  const int len = kvEntry_ValueLen(raw);
+  if (data != nullptr && len > 0) out.value.assign(static_cast<const char*>(data), len);
+  return out;
+}
+
+Result<std::unique_ptr<KvWatch>> NatsKv::watch(const std::string& key,
+                                               std::function<void(const KvEvent&)> on_event) {
+  if (!on_event) return Status::invalid("kv watch " + bucket_ + "/" + key + ": no callback");
+  kvWatcher* watcher = nullptr;
+  natsStatus s = kvStore_Watch(&watcher, kv_, key.c_str(), nullptr);
+  if (s != NATS_OK) return nats_status(s, "kv watch " + bucket_ + "/" + key);
+  return std::unique_ptr<KvWatch>(std::make_unique<NatsKvWatch>(watcher, std::move(on_event)));
+}
+
+}  // namespace weir::cluster

@@ -1,0 +1,196 @@
+// Singletons on a real nats-server, with the default lease settings: exactly one runs;
+// a crashed holder is replaced within 1.5 s; a released one within 250 ms; timer ticks
+// run at the rate of one instance with no tick fired twice.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <thread>
+#include <set>
+
+#include "cluster/nats_kv.h"
+#include "cluster/singleton.h"
+#include "connectors/timer/timer_source.h"
+#include "runtime/log.h"
+#include "tests/cluster/nats_conn.h"
+#include "tests/cluster/recording.h"
+#include "tests/support/support.h"
+
+using namespace std::chrono_literals;
+using weir::SourceContext;
+using weir::cluster::kDefaultLeaseTtl;
+using weir::cluster::LeaseOptions;
+using weir::cluster::NatsKv;
+using weir::cluster::NatsKvOptions;
+using weir::cluster::Singleton;
+using weir::cluster::SingletonOptions;
+using weir::cluster::SourceFactory;
+using weir::cluster::testing::NatsConn;
+using weir::cluster::testing::PulseSource;
+using weir::cluster::testing::RecordingIngest;
+using weir::testing::NatsServer;
+using weir::testing::wait_until;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct QuietLogs {
+  QuietLogs() { weir::log::configure(weir::log::Level::kWarn, weir::log::Format::kText); }
+  ~QuietLogs() { weir::log::configure(weir::log::Level::kInfo, weir::log::Format::kText); }
+};
+
+// One weir process as far as leases go: its own connection, its own store, one singleton.
+struct Instance {
+  Instance(const std::string& url, const std::string& owner, SourceFactory factory) : conn(url) {
+    NatsKvOptions o;
+    o.bucket = weir::cluster::lease_bucket_name("it", kDefaultLeaseTtl);
+    o.ttl = kDefaultLeaseTtl;
+    auto opened = NatsKv::open(conn.get(), o);
+    REQUIRE(opened);
+    kv = std::move(opened.value());
+    SingletonOptions so;
+    so.key = "timer.ticks";
+    so.owner = owner;
+    so.lease = LeaseOptions{};  // the defaults
+    singleton = std::make_unique<Singleton>(*kv, so, std::move(factory));
+  }
+  ~Instance() { singleton.reset(); }
+
+  NatsConn conn;
+  std::unique_ptr<NatsKv> kv;
+  std::unique_ptr<Singleton> singleton;
+};
+
+SourceFactory pulse(const std::string& name, PulseSource::Stats& stats) {
+  return [name, &stats] { return std::make_unique<PulseSource>(name, stats); };
+}
+
+SourceFactory timer(std::chrono::milliseconds every) {
+  return [every]() -> std::unique_ptr<weir::Source> {
+    weir::flows::TimerSourceSpec spec;
+    spec.every = every;
+    auto t = weir::connectors::TimerSource::create(spec);
+    if (!t) return nullptr;
+    return std::move(t.value());
+  };
+}
+
+}  // namespace
+
+TEST_CASE("singletons on nats: one runs, kill → the other within 1.5 s, release → within 250 ms",
+          "[integration][singleton]") {
+  QuietLogs quiet;
+  NatsServer server;
+  RecordingIngest ingest;
+  SourceContext ctx;
+  ctx.flow = "ticks";
+  ctx.ingest = &ingest;
+  PulseSource::Stats sa, sb, sc;
+  auto a = std::make_unique<Instance>(server.url(), "a", pulse("a", sa));
+  auto b = std::make_unique<Instance>(server.url(), "b", pulse("b", sb));
+  REQUIRE(a->singleton->start(ctx));
+  REQUIRE(wait_until([&] { return a->singleton->running(); }, 5s));
+  REQUIRE(b->singleton->start(ctx));
+
+  // Exactly one, over two lease TTLs.
+  const auto until = Clock::now() + 2 * kDefaultLeaseTtl;
+  while (Clock::now() < until) {
+    REQUIRE(sa.running + sb.running == 1);
+    REQUIRE(a->singleton->running());
+    std::this_thread::sleep_for(1ms);  // sampling an invariant over time, not awaiting
+  }
+  const uint64_t token_a = *a->singleton->fencing_token();
+
+  // kill -9 of the holder: nothing is released; b must wait out the lease, but not long.
+  const auto killed = Clock::now();
+  a->singleton->abandon();
+  REQUIRE(wait_until([&] { return b->singleton->running(); }, 1500ms, 1ms));
+  const auto failover = Clock::now() - killed;
+  INFO("crash failover " << std::chrono::duration_cast<std::chrono::milliseconds>(failover).count() << " ms");
+  CHECK(failover < 1500ms);
+  CHECK(*b->singleton->fencing_token() > token_a);
+  a.reset();
+
+  // A newcomer stays a standby while b holds.
+  auto c = std::make_unique<Instance>(server.url(), "c", pulse("c", sc));
+  REQUIRE(c->singleton->start(ctx));
+  CHECK_FALSE(wait_until([&] { return c->singleton->running(); }, 2 * kDefaultLeaseTtl));
+  CHECK(b->singleton->running());
+
+  // SIGTERM of the holder: it releases, c takes over at once.
+  const auto released = Clock::now();
+  b->singleton->stop();
+  REQUIRE(wait_until([&] { return c->singleton->running(); }, 250ms, 1ms));
+  const auto handoff = Clock::now() - released;
+  INFO("graceful handoff " << std::chrono::duration_cast<std::chrono::milliseconds>(handoff).count() << " ms");
+  CHECK(handoff < 250ms);
+  c->singleton->stop();
+
+  // Every event of every term carried its term's token, and terms grew.
+  std::map<std::string, std::set<std::string>> fences;  // source → fences seen
+  for (const auto& r : ingest.events()) {
+    const std::string source = r.event.id.substr(0, 1);
+    fences[source].insert(r.header(weir::cluster::kFenceHeader));
+  }
+  REQUIRE(fences["a"].size() == 1);
+  REQUIRE(fences["b"].size() == 1);
+  REQUIRE(fences["c"].size() == 1);
+  const uint64_t fa = std::stoull(*fences["a"].begin());
+  const uint64_t fb = std::stoull(*fences["b"].begin());
+  const uint64_t fc = std::stoull(*fences["c"].begin());
+  CHECK(fa < fb);
+  CHECK(fb < fc);
+}
+
+TEST_CASE("timer singletons on nats: the rate of one, no tick twice, ticks resume after a kill",
+          "[integration][singleton][timer]") {
+  QuietLogs quiet;
+  NatsServer server;
+  RecordingIngest ingest;
+  SourceContext ctx;
+  ctx.flow = "beat";
+  ctx.ingest = &ingest;
+  constexpr auto kEvery = 100ms;
+  auto a = std::make_unique<Instance>(server.url(), "a", timer(kEvery));
+  auto b = std::make_unique<Instance>(server.url(), "b", timer(kEvery));
+  REQUIRE(a->singleton->start(ctx));
+  REQUIRE(b->singleton->start(ctx));
+  REQUIRE(wait_until([&] { return ingest.size() >= 10; }, 10s));
+
+  Instance* holder = a->singleton->running() ? a.get() : b.get();
+  Instance* standby = holder == a.get() ? b.get() : a.get();
+  REQUIRE_FALSE(standby->singleton->running());
+  const size_t before_kill = ingest.size();
+  const auto killed = Clock::now();
+  holder->singleton->abandon();
+  REQUIRE(wait_until([&] { return ingest.size() >= before_kill + 10; }, 10s));
+  a->singleton->stop();
+  b->singleton->stop();
+
+  auto events = ingest.events();
+  std::set<std::string> ids;
+  int64_t last_tick = -1;
+  uint64_t last_fence = 0;
+  std::optional<Clock::time_point> first_after_kill;
+  for (const auto& r : events) {
+    ids.insert(r.event.id);
+    const auto body = nlohmann::json::parse(r.event.body);
+    const int64_t tick = body["tick"];
+    const uint64_t fence = body["fence"];
+    CHECK(tick % 100 == 0);
+    CHECK(tick > last_tick);     // one instance at a time: ticks strictly increase
+    CHECK(fence >= last_fence);  // and terms only grow
+    CHECK(r.header(weir::cluster::kFenceHeader) == std::to_string(fence));
+    if (r.at > killed && !first_after_kill) first_after_kill = r.at;
+    last_tick = tick;
+    last_fence = fence;
+  }
+  CHECK(ids.size() == events.size());  // no tick fired twice
+  REQUIRE(first_after_kill);
+  const auto gap = *first_after_kill - killed;
+  INFO("kill → next tick " << std::chrono::duration_cast<std::chrono::milliseconds>(gap).count() << " ms");
+  CHECK(gap < 1500ms);
+}
