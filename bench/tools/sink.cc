@@ -76,45 +76,31 @@ class EventFields : public json::json_sax_t {
   bool null() override { return scalar(); }
   bool boolean(bool) override { return scalar(); }
   bool number_integer(number_integer_t v) override {
-    if (at_top_key("id")) id = std::to_string(v);
-    if (at_top_key("t")) t = v;
+    if (at(Key::kId)) id = std::to_string(v);
+    if (at(Key::kT)) t = v;
     return scalar();
   }
   bool number_unsigned(number_unsigned_t v) override {
-    if (at_top_key("id")) id = std::to_string(v);
-    if (at_top_key("t")) t = static_cast<int64_t>(v);
+    if (at(Key::kId)) id = std::to_string(v);
+    if (at(Key::kT)) t = static_cast<int64_t>(v);
     return scalar();
   }
   bool number_float(number_float_t v, const string_t& text) override {
-    if (at_top_key("id")) id = text;
-    if (at_top_key("t")) t = static_cast<int64_t>(v);
+    if (at(Key::kId)) id = text;
+    if (at(Key::kT)) t = static_cast<int64_t>(v);
     return scalar();
   }
   bool string(string_t& v) override {
-    if (at_top_key("id")) id = std::move(v);
+    if (at(Key::kId)) id = std::move(v);
     return scalar();
   }
   bool binary(binary_t&) override { return scalar(); }
-  bool start_object(std::size_t) override {
-    ++depth_;
-    key_.clear();
-    return true;
-  }
+  bool start_object(std::size_t) override { return open(); }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
   bool key(string_t& k) override {
-    if (depth_ == 1) key_ = k;
-    return true;
-  }
-  bool end_object() override {
-    --depth_;
-    key_.clear();
-    return true;
-  }
-  bool start_array(std::size_t) override {
-    ++depth_;
-    return true;
-  }
-  bool end_array() override {
-    --depth_;
+    if (depth_ == 1) key_ = k == "id" ? Key::kId : k == "t" ? Key::kT : Key::kOther;
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
@@ -122,13 +108,22 @@ class EventFields : public json::json_sax_t {
   }
 
  private:
-  bool at_top_key(std::string_view k) const { return depth_ == 1 && key_ == k; }
+  enum class Key { kOther, kId, kT };  // the current top-level key
+  bool at(Key k) const { return depth_ == 1 && key_ == k; }
   bool scalar() {
-    if (depth_ == 1) key_.clear();
+    if (depth_ == 1) key_ = Key::kOther;
+    return true;
+  }
+  bool open() {
+    ++depth_;
+    return true;
+  }
+  bool close() {
+    if (--depth_ == 1) key_ = Key::kOther;
     return true;
   }
   int depth_ = 0;
-  std::string key_;
+  Key key_ = Key::kOther;
 };
 
 struct Mode {
