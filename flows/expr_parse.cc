@@ -522,9 +522,13 @@ class Parser {
       auto r = std::from_chars(b, e, v);
       if (r.ec == std::errc() && r.ptr == e) return constant(Json(v), pos, end, out);
     }
-    double d;
+    double d = 0;
     auto r = std::from_chars(b, e, d);
-    if (r.ec != std::errc() || r.ptr != e || !std::isfinite(d)) {
+    bool underflow = r.ec == std::errc::result_out_of_range &&
+                     (text.find("e-") != std::string::npos || text.find("E-") != std::string::npos);
+    if (underflow) {
+      d = text[0] == '-' ? -0.0 : 0.0;
+    } else if (r.ec != std::errc() || r.ptr != e || !std::isfinite(d)) {
       return fail(pos, "number " + text + " is out of range");
     }
     return constant(Json(d), pos, end, out);
@@ -771,7 +775,6 @@ class Parser {
     uint32_t pos = cur().pos;
     ++p_;  // {
     std::vector<Ix> values;
-    auto first_key = static_cast<uint32_t>(x_->keys.size());
     std::vector<std::string> seen;
     if (!accept(Tok::kRBrace)) {
       while (true) {
@@ -794,6 +797,8 @@ class Parser {
         break;
       }
     }
+    // Keys go in after the values are parsed: nested objects add theirs first.
+    auto first_key = static_cast<uint32_t>(x_->keys.size());
     for (auto& s : seen) x_->keys.push_back(std::move(s));
     return add_v(Op::kObject, pos, toks_[p_ - 1].end, values, out, first_key);
   }

@@ -101,7 +101,7 @@ bool parse_number_text(std::string_view text, Json& out, std::string& err) {
   auto r = std::from_chars(b, e, d);
   if (r.ec == std::errc::result_out_of_range || !std::isfinite(d)) {
     // from_chars reports underflow as out of range too; only overflow is an error.
-    bool tiny = norm.find_first_of("eE") != std::string::npos && norm.find("e-") != std::string::npos;
+    bool tiny = norm.find("e-") != std::string::npos || norm.find("E-") != std::string::npos;
     if (tiny) {
       out = norm[0] == '-' ? -0.0 : 0.0;
       return true;

@@ -111,40 +111,60 @@ class Loader {
   // ---- diagnostics ------------------------------------------------------------------
 
   void error(const SrcNode& at, std::string message) {
-    // One problem per place: a failed ${} substitution need not also be a bad URL.
-    for (const auto& d : d_) {
-      if (d.where.line == at.line && d.where.column == at.column && d.where.file == file_) return;
-    }
+    // A scalar whose ${} substitution failed is reported already; its text is no use.
+    if (at.bad) return;
     d_.push_back(Diagnostic{Location{file_, at.line, at.column}, std::move(message)});
   }
 
-  // The place of byte `offset` of an expression written in scalar `n`.
+  // The place of byte `offset` of an expression written in scalar `n`: walks the source
+  // from the scalar's start, matching the scalar's text (which has quotes, escapes,
+  // block indentation and folded line breaks taken out).
   Location expr_location(const SrcNode& n, size_t offset) const {
     std::string_view t(n.text);
     offset = std::min(offset, t.size());
-    size_t nl_before = 0, last_nl = std::string_view::npos;
-    for (size_t i = 0; i < offset; ++i) {
-      if (t[i] == '\n') {
-        ++nl_before;
-        last_nl = i;
-      }
-    }
-    size_t col_chars = utf8_length(t.substr(last_nl == std::string_view::npos ? 0 : last_nl + 1,
-                                            offset - (last_nl == std::string_view::npos ? 0 : last_nl + 1)));
+    size_t j = n.offset >= 0 ? static_cast<size_t>(n.offset) : 0;
+    const size_t size = src_.size();
+    auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
     if (n.block) {
-      // `|` / `>`: content starts on the next line at the block's indentation.
-      size_t line = static_cast<size_t>(n.line) + 1 + nl_before;  // 1-based
-      int indent = 0;
-      if (line - 1 < line_starts_.size()) {
-        size_t p = line_starts_[line - 1];
-        while (p < src_.size() && src_[p] == ' ') ++p, ++indent;
+      // `|` / `>`: the content starts on the next line; its indentation is the first
+      // content line's.
+      size_t next = static_cast<size_t>(n.line);  // 0-based index of the next line
+      if (next >= line_starts_.size()) return Location{file_, n.line, n.column};
+      j = line_starts_[next];
+      size_t indent = 0;
+      while (j + indent < size && src_[j + indent] == ' ') ++indent;
+      j += indent;
+      for (size_t i = 0; i < offset && j < size; ++i) {
+        if (t[i] == '\n') {
+          while (j < size && src_[j] != '\n') ++j;
+          if (j < size) ++j;
+          for (size_t k = 0; k < indent && j < size && src_[j] == ' '; ++k) ++j;
+        } else {
+          ++j;
+        }
       }
-      return Location{file_, static_cast<int>(line), indent + 1 + static_cast<int>(col_chars)};
+    } else {
+      if (n.quoted && j < size && (src_[j] == '"' || src_[j] == '\'')) ++j;
+      for (size_t i = 0; i < offset && j < size; ++i) {
+        if (src_[j] == t[i]) {
+          ++j;
+        } else if (t[i] == ' ' && is_space(src_[j])) {
+          while (j < size && is_space(src_[j])) ++j;  // a folded line break
+        } else if (src_[j] == '\\') {
+          j += j + 1 < size && src_[j + 1] == 'u' ? 6 : 2;  // an escape
+        } else if (src_[j] == '\'' && j + 1 < size && src_[j + 1] == '\'') {
+          j += 2;  // '' in a single-quoted scalar
+        } else {
+          ++j;
+        }
+      }
     }
-    if (nl_before > 0) {
-      return Location{file_, n.line + static_cast<int>(nl_before), 1 + static_cast<int>(col_chars)};
-    }
-    return Location{file_, n.line, n.column + (n.quoted ? 1 : 0) + static_cast<int>(col_chars)};
+    j = std::min(j, size);
+    size_t line = static_cast<size_t>(std::upper_bound(line_starts_.begin(), line_starts_.end(), j) -
+                                      line_starts_.begin());
+    size_t start = line_starts_[line - 1];
+    return Location{file_, static_cast<int>(line),
+                    1 + static_cast<int>(utf8_length(src_.substr(start, j - start)))};
   }
 
   // ---- typed getters -----------------------------------------------------------------
@@ -1003,7 +1023,7 @@ std::shared_ptr<const Flow> Loader::load(const SrcNode& root, const std::string&
   if (sinks_.size() > 1 && !always_routes(program_->steps)) {
     std::vector<std::string> names;
     for (const auto& s : sinks_) names.push_back(s.name);
-    error(st && !st->is_null() ? *st : *to,
+    error(st ? *root.key_node("steps") : *root.key_node("to"),
           "the flow has several sinks (" + join(names) +
               ") but events can leave the steps without a route: end with a branch whose arms all have `to:`, "
               "including a default arm without `when`");

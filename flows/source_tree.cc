@@ -22,6 +22,14 @@ const SrcNode* SrcNode::get(std::string_view key) const {
   return nullptr;
 }
 
+const SrcNode* SrcNode::key_node(std::string_view key) const {
+  if (kind != Kind::kMap) return nullptr;
+  for (const auto& k : keys) {
+    if (k.text == key) return &k;
+  }
+  return nullptr;
+}
+
 std::string SrcNode::describe() const {
   switch (kind) {
     case Kind::kNull: return "null";
@@ -543,6 +551,7 @@ void substitute_tree(SrcNode* n, const EnvLookup& env, const std::string& file,
       n->text = std::move(*v);
     } else {
       diagnostics->push_back(diag_at(file, n->line, n->column, error));
+      n->bad = true;
     }
     return;
   }

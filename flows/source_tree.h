@@ -25,6 +25,7 @@ struct SrcNode {
   // A plain scalar is resolved by the YAML core schema (null, bool, int, float, string).
   bool quoted = false;
   bool block = false;                 // YAML `|` or `>` scalar
+  bool bad = false;                   // already reported (a failed ${} substitution)
   int line = 0, column = 0;           // 1-based
   int offset = 0;                     // byte offset of the node in the source
   std::string text;                   // scalar text
@@ -37,6 +38,8 @@ struct SrcNode {
   bool is_map() const { return kind == Kind::kMap; }
   // Map lookup by key text; nullptr when absent or not a map.
   const SrcNode* get(std::string_view key) const;
+  // The key node of `key` (for messages about the key itself); nullptr when absent.
+  const SrcNode* key_node(std::string_view key) const;
   // "null", "a string", "a number", "a list", "a mapping", ... for messages.
   std::string describe() const;
 };

@@ -1,0 +1,129 @@
+// Lookup tables from CSV and JSON.
+#include <catch2/catch.hpp>
+
+#include "flows/tables.h"
+
+using namespace weir::flows;
+
+TEST_CASE("CSV: header row, quoting, numbers", "[tables]") {
+  Table t;
+  std::vector<Diagnostic> d;
+  std::string csv =
+      "\xEF\xBB\xBF" "id,name,score,note\r\n"
+      "a1,\"Smith, John\",12,\"said \"\"hi\"\"\"\r\n"
+      "a2,Plain,-3.5,\"two\nlines\"\r\n"
+      "\r\n"
+      "7,Seven,007,1e3\n"
+      "a4, spaced , 12abc ,\n";
+  REQUIRE(load_csv_table(csv, "t.csv", "id", &t, &d));
+  CHECK(d.empty());
+  CHECK(t.size() == 4);
+  const Json* r = t.find(Json("a1"));
+  REQUIRE(r);
+  CHECK((*r)["name"] == "Smith, John");
+  CHECK((*r)["score"] == 12);
+  CHECK((*r)["score"].is_number_integer());
+  CHECK((*r)["note"] == "said \"hi\"");
+  r = t.find(Json("a2"));
+  REQUIRE(r);
+  CHECK((*r)["score"] == -3.5);
+  CHECK((*r)["note"] == "two\nlines");
+  r = t.find(Json(7));  // numeric key finds the row by text
+  REQUIRE(r);
+  CHECK((*r)["id"] == 7);
+  CHECK((*r)["score"] == "007");    // leading zeros keep a string (ids, zip codes)
+  CHECK((*r)["note"] == 1000.0);
+  r = t.find(Json("a4"));
+  REQUIRE(r);
+  CHECK((*r)["name"] == "spaced");  // cells are trimmed
+  CHECK((*r)["score"] == "12abc");
+  CHECK((*r)["note"] == "");
+  CHECK(t.find(Json("zz")) == nullptr);
+  CHECK(t.find(Json::array()) == nullptr);
+  CHECK(t.find(Json(nullptr)) == nullptr);
+}
+
+TEST_CASE("CSV cell values", "[tables]") {
+  CHECK(csv_cell_value("12") == 12);
+  CHECK(csv_cell_value("-0") == 0);
+  CHECK(csv_cell_value("+5") == 5);
+  CHECK(csv_cell_value("1.25") == 1.25);
+  CHECK(csv_cell_value("9223372036854775808").is_number_float());
+  CHECK(csv_cell_value("0") == 0);
+  CHECK(csv_cell_value("0.5") == 0.5);
+  CHECK(csv_cell_value("01") == "01");
+  CHECK(csv_cell_value("1.") == "1.");
+  CHECK(csv_cell_value(".5") == ".5");
+  CHECK(csv_cell_value("inf") == "inf");
+  CHECK(csv_cell_value("NaN") == "NaN");
+  CHECK(csv_cell_value("0x10") == "0x10");
+  CHECK(csv_cell_value("1e999") == "1e999");
+  CHECK(csv_cell_value("") == "");
+  CHECK(csv_cell_value("c1") == "c1");
+}
+
+TEST_CASE("CSV errors carry file:line:column", "[tables][errors]") {
+  auto errors = [](const std::string& csv, const std::string& key = "id") {
+    Table t;
+    std::vector<Diagnostic> d;
+    bool ok = load_csv_table(csv, "t.csv", key, &t, &d);
+    std::vector<std::string> out;
+    for (const auto& x : d) out.push_back(x.str());
+    CHECK(ok == out.empty());
+    return out;
+  };
+  CHECK(errors("id,a\n1,2,3\n2,3\n") == std::vector<std::string>{"t.csv:2:1: row has 3 fields, the header has 2"});
+  CHECK(errors("id,a\n1,2\n1,3\n") == std::vector<std::string>{"t.csv:3:1: duplicate key \"1\""});
+  CHECK(errors("id,a\n1,\"open\n") == std::vector<std::string>{"t.csv:2:3: unterminated quoted field"});
+  CHECK(errors("id,a\n1,ab\"c\n") == std::vector<std::string>{"t.csv:2:5: quote inside an unquoted field (quote the whole field)"});
+  CHECK(errors("id,a\n1,\"x\"y\n") == std::vector<std::string>{"t.csv:2:6: unexpected text after a quoted field"});
+  CHECK(errors("name,a\n1,2\n") == std::vector<std::string>{"t.csv:1:1: key column \"id\" is not in the header row"});
+  CHECK(errors("") == std::vector<std::string>{"t.csv:1:1: CSV file has no header row"});
+  CHECK(errors("id,,b\n") == std::vector<std::string>{"t.csv:1:4: empty column name in the header row"});
+  CHECK(errors("id,a,a\n") == std::vector<std::string>{"t.csv:1:6: duplicate column \"a\""});
+  CHECK(errors("id\n\xFF\n") == std::vector<std::string>{"t.csv:2:1: invalid UTF-8"});
+  // Header only: an empty table is fine.
+  CHECK(errors("id,a\n").empty());
+}
+
+TEST_CASE("JSON tables: array keyed by a field, or object of objects", "[tables]") {
+  Table t;
+  std::vector<Diagnostic> d;
+  REQUIRE(load_json_table(R"([{"id": "a", "v": 1}, {"id": 2, "v": [true]}])", "t.json", "id", &t, &d));
+  CHECK(t.find(Json("a"))->at("v") == 1);
+  CHECK(t.find(Json("2"))->at("v") == Json::parse("[true]"));
+  Table o;
+  REQUIRE(load_json_table(R"({"x": {"tier": "gold"}, "y": {"tier": "silver"}})", "t.json", "", &o, &d));
+  CHECK(o.find(Json("y"))->at("tier") == "silver");
+  CHECK(d.empty());
+  auto errors = [](const std::string& json, const std::string& key) {
+    Table t;
+    std::vector<Diagnostic> d;
+    CHECK_FALSE(load_json_table(json, "t.json", key, &t, &d));
+    std::vector<std::string> out;
+    for (const auto& x : d) out.push_back(x.str());
+    return out;
+  };
+  CHECK(errors(R"([{"id": "a"}, 5])", "id") == std::vector<std::string>{"t.json:1:15: table rows must be objects"});
+  CHECK(errors(R"([{"x": "a"}])", "id") == std::vector<std::string>{"t.json:1:2: row has no string or number field \"id\""});
+  CHECK(errors(R"([{"id": "a"}, {"id": "a"}])", "id") == std::vector<std::string>{"t.json:1:22: duplicate key \"a\""});
+  CHECK(errors(R"({"x": 1})", "") == std::vector<std::string>{"t.json:1:7: table rows must be objects"});
+  CHECK(errors("5", "id") == std::vector<std::string>{"t.json:1:1: a JSON table is an array of objects or an object of objects"});
+  CHECK(errors("[1,", "id").at(0).find("JSON syntax error") != std::string::npos);
+  CHECK(errors(R"([{"id": "a"}])", "") == std::vector<std::string>{"t.json:1:1: a table given as an array needs `key:`"});
+}
+
+TEST_CASE("inline rows", "[tables]") {
+  Table t;
+  std::string err;
+  REQUIRE(table_from_json(Json::parse(R"([{"k": "a", "v": 1}])"), "k", &t, &err));
+  CHECK(t.find(Json("a"))->at("v") == 1);
+  Table u;
+  CHECK_FALSE(table_from_json(Json::parse(R"([{"k": "a"}, {"k": "a"}])"), "k", &u, &err));
+  CHECK(err == "duplicate key \"a\"");
+  CHECK_FALSE(table_from_json(Json::parse(R"([{"v": 1}])"), "k", &u, &err));
+  CHECK(err.find("row 0 has no string or number field \"k\"") != std::string::npos);
+  CHECK_FALSE(table_from_json(Json(5), "k", &u, &err));
+  CHECK_FALSE(table_from_json(Json::parse(R"({"a": 1})"), "", &u, &err));
+  CHECK(err == "row \"a\" is not an object");
+}
