@@ -78,6 +78,7 @@ void BusMessage::load_meta() const {
   if (natsMsg_GetMetaData(&meta, msg_) == NATS_OK && meta) {
     deliveries_ = meta->NumDelivered;
     sequence_ = meta->Sequence.Stream;
+    pending_ = meta->NumPending;
     jsMsgMetaData_Destroy(meta);
   }
 }
@@ -88,6 +89,10 @@ uint64_t BusMessage::deliveries() const {
 uint64_t BusMessage::stream_sequence() const {
   load_meta();
   return sequence_;
+}
+uint64_t BusMessage::pending() const {
+  load_meta();
+  return pending_;
 }
 // Acks are fire-and-forget: a lost ack means a redelivery, which the next hop's
 // Nats-Msg-Id deduplicates (docs/adr/0002-bus-layout.md).

@@ -79,6 +79,7 @@ class BusMessage {
   std::string_view header(const char* name) const;   // "" when absent
   uint64_t deliveries() const;                        // 1 on first delivery
   uint64_t stream_sequence() const;
+  uint64_t pending() const;                           // messages left in the consumer after this one
   void ack();
   void nak(std::chrono::milliseconds delay);
   void term();
@@ -87,7 +88,7 @@ class BusMessage {
   void load_meta() const;
   __natsMsg* msg_;
   mutable bool meta_loaded_ = false;
-  mutable uint64_t deliveries_ = 1, sequence_ = 0;
+  mutable uint64_t deliveries_ = 1, sequence_ = 0, pending_ = 0;
 };
 
 struct ConsumerOptions {

@@ -23,6 +23,13 @@ std::vector<std::string> HttpRouter::paths() const {
 }
 
 void HttpRouter::handle(HttpRequest& request, Responder respond) {
+  if (draining_.load()) {
+    HttpResponse r = HttpResponse::error(503, "shutting down");
+    r.headers.emplace_back("Retry-After", "1");
+    r.close = true;
+    respond(std::move(r));
+    return;
+  }
   std::shared_ptr<Handler> h;
   {
     std::lock_guard lock(mu_);
@@ -33,9 +40,9 @@ void HttpRouter::handle(HttpRequest& request, Responder respond) {
     respond(HttpResponse::error(404, "no flow listens on " + std::string(request.path())));
     return;
   }
-  if (request.method() != "POST" && request.method() != "PUT") {
+  if (request.method() != "POST") {
     HttpResponse r = HttpResponse::error(405, "use POST");
-    r.headers.emplace_back("Allow", "POST, PUT");
+    r.headers.emplace_back("Allow", "POST");
     respond(std::move(r));
     return;
   }

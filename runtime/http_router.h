@@ -1,11 +1,12 @@
 // HttpRouter: the shared http-in route table. Each flow's http source adds its path;
 // the ingress server asks the router. Unknown path → 404, known path with a method
-// other than POST (or PUT) → 405.
+// other than POST → 405.
 //
 // Thread safety: routes are added before the ingress server starts taking requests
 // (during start-up, under a lock) and read on the io thread.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -20,8 +21,12 @@ class HttpRouter {
   void remove_route(const std::string& path);
   void handle(HttpRequest& request, Responder respond);
   std::vector<std::string> paths() const;
+  // While draining, every request is answered 503 with Retry-After and the connection
+  // is closed: nothing new is taken, and no path looks unknown (404) to a client.
+  void set_draining() { draining_ = true; }
 
  private:
+  std::atomic<bool> draining_{false};
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Handler>> routes_;  // GUARDED_BY(mu_)
 };

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -25,6 +26,11 @@ namespace weir {
 namespace fs = std::filesystem;
 
 namespace {
+std::chrono::milliseconds sink_timeout(const flows::SinkSpec& s) {
+  if (const auto* h = std::get_if<flows::HttpSinkSpec>(&s.kind)) return h->timeout;
+  return std::chrono::milliseconds(5000);
+}
+
 const char* source_kind(const flows::SourceSpec& s) {
   static const char* kNames[] = {"http", "mqtt", "nats", "timer", "poll", "exec", "flow"};
   return kNames[s.index()];
@@ -52,11 +58,17 @@ struct Runtime::Impl final : AdminBackend {
     std::vector<std::unique_ptr<SinkStage>> sinks;
   };
   std::vector<std::unique_ptr<FlowRuntime>> running;
+  std::atomic<bool> serving{false};   // set once http-in listens; cleared on drain
+  std::atomic<bool> draining{false};
 
   Impl(RuntimeConfig c, ConnectorFactory& f) : config(std::move(c)), connectors(f) {}
 
   // ---- AdminBackend ----
   bool ready(std::string* why) const override {
+    if (!serving.load()) {
+      *why = draining.load() ? "shutting down" : "starting";
+      return false;
+    }
     if (!bus || !bus->connected()) {
       *why = "NATS is not connected";
       return false;
@@ -194,8 +206,10 @@ struct Runtime::Impl final : AdminBackend {
     for (const auto& spec : flow->sinks()) {
       auto sink = connectors.make_sink(*flow, spec, config);
       if (!sink) return sink.status();
+      StageOptions sink_options = so;
+      sink_options.sink_ack_wait = std::chrono::milliseconds(3000) + sink_timeout(spec);
       auto stage = std::make_unique<SinkStage>(*bus, *dlq, metrics, flow->name(), flow->version(), spec.name,
-                                               std::move(sink.value()), so);
+                                               std::move(sink.value()), sink_options);
       if (Status s = stage->start(); !s) return s;
       fr->sinks.push_back(std::move(stage));
     }
@@ -215,6 +229,9 @@ struct Runtime::Impl final : AdminBackend {
 
   void drain() {
     auto started = std::chrono::steady_clock::now();
+    draining = true;
+    serving = false;
+    router.set_draining();
     if (ingress_server) ingress_server->stop_accepting();
     for (auto& f : running) {
       if (f->source) f->source->stop();
@@ -305,15 +322,25 @@ struct Runtime::Impl final : AdminBackend {
       return 2;
     }
     ingress_server = std::move(is.value());
+    serving = true;
 
-    log::info("weir ready", {{"ingress", ingress_server->address()}, {"admin", admin_server->address()},
-                             {"nats", bus->url()}, {"flows", std::to_string(running.size())}});
-    std::printf("weir ready — ingress http://%s  admin http://%s  nats %s\n", ingress_server->address().c_str(),
-                admin_server->address().c_str(), bus->url().c_str());
+    std::string routes;
     for (const auto& f : running) {
       if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow->source())) {
-        std::printf("  POST http://%s%s  → flow %s\n", ingress_server->address().c_str(), h->path.c_str(),
-                    f->flow->name().c_str());
+        routes += (routes.empty() ? "" : " ") + h->path + "=" + f->flow->name();
+      }
+    }
+    log::info("weir ready", {{"ingress", ingress_server->address()}, {"admin", admin_server->address()},
+                             {"nats", bus->url()}, {"flows", std::to_string(running.size())}, {"routes", routes}});
+    if (format == log::Format::kText) {
+      // For a person at a terminal: where to POST. (With JSON logs the line above says it.)
+      std::printf("weir ready — ingress http://%s  admin http://%s  nats %s\n", ingress_server->address().c_str(),
+                  admin_server->address().c_str(), bus->url().c_str());
+      for (const auto& f : running) {
+        if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow->source())) {
+          std::printf("  POST http://%s%s  → flow %s\n", ingress_server->address().c_str(), h->path.c_str(),
+                      f->flow->name().c_str());
+        }
       }
     }
     std::fflush(stdout);

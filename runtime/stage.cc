@@ -65,6 +65,9 @@ Status FlowStage::start() {
   co.durable = layout::flow_consumer(name_);
   co.filter_subject = layout::input_subject(name_);
   co.max_ack_pending = 4096;
+  // A batch is handled in milliseconds; what a crashed instance had fetched comes back
+  // to the others after this (docs/adr/0002-bus-layout.md).
+  co.ack_wait = std::chrono::seconds(5);
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -89,7 +92,12 @@ void FlowStage::loop() {
       continue;
     }
     healthy_ = true;
-    if (!batch->empty()) process(batch.value());
+    if (!batch->empty()) {
+      metrics_.lag.store(static_cast<int64_t>(batch->back()->pending()), std::memory_order_relaxed);
+      process(batch.value());
+    } else {
+      metrics_.lag.store(0, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -221,6 +229,9 @@ Status SinkStage::start() {
   co.durable = layout::sink_consumer(flow_, sink_name_);
   co.filter_subject = layout::output_subject(flow_, sink_name_);
   co.max_ack_pending = std::max(1024, sink_->max_in_flight() * 8);
+  // A message is fetched only into a free slot, so it is in flight for about one
+  // request: the sink's timeout plus margin.
+  co.ack_wait = options_.sink_ack_wait;
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -271,6 +282,7 @@ void SinkStage::loop() {
       continue;
     }
     healthy_ = true;
+    metrics_.lag.store(batch->empty() ? 0 : static_cast<int64_t>(batch->back()->pending()), std::memory_order_relaxed);
     for (auto& m : batch.value()) {
       auto f = std::make_shared<InFlight>();
       f->id = event_id_of(*m);

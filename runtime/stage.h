@@ -30,6 +30,7 @@ struct StageOptions {
   std::chrono::milliseconds fetch_wait{500};
   std::chrono::milliseconds publish_timeout{5000};
   std::chrono::milliseconds drain_timeout{10000};
+  std::chrono::milliseconds sink_ack_wait{10000};
 };
 
 class FlowStage {
