@@ -21,7 +21,8 @@ namespace {
 constexpr size_t kReasonBodyBytes = 200;
 constexpr size_t kMaxRetryAfterValue = 64;
 constexpr int64_t kMaxRetryAfterSeconds = 24 * 60 * 60;
-// Upper bound on one curl_multi_poll; curl shortens it to its own next timeout anyway.
+// Upper bound on one curl_multi_poll; curl shortens it to its own next timeout anyway,
+// and it bounds how long a lost wakeup could delay queued work.
 constexpr int kPollCapMs = 1000;
 constexpr std::string_view kBlanks = " \t\r\n";
 
@@ -131,6 +132,7 @@ struct Slot {
   std::string idempotency_header;
   std::string response_head;  // first bytes of the body, for dead reasons
   std::string retry_after;    // raw Retry-After of the last response
+  bool busy = false;          // handed to curl
   ~Slot() {
     if (easy != nullptr) curl_easy_cleanup(easy);
   }
@@ -201,6 +203,7 @@ struct HttpSink::Impl {
   enum class State { kNew, kRunning, kStopping, kStopped };
 
   flows::HttpSinkSpec spec;
+  HttpSinkOptions options;
   std::string flow;
   std::string sink;
   std::string where;                        // redacted URL, for reasons and logs
@@ -215,6 +218,7 @@ struct HttpSink::Impl {
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<Slot*> free_slots;
   int active = 0;
+  std::optional<std::chrono::steady_clock::time_point> abandon_at;  // set once stopping
 
   std::mutex mu;
   State state = State::kNew;  // guarded by mu
@@ -230,6 +234,8 @@ struct HttpSink::Impl {
   Slot* make_slot();
   void launch(Work work);
   void collect();
+  void abandon_all();
+  int poll_timeout_ms() const;
   DeliveryResult classify(CURLcode code, long status, const Slot& slot) const;
   void run();
 };
@@ -254,6 +260,10 @@ Status HttpSink::Impl::configure() {
   std::transform(method.begin(), method.end(), method.begin(),
                  [](char c) { return static_cast<char>(std::toupper(static_cast<unsigned char>(c))); });
   if (!is_token(method)) return Status::invalid("http sink " + sink + ": method is not a token");
+  // The event is the body: a method whose answer or semantics has no body cannot carry it.
+  if (method == "HEAD" || method == "CONNECT" || method == "TRACE") {
+    return Status::invalid("http sink " + sink + ": method " + method + " cannot carry the event as a body");
+  }
   if (spec.max_connections < 1) {
     return Status::invalid("http sink " + sink + ": max_connections must be at least 1");
   }
@@ -300,8 +310,6 @@ Slot* HttpSink::Impl::make_slot() {
   curl_easy_setopt(e, CURLOPT_USERAGENT, "weir");
   if (method == "POST") {
     curl_easy_setopt(e, CURLOPT_POST, 1L);
-  } else if (method == "HEAD") {
-    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else {
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method.c_str());
   }
@@ -358,6 +366,7 @@ void HttpSink::Impl::launch(Work work) {
     finish(failed, DeliveryResult::retry(std::string("curl: ") + curl_multi_strerror(rc) + " (" + where + ")"));
     return;
   }
+  slot->busy = true;
   ++active;
 }
 
@@ -398,10 +407,31 @@ void HttpSink::Impl::collect() {
     curl_multi_remove_handle(multi, easy);
     DeliveryResult result = classify(code, status, *slot);
     Work work = std::move(slot->work);
+    slot->busy = false;
     --active;
     free_slots.push_back(slot);
     finish(work, std::move(result));
   }
+}
+
+void HttpSink::Impl::abandon_all() {
+  for (auto& slot : slots) {
+    if (!slot->busy) continue;
+    // Closes the connection mid-request; the receiver may still act on what it got.
+    curl_multi_remove_handle(multi, slot->easy);
+    Work work = std::move(slot->work);
+    slot->busy = false;
+    --active;
+    free_slots.push_back(slot.get());
+    finish(work, DeliveryResult::retry("sink stopping; request abandoned (" + where + ")"));
+  }
+}
+
+int HttpSink::Impl::poll_timeout_ms() const {
+  if (!abandon_at) return kPollCapMs;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      *abandon_at - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, kPollCapMs));
 }
 
 void HttpSink::Impl::run() {
@@ -413,6 +443,7 @@ void HttpSink::Impl::run() {
     {
       std::lock_guard lock(mu);
       if (state != State::kRunning) {
+        if (!abandon_at) abandon_at = std::chrono::steady_clock::now() + options.stop_grace;
         for (auto& w : pending) refused.push_back(std::move(w));
         pending.clear();
       } else {
@@ -430,6 +461,7 @@ void HttpSink::Impl::run() {
     int running = 0;
     curl_multi_perform(multi, &running);
     collect();
+    if (abandon_at && active > 0 && std::chrono::steady_clock::now() >= *abandon_at) abandon_all();
 
     {
       std::lock_guard lock(mu);
@@ -439,7 +471,7 @@ void HttpSink::Impl::run() {
       if (!pending.empty() && (stopping || active < pool_size)) continue;
       sleeping = true;
     }
-    curl_multi_poll(multi, nullptr, 0, kPollCapMs, nullptr);
+    curl_multi_poll(multi, nullptr, 0, poll_timeout_ms(), nullptr);
     {
       std::lock_guard lock(mu);
       sleeping = false;
@@ -447,9 +479,11 @@ void HttpSink::Impl::run() {
   }
 }
 
-HttpSink::HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name)
+HttpSink::HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name,
+                   HttpSinkOptions options)
     : impl_(std::make_unique<Impl>()) {
   impl_->spec = std::move(spec);
+  impl_->options = options;
   impl_->flow = std::move(flow);
   impl_->sink = std::move(sink_name);
 }

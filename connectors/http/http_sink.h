@@ -16,7 +16,8 @@
 // name the URL without userinfo or query and never contain header values.
 //
 // stop(): deliveries not yet sent finish at once as retry ("sink stopping"); requests on the
-// wire finish normally (bounded by the per-request timeout); then the thread is joined.
+// wire get `stop_grace` to finish normally, then are abandoned as retry (the receiver may
+// have seen them: the re-send carries the same Idempotency-Key); then the thread is joined.
 // Deliveries after stop() (or before start()) finish at once as retry. `done` runs exactly
 // once per deliver(). `done` must not call stop() (it runs on the thread stop() joins).
 #pragma once
@@ -33,9 +34,16 @@
 
 namespace weir::connectors {
 
+struct HttpSinkOptions {
+  // How long stop() lets requests already on the wire finish. The runtime's sink stage
+  // has already waited its drain timeout before it calls stop(), so this is short.
+  std::chrono::milliseconds stop_grace{1000};
+};
+
 class HttpSink : public weir::Sink {
  public:
-  HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name);
+  HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name,
+           HttpSinkOptions options = {});
   ~HttpSink() override;  // stops if still running
   HttpSink(const HttpSink&) = delete;
   HttpSink& operator=(const HttpSink&) = delete;

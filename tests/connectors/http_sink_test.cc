@@ -428,8 +428,14 @@ TEST_CASE("http sink: 2,000 deliveries at max_in_flight all come back ok", "[htt
   const auto reqs = server.requests();
   CHECK(reqs.size() == kTotal);
   std::set<std::string> keys;
-  for (const auto& r : reqs) keys.insert(r.header("Idempotency-Key"));
+  int mismatched = 0;  // reused handles must never pair one event's key with another's body
+  for (const auto& r : reqs) {
+    const std::string key = r.header("Idempotency-Key");
+    keys.insert(key);
+    mismatched += r.body != R"({"i":)" + key.substr(std::string("bulk-").size()) + "}";
+  }
   CHECK(keys.size() == kTotal);
+  CHECK(mismatched == 0);
   CHECK(server.accepted() <= 8);
 }
 
@@ -439,7 +445,9 @@ TEST_CASE("http sink: stop() finishes every delivery exactly once", "[http_sink]
     reply.delay = 1500ms;
     return reply;
   });
-  HttpSink sink(spec_for(server.url("/stop"), 2), "orders", "big");
+  weir::connectors::HttpSinkOptions options;
+  options.stop_grace = 20s;  // long enough for the requests on the wire to finish
+  HttpSink sink(spec_for(server.url("/stop"), 2), "orders", "big", options);
   Results results;
 
   sink.deliver(delivery("early"), results.callback("early"));  // before start()
@@ -483,6 +491,36 @@ TEST_CASE("http sink: stop() finishes every delivery exactly once", "[http_sink]
   CHECK(results.only("late").kind == Kind::kRetry);
   sink.stop();  // a second stop is harmless
   CHECK(results.calls() == 8);
+}
+
+TEST_CASE("http sink: stop() abandons requests on the wire after the grace period", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) {
+    ScriptedReply reply = ScriptedReply::with_status(204);
+    reply.delay = 20s;  // far past the grace
+    return reply;
+  });
+  weir::connectors::HttpSinkOptions options;
+  options.stop_grace = 100ms;
+  HttpSink sink(spec_for(server.url("/hang"), 2, 30s), "orders", "big", options);
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "h-" + std::to_string(i);
+    sink.deliver(delivery(id), results.callback(id));
+  }
+  REQUIRE(eventually([&] { return server.request_count() == 2; }));
+  const auto started = std::chrono::steady_clock::now();
+  sink.stop();
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(took < 10s);  // neither the 20 s answer nor the 30 s timeout was awaited
+  REQUIRE(results.calls() == 3);
+  int abandoned = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto r = results.only("h-" + std::to_string(i));
+    CHECK(r.kind == Kind::kRetry);
+    if (r.reason == "sink stopping; request abandoned (" + server.url("/hang") + ")") ++abandoned;
+  }
+  CHECK(abandoned == 2);
 }
 
 TEST_CASE("http sink: reasons carry no userinfo, query or header values", "[http_sink]") {
@@ -564,6 +602,8 @@ TEST_CASE("http sink: start() rejects specs it cannot send with", "[http_sink]")
   HttpSinkSpec bad_method = spec_for("http://127.0.0.1:1/x");
   bad_method.method = "PO ST";
   CHECK(start_error(bad_method).find("method") != std::string::npos);
+  bad_method.method = "HEAD";
+  CHECK(start_error(bad_method).find("method HEAD") != std::string::npos);
 
   HttpSinkSpec bad_value = spec_for("http://127.0.0.1:1/x");
   bad_value.headers = {{"Authorization", "evil-secret\r\nX-Other: 1"}};
