@@ -2,6 +2,7 @@
 
 #include "connectors/http/http_sink.h"
 #include "connectors/http/http_source.h"
+#include "connectors/timer/timer_source.h"
 
 namespace weir::connectors {
 namespace {
@@ -27,7 +28,11 @@ Result<std::unique_ptr<Source>> BuiltinConnectors::make_source(const flows::Flow
           },
           [&](const flows::MqttSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "mqtt"); },
           [&](const flows::NatsSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "nats"); },
-          [&](const flows::TimerSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "timer"); },
+          [&](const flows::TimerSourceSpec& s) -> Result<std::unique_ptr<Source>> {
+            auto t = TimerSource::create(s);
+            if (!t) return t.status();
+            return std::unique_ptr<Source>(std::move(t.value()));
+          },
           [&](const flows::PollSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "poll"); },
           [&](const flows::ExecSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "exec"); },
           [&](const flows::FlowSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "flow"); },

@@ -36,7 +36,7 @@ struct RuntimeConfig {
   std::string flows = "./flows";
   struct Cluster {
     std::string name;
-    std::chrono::milliseconds lease_ttl{3000};
+    std::chrono::milliseconds lease_ttl{1000};   // docs/adr/0040-leases.md
   } cluster;
   struct Log {
     std::string level = "info";

@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 #include <nlohmann/json.hpp>
 
+#include "cluster/runtime_hooks.h"
 #include "connectors/registry.h"
 #include "flows/cli.h"
 #include "runtime/admin_client.h"
@@ -168,9 +169,10 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   weir::connectors::BuiltinConnectors connectors;
+  weir::cluster::ClusterRuntime cluster_runtime;
   int rc = 1;
   {
-    weir::Runtime runtime(config, connectors);
+    weir::Runtime runtime(config, connectors, &cluster_runtime);
     rc = runtime.run();
   }
   curl_global_cleanup();

@@ -61,7 +61,13 @@ struct Runtime::Impl final : AdminBackend {
   std::atomic<bool> serving{false};   // set once http-in listens; cleared on drain
   std::atomic<bool> draining{false};
 
-  Impl(RuntimeConfig c, ConnectorFactory& f) : config(std::move(c)), connectors(f) {}
+  ClusterHooks* cluster = nullptr;   // set only when clustered
+
+  Impl(RuntimeConfig c, ConnectorFactory& f, ClusterHooks* h) : config(std::move(c)), connectors(f) {
+    if (!config.cluster.name.empty()) cluster = h;
+  }
+
+  bool clustered() const { return cluster != nullptr; }
 
   // ---- AdminBackend ----
   bool ready(std::string* why) const override {
@@ -129,6 +135,7 @@ struct Runtime::Impl final : AdminBackend {
                         {"connected", bus && bus->connected()},
                         {"rss_bytes", process_rss_bytes()},
                         {"cluster", config.cluster.name}};
+    if (clustered()) j["members"] = cluster->status();
     return j;
   }
 
@@ -194,7 +201,9 @@ struct Runtime::Impl final : AdminBackend {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     dlq = std::make_unique<DeadLetters>(*bus);
-    return bus->ensure_dlq_stream();
+    if (Status s = bus->ensure_dlq_stream(); !s) return s;
+    if (clustered()) return cluster->start(*bus, config);
+    return Status::ok();
   }
 
   Status start_flow(std::shared_ptr<const flows::Flow> flow) {
@@ -217,7 +226,15 @@ struct Runtime::Impl final : AdminBackend {
     if (Status s = fr->stage->start(); !s) return s;
     auto source = connectors.make_source(*flow, config);
     if (!source) return source.status();
-    fr->source = std::move(source.value());
+    if (source.value()->singleton() && clustered()) {
+      // One instance of the cluster runs it: a fresh inner source per lease term.
+      fr->source = cluster->singleton("source." + flow->name(), [this, flow]() -> std::unique_ptr<Source> {
+        auto s = connectors.make_source(*flow, config);
+        return s ? std::move(s.value()) : nullptr;
+      });
+    } else {
+      fr->source = std::move(source.value());
+    }
     fr->ingest = std::make_unique<FlowIngest>(*bus, metrics, flow->name());
     fr->source_ctx.flow = flow->name();
     fr->source_ctx.ingest = fr->ingest.get();
@@ -372,8 +389,8 @@ struct Runtime::Impl final : AdminBackend {
   }
 };
 
-Runtime::Runtime(RuntimeConfig config, ConnectorFactory& connectors)
-    : impl_(std::make_unique<Impl>(std::move(config), connectors)) {}
+Runtime::Runtime(RuntimeConfig config, ConnectorFactory& connectors, ClusterHooks* cluster)
+    : impl_(std::make_unique<Impl>(std::move(config), connectors, cluster)) {}
 Runtime::~Runtime() = default;
 int Runtime::run() { return impl_->run(); }
 

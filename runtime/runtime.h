@@ -10,6 +10,7 @@
 
 #include <memory>
 
+#include "runtime/cluster_hooks.h"
 #include "runtime/config.h"
 #include "runtime/connectors.h"
 
@@ -17,7 +18,8 @@ namespace weir {
 
 class Runtime {
  public:
-  Runtime(RuntimeConfig config, ConnectorFactory& connectors);
+  // `cluster` is used when config.cluster.name is set; may be null otherwise.
+  Runtime(RuntimeConfig config, ConnectorFactory& connectors, ClusterHooks* cluster = nullptr);
   ~Runtime();
   // Runs until a signal; returns the process exit code (0 clean, 1 runtime failure,
   // 2 configuration error). SIGTERM/SIGINT must be blocked in every thread before.
