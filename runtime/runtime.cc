@@ -170,6 +170,31 @@ struct Runtime::Impl final : AdminBackend {
       }
       out.push_back(r.flow);
     }
+    // Chains: the referenced flow (when loaded here) must have that sink as a `flow` sink,
+    // and only one flow may read it (its queue is a work queue).
+    std::map<std::string, std::string> readers;
+    for (const auto& f : out) {
+      const auto* c = std::get_if<flows::FlowSourceSpec>(&f->source());
+      if (!c) continue;
+      std::string ref = c->flow + "." + c->sink;
+      if (auto [it, fresh] = readers.emplace(ref, f->file()); !fresh) {
+        errors += f->file() + ": from.flow: " + ref + " is read by " + it->second + " already\n";
+      }
+      for (const auto& g : out) {
+        if (g->name() != c->flow) continue;
+        bool found = false;
+        for (const auto& s : g->sinks()) {
+          if (s.name == c->sink) {
+            found = true;
+            if (!std::holds_alternative<flows::FlowSinkSpec>(s.kind)) {
+              errors += f->file() + ": from.flow: " + ref + " is not a flow sink (write `" + c->sink +
+                        ": { flow: {} }` in " + g->file() + ")\n";
+            }
+          }
+        }
+        if (!found) errors += f->file() + ": from.flow: flow " + c->flow + " has no sink " + c->sink + "\n";
+      }
+    }
     if (!errors.empty()) {
       errors.pop_back();
       return Status::invalid(errors);
@@ -213,6 +238,8 @@ struct Runtime::Impl final : AdminBackend {
     StageOptions so;
     so.drain_timeout = config.drain_timeout;
     for (const auto& spec : flow->sinks()) {
+      // A `flow` sink has no stage: the chained flow's stage reads weir.<flow>.out.<sink>.
+      if (std::holds_alternative<flows::FlowSinkSpec>(spec.kind)) continue;
       auto sink = connectors.make_sink(*flow, spec, config);
       if (!sink) return sink.status();
       StageOptions sink_options = so;
@@ -221,6 +248,15 @@ struct Runtime::Impl final : AdminBackend {
                                                std::move(sink.value()), sink_options);
       if (Status s = stage->start(); !s) return s;
       fr->sinks.push_back(std::move(stage));
+    }
+    if (const auto* chained = std::get_if<flows::FlowSourceSpec>(&flow->source())) {
+      // `from: {flow: other.sink}`: read the other flow's sink queue straight off the bus.
+      if (Status s = bus->ensure_flow_stream(chained->flow); !s) return s;
+      fr->stage = std::make_unique<FlowStage>(*bus, *dlq, metrics, flow, so, layout::flow_stream(chained->flow),
+                                              layout::output_subject(chained->flow, chained->sink));
+      if (Status s = fr->stage->start(); !s) return s;
+      running.push_back(std::move(fr));
+      return Status::ok();
     }
     fr->stage = std::make_unique<FlowStage>(*bus, *dlq, metrics, flow, so);
     if (Status s = fr->stage->start(); !s) return s;

@@ -39,13 +39,15 @@ std::chrono::milliseconds retry_backoff(uint64_t attempt) {
 // ---- FlowStage -----------------------------------------------------------------------
 
 FlowStage::FlowStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::shared_ptr<const flows::Flow> flow,
-                     StageOptions options)
+                     StageOptions options, std::string input_stream, std::string input_subject)
     : bus_(bus),
       dlq_(dlq),
       metrics_(metrics.stage(flow->name(), "flow")),
       flow_(std::move(flow)),
       name_(flow_->name()),
-      options_(options) {}
+      options_(options),
+      input_stream_(input_stream.empty() ? layout::flow_stream(name_) : std::move(input_stream)),
+      input_subject_(input_subject.empty() ? layout::input_subject(name_) : std::move(input_subject)) {}
 
 FlowStage::~FlowStage() { stop(); }
 
@@ -61,9 +63,9 @@ std::shared_ptr<const flows::Flow> FlowStage::flow() const {
 
 Status FlowStage::start() {
   ConsumerOptions co;
-  co.stream = layout::flow_stream(name_);
+  co.stream = input_stream_;
   co.durable = layout::flow_consumer(name_);
-  co.filter_subject = layout::input_subject(name_);
+  co.filter_subject = input_subject_;
   co.max_ack_pending = 4096;
   // A batch is handled in milliseconds; what a crashed instance had fetched comes back
   // to the others after this (docs/adr/0002-bus-layout.md).
@@ -166,10 +168,10 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
         d.reason = outcome.error.str();
         d.deliveries = m.deliveries();
         d.event_id = id;
-        d.replay_subject = layout::input_subject(name_);
+        d.replay_subject = input_subject_;
         d.body = m.data();
         d.source_sequence = m.stream_sequence();
-        d.source_stream = layout::flow_stream(name_);
+        d.source_stream = input_stream_;
         metrics_.dead.fetch_add(1, std::memory_order_relaxed);
         dlq_.publish(d, [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
         break;

@@ -35,8 +35,10 @@ struct StageOptions {
 
 class FlowStage {
  public:
+  // Reads `input_stream`/`input_subject`: the flow's own `.in`, or — for a flow chained
+  // with `from: {flow: other.sink}` — the other flow's `.out.<sink>`.
   FlowStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::shared_ptr<const flows::Flow> flow,
-            StageOptions options);
+            StageOptions options, std::string input_stream = "", std::string input_subject = "");
   ~FlowStage();
   Status start();
   void request_stop() { stopping_ = true; }   // returns at once; stop() then joins
@@ -57,6 +59,7 @@ class FlowStage {
   std::shared_ptr<const flows::Flow> flow_;   // GUARDED_BY(flow_mu_)
   std::string name_;
   StageOptions options_;
+  std::string input_stream_, input_subject_;
   std::unique_ptr<PullConsumer> consumer_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> healthy_{false};
