@@ -143,8 +143,18 @@ TEST_CASE("${NAME} and ${NAME:-default} are substituted at load", "[integration]
   std::string sink_base = sink.url("");
   WeirProcess weir({.nats_url = nats.url(),
                     .flows = {{"a.yaml", http_flow("a", "${A_PATH}", "${A_SINK}/a")},
-                              {"b.yaml", http_flow("b", "/in/b", "${WEIR_TEST_UNSET_SINK_Q7:-" + sink_base + "}/b",
-                                                   "retries: ${WEIR_TEST_UNSET_RETRIES_Q7:-3}")}},
+                              // Block style, as users write it: plain ${...} scalars, a number from a default.
+                              {"b.yaml", "flow: b\n"
+                                         "from:\n"
+                                         "  http:\n"
+                                         "    path: /in/b\n"
+                                         "steps: []\n"
+                                         "to:\n"
+                                         "  out:\n"
+                                         "    http:\n"
+                                         "      url: ${WEIR_TEST_UNSET_SINK_Q7:-" + sink_base + "}/b\n"
+                                         "      retries: ${WEIR_TEST_UNSET_RETRIES_Q7:-3}\n"
+                                         "      timeout: ${WEIR_TEST_UNSET_TIMEOUT_Q7:-2s}\n"}},
                     .config = "http: { max_body: \"${WEIR_TEST_UNSET_MAX_Q7:-64KiB}\" }\n",
                     .env = {{"A_PATH", "/in/from-env"}, {"A_SINK", sink_base}}});
   weir.start();

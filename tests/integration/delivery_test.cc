@@ -55,6 +55,8 @@ TEST_CASE("N events posted are delivered once with their bodies and headers", "[
   }
   for (auto& t : threads) t.join();
   INFO(weir.describe());
+  INFO(failures.size() << " failed posts, first: " << (failures.empty() ? "" : failures.front())
+                       << (failures.size() > 1 ? ", last: " + failures.back() : std::string()));
   REQUIRE(failures.empty());
   REQUIRE(id_by_n.size() == kEvents);
   // Ids are distinct, and keep-alive held: one connection per client for all its posts.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -123,9 +124,16 @@ TEST_CASE("weir run without --nats spawns nats-server, serves end to end and sto
     // Loopback only: every socket it listens on is bound to 127.0.0.1 (or ::1).
     auto listening = listening_addresses(nats_pid);
     CHECK_FALSE(listening.empty());
+    char http_hex[8], admin_hex[8];
+    std::snprintf(http_hex, sizeof http_hex, ":%04X", weir.http_port());
+    std::snprintf(admin_hex, sizeof admin_hex, ":%04X", weir.admin_port());
     for (const auto& a : listening) {
       INFO("nats-server listens on " << a);
       CHECK(is_loopback(a));
+      // weir's own listening sockets must not leak into the child: a leaked one keeps
+      // the port bound (accepting into a queue nobody serves) if weir dies first.
+      CHECK_FALSE(a.substr(a.find(':')) == http_hex);
+      CHECK_FALSE(a.substr(a.find(':')) == admin_hex);
     }
     // File storage under the data dir.
     CHECK(dir_has(weir.data_dir(), "jetstream"));

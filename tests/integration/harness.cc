@@ -123,7 +123,7 @@ std::set<std::string> SinkProcess::ids() const {
 std::string http_flow(const std::string& name, const std::string& path, const std::string& sink_url,
                       const std::string& sink_extra, const std::string& source_extra) {
   std::string out = "flow: " + name + "\n";
-  out += "from: { http: { path: " + path + (source_extra.empty() ? "" : ", " + source_extra) + " } }\n";
+  out += "from: { http: { path: \"" + path + "\"" + (source_extra.empty() ? "" : ", " + source_extra) + " } }\n";
   out += "steps: []\n";
   out += "to: { out: { http: { url: \"" + sink_url + "\"" + (sink_extra.empty() ? "" : ", " + sink_extra) +
          " } } }\n";
