@@ -5,6 +5,8 @@
 #   bench/tools/ceilings.sh [BUILD_DIR] [RUNS] [HTTP_SECONDS] [CONCURRENCY] [JS_COUNT]
 # Defaults: build-bench 3 10 32 200000. Prints one JSON object per run on stderr and a summary
 # object (median, min, max per figure) on stdout. Every process it starts is killed by PID.
+# PRIO="chrt -f 10" (root) runs the tools and nats-server at real-time priority: on a machine
+# shared with compile jobs it measures the tools rather than the scheduler (docs/bench-tools.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build-bench}
@@ -12,6 +14,7 @@ RUNS=${2:-3}
 SECONDS_HTTP=${3:-10}
 CONC=${4:-32}
 JS_COUNT=${5:-200000}
+export PRIO=${PRIO:-}
 TMP=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -25,14 +28,15 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
 : >"$TMP/runs.jsonl"
 for i in $(seq "$RUNS"); do
-  "$BUILD/weir-sink" --listen 127.0.0.1:0 --record 1000 >"$TMP/sink.out" &
+  $PRIO "$BUILD/weir-sink" --listen 127.0.0.1:0 --reserve $(((SECONDS_HTTP + 2) * 80000)) \
+    >"$TMP/sink.out" &
   SINK=$!
   PIDS+=($SINK)
   for _ in $(seq 200); do [ -s "$TMP/sink.out" ] && break; sleep 0.05; done
   ADDR=$(jq -r .listen "$TMP/sink.out")
   la=$(loadavg)
   c0=$(cpu_s $SINK)
-  /usr/bin/time -f "%U %S" -o "$TMP/lg.time" "$BUILD/weir-loadgen" --url "http://$ADDR/in/orders" \
+  $PRIO /usr/bin/time -f "%U %S" -o "$TMP/lg.time" "$BUILD/weir-loadgen" --url "http://$ADDR/in/orders" \
     --duration "${SECONDS_HTTP}s" --warmup 2s --concurrency "$CONC" --quiet >"$TMP/lg.json"
   c1=$(cpu_s $SINK)
   curl -sf "http://$ADDR/stats" >"$TMP/stats.json"
@@ -55,7 +59,7 @@ PY
 done
 
 mkdir -p "$TMP/nats"
-nats-server -js -sd "$TMP/nats/store" -a 127.0.0.1 -p -1 --ports_file_dir "$TMP/nats" \
+$PRIO nats-server -js -sd "$TMP/nats/store" -a 127.0.0.1 -p -1 --ports_file_dir "$TMP/nats" \
   >"$TMP/nats/log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 200); do compgen -G "$TMP/nats/*.ports" >/dev/null && break; sleep 0.05; done
@@ -63,7 +67,7 @@ NATS=$(jq -r '.nats[0]' "$TMP"/nats/*.ports)
 for mode in publish consume hop; do
   for i in $(seq "$RUNS"); do
     la=$(loadavg)
-    "$BUILD/weir-jsbench" $mode --nats "$NATS" --count "$JS_COUNT" |
+    $PRIO "$BUILD/weir-jsbench" $mode --nats "$NATS" --count "$JS_COUNT" |
       jq -c --arg la "$la" '{figure: ("jetstream_" + .mode), rate, ok, seconds, loadavg_before: ($la|tonumber)}' \
       >>"$TMP/runs.jsonl"
     tail -1 "$TMP/runs.jsonl" >&2
@@ -73,7 +77,8 @@ done
 python3 - "$TMP/runs.jsonl" <<'PY'
 import json, statistics, sys, platform, os
 runs = [json.loads(l) for l in open(sys.argv[1])]
-out = {"machine": platform.processor() or platform.machine(), "nproc": os.cpu_count(), "figures": {}}
+out = {"machine": platform.processor() or platform.machine(), "nproc": os.cpu_count(),
+       "prio": os.environ.get("PRIO", ""), "figures": {}}
 try:
     out["cpu"] = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
 except StopIteration:
