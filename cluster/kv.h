@@ -5,8 +5,12 @@
 // Contract:
 // - Every key has a revision that only grows across the whole store (a JetStream stream
 //   sequence), so a revision is usable as a fencing token.
-// - `create` and `update` are the only operations whose answer may decide ownership:
-//   they are atomic on the server. `get` may answer from a replica and be stale.
+// - `create`, `update` and a conditional `erase` are atomic on the server (the stream
+//   leader); they are the only answers that may decide ownership.
+// - `get` is answered by the stream leader: it may be a little old, never ahead of what
+//   the leader has stored. Watch events are weaker: they may come from any replica, and a
+//   replica can diverge (seen with nats-server 2.9 after a leader was killed: a watch
+//   reported revisions two ahead of the leader's). Treat them as hints, confirm with `get`.
 // - Errors are values: `conflict` when a put-if-absent or compare-and-set lost,
 //   `not_found` from `get` for an absent or deleted key, `timeout` / `unavailable` when the
 //   store did not answer (the write may or may not have happened).

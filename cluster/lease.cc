@@ -1,6 +1,8 @@
 #include "cluster/lease.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -15,8 +17,24 @@ using std::chrono::milliseconds;
 
 std::string ms_string(milliseconds d) { return std::to_string(d.count()) + "ms"; }
 
-std::string lease_value(const std::string& owner) {
-  return nlohmann::json{{"owner", owner}}.dump();
+// A number no other Lease object will pick: it tells this lease's writes from everyone
+// else's, even when two processes were given the same owner name.
+std::string make_nonce() {
+  std::random_device device;
+  std::mt19937_64 rng((static_cast<uint64_t>(device()) << 32) ^ device() ^
+                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+std::string lease_value(const std::string& owner, const std::string& nonce) {
+  return nlohmann::json{{"owner", owner}, {"nonce", nonce}}.dump();
+}
+
+bool written_by(const std::string& value, const std::string& nonce) {
+  const nlohmann::json j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("nonce") && j["nonce"].is_string() && j["nonce"] == nonce;
 }
 
 }  // namespace
@@ -69,7 +87,8 @@ Lease::Lease(KvStore& kv, const Clock& clock, std::string key, std::string owner
       clock_(clock),
       key_(std::move(key)),
       owner_(std::move(owner)),
-      value_(lease_value(owner_)),
+      nonce_(make_nonce()),
+      value_(lease_value(owner_, nonce_)),
       options_(options) {
   const Clock::TimePoint now = clock_.now();
   campaign_at_ = now;  // first tick campaigns at once
@@ -90,12 +109,13 @@ void Lease::set_valid(bool valid, uint64_t term, Clock::TimePoint until) {
   valid_until_ = until;
 }
 
-void Lease::observe(uint64_t revision, bool present) {
+void Lease::observe(uint64_t revision, bool present, bool mine) {
   // Revisions only grow: an older one is a late or stale answer and says nothing new.
   if (revision <= seen_revision_) return;
   seen_revision_ = revision;
   seen_at_ = clock_.now();
   present_ = present;
+  seen_mine_ = present && mine;
 }
 
 void Lease::tick() {
@@ -159,8 +179,12 @@ void Lease::take_over(Clock::TimePoint now) {
 
 void Lease::refresh() {
   Result<KvEntry> entry = kv_.get(key_);
+  log::debug("lease refresh", {{"key", key_},
+                               {"owner", owner_},
+                               {"result", entry ? "revision " + std::to_string(entry->revision) + " " + entry->value
+                                                : entry.status().str()}});
   if (entry) {
-    observe(entry->revision, true);
+    observe(entry->revision, true, written_by(entry->value, nonce_));
     return;
   }
   if (entry.status().code() == Status::Code::kNotFound) {
@@ -178,7 +202,7 @@ void Lease::renew(Clock::TimePoint now) {
     return;
   }
   revision_ = updated.value();
-  observe(revision_, true);
+  observe(revision_, true, true);
   renew_at_ = now + options_.renew_interval;
   const Clock::TimePoint until = now + options_.hold;
   if (clock_.now() >= until) {
@@ -195,7 +219,7 @@ void Lease::renew(Clock::TimePoint now) {
 
 void Lease::become_leader(uint64_t revision, Clock::TimePoint sent, const char* how) {
   revision_ = revision;
-  observe(revision, true);
+  observe(revision, true, true);
   const Clock::TimePoint until = sent + options_.hold;
   if (clock_.now() >= until) {
     // The answer came too late to act on. We still hold the key: as a standby we take it
@@ -225,17 +249,24 @@ void Lease::lose(const std::string& reason) {
 
 void Lease::on_event(const KvEvent& event) {
   if (role_ == Role::kClosed || event.key != key_) return;
-  if (event.revision <= seen_revision_) return;  // our own write, or stale
-  const bool present = event.kind == KvEvent::Kind::kPut;
-  if (role_ == Role::kLeader) {
-    // Our own writes are known before their events arrive (see the header), so a newer
-    // revision is someone else's write: we no longer own the key.
-    lose("key written by another party (revision " + std::to_string(event.revision) + ")");
-    observe(event.revision, present);
+  log::debug("lease event", {{"key", key_},
+                             {"owner", owner_},
+                             {"kind", event.kind == KvEvent::Kind::kPut ? "put" : "delete"},
+                             {"revision", std::to_string(event.revision)}});
+  // A holder decides from its own writes only: a watch may come from a diverged replica,
+  // and anyone who really wrote the key makes the next renewal fail.
+  if (role_ == Role::kLeader) return;
+  if (event.revision <= seen_revision_) return;  // nothing new
+  if (clock_.now() < paused_until_) return;
+  if (event.kind == KvEvent::Kind::kDelete) {
+    campaign(clock_.now());  // released: Create decides, on the leader
     return;
   }
-  observe(event.revision, present);
-  if (!present && clock_.now() >= paused_until_) campaign(clock_.now());  // released: take it now
+  // A put is a hint that the key moved on. The takeover clock may only start from a
+  // revision the stream leader confirms: a replica's revision can run ahead of the real
+  // write with that number, which would start the clock early.
+  refresh();
+  if (!present_) campaign(clock_.now());
 }
 
 void Lease::step_down(std::chrono::milliseconds pause) {
@@ -276,9 +307,10 @@ void Lease::abandon() {
 
 bool Lease::takeover_due(Clock::TimePoint now) const {
   if (!present_ || seen_revision_ == 0 || now < retry_at_) return false;
-  // The last write known is our own: nobody else can have acted since without writing
-  // after it, which would make our compare-and-set fail. No need to wait.
-  if (seen_revision_ == revision_) return true;
+  // The last write known is our own (a renewal whose answer we lost, too): nobody else can
+  // have acted since without writing after it, which would make our compare-and-set
+  // fail. No need to wait.
+  if (seen_mine_) return true;
   return now - seen_at_ >= options_.ttl;
 }
 
@@ -298,7 +330,7 @@ Clock::TimePoint Lease::next_deadline() const {
   Clock::TimePoint next = campaign_at_;
   if (present_ && seen_revision_ != 0) {
     const Clock::TimePoint takeover =
-        seen_revision_ == revision_ ? retry_at_ : std::max(seen_at_ + options_.ttl, retry_at_);
+        seen_mine_ ? retry_at_ : std::max(seen_at_ + options_.ttl, retry_at_);
     next = std::min(next, takeover);
   }
   return next;

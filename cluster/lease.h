@@ -5,9 +5,9 @@
 // Update on its last revision, releases with a conditional delete, and decides leadership
 // only from the answers of its own Create/Update calls. A holder acts only while
 // `now < valid_until` (the send time of its last successful write + `hold`); a standby that
-// has watched a revision stay unchanged for `ttl` on its own clock takes the key over with
-// a compare-and-set on that revision. Because ttl > hold, a taken-over holder has always
-// stopped by itself first.
+// has seen a revision — confirmed by the stream leader — stay unchanged for `ttl` on its own
+// clock takes the key over with a compare-and-set on that revision. Because ttl > hold, a
+// taken-over holder has always stopped by itself first. Watch events are only hints.
 //
 // Threading: `tick`, `on_event`, `step_down`, `release`, `abandon`, `next_deadline`, `role`
 // run on one driver thread (cluster::Singleton's, or a test's). They call the KvStore
@@ -56,14 +56,18 @@ class Lease {
   enum class Role { kStandby, kLeader, kClosed };
 
   // `kv` and `clock` must outlive the lease. `owner` identifies this instance in the key's
-  // value (for status pages and logs); it is never used to decide anything.
+  // value (for status pages and logs); it is never used to decide anything. The value also
+  // carries a random nonce, which tells this lease's own writes from everyone else's.
   Lease(KvStore& kv, const Clock& clock, std::string key, std::string owner, LeaseOptions options);
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
 
   // Does whatever is due at clock.now(): self-expiry, renewal, takeover or campaign.
   void tick();
-  // A watch event for the key. A delete makes a standby campaign at once.
+  // A watch event for the key, taken as a hint (a watch may read a diverged replica): a
+  // delete makes a standby campaign at once; a newer put makes it read the key from the
+  // stream leader (KvStore::get), and only that starts its takeover clock. A holder
+  // ignores events: it decides from its own writes.
   void on_event(const KvEvent& event);
   // Leader: stops acting and deletes the key (conditional on its revision) so a standby
   // takes over at once; then stays a standby that does nothing for `pause`.
@@ -79,6 +83,8 @@ class Lease {
   Role role() const { return role_; }
   // The revision of this lease's last successful write (0 before any).
   uint64_t revision() const { return revision_; }
+  // The newest revision of the key this lease has confirmed (own write or get).
+  uint64_t known_revision() const { return seen_revision_; }
   uint64_t acquisitions() const { return acquisitions_; }
   const std::string& key() const { return key_; }
   const LeaseOptions& options() const { return options_; }
@@ -97,22 +103,25 @@ class Lease {
   void lose(const std::string& reason);
   void refresh();
   bool takeover_due(Clock::TimePoint now) const;
-  void observe(uint64_t revision, bool present);
+  void observe(uint64_t revision, bool present, bool mine);
   void set_valid(bool valid, uint64_t term, Clock::TimePoint until);
 
   KvStore& kv_;
   const Clock& clock_;
   const std::string key_;
   const std::string owner_;
+  const std::string nonce_;        // in every value this lease writes
   const std::string value_;
   const LeaseOptions options_;
 
   Role role_ = Role::kStandby;
   uint64_t acquisitions_ = 0;
 
-  // What this lease knows of the key (from its own writes, the watch and gets).
+  // What this lease knows of the key: from its own writes and from KvStore::get (the stream
+  // leader), never from watch events alone.
   bool present_ = false;           // the last entry known is a put
   uint64_t seen_revision_ = 0;     // last revision known (put or delete marker); 0 = none
+  bool seen_mine_ = false;         // seen_revision_ is a put this lease wrote (by its nonce)
   Clock::TimePoint seen_at_{};     // when seen_revision_ was first observed, this clock
 
   // Leader.

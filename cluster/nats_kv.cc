@@ -190,20 +190,41 @@ NatsKv::~NatsKv() {
   jsCtx_Destroy(js_);
 }
 
-Result<uint64_t> NatsKv::create(const std::string& key, std::string_view value) {
-  uint64_t revision = 0;
-  natsStatus s = kvStore_Create(&revision, kv_, key.c_str(), value.data(), static_cast<int>(value.size()));
-  if (s != NATS_OK) return nats_status(s, "kv create " + bucket_ + "/" + key);
+Result<uint64_t> NatsKv::put(const std::string& key, std::string_view value, uint64_t last, const char* what) {
+  if (!valid_kv_key(key)) return Status::invalid(std::string(what) + ": invalid key '" + key + "'");
+  jsPubOptions options;
+  jsPubOptions_Init(&options);
+  if (last == 0) {
+    options.ExpectNoMessage = true;
+  } else {
+    options.ExpectLastSubjectSeq = last;
+  }
+  jsPubAck* ack = nullptr;
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  const std::string subject = subject_of(key);
+  natsStatus s = js_Publish(&ack, js_, subject.c_str(), value.data(), static_cast<int>(value.size()), &options,
+                            &js_error);
+  if (s != NATS_OK) return nats_status(s, std::string(what) + " " + bucket_ + "/" + key, js_error);
+  const uint64_t revision = ack->Sequence;
+  jsPubAck_Destroy(ack);
   return revision;
+}
+
+Result<uint64_t> NatsKv::create(const std::string& key, std::string_view value) {
+  // Not kvStore_Create: over an existing key it asks a *direct* get (any replica) whether
+  // the last entry is a delete marker and then compare-and-sets on that revision; a
+  // diverged replica can make it overwrite a live key. Both steps here go to the leader.
+  Result<uint64_t> created = put(key, value, 0, "kv create");
+  if (created || created.status().code() != Status::Code::kConflict) return created;
+  Result<LastEntry> last = last_entry(key);
+  if (!last) return last.status().code() == Status::Code::kNotFound ? created : last.status();
+  if (!last->deleted) return created;  // a live key: the conflict stands
+  return put(key, value, last->revision, "kv create");
 }
 
 Result<uint64_t> NatsKv::update(const std::string& key, std::string_view value, uint64_t last) {
   if (last == 0) return Status::invalid("kv update " + bucket_ + "/" + key + ": revision 0");
-  uint64_t revision = 0;
-  natsStatus s =
-      kvStore_Update(&revision, kv_, key.c_str(), value.data(), static_cast<int>(value.size()), last);
-  if (s != NATS_OK) return nats_status(s, "kv update " + bucket_ + "/" + key);
-  return revision;
+  return put(key, value, last, "kv update");
 }
 
 Status NatsKv::erase(const std::string& key, uint64_t last) {
@@ -214,7 +235,7 @@ Status NatsKv::erase(const std::string& key, uint64_t last) {
   }
   // cnats 3.4 has no conditional delete: publish the delete marker ourselves with the
   // same expected-last-subject-sequence check kvStore_Update uses.
-  const std::string subject = "$KV." + bucket_ + "." + key;
+  const std::string subject = subject_of(key);
   natsMsg* msg = nullptr;
   natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, nullptr, 0);
   if (s == NATS_OK) s = natsMsgHeader_Set(msg, "KV-Operation", "DEL");
@@ -229,18 +250,33 @@ Status NatsKv::erase(const std::string& key, uint64_t last) {
   return nats_status(s, "kv delete " + bucket_ + "/" + key, js_error);
 }
 
-Result<KvEntry> NatsKv::get(const std::string& key) {
-  kvEntry* raw = nullptr;
-  natsStatus s = kvStore_Get(&raw, kv_, key.c_str());
-  if (s != NATS_OK) return nats_status(s, "kv get " + bucket_ + "/" + key);
-  EntryPtr entry(raw);
-  KvEntry out;
-  out.key = key;
-  out.revision = kvEntry_Revision(raw);
-  const void* data = kvEntry_Value(raw);
-  const int len = kvEntry_ValueLen(raw);
-  if (data != nullptr && len > 0) out.value.assign(static_cast<const char*>(data), len);
+Result<NatsKv::LastEntry> NatsKv::last_entry(const std::string& key) {
+  if (!valid_kv_key(key)) return Status::invalid("kv get: invalid key '" + key + "'");
+  // js_GetLastMsg goes through the STREAM.MSG.GET API, which the stream leader answers;
+  // kvStore_Get uses direct get, which any replica may answer.
+  natsMsg* raw = nullptr;
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  const std::string subject = subject_of(key);
+  natsStatus s = js_GetLastMsg(&raw, js_, stream_.c_str(), subject.c_str(), nullptr, &js_error);
+  if (s != NATS_OK) return nats_status(s, "kv get " + bucket_ + "/" + key, js_error);
+  LastEntry out;
+  out.revision = natsMsg_GetSequence(raw);
+  const char* op = nullptr;
+  if (natsMsgHeader_Get(raw, "KV-Operation", &op) == NATS_OK && op != nullptr) {
+    out.deleted = std::string_view(op) == "DEL" || std::string_view(op) == "PURGE";
+  }
+  const char* data = natsMsg_GetData(raw);
+  const int len = natsMsg_GetDataLength(raw);
+  if (!out.deleted && data != nullptr && len > 0) out.value.assign(data, len);
+  natsMsg_Destroy(raw);
   return out;
+}
+
+Result<KvEntry> NatsKv::get(const std::string& key) {
+  Result<LastEntry> last = last_entry(key);
+  if (!last) return last.status();
+  if (last->deleted) return Status::not_found("kv get " + bucket_ + "/" + key + ": deleted");
+  return KvEntry{key, std::move(last->value), last->revision};
 }
 
 Result<std::unique_ptr<KvWatch>> NatsKv::watch(const std::string& key,

@@ -8,6 +8,9 @@
 //   the bucket TTL (server 2.9 has no per-key TTL; one bucket per lease TTL).
 // - Every request waits at most `timeout` (jsOptions.Wait); past it the answer is
 //   `timeout` and the write may or may not have happened.
+// - create/update/erase publish to `$KV.<bucket>.<key>` with the expected-last-subject-
+//   sequence check; `get` reads the last message from the stream leader (not a direct
+//   get, which replicas answer); `watch` uses kvStore_Watch (any replica: hints only).
 // - Thread-safe: all methods from any thread. Each watch runs one thread of its own
 //   that blocks in kvWatcher_Next and calls the callback.
 #pragma once
@@ -47,10 +50,24 @@ class NatsKv final : public KvStore {
   const std::string& bucket() const { return bucket_; }
 
  private:
-  NatsKv(jsCtx* js, kvStore* kv, std::string bucket) : js_(js), kv_(kv), bucket_(std::move(bucket)) {}
+  struct LastEntry {
+    uint64_t revision = 0;
+    bool deleted = false;  // a delete or purge marker
+    std::string value;
+  };
+
+  NatsKv(jsCtx* js, kvStore* kv, std::string bucket)
+      : js_(js), kv_(kv), bucket_(std::move(bucket)), stream_("KV_" + bucket_) {}
+  std::string subject_of(const std::string& key) const { return "$KV." + bucket_ + "." + key; }
+  // A put with the server's expected-last-subject-sequence check (last 0: no message).
+  Result<uint64_t> put(const std::string& key, std::string_view value, uint64_t last, const char* what);
+  // The key's last entry, read from the stream leader.
+  Result<LastEntry> last_entry(const std::string& key);
+
   jsCtx* js_;
   kvStore* kv_;
   std::string bucket_;
+  std::string stream_;
 };
 
 // True for a key JetStream KV accepts: [A-Za-z0-9_=/\\.-]+, no leading, trailing or

@@ -13,6 +13,10 @@ namespace {
 // late a ManualClock-driven test or a lost wakeup can leave it.
 constexpr std::chrono::milliseconds kMaxSleep{50};
 constexpr std::chrono::milliseconds kWatchRetry{1000};
+// A watch whose newest revision has disagreed with what the lease confirmed for this long
+// is made anew: cnats' KV watcher can go silent for good when the server holding its
+// consumer dies, or read a diverged replica (both seen on a 3-node cluster, server 2.9).
+constexpr std::chrono::milliseconds kWatchStale{1000};
 }  // namespace
 
 // Lets events through only while the lease is held, stamped with its fencing token.
@@ -88,6 +92,7 @@ void Singleton::shutdown(bool release) {
   wake_.notify_all();
   driver_.join();
   watch_.reset();  // no more callbacks after this
+  watching_.store(false, std::memory_order_release);
   // The inner source stops before the lease goes: it must not emit after a standby
   // may have taken over.
   stop_inner();
@@ -101,6 +106,10 @@ void Singleton::shutdown(bool release) {
 void Singleton::ensure_watch() {
   if (watch_ || clock_.now() < watch_retry_at_) return;
   auto watch = kv_.watch(options_.key, [this](const KvEvent& event) {
+    uint64_t seen = watched_revision_.load(std::memory_order_acquire);
+    while (event.revision > seen &&
+           !watched_revision_.compare_exchange_weak(seen, event.revision, std::memory_order_acq_rel)) {
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!pending_event_ || event.revision > pending_event_->revision) pending_event_ = event;
@@ -109,12 +118,37 @@ void Singleton::ensure_watch() {
   });
   if (watch) {
     watch_ = std::move(watch.value());
+    watching_.store(true, std::memory_order_release);
     return;
   }
   // Without a watch the lease still works (campaigns, takeover after the ttl); only a
   // release is noticed later. Try again shortly.
   log::warn("singleton watch failed", {{"key", options_.key}, {"error", watch.status().str()}});
   watch_retry_at_ = clock_.now() + kWatchRetry;
+}
+
+void Singleton::check_watch() {
+  if (!watch_) return;
+  // The lease confirms every revision the watch reports (a get), so the two agree within
+  // a request's time. Behind: the watch went silent. Ahead: it reads a diverged replica.
+  if (lease_.known_revision() == watched_revision_.load(std::memory_order_acquire)) {
+    watch_disagrees_since_.reset();
+    return;
+  }
+  const Clock::TimePoint now = clock_.now();
+  if (!watch_disagrees_since_) {
+    watch_disagrees_since_ = now;
+    return;
+  }
+  if (now - *watch_disagrees_since_ < kWatchStale) return;
+  log::warn("singleton watch disagrees with the stream leader; watching anew",
+            {{"key", options_.key},
+             {"known", std::to_string(lease_.known_revision())},
+             {"watched", std::to_string(watched_revision_.load())}});
+  watch_.reset();
+  watching_.store(false, std::memory_order_release);
+  watch_disagrees_since_.reset();
+  watch_retry_at_ = now;
 }
 
 void Singleton::run() {
@@ -124,7 +158,12 @@ void Singleton::run() {
     pending_event_.reset();
     lock.unlock();
 
-    ensure_watch();
+    // Only a standby needs the watch; making one blocks for a request, which a holder's
+    // renewals must not wait behind.
+    if (lease_.role() != Lease::Role::kLeader) {
+      check_watch();
+      ensure_watch();
+    }
     if (event) lease_.on_event(*event);
     lease_.tick();
     sync_inner();

@@ -72,6 +72,8 @@ class Singleton final : public Source {
 
   std::optional<uint64_t> fencing_token() const { return lease_.token(); }
   bool running() const { return inner_running_.load(std::memory_order_acquire); }
+  // True once the key's watch is established (a release is then noticed at once).
+  bool watching() const { return watching_.load(std::memory_order_acquire); }
   // How many times an inner source was started (terms that ran).
   uint64_t starts() const { return starts_.load(std::memory_order_acquire); }
   const std::string& key() const { return options_.key; }
@@ -83,6 +85,7 @@ class Singleton final : public Source {
   void sync_inner();
   void stop_inner();
   void ensure_watch();
+  void check_watch();
   void shutdown(bool release);
 
   KvStore& kv_;
@@ -97,6 +100,9 @@ class Singleton final : public Source {
   std::atomic<bool> inner_running_{false};
   std::atomic<uint64_t> starts_{0};
   std::unique_ptr<KvWatch> watch_;           // driver thread while running
+  std::atomic<bool> watching_{false};
+  std::atomic<uint64_t> watched_revision_{0};  // newest revision the watch delivered
+  std::optional<Clock::TimePoint> watch_disagrees_since_;  // driver thread: when they began to disagree
   Clock::TimePoint watch_retry_at_{};
 
   std::mutex mu_;

@@ -404,6 +404,37 @@ TEST_CASE("lease: a holder whose renewal failed takes its unchanged key back wit
   CHECK(a.acquisitions() == 2);
 }
 
+TEST_CASE("lease: a renewal that landed but whose answer was lost is recovered without waiting",
+          "[lease]") {
+  QuietLogs quiet;
+  ManualClock clock;
+  FakeKv kv;
+  LeaseOptions o;
+  Lease a(kv, clock, kKey, "a", o);
+  Lease b(kv, clock, kKey, "b", o);
+  Feed fb;
+  a.tick();
+  b.tick();
+  clock.advance(o.renew_interval);
+  kv.fault = [](const char* op, const std::string&) {
+    return std::string(op) == "update" ? FakeKv::Fault::kLoseReply : FakeKv::Fault::kNone;
+  };
+  a.tick();  // the write landed; a was told "timeout"
+  kv.fault = nullptr;
+  REQUIRE_FALSE(a.holding());
+  fb.deliver(kv, b);
+  // The last revision carries a's nonce: a may compare-and-set it at once; b must wait.
+  const Clock::TimePoint lost = clock.now();
+  while (!a.holding() && clock.now() - lost < o.ttl) {
+    clock.advance(10ms);
+    a.tick();
+    b.tick();
+    REQUIRE_FALSE(b.holding());
+  }
+  CHECK(a.holding());
+  CHECK(clock.now() - lost <= 3 * o.campaign_interval);
+}
+
 TEST_CASE("lease: step_down releases and pauses campaigning", "[lease]") {
   QuietLogs quiet;
   ManualClock clock;
@@ -436,8 +467,42 @@ TEST_CASE("lease: events for other keys and stale revisions are ignored", "[leas
   CHECK(a.holding());
   a.on_event(KvEvent{KvEvent::Kind::kPut, kKey, "{}", 0});
   CHECK(a.holding());
-  // A newer write by someone else means the holder has lost the key.
-  a.on_event(KvEvent{KvEvent::Kind::kPut, kKey, "{}", a.revision() + 1});
+}
+
+TEST_CASE("lease: watch events are hints; only the stream leader's answers count", "[lease]") {
+  QuietLogs quiet;
+  ManualClock clock;
+  FakeKv kv;
+  LeaseOptions o;
+  Lease a(kv, clock, kKey, "a", o);
+  Lease b(kv, clock, kKey, "b", o);
+  a.tick();
+  b.tick();
+  const uint64_t real = kv.revision_of(kKey);
+
+  // A diverged replica reports revisions ahead of the leader's, puts and deletes alike.
+  a.on_event(KvEvent{KvEvent::Kind::kPut, kKey, "{}", real + 2});
+  a.on_event(KvEvent{KvEvent::Kind::kDelete, kKey, "", real + 3});
+  CHECK(a.holding());  // a holder goes by its own writes
+  b.on_event(KvEvent{KvEvent::Kind::kPut, kKey, "{}", real + 2});
+  CHECK(b.known_revision() == real);  // confirmed with get: the leader says `real`
+  b.on_event(KvEvent{KvEvent::Kind::kDelete, kKey, "", real + 3});
+  CHECK_FALSE(b.holding());  // its Create failed: the key is there
+
+  // The phantom revision must not start b's takeover clock early: a keeps renewing, and
+  // b, which saw "real + 2" long before a wrote it, never takes over.
+  for (int i = 0; i < 200; ++i) {
+    clock.advance(20ms);
+    a.tick();
+    b.tick();
+    REQUIRE(holders({&a, &b}) == 1);
+    REQUIRE(a.holding());
+  }
+
+  // Someone who really writes the key makes the holder's next renewal fail.
+  REQUIRE(kv.update(kKey, "{}", kv.revision_of(kKey)));
+  clock.advance(o.renew_interval);
+  a.tick();
   CHECK_FALSE(a.holding());
 }
 
@@ -559,6 +624,13 @@ class Simulation {
         if (p < 0.05) continue;  // dropped
         const int delay = p < 0.10 ? uniform(0, 2000) : uniform(0, 60);
         n.inbox.emplace_back(base_.now() + std::chrono::milliseconds(delay), e);
+        if (unit() < 0.05) {
+          // A diverged replica: a revision ahead of the leader's, put or delete.
+          KvEvent phantom = e;
+          phantom.revision += static_cast<uint64_t>(uniform(1, 3));
+          phantom.kind = unit() < 0.5 ? KvEvent::Kind::kPut : KvEvent::Kind::kDelete;
+          n.inbox.emplace_back(base_.now() + std::chrono::milliseconds(uniform(0, 60)), phantom);
+        }
       }
     }
   }
@@ -603,7 +675,7 @@ class Simulation {
 
 }  // namespace
 
-TEST_CASE("lease: never two holders over long randomized schedules with delays, drops and crashes",
+TEST_CASE("lease: never two holders over long randomized schedules with delays, drops, phantoms and crashes",
           "[lease][random]") {
   QuietLogs quiet;
   for (uint64_t seed = 1; seed <= 12; ++seed) {

@@ -1,4 +1,5 @@
-// A plain cnats connection for integration tests (one per simulated instance).
+// A plain cnats connection for integration tests (one per simulated instance); `url` may
+// be a comma-separated list of servers.
 // Throws when it cannot connect: a failed helper fails the test loudly.
 #pragma once
 
@@ -6,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace weir::cluster::testing {
 
@@ -14,7 +16,17 @@ class NatsConn {
   explicit NatsConn(const std::string& url) {
     natsOptions* options = nullptr;
     natsStatus s = natsOptions_Create(&options);
-    if (s == NATS_OK) s = natsOptions_SetURL(options, url.c_str());
+    // "a,b,c": a server list the client fails over between.
+    std::vector<std::string> urls;
+    for (size_t start = 0;;) {
+      const size_t comma = url.find(',', start);
+      urls.push_back(url.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    std::vector<const char*> servers;
+    for (const std::string& u : urls) servers.push_back(u.c_str());
+    if (s == NATS_OK) s = natsOptions_SetServers(options, servers.data(), static_cast<int>(servers.size()));
     if (s == NATS_OK) s = natsOptions_SetSendAsap(options, true);
     if (s == NATS_OK) s = natsOptions_SetMaxReconnect(options, -1);
     if (s == NATS_OK) s = natsOptions_SetReconnectWait(options, 100);

@@ -5,7 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <thread>
 #include <set>
@@ -14,6 +17,7 @@
 #include "cluster/singleton.h"
 #include "connectors/timer/timer_source.h"
 #include "runtime/log.h"
+#include "tests/cluster/nats_cluster.h"
 #include "tests/cluster/nats_conn.h"
 #include "tests/cluster/recording.h"
 #include "tests/support/support.h"
@@ -27,6 +31,7 @@ using weir::cluster::NatsKvOptions;
 using weir::cluster::Singleton;
 using weir::cluster::SingletonOptions;
 using weir::cluster::SourceFactory;
+using weir::cluster::testing::NatsCluster;
 using weir::cluster::testing::NatsConn;
 using weir::cluster::testing::PulseSource;
 using weir::cluster::testing::RecordingIngest;
@@ -38,17 +43,22 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct QuietLogs {
-  QuietLogs() { weir::log::configure(weir::log::Level::kWarn, weir::log::Format::kText); }
+  QuietLogs() { weir::log::configure(weir::log::Level::kDebug, weir::log::Format::kText); }
   ~QuietLogs() { weir::log::configure(weir::log::Level::kInfo, weir::log::Format::kText); }
 };
 
 // One weir process as far as leases go: its own connection, its own store, one singleton.
 struct Instance {
-  Instance(const std::string& url, const std::string& owner, SourceFactory factory) : conn(url) {
+  Instance(const std::string& url, const std::string& owner, SourceFactory factory, int replicas = 1)
+      : conn(url) {
     NatsKvOptions o;
     o.bucket = weir::cluster::lease_bucket_name("it", kDefaultLeaseTtl);
     o.ttl = kDefaultLeaseTtl;
-    auto opened = NatsKv::open(conn.get(), o);
+    o.replicas = replicas;
+    weir::Result<std::unique_ptr<NatsKv>> opened = weir::Status::internal("not tried");
+    // A fresh NATS cluster may still be electing its JetStream meta leader.
+    wait_until([&] { return static_cast<bool>(opened = NatsKv::open(conn.get(), o)); }, 20s, 200ms);
+    INFO(opened.status().str());
     REQUIRE(opened);
     kv = std::move(opened.value());
     SingletonOptions so;
@@ -193,4 +203,140 @@ TEST_CASE("timer singletons on nats: the rate of one, no tick twice, ticks resum
   const auto gap = *first_after_kill - killed;
   INFO("kill → next tick " << std::chrono::duration_cast<std::chrono::milliseconds>(gap).count() << " ms");
   CHECK(gap < 1500ms);
+}
+
+TEST_CASE("singletons on nats: after a nats-server restart a release is still taken over at once",
+          "[integration][singleton]") {
+  QuietLogs quiet;
+  NatsServer server;
+  RecordingIngest ingest;
+  SourceContext ctx;
+  ctx.flow = "ticks";
+  ctx.ingest = &ingest;
+  PulseSource::Stats sa, sb;
+  auto a = std::make_unique<Instance>(server.url(), "a", pulse("a", sa));
+  REQUIRE(a->singleton->start(ctx));
+  REQUIRE(wait_until([&] { return a->singleton->running(); }, 5s));
+  auto b = std::make_unique<Instance>(server.url(), "b", pulse("b", sb));
+  REQUIRE(b->singleton->start(ctx));
+  // Both watches exist before the restart: they must survive it.
+  REQUIRE(wait_until([&] { return a->singleton->watching() && b->singleton->watching(); }, 5s));
+
+  server.stop();
+  server.start();
+  // Somebody holds the lease again (a, if its renewals resumed in time, else either).
+  REQUIRE(wait_until([&] { return sa.running + sb.running == 1; }, 10s));
+  REQUIRE(wait_until([&] { return a->singleton->running() || b->singleton->running(); }, 10s));
+  // Give the watches a moment to be re-established, then hand over gracefully.
+  Instance* holder = a->singleton->running() ? a.get() : b.get();
+  Instance* standby = holder == a.get() ? b.get() : a.get();
+  const auto settle = Clock::now() + 2 * kDefaultLeaseTtl;
+  while (Clock::now() < settle) {
+    REQUIRE(sa.running + sb.running <= 1);
+    std::this_thread::sleep_for(1ms);  // sampling an invariant over time, not awaiting
+  }
+  REQUIRE(holder->singleton->running());
+  const auto released = Clock::now();
+  holder->singleton->stop();
+  REQUIRE(wait_until([&] { return standby->singleton->running(); }, 250ms, 1ms));
+  INFO("handoff after restart "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - released).count() << " ms");
+  CHECK(Clock::now() - released < 250ms);
+  standby->singleton->stop();
+}
+
+namespace {
+
+// The server currently leading the KV bucket's stream (its Raft group).
+std::string stream_leader(natsConnection* nc, const std::string& stream) {
+  jsCtx* js = nullptr;
+  if (natsConnection_JetStream(&js, nc, nullptr) != NATS_OK) return "";
+  jsStreamInfo* si = nullptr;
+  std::string leader;
+  if (js_GetStreamInfo(&si, js, stream.c_str(), nullptr, nullptr) == NATS_OK) {
+    if (si->Cluster != nullptr && si->Cluster->Leader != nullptr) leader = si->Cluster->Leader;
+    jsStreamInfo_Destroy(si);
+  }
+  jsCtx_Destroy(js);
+  return leader;
+}
+
+}  // namespace
+
+TEST_CASE("singletons on a three-node NATS cluster with R3 KV: failover, handoff, KV leader killed",
+          "[integration][singleton][r3]") {
+  QuietLogs quiet;
+  NatsCluster nats;
+  RecordingIngest ingest;
+  SourceContext ctx;
+  ctx.flow = "ticks";
+  ctx.ingest = &ingest;
+  PulseSource::Stats sa, sb, sc, sd;
+  auto a = std::make_unique<Instance>(nats.urls(), "a", pulse("a", sa), 3);
+  auto b = std::make_unique<Instance>(nats.urls(), "b", pulse("b", sb), 3);
+  REQUIRE(a->singleton->start(ctx));
+  REQUIRE(wait_until([&] { return a->singleton->running(); }, 10s));
+  REQUIRE(b->singleton->start(ctx));
+  REQUIRE(wait_until([&] { return b->singleton->watching(); }, 10s));
+  // b must have seen a renewal before a dies, or it cannot know what to take over.
+  REQUIRE(wait_until([&] { return ingest.size() >= 20; }, 5s));
+
+  // kill -9 of the holder.
+  auto t0 = Clock::now();
+  a->singleton->abandon();
+  REQUIRE(wait_until([&] { return b->singleton->running(); }, 1500ms, 1ms));
+  INFO("R3 crash failover " << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()
+                            << " ms");
+  CHECK(Clock::now() - t0 < 1500ms);
+  a.reset();
+
+  // Graceful handoff to a newcomer.
+  auto c = std::make_unique<Instance>(nats.urls(), "c", pulse("c", sc), 3);
+  REQUIRE(c->singleton->start(ctx));
+  REQUIRE(wait_until([&] { return c->singleton->watching(); }, 10s));
+  REQUIRE_FALSE(c->singleton->running());
+  t0 = Clock::now();
+  b->singleton->stop();
+  REQUIRE(wait_until([&] { return c->singleton->running(); }, 250ms, 1ms));
+  CHECK(Clock::now() - t0 < 250ms);
+  b.reset();
+
+  // Take down the node leading the lease bucket's stream while c or d holds: never two
+  // holders, and a holder again once the stream has a new leader.
+  auto d = std::make_unique<Instance>(nats.urls(), "d", pulse("d", sd), 3);
+  REQUIRE(d->singleton->start(ctx));
+  REQUIRE(wait_until([&] { return d->singleton->watching(); }, 10s));
+  auto disrupt = [&](const char* how, const std::function<void(size_t)>& action) {
+    std::string leader;
+    REQUIRE(wait_until([&] { return !(leader = stream_leader(c->conn.get(), "KV_" + c->kv->bucket())).empty(); },
+                       20s, 100ms));
+    const size_t node = nats.index_of(leader);
+    REQUIRE(sc.running + sd.running == 1);
+    const auto start = Clock::now();
+    action(node);
+    std::optional<Clock::duration> back_at;  // when the current unbroken run of a holder began
+    while (Clock::now() < start + 10s) {
+      const int running = sc.running + sd.running;
+      REQUIRE(running <= 1);
+      if (running == 0) back_at.reset();
+      if (running == 1 && !back_at) back_at = Clock::now() - start;
+      std::this_thread::sleep_for(1ms);  // sampling an invariant over time, not awaiting
+    }
+    REQUIRE(back_at);
+    WARN(how << " of the stream leader " << leader << ": a holder again after "
+             << std::chrono::duration_cast<std::chrono::milliseconds>(*back_at).count() << " ms");
+    nats.start(node);
+  };
+  disrupt("kill -9", [&](size_t node) { nats.kill(node); });
+  disrupt("SIGTERM", [&](size_t node) { nats.stop(node); });
+
+  // Fencing tokens of the terms only grew.
+  std::vector<uint64_t> fences;
+  for (const auto& r : ingest.events()) {
+    const uint64_t f = std::stoull(r.header(weir::cluster::kFenceHeader));
+    if (fences.empty() || fences.back() != f) fences.push_back(f);
+  }
+  CHECK(std::is_sorted(fences.begin(), fences.end()));
+  c->singleton->stop();
+  d->singleton->stop();
 }

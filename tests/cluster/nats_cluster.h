@@ -1,0 +1,107 @@
+// NatsCluster: a three-node nats-server cluster with JetStream on loopback (free ports),
+// for running the lease tests against R3 KV buckets.
+//
+// Contract (as weir::testing::NatsServer): owns its processes (SIGKILL + reap on
+// destruction, each by PID) and its temp dir; throws std::runtime_error when a node does
+// not come up. One thread at a time; create it on the test's main thread (PDEATHSIG).
+#pragma once
+
+#include <csignal>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tests/support/support.h"
+
+namespace weir::cluster::testing {
+
+class NatsCluster {
+ public:
+  explicit NatsCluster(int nodes = 3) : nodes_(nodes) {
+    for (Node& n : nodes_) {
+      n.port = weir::testing::free_port();
+      n.monitor = weir::testing::free_port();
+      n.route = weir::testing::free_port();
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      Node& n = nodes_[i];
+      n.name = "n" + std::to_string(i + 1);
+      n.conf = dir_.file(n.name + ".conf");
+      n.log = dir_.file(n.name + ".log");
+      std::string routes;
+      for (size_t j = 0; j < nodes_.size(); ++j) {
+        if (j == i) continue;
+        if (!routes.empty()) routes += ", ";
+        routes += "nats-route://127.0.0.1:" + std::to_string(nodes_[j].route);
+      }
+      weir::testing::write_file(n.conf, "server_name: " + n.name + "\n" +
+                                            "listen: 127.0.0.1:" + std::to_string(n.port) + "\n" +
+                                            "http: 127.0.0.1:" + std::to_string(n.monitor) + "\n" +
+                                            "jetstream { store_dir: \"" + dir_.file(n.name) + "\" }\n" +
+                                            "cluster {\n  name: weirtest\n  listen: 127.0.0.1:" +
+                                            std::to_string(n.route) + "\n  routes: [ " + routes + " ]\n}\n");
+    }
+    // All at once: a node's JetStream waits for a meta leader, which needs a quorum.
+    for (size_t i = 0; i < nodes_.size(); ++i) spawn(i);
+    for (size_t i = 0; i < nodes_.size(); ++i) wait_healthy(i);
+  }
+
+  std::string url(size_t i) const { return "nats://127.0.0.1:" + std::to_string(nodes_.at(i).port); }
+  // Every node, comma separated: a client fails over between them.
+  std::string urls() const {
+    std::string out;
+    for (size_t i = 0; i < nodes_.size(); ++i) out += (i ? "," : "") + url(i);
+    return out;
+  }
+  const std::string& name(size_t i) const { return nodes_.at(i).name; }
+  size_t size() const { return nodes_.size(); }
+  size_t index_of(const std::string& server_name) const {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].name == server_name) return i;
+    }
+    throw std::runtime_error("NatsCluster: no node named " + server_name);
+  }
+
+  void kill(size_t i) { nodes_.at(i).proc.kill_and_wait(); }
+  // SIGTERM: a stream leader on it hands leadership over before it exits.
+  void stop(size_t i) {
+    Node& n = nodes_.at(i);
+    n.proc.signal(SIGTERM);
+    if (!n.proc.wait_exit(std::chrono::seconds(10))) n.proc.kill_and_wait();
+  }
+  void start(size_t i) {
+    spawn(i);
+    wait_healthy(i);
+  }
+
+ private:
+  struct Node {
+    std::string name, conf, log;
+    int port = 0, monitor = 0, route = 0;
+    weir::testing::Process proc;
+  };
+
+  void spawn(size_t i) {
+    Node& n = nodes_.at(i);
+    n.proc = weir::testing::Process::spawn({"nats-server", "-c", n.conf}, {}, n.log);
+  }
+
+  void wait_healthy(size_t i) {
+    Node& n = nodes_.at(i);
+    const std::string health = "http://127.0.0.1:" + std::to_string(n.monitor) + "/healthz";
+    const bool up = weir::testing::wait_until(
+        [&] {
+          if (!n.proc.running()) return true;
+          return weir::testing::http_request("GET", health, "", {}, std::chrono::milliseconds(500)).status == 200;
+        },
+        std::chrono::seconds(30), std::chrono::milliseconds(50));
+    if (!up || !n.proc.running()) {
+      throw std::runtime_error("NatsCluster: " + n.name + " did not become healthy; log:\n" + n.proc.read_log());
+    }
+  }
+
+  weir::testing::TempDir dir_;
+  std::vector<Node> nodes_;
+};
+
+}  // namespace weir::cluster::testing
