@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""weir's end-to-end benchmark harness (spec section 7), behind bench/run.sh and bench/paced.sh.
+
+One run: a throwaway nats-server (own port, own store), weir on bench/flows/bench_orders.yaml,
+weir-sink, weir-loadgen; cold start (median of 5), idle and peak RSS, the measured window,
+a drain, exact lost/duplicate accounting from ids, and -- in the same run -- the ceilings:
+loadgen -> sink directly (HTTP), raw JetStream publish, consume and hop (weir-jsbench), and
+the pipeline ceiling 1 / (1/http + 1/publish + 1/hop + 1/consume + 1/http).
+
+Prints one JSON object on stdout, progress on stderr, writes an SVG of delivered rate and
+latency over time next to the JSON in bench/out/. Exits 1 when lost > 0. Every process it
+starts is stopped by its PID; every load is bounded in time.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(*a):
+    print("bench:", *a, file=sys.stderr, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def http_get(port, path, timeout=2.0):
+    """Minimal HTTP/1.0 GET on loopback: (status, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+def http_post(port, path, body=b"", timeout=5.0):
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), rest
+
+
+def wait_for(cond, timeout, poll=0.005):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(poll)
+    return cond()
+
+
+class Procs:
+    """Processes this run started; stopped by PID, always."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, argv, env=None, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+        p = subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def stop(self, p, timeout=10):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def stop_all(self):
+        for p in reversed(self.procs):
+            self.stop(p)
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid, field="VmRSS"):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def machine():
+    model = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return model
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.build = os.path.abspath(args.build)
+        self.tmp = tempfile.mkdtemp(prefix="weir-bench-")
+        self.procs = Procs()
+
+    def tool(self, name):
+        path = os.path.join(self.build, name)
+        if not os.access(path, os.X_OK):
+            sys.exit(f"bench: {path} is missing; build first (scripts/setup.sh)")
+        return path
+
+    # ---- pieces -------------------------------------------------------------------
+    def start_nats(self):
+        ports = os.path.join(self.tmp, "nats-ports")
+        os.makedirs(ports)
+        self.nats = self.procs.start(["nats-server", "-js", "-sd", os.path.join(self.tmp, "js"), "-a", "127.0.0.1",
+                                      "-p", "-1", "--ports_file_dir", ports])
+        pf = os.path.join(ports, f"nats-server_{self.nats.pid}.ports")
+        if not wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 10):
+            sys.exit("bench: nats-server did not start")
+        time.sleep(0.05)
+        self.nats_url = json.load(open(pf))["nats"][0]
+
+    def start_sink(self):
+        out = open(os.path.join(self.tmp, "sink.out"), "w+")
+        self.sink = self.procs.start([self.tool("weir-sink"), "--listen", "127.0.0.1:0", "--record", "10"], stdout=out)
+        if not wait_for(lambda: os.path.getsize(out.name) > 0, 10):
+            sys.exit("bench: weir-sink did not start")
+        self.sink_port = int(json.loads(open(out.name).readline())["listen"].rsplit(":", 1)[1])
+
+    def sink_stats(self):
+        return json.loads(http_get(self.sink_port, "/stats")[1])
+
+    def weir_argv(self, http_port, admin_port, flows_dir):
+        return [self.tool("weir"), "run", "--flows", flows_dir, "--nats", self.nats_url,
+                "--http", f"127.0.0.1:{http_port}", "--admin", f"127.0.0.1:{admin_port}",
+                "--data-dir", os.path.join(self.tmp, "weir-data")]
+
+    def weir_env(self):
+        env = dict(os.environ)
+        env["SINK_URL"] = f"http://127.0.0.1:{self.sink_port}"
+        return env
+
+    def cold_start_ms(self, flows_dir, runs=5):
+        """Spawn -> /healthz 200, with NATS already up; median of `runs`."""
+        times = []
+        for _ in range(runs):
+            hp, ap = free_port(), free_port()
+            t0 = time.monotonic()
+            p = self.procs.start(self.weir_argv(hp, ap, flows_dir), env=self.weir_env())
+
+            def healthy():
+                try:
+                    return http_get(ap, "/healthz", 0.5)[0] == 200
+                except OSError:
+                    return False
+
+            ok = wait_for(healthy, 10, poll=0.0005)
+            t1 = time.monotonic()
+            self.procs.stop(p)
+            if ok:
+                times.append((t1 - t0) * 1000)
+        return {"median": round(statistics.median(times), 2), "min": round(min(times), 2),
+                "max": round(max(times), 2), "runs": [round(t, 2) for t in times]} if times else None
+
+    def start_weir(self, flows_dir):
+        self.http_port, self.admin_port = free_port(), free_port()
+        self.weir_log = open(os.path.join(self.tmp, "weir.log"), "w")
+        self.weir = self.procs.start(self.weir_argv(self.http_port, self.admin_port, flows_dir), env=self.weir_env(),
+                                     stdout=self.weir_log, stderr=self.weir_log)
+
+        def ready():
+            try:
+                return http_get(self.admin_port, "/readyz", 0.5)[0] == 200
+            except OSError:
+                return False
+
+        if not wait_for(ready, 30, poll=0.01):
+            sys.exit("bench: weir did not become ready; log: " + open(self.weir_log.name).read()[-2000:])
+
+    def loadgen(self, port, path, seconds, concurrency=None, rate=None, warmup="2s", acked_ids=None):
+        argv = [self.tool("weir-loadgen"), "--url", f"http://127.0.0.1:{port}{path}", "--duration", f"{seconds}s",
+                "--warmup", warmup, "--quiet"]
+        if concurrency:
+            argv += ["--concurrency", str(concurrency)]
+        if rate:
+            argv += ["--rate", str(rate)]
+        if acked_ids:
+            argv += ["--acked-ids", acked_ids]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120)
+        if out.returncode != 0:
+            sys.exit("bench: weir-loadgen failed: " + out.stderr[-2000:])
+        return json.loads(out.stdout)
+
+    def jsbench(self, mode, count):
+        out = subprocess.run([self.tool("weir-jsbench"), mode, "--nats", self.nats_url, "--count", str(count)],
+                             capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            log(f"weir-jsbench {mode} failed: {out.stderr[-500:]}")
+            return None
+        return json.loads(out.stdout).get("rate")
+
+    def ceilings(self):
+        http_post(self.sink_port, "/reset")
+        direct = self.loadgen(self.sink_port, "/ceiling", self.a.ceiling_seconds, concurrency=self.a.concurrency,
+                              warmup="1s")
+        http_post(self.sink_port, "/reset")
+        c = {"http_per_s": direct["ingest_per_s"]}
+        for mode in ("publish", "consume", "hop"):
+            c[f"jetstream_{mode}_per_s"] = self.jsbench(mode, self.a.js_count)
+        parts = [c["http_per_s"], c["jetstream_publish_per_s"], c["jetstream_hop_per_s"],
+                 c["jetstream_consume_per_s"], c["http_per_s"]]
+        if all(parts):
+            c["pipeline_per_s"] = round(1.0 / sum(1.0 / x for x in parts), 1)
+        return c
+
+    # ---- the run ------------------------------------------------------------------
+    def run(self):
+        a = self.a
+        flows_dir = os.path.join(self.tmp, "flows")
+        shutil.copytree(os.path.join(ROOT, "bench", "flows"), flows_dir)
+        log(f"tmp {self.tmp}")
+        self.start_nats()
+        self.start_sink()
+        result = {"scenario": "paced" if a.rate else "closed-loop", "machine": machine(), "nproc": os.cpu_count(),
+                  "seconds": a.seconds, "loadavg_before": os.getloadavg()[0]}
+        if a.rate:
+            result["rate"] = a.rate
+        else:
+            result["concurrency"] = a.concurrency
+        if not a.no_cold_start:
+            result["cold_start_ms"] = self.cold_start_ms(flows_dir)
+            log(f"cold start {result['cold_start_ms']}")
+        self.start_weir(flows_dir)
+        time.sleep(1.0)
+        rss_idle = rss_mb(self.weir.pid)
+        weir_bin = self.tool("weir")
+        stripped = os.path.join(self.tmp, "weir.stripped")
+        subprocess.run(["strip", "-o", stripped, weir_bin], check=False)
+        result["binary_mb"] = round(os.path.getsize(stripped) / 1e6, 2) if os.path.exists(stripped) else None
+
+        acked_file = os.path.join(self.tmp, "acked.ids")
+        http_post(self.sink_port, "/reset")
+        cpu0 = cpu_seconds(self.weir.pid)
+        log(f"load: {a.seconds}s " + (f"at {a.rate}/s" if a.rate else f"closed loop, {a.concurrency} connections"))
+        lg = self.loadgen(self.http_port, "/in/orders", a.seconds, concurrency=a.concurrency, rate=a.rate,
+                          warmup=a.warmup, acked_ids=acked_file)
+        load_end = time.monotonic()
+        acked = set(l.strip() for l in open(acked_file) if l.strip())
+
+        def delivered_all():
+            return self.sink_stats()["unique"] >= len(acked)
+
+        drained = wait_for(delivered_all, a.drain, poll=0.1)
+        drain_s = time.monotonic() - load_end
+        cpu1 = cpu_seconds(self.weir.pid)
+        stats = self.sink_stats()
+        ids = set(json.loads(http_get(self.sink_port, "/ids", 10)[1]))
+        lost = len(acked - ids)
+        timeline = json.loads(http_get(self.sink_port, "/timeline", 10)[1])
+        rss_peak = rss_mb(self.weir.pid, "VmHWM")
+        self.procs.stop(self.weir)
+
+        measured = lg.get("seconds") or a.seconds
+        total_delivered = stats["unique"]
+        # Delivered rate over the measured window: the sink's timeline, seconds that overlap it.
+        window = [b["count"] for b in timeline][1:-1] if len(timeline) > 2 else [b["count"] for b in timeline]
+        result.update({
+            "sent": lg["total"]["sent"], "acked": lg["total"]["acked"], "delivered": total_delivered,
+            "lost": lost, "duplicates": stats["duplicates"], "errors": lg.get("errors", {}),
+            "ingest_per_s": lg["ingest_per_s"],
+            "delivered_per_s": round(statistics.median(window), 1) if window else 0,
+            "drain_s": round(drain_s, 2), "drained": drained,
+            "e2e_ms": {k: stats["e2e_ms"].get(k) for k in ("p50", "p90", "p99", "p999", "max")},
+            "ingest_ms": {k: lg["ingest_ms"].get(k) for k in ("p50", "p90", "p99", "max")},
+            "rss_mb": {"idle": round(rss_idle, 2), "peak": round(rss_peak, 2)},
+            "weir_cpu_us_per_event": round((cpu1 - cpu0) * 1e6 / max(total_delivered, 1), 1),
+        })
+        if not a.no_ceilings:
+            log("ceilings: loadgen -> sink, jetstream publish/consume/hop")
+            c = self.ceilings()
+            result["ceilings"] = c
+            r = {}
+            if c.get("pipeline_per_s"):
+                r["delivered_vs_pipeline"] = round(result["delivered_per_s"] / c["pipeline_per_s"], 3)
+            if c.get("http_per_s"):
+                r["ingest_vs_http"] = round(result["ingest_per_s"] / c["http_per_s"], 3)
+            result["ratios"] = r
+        result["loadavg_after"] = os.getloadavg()[0]
+        svg = self.picture(timeline, result)
+        result["picture"] = os.path.relpath(svg, ROOT)
+        return result
+
+    def picture(self, timeline, result):
+        out_dir = os.path.join(ROOT, "bench", "out")
+        os.makedirs(out_dir, exist_ok=True)
+        name = time.strftime("run-%Y%m%d-%H%M%S.svg")
+        path = os.path.join(out_dir, name)
+        w, h, pad = 720, 300, 50
+        n = max(len(timeline), 2)
+        max_rate = max([b["count"] for b in timeline] + [1])
+        max_lat = max([b.get("p99_ms") or 0 for b in timeline] + [1])
+        def x(i): return pad + (w - 2 * pad) * i / (n - 1)
+        def y(v, m): return h - pad - (h - 2 * pad) * v / m
+        rate = " ".join(f"{x(i):.1f},{y(b['count'], max_rate):.1f}" for i, b in enumerate(timeline))
+        p50 = " ".join(f"{x(i):.1f},{y(b.get('p50_ms') or 0, max_lat):.1f}" for i, b in enumerate(timeline))
+        p99 = " ".join(f"{x(i):.1f},{y(b.get('p99_ms') or 0, max_lat):.1f}" for i, b in enumerate(timeline))
+        title = f"weir {result['scenario']}: delivered/s (blue, max {max_rate}) and e2e p50/p99 ms (orange/red, max {max_lat:.1f})"
+        svg = f"""<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{pad}" y="20">{title}</text>
+<line x1="{pad}" y1="{h-pad}" x2="{w-pad}" y2="{h-pad}" stroke="black"/>
+<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h-pad}" stroke="black"/>
+<text x="{w/2-40}" y="{h-15}">seconds ({len(timeline)})</text>
+<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{rate}"/>
+<polyline fill="none" stroke="#ff7f0e" stroke-width="1.5" points="{p50}"/>
+<polyline fill="none" stroke="#d62728" stroke-width="1.5" points="{p99}"/>
+</svg>
+"""
+        with open(path, "w") as f:
+            f.write(svg)
+        return path
+
+    def close(self):
+        self.procs.stop_all()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default=os.environ.get("BUILD", os.path.join(ROOT, "build")))
+    p.add_argument("--seconds", type=float, default=30)
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--rate", type=float, default=0)
+    p.add_argument("--warmup", default="2s")
+    p.add_argument("--drain", type=float, default=60)
+    p.add_argument("--ceiling-seconds", type=float, default=5)
+    p.add_argument("--js-count", type=int, default=100000)
+    p.add_argument("--no-ceilings", action="store_true")
+    p.add_argument("--no-cold-start", action="store_true")
+    a = p.parse_args()
+    if a.rate:
+        a.concurrency = max(a.concurrency, 64)
+    b = Bench(a)
+    try:
+        result = b.run()
+    finally:
+        b.close()
+    print(json.dumps(result))
+    if result["lost"] > 0:
+        log(f"LOST {result['lost']} acknowledged events")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
