@@ -170,6 +170,74 @@ TEST_CASE("${NAME} and ${NAME:-default} are substituted at load", "[integration]
   CHECK(paths == std::multiset<std::string>{"/a", "/b"});
 }
 
+TEST_CASE("SIGTERM finishes deliveries in flight before it exits", "[integration][config]") {
+  NatsServer nats;
+  SinkProcess sink({"--delay-ms", "800"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 8, timeout: 5s, max_connections: 8")}}});
+  weir.start();
+  INFO(weir.describe());
+  std::set<std::string> ids;
+  for (int i = 0; i < 8; ++i) {
+    std::string id = "f" + std::to_string(i);
+    REQUIRE(weir.post("/in/orders", json{{"id", id}}.dump()).status == 202);
+    ids.insert(id);
+  }
+  // The sink holds each answer 800 ms: wait until deliveries are in flight, then stop.
+  REQUIRE(wait_until([&] { return sink.requests(100).size() >= 1; }, 10s, 10ms));
+  auto code = weir.terminate(15s);
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  // A restart delivers the rest. Had weir abandoned the deliveries in flight instead
+  // of finishing (and acking) them, it would send them again now: duplicates.
+  sink.control({{"delay_ms", 0}});
+  weir.start();
+  CHECK(wait_until([&] { return missing(ids, sink.ids()).empty(); }, 20s, 50ms));
+  CHECK(sink.stat("duplicates") == 0);
+  CHECK(weir.terminate(15s) == std::optional<int>(0));
+}
+
+TEST_CASE("flow files in JSON are loaded beside YAML ones", "[integration][config]") {
+  NatsServer nats;
+  SinkProcess sink;
+  json flow = {{"flow", "jsonflow"},
+               {"from", {{"http", {{"path", "/in/json"}}}}},
+               {"steps", json::array()},
+               {"to", {{"out", {{"http", {{"url", sink.url("/json")}, {"retries", 3}, {"timeout", "2s"}}}}}}}};
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"jsonflow.json", flow.dump(2)},
+                              {"yamlflow.yaml", http_flow("yamlflow", "/in/yaml", sink.url("/yaml"))},
+                              {"notes.txt", "not a flow: ignored"}}});
+  weir.start();
+  INFO(weir.describe());
+  CHECK(weir.post("/in/json", R"({"id":"j1"})").status == 202);
+  CHECK(weir.post("/in/yaml", R"({"id":"y1"})").status == 202);
+  std::set<std::string> ids{"j1", "y1"};
+  CHECK(wait_until([&] { return missing(ids, sink.ids()).empty(); }, 20s, 50ms));
+}
+
+TEST_CASE("an ingress address already in use is a clear startup failure", "[integration][config]") {
+  NatsServer nats;
+  WeirOptions options{.nats_url = nats.url(),
+                      .flows = {{"orders.yaml", kGoodFlow}},
+                      .config = "",
+                      .env = {},
+                      .use_flags = false};
+  // Something else holds the ingress port (given through weir.yaml this time).
+  int busy = weir::testing::free_port();
+  weir::testing::ResettingListener taken(busy);
+  options.config = "nats: { url: \"{NATS}\" }\ndata_dir: {DATA}\nflows: {FLOWS}\nhttp: { listen: \"127.0.0.1:" +
+                   std::to_string(busy) + "\" }\nadmin: { listen: \"{ADMIN}\" }\n";
+  WeirProcess weir(std::move(options));
+  weir.spawn();
+  auto code = weir.process().wait_exit(15s);
+  INFO(weir.describe());
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);  // a runtime failure (spec §2), not a crash
+  CHECK(weir.log().find(std::to_string(busy)) != std::string::npos);
+}
+
 TEST_CASE("SIGTERM drains and exits 0; nothing acknowledged is lost", "[integration][config]") {
   NatsServer nats;
   SinkProcess sink;

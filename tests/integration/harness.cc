@@ -62,9 +62,9 @@ json parse_json_reply(const HttpReply& r, const std::string& what) {
 
 // ---------------------------------------------------------------- SinkProcess
 
-SinkProcess::SinkProcess(std::vector<std::string> extra_args) {
+SinkProcess::SinkProcess(std::vector<std::string> extra_args, int port) {
   if (sink_binary().empty()) throw std::runtime_error("weir-sink is not built (no WEIR_SINK_BINARY)");
-  std::vector<std::string> argv{sink_binary(), "--listen", "127.0.0.1:0"};
+  std::vector<std::string> argv{sink_binary(), "--listen", "127.0.0.1:" + std::to_string(port)};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   proc_ = Process::spawn(argv, {}, dir_.file("sink.log"));
   static const std::regex kListen(R"re("listen"\s*:\s*"127\.0\.0\.1:(\d+)")re");

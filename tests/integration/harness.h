@@ -42,8 +42,9 @@ std::string sink_binary();
 
 class SinkProcess {
  public:
-  // extra_args: e.g. {"--fail-first", "300", "--fail-status", "503"}.
-  explicit SinkProcess(std::vector<std::string> extra_args = {});
+  // extra_args: e.g. {"--fail-first", "300", "--fail-status", "503"}. port 0: a free
+  // one; a given port lets a test start the sink where weir already delivers.
+  explicit SinkProcess(std::vector<std::string> extra_args = {}, int port = 0);
   int port() const { return port_; }
   std::string url(const std::string& path = "/out") const;
 

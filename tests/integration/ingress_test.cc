@@ -261,6 +261,13 @@ TEST_CASE("ingress answers every row of spec section 6 and keeps serving", "[int
     INFO("sink: " << stats.dump());
     CHECK(stats.value("unique", 0) == static_cast<int64_t>(accepted.size()));
     CHECK(stats.value("received", 0) == static_cast<int64_t>(accepted.size()));
+
+    // No configured secret in the (text) log, whatever was rejected above.
+    std::string log = weir.log();
+    CHECK(log.find(kGithubSecret) == std::string::npos);
+    CHECK(log.find(standard_secret) == std::string::npos);
+    CHECK(log.find(base64(kStandardKey)) == std::string::npos);
+    CHECK(log.find(kBearer) == std::string::npos);
   }
 }
 
@@ -280,4 +287,15 @@ TEST_CASE("keep-alive connections survive rejected requests", "[integration][ing
   CHECK(client.request("POST", weir.ingress_url("/in/plain"), R"({"a":2})", json_ct).status == 202);
   // A 400/404/405 is an answer, not a reason to drop the connection.
   CHECK(client.connects() == 1);
+
+  // Two requests written back to back on one connection get two answers, in order.
+  TcpClient raw(weir.http_port());
+  std::string two = raw_post("/in/plain", R"({"id":"pipelined-1"})") + raw_post("/in/plain", R"({"id":"pipelined-2"})");
+  REQUIRE(raw.send(two));
+  std::string got = raw.recv(5s);
+  size_t first = got.find("HTTP/1.1 202");
+  CHECK(first != std::string::npos);
+  CHECK(got.find("HTTP/1.1 202", first == std::string::npos ? 0 : first + 1) != std::string::npos);
+  std::set<std::string> ids{"pipelined-1", "pipelined-2"};
+  CHECK(wait_until([&] { return missing(ids, sink.ids()).empty(); }, 20s, 50ms));
 }

@@ -171,3 +171,209 @@ TEST_CASE("a sink answering 400 dead-letters with the reason; replay delivers on
   // Replay delivers once: no second copy shows up.
   CHECK(sink.stat("duplicates") == 0);
 }
+
+namespace {
+
+// Posts n events {"id": prefix<i>} to path; returns body id → event id from the 202.
+std::map<std::string, std::string> post_events(const WeirProcess& weir, const std::string& path,
+                                               const std::string& prefix, int n) {
+  std::map<std::string, std::string> out;
+  for (int i = 0; i < n; ++i) {
+    std::string id = prefix + std::to_string(i);
+    auto r = weir.post(path, json{{"id", id}, {"n", i}}.dump());
+    REQUIRE(r.status == 202);
+    out[id] = id_from_reply(r);
+  }
+  return out;
+}
+
+std::set<std::string> keys(const std::map<std::string, std::string>& m) {
+  std::set<std::string> out;
+  for (const auto& [k, v] : m) out.insert(k);
+  return out;
+}
+
+json dlq(const WeirProcess& weir) {
+  auto r = weir.admin("GET", "/dlq");
+  REQUIRE(r.status == 200);
+  return json::parse(r.body);
+}
+
+// Attempts per body id in the sink's request log, in arrival order.
+std::map<std::string, std::vector<json>> attempts_by_id(const SinkProcess& sink) {
+  std::map<std::string, std::vector<json>> out;
+  for (const auto& a : sink.requests(1000)) out[body_of(a).value("id", "")].push_back(a);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("past the sink's retries an event is dead-lettered with the status and delivery count",
+          "[integration][sink][dlq]") {
+  NatsServer nats;
+  SinkProcess sink({"--status", "503"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 2, timeout: 2s")}}});
+  weir.start();
+  INFO(weir.describe());
+  auto posted = post_events(weir, "/in/orders", "x", 5);
+
+  json dead;
+  REQUIRE(wait_until(
+      [&] {
+        dead = dlq(weir);
+        return dead.size() >= 5;
+      },
+      30s, 100ms));
+  INFO("dlq: " << dead.dump().substr(0, 1500));
+  CHECK(dead.size() == 5);
+  for (const auto& d : dead) {
+    CHECK(d.value("flow", "") == "orders");
+    CHECK(d.value("reason", "").find("503") != std::string::npos);
+    // retries: 2 → the first attempt and two retries.
+    CHECK(d.value("deliveries", 0) == 3);
+  }
+  CHECK(sink.stat("rejected") == 15);
+  for (const auto& [id, attempts] : attempts_by_id(sink)) {
+    INFO("event " << id);
+    CHECK(attempts.size() == 3);
+    for (const auto& a : attempts) CHECK(header_of(a, "Idempotency-Key") == posted[id]);
+  }
+}
+
+TEST_CASE("429 honours Retry-After and 408 is retried, neither dead-letters", "[integration][sink]") {
+  NatsServer nats;
+  SECTION("429 with Retry-After: 2") {
+    SinkProcess sink({"--fail-first", "3", "--fail-status", "429", "--retry-after", "2"});
+    WeirProcess weir({.nats_url = nats.url(),
+                      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                          "retries: 5, timeout: 2s")}}});
+    weir.start();
+    INFO(weir.describe());
+    auto posted = post_events(weir, "/in/orders", "r", 3);
+    REQUIRE(wait_until([&] { return missing(keys(posted), sink.ids()).empty(); }, 30s, 100ms));
+    CHECK(sink.stat("rejected") == 3);
+    CHECK(dlq(weir).empty());
+    for (const auto& [id, attempts] : attempts_by_id(sink)) {
+      INFO("event " << id);
+      REQUIRE(attempts.size() >= 2);
+      CHECK(attempts[0].value("status", 0) == 429);
+      int64_t gap_us = attempts[1].value("arrival_us", int64_t{0}) - attempts[0].value("arrival_us", int64_t{0});
+      INFO("re-sent after " << gap_us / 1000 << " ms");
+      CHECK(gap_us >= 1900000);  // not before Retry-After (2 s), give or take a clock tick
+      CHECK(header_of(attempts[1], "Idempotency-Key") == header_of(attempts[0], "Idempotency-Key"));
+    }
+  }
+  SECTION("408") {
+    SinkProcess sink({"--fail-first", "5", "--fail-status", "408"});
+    WeirProcess weir({.nats_url = nats.url(),
+                      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                          "retries: 8, timeout: 2s")}}});
+    weir.start();
+    INFO(weir.describe());
+    auto posted = post_events(weir, "/in/orders", "t", 5);
+    REQUIRE(wait_until([&] { return missing(keys(posted), sink.ids()).empty(); }, 30s, 100ms));
+    CHECK(sink.stat("rejected") == 5);
+    CHECK(dlq(weir).empty());
+  }
+}
+
+TEST_CASE("a sink slower than the timeout is retried with the same key", "[integration][sink]") {
+  NatsServer nats;
+  SinkProcess sink({"--delay-ms", "1500"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 20, timeout: 300ms")}}});
+  weir.start();
+  INFO(weir.describe());
+  auto posted = post_events(weir, "/in/orders", "s", 5);
+  // The sink counts a late answer as received: the timed-out attempt and its re-send
+  // both arrive, and the re-send must carry the same key.
+  REQUIRE(wait_until([&] { return sink.stat("resends_with_same_key") >= 5; }, 30s, 100ms));
+  sink.control({{"delay_ms", 0}});
+  CHECK(wait_until([&] { return missing(keys(posted), sink.ids()).empty(); }, 20s, 100ms));
+  CHECK(sink.stat("resends_with_other_key") == 0);
+  CHECK(wait_until([&] { return dlq(weir).empty(); }, 5s, 100ms));
+}
+
+TEST_CASE("a sink that resets connections, then is down, then comes up gets every event",
+          "[integration][sink]") {
+  NatsServer nats;
+  int port = weir::testing::free_port();
+  weir::testing::ResettingListener broken(port);
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml",
+                               http_flow("orders", "/in/orders", "http://127.0.0.1:" + std::to_string(port) + "/out",
+                                         "retries: 100, timeout: 1s")}}});
+  weir.start();
+  INFO(weir.describe());
+  std::map<std::string, std::string> posted;
+  for (int i = 0; i < 20; ++i) {
+    std::string id = "d" + std::to_string(i);
+    auto r = weir.post("/in/orders", json{{"id", id}}.dump());
+    REQUIRE(r.status == 202);
+    posted[id] = id_from_reply(r);
+  }
+  // weir tries, the connections are reset: connection errors are retried.
+  REQUIRE(wait_until([&] { return broken.accepted() >= 20; }, 20s, 20ms));
+  broken.close();  // now nothing listens: connection refused
+  SinkProcess sink({}, port);
+  std::vector<std::string> lost;
+  CHECK(wait_until(
+      [&] {
+        lost = missing(keys(posted), sink.ids());
+        return lost.empty();
+      },
+      30s, 100ms));
+  CHECK(lost.empty());
+  CHECK(dlq(weir).empty());
+  for (const auto& [id, attempts] : attempts_by_id(sink)) {
+    for (const auto& a : attempts) CHECK(header_of(a, "Idempotency-Key") == posted[id]);
+  }
+}
+
+TEST_CASE("POST /dlq/replay by flow and by ids replays exactly those", "[integration][dlq]") {
+  NatsServer nats;
+  SinkProcess sink({"--status", "400"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"a.yaml", http_flow("a", "/in/a", sink.url("/a"))},
+                              {"b.yaml", http_flow("b", "/in/b", sink.url("/b"))}}});
+  weir.start();
+  INFO(weir.describe());
+  auto a = post_events(weir, "/in/a", "a", 3);
+  auto b = post_events(weir, "/in/b", "b", 3);
+  json dead;
+  REQUIRE(wait_until(
+      [&] {
+        dead = dlq(weir);
+        return dead.size() >= 6;
+      },
+      30s, 100ms));
+  CHECK(dead.size() == 6);
+  sink.reset();
+  sink.control({{"status", 204}});
+
+  auto replay_a = weir.admin("POST", "/dlq/replay", R"({"flow":"a"})");
+  CHECK(replay_a.status / 100 == 2);
+  CHECK(wait_until([&] { return missing(keys(a), sink.ids()).empty(); }, 20s, 100ms));
+  CHECK(wait_until([&] { return dlq(weir).size() == 3; }, 10s, 100ms));
+  for (const auto& d : dlq(weir)) CHECK(d.value("flow", "") == "b");
+  CHECK(sink.stat("unique") == 3);
+
+  json one = dlq(weir).at(0);
+  auto replay_one = weir.admin("POST", "/dlq/replay", json{{"ids", {one.at("id")}}}.dump());
+  CHECK(replay_one.status / 100 == 2);
+  CHECK(wait_until([&] { return sink.stat("unique") == 4; }, 20s, 100ms));
+  CHECK(wait_until([&] { return dlq(weir).size() == 2; }, 10s, 100ms));
+  for (const auto& d : dlq(weir)) CHECK(d.at("id") != one.at("id"));
+
+  auto replay_rest = weir.admin("POST", "/dlq/replay", "");
+  CHECK(replay_rest.status / 100 == 2);
+  std::set<std::string> all = keys(a);
+  for (const auto& k : keys(b)) all.insert(k);
+  CHECK(wait_until([&] { return missing(all, sink.ids()).empty(); }, 20s, 100ms));
+  CHECK(wait_until([&] { return dlq(weir).empty(); }, 10s, 100ms));
+  CHECK(sink.stat("unique") == 6);
+  CHECK(sink.stat("duplicates") == 0);
+}

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -494,6 +495,59 @@ bool TcpClient::wait_closed(std::chrono::milliseconds timeout, std::string* rece
       return true;  // reset counts as closed
     }
     if (received) received->append(buf, static_cast<size_t>(n));
+  }
+}
+
+struct ResettingListener::State {
+  int fd = -1;
+  std::atomic<int> accepted{0};
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+ResettingListener::ResettingListener(int port) : state_(new State) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail("ResettingListener: socket");
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 64) != 0) {
+    ::close(fd);
+    delete state_;
+    fail("ResettingListener: bind/listen 127.0.0.1:" + std::to_string(port));
+  }
+  state_->fd = fd;
+  State* st = state_;
+  st->thread = std::thread([st] {
+    while (!st->stop) {
+      pollfd p{st->fd, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      int c = ::accept4(st->fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      linger lg{1, 0};  // close with RST, not FIN
+      ::setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+      ::close(c);
+      ++st->accepted;
+    }
+  });
+}
+
+ResettingListener::~ResettingListener() {
+  close();
+  delete state_;
+}
+
+int ResettingListener::accepted() const { return state_->accepted.load(); }
+
+void ResettingListener::close() {
+  state_->stop = true;
+  if (state_->thread.joinable()) state_->thread.join();
+  if (state_->fd >= 0) {
+    ::close(state_->fd);
+    state_->fd = -1;
   }
 }
 

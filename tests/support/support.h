@@ -172,6 +172,22 @@ class TcpClient {
   int fd_ = -1;
 };
 
+// Listens on 127.0.0.1:port and resets every connection at once (a peer that is
+// "up" but broken). A thread accepts; the destructor stops it and frees the port.
+class ResettingListener {
+ public:
+  explicit ResettingListener(int port);  // throws when the port cannot be bound
+  ~ResettingListener();
+  ResettingListener(const ResettingListener&) = delete;
+  ResettingListener& operator=(const ResettingListener&) = delete;
+  int accepted() const;  // connections accepted (and reset) so far
+  void close();          // stops accepting and frees the port
+
+ private:
+  struct State;
+  State* state_;
+};
+
 // Status code of a raw HTTP/1.1 answer ("HTTP/1.1 431 ..."), 0 when none.
 int parse_status_line(const std::string& raw);
 

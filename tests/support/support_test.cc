@@ -109,6 +109,19 @@ TEST_CASE("NatsServer starts, answers, stops and restarts on the same store", "[
   CHECK(http_request("GET", varz).status == 200);
 }
 
+TEST_CASE("ResettingListener accepts and resets, then frees the port", "[support]") {
+  int port = free_port();
+  {
+    ResettingListener l(port);
+    auto r = http_request("GET", "http://127.0.0.1:" + std::to_string(port) + "/", "", {}, 2s);
+    CHECK(r.status == 0);
+    CHECK(wait_until([&] { return l.accepted() >= 1; }, 2s));
+    l.close();
+    CHECK_THROWS(TcpClient(port));  // refused once closed
+  }
+  ResettingListener again(port);  // the port is free to bind again
+}
+
 TEST_CASE("http_request and HttpClient talk to a server; TcpClient sees closes", "[support][integration]") {
   NatsServer nats;
   std::string base = "http://127.0.0.1:" + std::to_string(nats.monitor_port());
