@@ -215,6 +215,9 @@ LoadResult load_flow_text(const std::string& text, const std::string& name);
 struct LoadOptions {
   // Resolves `${NAME}`; empty: the process environment. Tests inject their own.
   std::function<std::optional<std::string>(const std::string&)> env;
+  // false: `tables:` may only give rows inline, no `file:` is read. A flow deployed
+  // over the network should not name files on the server (it could read any of them).
+  bool allow_table_files = true;
 };
 LoadResult load_flow_file(const std::string& path, const LoadOptions& options);
 LoadResult load_flow_text(const std::string& text, const std::string& name, const LoadOptions& options);

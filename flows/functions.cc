@@ -78,17 +78,22 @@ bool parse_number_text(std::string_view text, Json& out, std::string& err) {
     i = j;
   }
   if (i != s.size()) return bad();
-  // from_chars accepts neither '+' nor a leading '.', so normalise.
+  // from_chars accepts neither '+' nor a leading or trailing '.': normalise those (rare)
+  // forms into a small buffer; the common forms are converted in place.
   std::string norm;
-  norm.reserve(s.size() + 2);
-  size_t k = 0;
-  if (s[0] == '+') k = 1;
-  else if (s[0] == '-') norm.push_back('-'), k = 1;
-  if (s[k] == '.') norm.push_back('0');
-  norm.append(s.substr(k));
-  if (!norm.empty() && norm.back() == '.') norm.push_back('0');
-  const char* b = norm.data();
-  const char* e = b + norm.size();
+  std::string_view num = s;
+  bool odd = s[0] == '+' || s[s[0] == '-' ? 1 : 0] == '.' || s.back() == '.';
+  if (odd) {
+    size_t k = 0;
+    if (s[0] == '+') k = 1;
+    else if (s[0] == '-') norm.push_back('-'), k = 1;
+    if (s[k] == '.') norm.push_back('0');
+    norm.append(s.substr(k));
+    if (norm.back() == '.') norm.push_back('0');
+    num = norm;
+  }
+  const char* b = num.data();
+  const char* e = b + num.size();
   if (!is_float) {
     int64_t v;
     auto r = std::from_chars(b, e, v);
@@ -97,13 +102,13 @@ bool parse_number_text(std::string_view text, Json& out, std::string& err) {
       return true;
     }
   }
-  double d;
+  double d = 0;
   auto r = std::from_chars(b, e, d);
   if (r.ec == std::errc::result_out_of_range || !std::isfinite(d)) {
     // from_chars reports underflow as out of range too; only overflow is an error.
-    bool tiny = norm.find("e-") != std::string::npos || norm.find("E-") != std::string::npos;
+    bool tiny = num.find("e-") != std::string_view::npos || num.find("E-") != std::string_view::npos;
     if (tiny) {
-      out = norm[0] == '-' ? -0.0 : 0.0;
+      out = num[0] == '-' ? -0.0 : 0.0;
       return true;
     }
     err = "number " + brief(Json(std::string(s)), 40) + " is out of range";

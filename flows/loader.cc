@@ -79,6 +79,11 @@ bool read_file(const std::string& path, int64_t max_bytes, std::string* out, std
     *error = path + " is a directory";
     return false;
   }
+  if (!S_ISREG(st.st_mode)) {
+    // A device or FIFO (/dev/zero, /dev/stdin) would never end or never answer.
+    *error = path + " is not a regular file";
+    return false;
+  }
   if (st.st_size > max_bytes) {
     *error = path + " is larger than " + std::to_string(max_bytes >> 20) + " MiB";
     return false;
@@ -96,8 +101,9 @@ bool read_file(const std::string& path, int64_t max_bytes, std::string* out, std
 
 class Loader {
  public:
-  Loader(std::string_view source, std::string file, std::string dir, std::vector<Diagnostic>* diags)
-      : src_(source), file_(std::move(file)), dir_(std::move(dir)), d_(*diags) {
+  Loader(std::string_view source, std::string file, std::string dir, bool allow_table_files,
+         std::vector<Diagnostic>* diags)
+      : src_(source), file_(std::move(file)), dir_(std::move(dir)), allow_table_files_(allow_table_files), d_(*diags) {
     // Offsets of line starts, to place errors inside expressions.
     line_starts_.push_back(0);
     for (size_t i = 0; i < src_.size(); ++i) {
@@ -440,6 +446,7 @@ class Loader {
 
   std::string_view src_;
   std::string file_, dir_;
+  bool allow_table_files_;
   std::vector<Diagnostic>& d_;
   std::vector<size_t> line_starts_;
   std::string flow_name_;
@@ -801,6 +808,10 @@ void Loader::tables(const SrcNode& n) {
     }
     std::string path;
     if (!scalar_text(*file, what + ".file", &path)) continue;
+    if (!allow_table_files_) {
+      error(*file, what + ".file: table files are not allowed here; give the rows inline with `rows:`");
+      continue;
+    }
     std::string full = !path.empty() && path[0] == '/' ? path : dir_ + "/" + path;
     bool is_csv = path.size() > 4 && (path.substr(path.size() - 4) == ".csv" || path.substr(path.size() - 4) == ".CSV");
     bool is_json = path.size() > 5 && (path.substr(path.size() - 5) == ".json" || path.substr(path.size() - 5) == ".JSON");
@@ -1052,7 +1063,7 @@ LoadResult load_text(const std::string& text, const std::string& file, const std
   }
   EnvLookup env = options.env ? EnvLookup(options.env) : process_env();
   substitute_tree(&doc.root, env, file, &r.diagnostics);
-  Loader loader(text, file, dir, &r.diagnostics);
+  Loader loader(text, file, dir, options.allow_table_files, &r.diagnostics);
   try {
     auto flow = loader.load(doc.root, sha256_hex(text));
     if (r.diagnostics.empty()) r.flow = std::move(flow);

@@ -82,13 +82,6 @@ bool precheck(std::string_view text, const std::string& file, SourceDoc* doc) {
   return true;
 }
 
-size_t count_nodes(const SrcNode& n) {
-  size_t total = 1;
-  for (const auto& k : n.keys) total += count_nodes(k);
-  for (const auto& i : n.items) total += count_nodes(i);
-  return total;
-}
-
 struct Abort {};  // unwinds the event handler on a fatal limit
 
 class TreeBuilder : public YAML::EventHandler {

@@ -1,5 +1,6 @@
 // Flow files: the schema of every source, sink and step, and its diagnostics.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 
 #include "flows/flow.h"
@@ -395,6 +396,21 @@ TEST_CASE("tables in a flow file", "[loader][tables]") {
   CHECK(p[4] == "9:3: table name \"e-f\" must be a name (letters, digits, _)");
   CHECK(p[5] == "10:14: tables.g.rows: row 0 has no string or number field \"k\"");
   CHECK(p[6] == "1:1: key column \"nope\" is not in the header row");
+  // Devices would never end; deploys may forbid table files altogether.
+  {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "weir-flows-zero-XXXXXX").string();
+    std::filesystem::path dir = mkdtemp(tmpl.data());
+    std::filesystem::create_symlink("/dev/zero", dir / "zero.csv");
+    auto zp = problems(base + "tables: { t: { file: " + (dir / "zero.csv").string() + ", key: id } }\n");
+    std::filesystem::remove_all(dir);
+    REQUIRE(zp.size() == 1);
+    CHECK(zp[0].find("is not a regular file") != std::string::npos);
+  }
+  LoadOptions no_files = env_options();
+  no_files.allow_table_files = false;
+  LoadResult nf = load_flow_text(base + "tables: { t: { file: tiers.csv, key: id } }\n", kData + "/x.yaml", no_files);
+  REQUIRE(nf.diagnostics.size() == 1);
+  CHECK(nf.diagnostics[0].message == "tables.t.file: table files are not allowed here; give the rows inline with `rows:`");
   // Table problems in the table's own file are named by that file.
   LoadResult r = load(base + "tables: { t: { file: bad.csv, key: id } }\n", kData + "/inline.yaml");
   REQUIRE(r.diagnostics.size() == 1);

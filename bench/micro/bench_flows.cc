@@ -1,0 +1,245 @@
+// bench_orders (bench/flows/bench_orders.yaml) on realistic ~300-byte events, one thread:
+// parse → flow → serialize, against a hand-written C++ function that does the same
+// work with the same JSON library (nlohmann-json), so the interpreter's overhead shows
+// as a ratio. Also the parts on their own: the flow without parse/serialize, and parse
+// plus serialize alone. Both implementations are checked to give byte-identical output
+// before anything is measured.
+//
+//   build-flows/weir-bench-flows --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "flows/flow.h"
+
+namespace {
+
+using weir::flows::Json;
+
+const std::string kDir = WEIR_BENCH_FLOWS_DIR;
+
+// Events shaped like the load generator's: 1 to 4 items, customers c0..c999 (c900 and up
+// are not in the table), about 300 bytes each. A pool, so that branches and sizes vary.
+std::vector<std::string> make_events(size_t n) {
+  std::mt19937 rng(42);
+  std::vector<std::string> out;
+  static const char* kPrices[] = {"10.50", "99.00", "4.15", "149.99", "0.99", "23.40", "7.00", "310.25"};
+  for (size_t i = 0; i < n; ++i) {
+    Json ev = {{"id", "ord-" + std::to_string(1000000 + i) + "-" + std::to_string(rng() % 100000)},
+               {"t", static_cast<int64_t>(1767225600000000LL + i * 997)},
+               {"customer_id", "c" + std::to_string(rng() % 1000)},
+               {"amount", std::to_string(rng() % 50000 / 100) + "." + std::to_string(10 + rng() % 90)},
+               {"currency", (rng() % 4) ? "EUR" : "USD"},
+               {"ts", "2026-01-01T00:00:00Z"},
+               {"items", Json::array()}};
+    int items = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < items; ++k) {
+      ev["items"].push_back({{"sku", "sku-" + std::to_string(rng() % 5000)},
+                             {"qty", std::to_string(1 + rng() % 5)},
+                             {"price", kPrices[rng() % 8]}});
+    }
+    out.push_back(ev.dump());
+  }
+  return out;
+}
+
+// ---- the hand-written version ---------------------------------------------------------
+
+struct Customers {
+  std::unordered_map<std::string, std::string> tier;  // customer_id → tier
+};
+
+Customers load_customers() {
+  std::ifstream in(kDir + "/customers.csv");
+  Customers c;
+  std::string line;
+  std::getline(in, line);  // header: customer_id,name,tier,discount_pct,country
+  while (std::getline(in, line)) {
+    // The name may be quoted with a comma inside; the tier is the third field from the end.
+    std::vector<std::string> f;
+    std::string cur;
+    bool quoted = false;
+    for (char ch : line) {
+      if (ch == '"') quoted = !quoted;
+      else if (ch == ',' && !quoted) f.push_back(std::move(cur)), cur.clear();
+      else cur.push_back(ch);
+    }
+    f.push_back(cur);
+    if (f.size() == 5) c.tier[f[0]] = f[2];
+  }
+  return c;
+}
+
+double to_double(const Json& v) {
+  const std::string& s = v.get_ref<const std::string&>();
+  double d = 0;
+  std::from_chars(s.data(), s.data() + s.size(), d);
+  return d;
+}
+
+int64_t to_int(const Json& v) {
+  const std::string& s = v.get_ref<const std::string&>();
+  int64_t i = 0;
+  std::from_chars(s.data(), s.data() + s.size(), i);
+  return i;
+}
+
+// What bench_orders.yaml does, by hand. Returns false when the event is dropped.
+bool handwritten(const std::string& body, const Customers& customers, std::string* sink, std::string* out_text) {
+  Json in = Json::parse(body);
+  Json out = Json::object();
+  auto& o = out.get_ref<Json::object_t&>();
+  auto it = customers.tier.find(in["customer_id"].get_ref<const std::string&>());
+  o["tier"] = it == customers.tier.end() ? std::string("bronze") : it->second;
+  o["amount_cents"] = static_cast<int64_t>(std::round(to_double(in["amount"]) * 100));
+  o["id"] = std::move(in["id"]);
+  o["t"] = std::move(in["t"]);
+  o["customer_id"] = std::move(in["customer_id"]);
+  o["currency"] = std::move(in["currency"]);
+  Json lines = Json::array();
+  double total = 0;
+  for (auto& item : in["items"]) {
+    int64_t qty = to_int(item["qty"]);
+    double line = static_cast<double>(qty) * to_double(item["price"]);
+    Json l = Json::object();
+    l["sku"] = std::move(item["sku"]);
+    l["qty"] = qty;
+    l["total"] = line;
+    lines.push_back(std::move(l));
+    total += line;
+  }
+  o["lines"] = std::move(lines);
+  total = std::round(total * 100) / 100;
+  o["total"] = total;
+  if (!(total > 0)) return false;
+  *sink = total >= 100 ? "big" : "small";
+  *out_text = out.dump();
+  return true;
+}
+
+// ---- fixtures -------------------------------------------------------------------------
+
+struct Fixture {
+  std::shared_ptr<const weir::flows::Flow> flow;
+  Customers customers;
+  std::vector<std::string> events = make_events(256);
+  size_t bytes = 0;
+
+  Fixture() {
+    auto r = weir::flows::load_flow_file(kDir + "/bench_orders.yaml");
+    if (!r.flow) {
+      for (const auto& d : r.diagnostics) std::fprintf(stderr, "%s\n", d.str().c_str());
+      std::abort();
+    }
+    flow = r.flow;
+    customers = load_customers();
+    for (const auto& e : events) bytes += e.size();
+    // Both versions must agree byte for byte, or the comparison means nothing.
+    for (const auto& e : events) {
+      auto o = flow->run(Json::parse(e));
+      std::string sink, text;
+      bool emitted = handwritten(e, customers, &sink, &text);
+      bool ok = emitted ? (o.kind == weir::flows::Outcome::Kind::kEmit && o.sink == sink && o.event.dump() == text)
+                        : o.kind == weir::flows::Outcome::Kind::kDropped;
+      if (!ok) {
+        std::fprintf(stderr, "mismatch on %s\nflow: %s %s\nhand: %s %s\n", e.c_str(), o.sink.c_str(),
+                     o.event.dump().c_str(), sink.c_str(), text.c_str());
+        std::abort();
+      }
+    }
+  }
+};
+
+const Fixture& fixture() {
+  static const Fixture f;
+  return f;
+}
+
+void report(benchmark::State& state, const Fixture& f) {
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(f.bytes / f.events.size()));
+}
+
+// parse → flow → serialize: what the runtime's flow stage does per event.
+void BM_Flow_ParseRunSerialize(benchmark::State& state) {
+  const Fixture& f = fixture();
+  size_t i = 0;
+  for (auto _ : state) {
+    const std::string& body = f.events[i++ % f.events.size()];
+    weir::flows::Outcome o = f.flow->run(Json::parse(body));
+    std::string out = o.event.dump();
+    benchmark::DoNotOptimize(out);
+    benchmark::DoNotOptimize(o.sink);
+  }
+  report(state, f);
+}
+BENCHMARK(BM_Flow_ParseRunSerialize);
+
+// The same work written by hand with nlohmann-json.
+void BM_HandWritten_ParseRunSerialize(benchmark::State& state) {
+  const Fixture& f = fixture();
+  size_t i = 0;
+  std::string sink, text;
+  for (auto _ : state) {
+    const std::string& body = f.events[i++ % f.events.size()];
+    bool emitted = handwritten(body, f.customers, &sink, &text);
+    benchmark::DoNotOptimize(emitted);
+    benchmark::DoNotOptimize(text);
+  }
+  report(state, f);
+}
+BENCHMARK(BM_HandWritten_ParseRunSerialize);
+
+// The flow alone, on already parsed events. run() takes its event by value, so each run
+// starts from a copy: BM_CopyParsedEvent is that copy alone, to subtract.
+void BM_Flow_RunOnly(benchmark::State& state) {
+  const Fixture& f = fixture();
+  std::vector<Json> parsed;
+  for (const auto& e : f.events) parsed.push_back(Json::parse(e));
+  size_t i = 0;
+  for (auto _ : state) {
+    weir::flows::Outcome o = f.flow->run(parsed[i++ % parsed.size()]);
+    benchmark::DoNotOptimize(o);
+  }
+  report(state, f);
+}
+BENCHMARK(BM_Flow_RunOnly);
+
+void BM_CopyParsedEvent(benchmark::State& state) {
+  const Fixture& f = fixture();
+  std::vector<Json> parsed;
+  for (const auto& e : f.events) parsed.push_back(Json::parse(e));
+  size_t i = 0;
+  for (auto _ : state) {
+    Json copy = parsed[i++ % parsed.size()];
+    benchmark::DoNotOptimize(copy);
+  }
+  report(state, f);
+}
+BENCHMARK(BM_CopyParsedEvent);
+
+// Parse and serialize alone: the floor both versions stand on.
+void BM_ParseSerializeOnly(benchmark::State& state) {
+  const Fixture& f = fixture();
+  size_t i = 0;
+  for (auto _ : state) {
+    Json ev = Json::parse(f.events[i++ % f.events.size()]);
+    std::string out = ev.dump();
+    benchmark::DoNotOptimize(out);
+  }
+  report(state, f);
+}
+BENCHMARK(BM_ParseSerializeOnly);
+
+}  // namespace
+
+BENCHMARK_MAIN();

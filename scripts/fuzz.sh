@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Fuzzes the flows/ library: builds the libFuzzer targets with clang, ASan and UBSan in
+# build-fuzz/ (or $FUZZ_BUILD_DIR), then runs each target for SECONDS (default 30) on a
+# copy of its seed corpus in flows/fuzz/corpus/<target>/ (the corpus in the repo is not
+# modified). Exits non-zero when a target crashes, leaks, hangs or trips a sanitizer;
+# the input that did it is kept in build-fuzz/fuzz-artifacts/.
+#   scripts/fuzz.sh          # 30 s per target
+#   scripts/fuzz.sh 300      # longer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+build=${FUZZ_BUILD_DIR:-build-fuzz}
+targets=(flow_loader expr)
+
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_COMPILER=clang++ -DWEIR_FUZZ=ON -DWEIR_SANITIZE=ON -DWEIR_TESTS=ON -DWEIR_BENCH=OFF >&2
+cmake --build "$build" -j2 --target "${targets[@]/#/weir-fuzz-}" >&2
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$build/fuzz-artifacts"
+failed=0
+for t in "${targets[@]}"; do
+  mkdir -p "$work/$t"
+  cp -r "flows/fuzz/corpus/$t/." "$work/$t/"
+  echo "fuzz: $t for ${seconds}s" >&2
+  if ! "$build/weir-fuzz-$t" "$work/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=8192 -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" 2> "$work/$t.log"; then
+    failed=1
+    echo "fuzz: $t FAILED; last lines of its log:" >&2
+    tail -n 60 "$work/$t.log" >&2
+  else
+    grep -E "^stat::number_of_executed_units|^#[0-9]+ +DONE" "$work/$t.log" | tail -n 2 >&2 || true
+  fi
+done
+if [ "$failed" -ne 0 ]; then
+  echo "fuzz: failures; reproduce with $build/weir-fuzz-<target> $build/fuzz-artifacts/<file>" >&2
+  exit 1
+fi
+echo "fuzz: ok (${#targets[@]} targets, ${seconds}s each)" >&2
