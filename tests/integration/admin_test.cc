@@ -47,7 +47,7 @@ std::string describe_samples(const Samples& samples, const std::string& label) {
 
 }  // namespace
 
-TEST_CASE("admin API: metrics match the traffic; the token guards all but health and readiness",
+TEST_CASE("admin API: metrics match the traffic, the token guards all but health and readiness",
           "[integration][admin]") {
   NatsServer nats;
   SinkProcess sink;
@@ -165,7 +165,7 @@ TEST_CASE("admin API: metrics match the traffic; the token guards all but health
   CHECK(bad_lines == 0);
 }
 
-TEST_CASE("admin API without token_env is open; readyz follows the NATS connection", "[integration][admin]") {
+TEST_CASE("admin API without token_env is open, readyz follows the NATS connection", "[integration][admin]") {
   NatsServer nats;
   SinkProcess sink;
   WeirProcess weir({.nats_url = nats.url(),

@@ -137,7 +137,7 @@ TEST_CASE("configuration errors exit 2 naming the file, the line and the field",
   }
 }
 
-TEST_CASE("${NAME} and ${NAME:-default} are substituted at load", "[integration][config]") {
+TEST_CASE("environment references NAME and NAME:-default are substituted at load", "[integration][config]") {
   NatsServer nats;
   SinkProcess sink;
   std::string sink_base = sink.url("");
@@ -238,7 +238,7 @@ TEST_CASE("an ingress address already in use is a clear startup failure", "[inte
   CHECK(weir.log().find(std::to_string(busy)) != std::string::npos);
 }
 
-TEST_CASE("SIGTERM drains and exits 0; nothing acknowledged is lost", "[integration][config]") {
+TEST_CASE("SIGTERM drains and exits 0, nothing acknowledged is lost", "[integration][config]") {
   NatsServer nats;
   SinkProcess sink;
   WeirProcess weir({.nats_url = nats.url(),

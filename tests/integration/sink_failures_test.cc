@@ -70,7 +70,7 @@ TEST_CASE("a sink answering 503 to its first 300 requests still gets everything,
   CHECK(json::parse(dlq.body).empty());
 }
 
-TEST_CASE("a sink answering 400 dead-letters with the reason; replay delivers once it accepts",
+TEST_CASE("a sink answering 400 dead-letters with the reason, replay delivers once it accepts",
           "[integration][sink][dlq]") {
   NatsServer nats;
   SinkProcess sink({"--status", "400"});

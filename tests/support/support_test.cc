@@ -122,7 +122,7 @@ TEST_CASE("ResettingListener accepts and resets, then frees the port", "[support
   ResettingListener again(port);  // the port is free to bind again
 }
 
-TEST_CASE("http_request and HttpClient talk to a server; TcpClient sees closes", "[support][integration]") {
+TEST_CASE("http_request and HttpClient talk to a server, TcpClient sees closes", "[support][integration]") {
   NatsServer nats;
   std::string base = "http://127.0.0.1:" + std::to_string(nats.monitor_port());
   auto r = http_request("GET", base + "/healthz");
