@@ -21,6 +21,7 @@
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/stage.h"
+#include "runtime/state_store.h"  // poll: SourceState
 
 namespace weir {
 namespace fs = std::filesystem;
@@ -48,6 +49,7 @@ struct Runtime::Impl final : AdminBackend {
   std::unique_ptr<EmbeddedNats> nats;
   std::unique_ptr<Bus> bus;
   std::unique_ptr<DeadLetters> dlq;
+  std::unique_ptr<StateStore> state;   // poll: sources' durable state (weir_state KV)
 
   struct FlowRuntime {
     std::shared_ptr<const flows::Flow> flow;
@@ -227,6 +229,13 @@ struct Runtime::Impl final : AdminBackend {
     }
     dlq = std::make_unique<DeadLetters>(*bus);
     if (Status s = bus->ensure_dlq_stream(); !s) return s;
+    {  // poll: the KV bucket behind SourceState (poll cursors, ETags)
+      StateStoreOptions so;
+      so.replicas = config.nats.replicas;
+      auto st = StateStore::open(bus->connection(), so);
+      if (!st) return st.status();
+      state = std::move(st.value());
+    }
     if (clustered()) return cluster->start(*bus, config);
     return Status::ok();
   }
@@ -275,6 +284,7 @@ struct Runtime::Impl final : AdminBackend {
     fr->source_ctx.flow = flow->name();
     fr->source_ctx.ingest = fr->ingest.get();
     fr->source_ctx.http = &router;
+    fr->source_ctx.state = state.get();   // poll: a singleton's inner sources get it too
     if (Status s = fr->source->start(fr->source_ctx); !s) return s;
     running.push_back(std::move(fr));
     return Status::ok();
@@ -420,6 +430,7 @@ struct Runtime::Impl final : AdminBackend {
     io.stop();
     admin.reset();
     running.clear();
+    state.reset();   // poll: before the connection it borrows
     bus.reset();
     if (nats) nats->stop();
   }

@@ -39,6 +39,24 @@ class Ingest {
 
 class HttpRouter;   // runtime/ingress_router.h: shared http-in routes
 
+// SourceState (poll): small durable state for sources (a poll cursor, ETags), shared by
+// every instance of a cluster, so a singleton's next lease holder resumes where the last
+// one stopped. Implemented on the JetStream KV bucket `weir_state` (runtime/state_store.h).
+// Keys: [A-Za-z0-9_=/.-]+ without leading, trailing or double dots; a source prefixes its
+// keys with its kind and flow. Reads see the latest write of any instance. A put is
+// conditional on the revision this process last saw for the key (get or put; a key never
+// read is only created when absent): when another instance wrote it since, put answers
+// conflict and writes nothing, so a deposed holder cannot rewind its successor. A new
+// owner reads before it writes. Thread-safe; calls block for at most a few seconds.
+// docs/adr/0071-source-state.md.
+class SourceState {
+ public:
+  virtual ~SourceState() = default;
+  // nullopt when the key was never written (or was deleted).
+  virtual Result<std::optional<std::string>> get(const std::string& key) = 0;
+  virtual Status put(const std::string& key, const std::string& value) = 0;
+};
+
 struct SourceContext {
   std::string flow;
   Ingest* ingest = nullptr;
@@ -46,6 +64,8 @@ struct SourceContext {
   // Set by cluster::Singleton for the source it runs: the lease's fencing token while the
   // lease is held, nullopt when it is not (then emit nothing). Empty outside a cluster.
   std::function<std::optional<uint64_t>()> fence;
+  // poll: durable state for sources; null when the runtime has none (tests, no NATS).
+  SourceState* state = nullptr;
 };
 
 class Source {
