@@ -2,6 +2,7 @@
 
 #include "connectors/http/http_sink.h"
 #include "connectors/http/http_source.h"
+#include "connectors/poll/poll_source.h"
 #include "connectors/timer/timer_source.h"
 
 namespace weir::connectors {
@@ -33,7 +34,11 @@ Result<std::unique_ptr<Source>> BuiltinConnectors::make_source(const flows::Flow
             if (!t) return t.status();
             return std::unique_ptr<Source>(std::move(t.value()));
           },
-          [&](const flows::PollSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "poll"); },
+          [&](const flows::PollSourceSpec& s) -> Result<std::unique_ptr<Source>> {  // poll
+            auto p = PollSource::create(s, flow.name());
+            if (!p) return Status::invalid("flow " + flow.name() + ": " + p.status().message());
+            return std::unique_ptr<Source>(std::move(p.value()));
+          },
           [&](const flows::ExecSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "exec"); },
           [&](const flows::FlowSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "flow"); },
       },
