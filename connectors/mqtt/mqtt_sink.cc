@@ -1,0 +1,347 @@
+#include "connectors/mqtt/mqtt_sink.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <mqtt/async_client.h>
+#include <nlohmann/json.hpp>
+
+#include "connectors/mqtt/mqtt_codec.h"
+#include "connectors/mqtt/mqtt_transport.h"
+#include "flows/expr.h"
+#include "runtime/log.h"
+
+namespace weir::connectors {
+namespace paho = ::mqtt;   // Paho MQTT C++ (our own wire code is weir::connectors::mqtt)
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct Pending {
+  std::function<void(DeliveryResult)> done;
+  Clock::time_point deadline;
+};
+
+}  // namespace
+
+bool valid_publish_topic(std::string_view t) {
+  return !t.empty() && t.size() <= 65535 && t.find_first_of(std::string_view("+#\0", 3)) == std::string_view::npos &&
+         mqtt::valid_utf8(t);
+}
+
+struct MqttSink::Impl final : public paho::iaction_listener {
+  flows::MqttSinkSpec spec;
+  std::string flow, sink_name;
+  MqttSinkOptions options;
+  mqtt::BrokerAddress address;
+  std::optional<flows::Expression> topic_expr;  // set when the topic is an expression
+  std::string plain_topic;
+
+  std::unique_ptr<paho::async_client> client;
+  paho::connect_options connect_opts;
+  std::atomic<bool> running{false};
+  std::atomic<bool> connected{false};
+  std::atomic<bool> connecting{false};
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, Pending> pending;   // GUARDED_BY(mu); keyed by a never-reused number
+  uint64_t next_id = 1;                  // GUARDED_BY(mu)
+  bool stopping = false;                 // GUARDED_BY(mu)
+  std::thread thread;
+
+  // Paho's connect listener: the connect token has no user context of ours, so connects use
+  // this separate listener.
+  struct ConnectListener final : public paho::iaction_listener {
+    Impl* self = nullptr;
+    void on_success(const paho::token&) override {
+      self->connected = true;
+      self->connecting = false;
+      log::info("mqtt sink connected", {{"flow", self->flow}, {"sink", self->sink_name},
+                                        {"broker", self->address.str()}});
+    }
+    void on_failure(const paho::token& tok) override {
+      self->connecting = false;
+      self->connected = false;
+      log::warn("mqtt sink cannot connect", {{"flow", self->flow}, {"sink", self->sink_name},
+                                             {"broker", self->address.str()},
+                                             {"error", describe(tok.get_return_code())}});
+      self->cv.notify_all();
+    }
+  } connect_listener;
+
+  static std::string describe(int rc) {
+    switch (rc) {
+      case 1: return "unacceptable protocol version";
+      case 2: return "client identifier rejected";
+      case 3: return "server unavailable";
+      case 4: return "bad user name or password";
+      case 5: return "not authorized";
+      default: return paho::exception::error_str(rc) + " (" + std::to_string(rc) + ")";
+    }
+  }
+
+  std::optional<Pending> take(uint64_t id) {
+    std::lock_guard lock(mu);
+    auto it = pending.find(id);
+    if (it == pending.end()) return std::nullopt;
+    Pending p = std::move(it->second);
+    pending.erase(it);
+    return p;
+  }
+
+  // Publish listener: the user context carries the pending number, not a pointer, so a
+  // late callback for a delivery that already timed out finds nothing.
+  void on_success(const paho::token& tok) override {
+    auto id = reinterpret_cast<uintptr_t>(tok.get_user_context());
+    if (auto p = take(id)) p->done(DeliveryResult::ok());
+  }
+  void on_failure(const paho::token& tok) override {
+    auto id = reinterpret_cast<uintptr_t>(tok.get_user_context());
+    if (auto p = take(id)) {
+      p->done(DeliveryResult::retry("MQTT broker " + address.str() + " did not confirm the publish: " +
+                                    describe(tok.get_return_code())));
+    }
+  }
+
+  void start_connect() {
+    if (connecting.exchange(true)) return;
+    try {
+      client->connect(connect_opts, nullptr, connect_listener);
+    } catch (const paho::exception& e) {
+      connecting = false;
+      log::warn("mqtt sink cannot connect", {{"flow", flow}, {"sink", sink_name}, {"broker", address.str()},
+                                             {"error", e.what()}});
+    }
+  }
+
+  // Timeouts and (re)connects.
+  void run() {
+    milliseconds backoff = options.reconnect_min;
+    auto next_connect = Clock::now();
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      cv.wait_for(lock, milliseconds(100));
+      if (stopping) break;
+      const auto now = Clock::now();
+      std::vector<Pending> expired;
+      for (auto it = pending.begin(); it != pending.end();) {
+        if (it->second.deadline <= now) {
+          expired.push_back(std::move(it->second));
+          it = pending.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      lock.unlock();
+      for (auto& p : expired) {
+        p.done(DeliveryResult::retry("no confirmation from MQTT broker " + address.str() + " within " +
+                                     std::to_string(options.ack_timeout.count()) + "ms"));
+      }
+      if (connected.load()) {
+        backoff = options.reconnect_min;
+      } else if (!connecting.load() && now >= next_connect) {
+        start_connect();
+        next_connect = now + backoff;
+        backoff = std::min(backoff * 2, options.reconnect_max);
+      }
+      lock.lock();
+    }
+  }
+};
+
+MqttSink::MqttSink(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MqttSink::~MqttSink() { stop(); }
+
+Result<std::unique_ptr<MqttSink>> MqttSink::create(const flows::MqttSinkSpec& spec, std::string flow,
+                                                   std::string sink_name, MqttSinkOptions options) {
+  const std::string what = "flow " + flow + ": sink " + sink_name + ": ";
+  auto addr = mqtt::parse_broker_url(spec.broker);
+  // Paho also speaks MQTT over WebSocket, which the source's own session does not.
+  if (!addr && spec.broker.rfind("ws", 0) != 0) return Status::invalid(what + addr.status().message());
+  if (spec.qos < 0 || spec.qos > 1) return Status::invalid(what + "qos must be 0 or 1");
+  if (spec.client_id.empty()) return Status::invalid(what + "client_id must not be empty");
+  auto impl = std::make_unique<Impl>();
+  impl->spec = spec;
+  impl->flow = std::move(flow);
+  impl->sink_name = std::move(sink_name);
+  impl->options = options;
+  if (addr) {
+    impl->address = addr.value();
+  } else {
+    impl->address.host = "websocket broker";
+  }
+  impl->connect_listener.self = impl.get();
+  // The topic: an expression when it compiles and reads the event, else plain text.
+  flows::Expression expr;
+  flows::CompileError err;
+  if (flows::Expression::compile(spec.topic, flows::CompileScope{}, &expr, &err) && expr.reads_this()) {
+    impl->topic_expr = std::move(expr);
+  } else {
+    impl->plain_topic = spec.topic;
+    if (expr.valid() && expr.constant_value() && expr.constant_value()->is_string()) {
+      impl->plain_topic = expr.constant_value()->get<std::string>();
+    }
+    if (!valid_publish_topic(impl->plain_topic)) {
+      return Status::invalid(what + "topic \"" + spec.topic +
+                             "\" is not a topic one can publish to (empty, or has + or #)");
+    }
+  }
+  return std::unique_ptr<MqttSink>(new MqttSink(std::move(impl)));
+}
+
+Result<std::string> MqttSink::topic_for(const std::string& event_json) const {
+  const Impl& m = *impl_;
+  if (!m.topic_expr) return m.plain_topic;
+  auto event = nlohmann::json::parse(event_json, nullptr, false);
+  if (event.is_discarded()) return Status::invalid("the event is not JSON");
+  flows::EvalContext ctx;
+  ctx.self = &event;
+  nlohmann::json scratch;
+  const nlohmann::json* v = m.topic_expr->eval(ctx, scratch);
+  if (!v) return Status::invalid("topic expression `" + m.spec.topic + "` failed: " + ctx.error);
+  if (!v->is_string()) {
+    return Status::invalid("topic expression `" + m.spec.topic + "` gave " + std::string(v->type_name()) +
+                           ", not a string");
+  }
+  std::string topic = v->get<std::string>();
+  if (!valid_publish_topic(topic)) {
+    return Status::invalid("topic expression `" + m.spec.topic + "` gave \"" + topic.substr(0, 200) +
+                           "\", which is not a topic one can publish to");
+  }
+  return topic;
+}
+
+bool MqttSink::connected() const { return impl_->connected.load(); }
+
+Status MqttSink::start() {
+  Impl& m = *impl_;
+  if (m.running) return Status::invalid("mqtt sink: started twice");
+  const std::string what = "flow " + m.flow + ": sink " + m.sink_name + ": ";
+  paho::connect_options_builder b;
+  b.clean_session(true).keep_alive_interval(std::chrono::seconds(30)).max_inflight(m.options.max_in_flight);
+  b.connect_timeout(std::chrono::seconds(10));
+  if (!m.spec.username_env.empty()) {
+    const char* u = std::getenv(m.spec.username_env.c_str());
+    if (!u) return Status::invalid(what + "environment variable " + m.spec.username_env + " (username_env) is not set");
+    b.user_name(u);
+  }
+  if (!m.spec.password_env.empty()) {
+    const char* p = std::getenv(m.spec.password_env.c_str());
+    if (!p) return Status::invalid(what + "environment variable " + m.spec.password_env + " (password_env) is not set");
+    b.password(p);
+  }
+  if (m.address.tls || m.spec.broker.rfind("wss", 0) == 0) {
+    paho::ssl_options ssl;
+    ssl.set_enable_server_cert_auth(true);
+    ssl.set_verify(true);
+    b.ssl(ssl);
+  }
+  m.connect_opts = b.finalize();
+  try {
+    m.client = std::make_unique<paho::async_client>(m.spec.broker, m.spec.client_id, nullptr);
+  } catch (const paho::exception& e) {
+    return Status::invalid(what + "cannot create the MQTT client: " + e.what());
+  }
+  Impl* self = &m;
+  m.client->set_connection_lost_handler([self](const std::string&) {
+    self->connected = false;
+    log::warn("mqtt sink lost the broker", {{"flow", self->flow}, {"sink", self->sink_name},
+                                            {"broker", self->address.str()}});
+    self->cv.notify_all();
+  });
+  {
+    std::lock_guard lock(m.mu);
+    m.stopping = false;
+  }
+  m.running = true;
+  m.thread = std::thread([self] { self->run(); });
+  pthread_setname_np(m.thread.native_handle(), "mqtt-sink");
+  return Status::ok();
+}
+
+void MqttSink::stop() {
+  Impl& m = *impl_;
+  if (!m.running.exchange(false)) return;
+  {
+    std::lock_guard lock(m.mu);
+    m.stopping = true;
+  }
+  m.cv.notify_all();
+  if (m.thread.joinable()) m.thread.join();
+  // Give confirmations on the wire a moment to arrive, then let go of the client (after its
+  // destruction Paho calls nothing of ours).
+  const auto until = Clock::now() + milliseconds(1000);
+  for (;;) {
+    {
+      std::lock_guard lock(m.mu);
+      if (m.pending.empty() || Clock::now() >= until) break;
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  try {
+    if (m.client->is_connected()) m.client->disconnect(milliseconds(500))->wait_for(std::chrono::seconds(2));
+  } catch (const paho::exception&) {
+  }
+  m.client.reset();
+  std::map<uint64_t, Pending> left;
+  {
+    std::lock_guard lock(m.mu);
+    left.swap(m.pending);
+  }
+  for (auto& [id, p] : left) p.done(DeliveryResult::retry("sink stopping"));
+}
+
+int MqttSink::max_in_flight() const { return impl_->options.max_in_flight; }
+int MqttSink::max_retries() const { return impl_->spec.retries; }
+
+void MqttSink::deliver(Delivery d, std::function<void(DeliveryResult)> done) {
+  Impl& m = *impl_;
+  if (!m.running.load()) {
+    done(DeliveryResult::retry("sink stopping"));
+    return;
+  }
+  auto topic = topic_for(d.body);
+  if (!topic) {
+    done(DeliveryResult::dead(topic.status().message()));
+    return;
+  }
+  if (!m.connected.load()) {
+    done(DeliveryResult::retry("MQTT broker " + m.address.str() + " is not connected"));
+    return;
+  }
+  uint64_t id;
+  {
+    std::lock_guard lock(m.mu);
+    id = m.next_id++;
+    m.pending.emplace(id, Pending{std::move(done), Clock::now() + m.options.ack_timeout});
+  }
+  try {
+    auto msg = paho::make_message(topic.value(), d.body.data(), d.body.size(), m.spec.qos, m.spec.retain);
+    m.client->publish(msg, reinterpret_cast<void*>(static_cast<uintptr_t>(id)), m);
+  } catch (const paho::exception& e) {
+    if (auto p = m.take(id)) {
+      p->done(DeliveryResult::retry("MQTT publish to " + m.address.str() + " failed: " + e.what()));
+    }
+  }
+}
+
+Result<std::unique_ptr<weir::Sink>> make_mqtt_sink(const flows::MqttSinkSpec& spec, std::string flow,
+                                                   std::string sink_name, MqttSinkOptions options) {
+  auto s = MqttSink::create(spec, std::move(flow), std::move(sink_name), options);
+  if (!s) return s.status();
+  return std::unique_ptr<weir::Sink>(std::move(s.value()));
+}
+
+}  // namespace weir::connectors

@@ -1,0 +1,72 @@
+// MqttSink: the `to: {x: {mqtt: {broker, topic, qos, retain, ...}}}` sink, on Paho MQTT C++
+// (async_client). Each delivery is one PUBLISH of the event JSON; `done(ok)` comes only
+// when the broker confirmed it (QoS 1: its PUBACK; QoS 0: the packet was written).
+//
+// Topic: a plain topic (`out/orders`), or an expression over the event when the text
+// compiles as one and reads `this` (`"'devices/' + this.device + '/cmd'"`). A quoted
+// constant (`"'out/x'"`) is a plain topic. An expression that fails or gives anything
+// but a non-empty topic without wildcards makes the delivery dead, with the reason.
+//
+// Results: not connected, a publish Paho refuses, a failure callback, or no confirmation
+// within `ack_timeout` → retry (the sink stage naks with backoff and dead-letters past
+// `retries`). MQTT 3.1.1 has no headers, so the event id does not travel with the message.
+//
+// Connection: clean session (the bus keeps what is not confirmed); the first connect and
+// every reconnect after a loss are attempted by the sink's own thread with backoff from
+// 250 ms to 30 s, so a broker that is down at start does not keep weir from starting.
+//
+// Threading: deliver() from any thread (the sink stage); `done` runs on a Paho thread or
+// on the sink's thread ("mqtt-sink", timeouts and reconnects). start()/stop() once each,
+// from the owner's thread. stop(): disconnects (1 s for confirmations to arrive), then
+// completes every delivery still waiting as retry.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "flows/flow.h"
+#include "runtime/sink.h"
+
+namespace weir::connectors {
+
+struct MqttSinkOptions {
+  std::chrono::milliseconds ack_timeout{5000};
+  std::chrono::milliseconds reconnect_min{250};
+  std::chrono::milliseconds reconnect_max{30000};
+  int max_in_flight = 256;
+};
+
+class MqttSink final : public weir::Sink {
+ public:
+  // Validates the spec: broker URL, topic (plain or expression), qos, credentials' env names.
+  static Result<std::unique_ptr<MqttSink>> create(const flows::MqttSinkSpec& spec, std::string flow,
+                                                  std::string sink_name, MqttSinkOptions options = {});
+  ~MqttSink() override;
+  MqttSink(const MqttSink&) = delete;
+  MqttSink& operator=(const MqttSink&) = delete;
+
+  Status start() override;   // reads credentials from the environment; connects in the background
+  void stop() override;
+  int max_in_flight() const override;
+  int max_retries() const override;
+  void deliver(Delivery delivery, std::function<void(DeliveryResult)> done) override;
+
+  // The topic a delivery of `event_json` goes to, or why there is none (dead).
+  Result<std::string> topic_for(const std::string& event_json) const;
+  bool connected() const;
+
+  struct Impl;
+
+ private:
+  explicit MqttSink(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+Result<std::unique_ptr<weir::Sink>> make_mqtt_sink(const flows::MqttSinkSpec& spec, std::string flow,
+                                                   std::string sink_name, MqttSinkOptions options = {});
+
+// True when `topic` is a topic one may publish to (non-empty, no '+' '#' or NUL, UTF-8).
+bool valid_publish_topic(std::string_view topic);
+
+}  // namespace weir::connectors
