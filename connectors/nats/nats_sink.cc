@@ -1,0 +1,129 @@
+#include "connectors/nats/nats_sink.h"
+
+#include <nats/nats.h>
+#include <pthread.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "connectors/nats/nats_connection.h"
+#include "runtime/log.h"
+
+namespace weir::connectors {
+namespace {
+
+class NatsSink final : public weir::Sink {
+ public:
+  NatsSink(flows::NatsSinkSpec spec, std::string flow, std::string sink_name, NatsSinkOptions options)
+      : spec_(std::move(spec)), flow_(std::move(flow)), sink_name_(std::move(sink_name)), options_(std::move(options)) {}
+  ~NatsSink() override { stop(); }
+
+  Status start() override {
+    if (running_) return Status::invalid("nats sink: started twice");
+    if (options_.url.empty()) return Status::internal("nats sink: the runtime gave no NATS URL");
+    auto c = NatsConnection::open({options_.url, options_.creds_file, "weir-" + flow_ + "-" + sink_name_, false});
+    if (!c) return Status::unavailable("flow " + flow_ + ": sink " + sink_name_ + ": " + c.status().message());
+    conn_ = std::move(c.value());
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = false;
+    }
+    running_ = true;
+    thread_ = std::thread([this] { run(); });
+    pthread_setname_np(thread_.native_handle(), "nats-sink");
+    return Status::ok();
+  }
+
+  void stop() override {
+    if (!running_) return;
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();   // its last round flushes and completes what was published
+    running_ = false;
+    conn_.reset();
+  }
+
+  int max_in_flight() const override { return options_.max_in_flight; }
+  int max_retries() const override { return options_.retries; }
+
+  void deliver(Delivery d, std::function<void(DeliveryResult)> done) override {
+    if (!running_ || !conn_->connected()) {
+      done(DeliveryResult::retry(running_ ? "NATS is not connected" : "sink stopping"));
+      return;
+    }
+    natsMsg* msg = nullptr;
+    natsStatus s = natsMsg_Create(&msg, spec_.subject.c_str(), nullptr, d.body.data(), static_cast<int>(d.body.size()));
+    if (s == NATS_OK && !d.event_id.empty()) {
+      s = natsMsgHeader_Set(msg, "Nats-Msg-Id", d.event_id.c_str());
+      if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Idempotency-Key", d.event_id.c_str());
+      if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Weir-Id", d.event_id.c_str());
+    }
+    if (s == NATS_OK) s = natsConnection_PublishMsg(conn_->get(), msg);
+    natsMsg_Destroy(msg);
+    if (s != NATS_OK) {
+      done(DeliveryResult::retry(std::string("NATS publish to ") + spec_.subject + " failed: " + natsStatus_GetText(s)));
+      return;
+    }
+    {
+      std::lock_guard lock(mu_);
+      published_.push_back(std::move(done));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  // Flushes in rounds: every publish made before a round's PING is confirmed by its PONG.
+  void run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !published_.empty(); });
+      if (published_.empty() && stopping_) break;
+      std::vector<std::function<void(DeliveryResult)>> round;
+      round.swap(published_);
+      lock.unlock();
+      natsStatus s = natsConnection_FlushTimeout(conn_->get(), options_.flush_timeout.count());
+      if (s == NATS_OK) {
+        for (auto& done : round) done(DeliveryResult::ok());
+      } else {
+        std::string why = std::string("NATS did not confirm the publish to ") + spec_.subject + ": " +
+                          natsStatus_GetText(s);
+        for (auto& done : round) done(DeliveryResult::retry(why));
+      }
+      lock.lock();
+    }
+  }
+
+  flows::NatsSinkSpec spec_;
+  std::string flow_, sink_name_;
+  NatsSinkOptions options_;
+  std::unique_ptr<NatsConnection> conn_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::function<void(DeliveryResult)>> published_;   // GUARDED_BY(mu_)
+  bool stopping_ = false;                                        // GUARDED_BY(mu_)
+  std::atomic<bool> running_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<weir::Sink>> make_nats_sink(const flows::NatsSinkSpec& spec, std::string flow,
+                                                   std::string sink_name, NatsSinkOptions options) {
+  if (spec.subject.empty() || spec.subject.find_first_of(" \t\r\n*>") != std::string::npos) {
+    return Status::invalid("flow " + flow + ": sink " + sink_name +
+                           ": nats.subject must be a plain subject (no spaces or wildcards)");
+  }
+  if (spec.subject.rfind("weir.", 0) == 0 || spec.subject.rfind("$JS.", 0) == 0) {
+    return Status::invalid("flow " + flow + ": sink " + sink_name + ": nats.subject \"" + spec.subject +
+                           "\" is inside weir's own or JetStream's subjects; use a flow sink to chain flows");
+  }
+  return std::unique_ptr<weir::Sink>(new NatsSink(spec, std::move(flow), std::move(sink_name), std::move(options)));
+}
+
+}  // namespace weir::connectors
