@@ -4,6 +4,11 @@
 #include "connectors/http/http_source.h"
 #include "connectors/poll/poll_source.h"
 #include "connectors/timer/timer_source.h"
+#include "connectors/exec/exec_source.h"   // connectors: mqtt, nats, exec
+#include "connectors/mqtt/mqtt_sink.h"
+#include "connectors/mqtt/mqtt_source.h"
+#include "connectors/nats/nats_sink.h"
+#include "connectors/nats/nats_source.h"
 
 namespace weir::connectors {
 namespace {
@@ -27,8 +32,15 @@ Result<std::unique_ptr<Source>> BuiltinConnectors::make_source(const flows::Flow
             o.ack_timeout = config.http.ack_timeout;
             return make_http_source(s, o);
           },
-          [&](const flows::MqttSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "mqtt"); },
-          [&](const flows::NatsSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "nats"); },
+          [&](const flows::MqttSourceSpec& s) -> Result<std::unique_ptr<Source>> {  // connectors
+            auto m = make_mqtt_source(s);
+            if (!m) return Status::invalid("flow " + flow.name() + ": " + m.status().message());
+            return m;
+          },
+          [&](const flows::NatsSourceSpec& s) -> Result<std::unique_ptr<Source>> {  // connectors
+            // config.nats.url is the NATS the runtime connected to (embedded or not).
+            return make_nats_source(s, {config.nats.url, config.nats.creds});
+          },
           [&](const flows::TimerSourceSpec& s) -> Result<std::unique_ptr<Source>> {
             auto t = TimerSource::create(s);
             if (!t) return t.status();
@@ -39,21 +51,32 @@ Result<std::unique_ptr<Source>> BuiltinConnectors::make_source(const flows::Flow
             if (!p) return Status::invalid("flow " + flow.name() + ": " + p.status().message());
             return std::unique_ptr<Source>(std::move(p.value()));
           },
-          [&](const flows::ExecSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "exec"); },
+          [&](const flows::ExecSourceSpec& s) -> Result<std::unique_ptr<Source>> {  // connectors
+            auto e = make_exec_source(s);
+            if (!e) return Status::invalid("flow " + flow.name() + ": " + e.status().message());
+            return e;
+          },
           [&](const flows::FlowSourceSpec&) -> Result<std::unique_ptr<Source>> { return not_yet(flow, "flow"); },
       },
       flow.source());
 }
 
 Result<std::unique_ptr<Sink>> BuiltinConnectors::make_sink(const flows::Flow& flow, const flows::SinkSpec& sink,
-                                                           const RuntimeConfig&) {
+                                                           const RuntimeConfig& config) {
   return std::visit(
       Overloaded{
           [&](const flows::HttpSinkSpec& s) -> Result<std::unique_ptr<Sink>> {
             return make_http_sink(s, flow.name(), sink.name);
           },
-          [&](const flows::MqttSinkSpec&) -> Result<std::unique_ptr<Sink>> { return not_yet(flow, "mqtt sink"); },
-          [&](const flows::NatsSinkSpec&) -> Result<std::unique_ptr<Sink>> { return not_yet(flow, "nats sink"); },
+          [&](const flows::MqttSinkSpec& s) -> Result<std::unique_ptr<Sink>> {  // connectors
+            return make_mqtt_sink(s, flow.name(), sink.name);
+          },
+          [&](const flows::NatsSinkSpec& s) -> Result<std::unique_ptr<Sink>> {  // connectors
+            NatsSinkOptions o;
+            o.url = config.nats.url;
+            o.creds_file = config.nats.creds;
+            return make_nats_sink(s, flow.name(), sink.name, o);
+          },
           [&](const flows::FlowSinkSpec&) -> Result<std::unique_ptr<Sink>> { return not_yet(flow, "flow sink"); },
       },
       sink.kind);

@@ -211,6 +211,7 @@ struct Runtime::Impl final : AdminBackend {
       if (!n) return n.status();
       nats = std::move(n.value());
       url = nats->url();
+      config.nats.url = url;   // connectors: the nats source/sink open their own connection to it
     }
     BusOptions bo;
     bo.url = url;
