@@ -1,0 +1,83 @@
+// FakeIngest: an Ingest that records every publish and completes it as the test says —
+// at once (ok, or a failure for the first N), or never until the test calls complete().
+// Thread-safe: sources publish from their own threads; tests read from theirs.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/source.h"
+
+namespace weir::ctest {
+
+class FakeIngest final : public weir::Ingest {
+ public:
+  enum class Mode { kAck, kHold };
+  explicit FakeIngest(Mode mode = Mode::kAck, int fail_first = 0) : mode_(mode), fail_left_(fail_first) {}
+
+  void publish(weir::IngestEvent event, std::chrono::milliseconds,
+               std::function<void(const weir::Status&, const std::string&)> done) override {
+    std::unique_lock lock(mu_);
+    events_.push_back(event);
+    if (fail_left_ > 0) {
+      --fail_left_;
+      ++failed_;
+      lock.unlock();
+      done(weir::Status::unavailable("fake: JetStream down"), event.id);
+      return;
+    }
+    if (mode_ == Mode::kHold) {
+      held_.push_back({event.id, std::move(done)});
+      return;
+    }
+    ++acked_;
+    lock.unlock();
+    done(weir::Status::ok(), event.id);
+  }
+  bool ready() const override { return true; }
+
+  // Completes every held publish with ok.
+  void complete_all() {
+    std::vector<Held> held;
+    {
+      std::lock_guard lock(mu_);
+      held.swap(held_);
+      acked_ += static_cast<int>(held.size());
+    }
+    for (auto& h : held) h.done(weir::Status::ok(), h.id);
+  }
+
+  std::vector<weir::IngestEvent> events() const {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+  size_t count() const {
+    std::lock_guard lock(mu_);
+    return events_.size();
+  }
+  int acked() const {
+    std::lock_guard lock(mu_);
+    return acked_;
+  }
+  int failed() const {
+    std::lock_guard lock(mu_);
+    return failed_;
+  }
+
+ private:
+  struct Held {
+    std::string id;
+    std::function<void(const weir::Status&, const std::string&)> done;
+  };
+  mutable std::mutex mu_;
+  Mode mode_;
+  int fail_left_;
+  int failed_ = 0;
+  int acked_ = 0;
+  std::vector<weir::IngestEvent> events_;
+  std::vector<Held> held_;
+};
+
+}  // namespace weir::ctest
