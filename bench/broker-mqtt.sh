@@ -13,12 +13,15 @@
 #
 # BUILD=dir selects the build holding weir and weir-mqtt-rt (default build/).
 # WINDOW=n sets the client's unconfirmed publishes (default 256).
+# INFLIGHT=n sets mosquitto's max_inflight_messages, the QoS 1 messages it sends a client
+# before that client's PUBACKs (default 20, mosquitto's own default).
 # Every process is started here and stopped by its PID; the temp dir is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-5000}
 BUILD=${BUILD:-build}
 WINDOW=${WINDOW:-256}
+INFLIGHT=${INFLIGHT:-20}
 WEIR=$BUILD/weir
 RT=$BUILD/weir-mqtt-rt
 for bin in "$WEIR" "$RT"; do
@@ -55,6 +58,7 @@ cat > "$tmp/mosquitto.conf" <<EOF
 listener $mq_port 127.0.0.1
 allow_anonymous true
 set_tcp_nodelay true
+max_inflight_messages $INFLIGHT
 max_queued_messages 0
 persistence false
 log_dest stderr
@@ -94,8 +98,8 @@ rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$weir_pid/status" 2>/dev/null || echo 0
 
 machine="$(uname -sm), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 jq -n --argjson ceiling "$ceiling" --argjson weir "$weir" --arg machine "$machine" --argjson nproc "$(nproc)" \
-  --argjson n "$N" --argjson window "$WINDOW" --argjson rss_kb "${rss_kb:-0}" '{
-    scenario: "broker-mqtt", machine: $machine, nproc: $nproc, count: $n, window: $window,
+  --argjson n "$N" --argjson window "$WINDOW" --argjson inflight "$INFLIGHT" --argjson rss_kb "${rss_kb:-0}" '{
+    scenario: "broker-mqtt", machine: $machine, nproc: $nproc, count: $n, window: $window, broker_max_inflight: $inflight,
     weir: $weir, ceiling: $ceiling,
     ratio: (if $ceiling.rt_per_s > 0 then ($weir.rt_per_s / $ceiling.rt_per_s * 1000 | round / 1000) else null end),
     weir_rss_mb: ($rss_kb / 1024 | round)

@@ -52,6 +52,7 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   std::atomic<bool> running{false};
   std::atomic<bool> connected{false};
   std::atomic<bool> connecting{false};
+  std::atomic<uint64_t> refused{0};      // publishes Paho threw on (for rate-limited warnings)
 
   std::mutex mu;
   std::condition_variable cv;
@@ -230,7 +231,9 @@ Status MqttSink::start() {
   if (m.running) return Status::invalid("mqtt sink: started twice");
   const std::string what = "flow " + m.flow + ": sink " + m.sink_name + ": ";
   paho::connect_options_builder b;
-  b.clean_session(true).keep_alive_interval(std::chrono::seconds(30)).max_inflight(m.options.max_in_flight);
+  // Paho counts a message in flight until after our success callback ran: give it headroom
+  // over the stage's own limit so the next delivery is never refused for that.
+  b.clean_session(true).keep_alive_interval(std::chrono::seconds(30)).max_inflight(4 * m.options.max_in_flight);
   b.connect_timeout(std::chrono::seconds(10));
   if (!m.spec.username_env.empty()) {
     const char* u = std::getenv(m.spec.username_env.c_str());
@@ -250,7 +253,13 @@ Status MqttSink::start() {
   }
   m.connect_opts = b.finalize();
   try {
-    m.client = std::make_unique<paho::async_client>(m.spec.broker, m.spec.client_id, nullptr);
+    // Paho refuses a publish (-12, "no more messages can be buffered") once more than
+    // maxBufferedMessages (default 100) wait in its command queue, even while connected:
+    // leave room for every delivery in flight.
+    paho::create_options co(MQTTVERSION_3_1_1);
+    co.set_max_buffered_messages(4 * m.options.max_in_flight);
+    co.set_send_while_disconnected(false);
+    m.client = std::make_unique<paho::async_client>(m.spec.broker, m.spec.client_id, co, nullptr);
   } catch (const paho::exception& e) {
     return Status::invalid(what + "cannot create the MQTT client: " + e.what());
   }
@@ -331,6 +340,11 @@ void MqttSink::deliver(Delivery d, std::function<void(DeliveryResult)> done) {
     auto msg = paho::make_message(topic.value(), d.body.data(), d.body.size(), m.spec.qos, m.spec.retain);
     m.client->publish(msg, reinterpret_cast<void*>(static_cast<uintptr_t>(id)), m);
   } catch (const paho::exception& e) {
+    const uint64_t n = m.refused.fetch_add(1, std::memory_order_relaxed);
+    if (n < 5 || n % 1000 == 0) {
+      log::warn("mqtt sink: Paho refused a publish", {{"flow", m.flow}, {"sink", m.sink_name},
+                                                      {"error", e.what()}, {"count", std::to_string(n + 1)}});
+    }
     if (auto p = m.take(id)) {
       p->done(DeliveryResult::retry("MQTT publish to " + m.address.str() + " failed: " + e.what()));
     }
