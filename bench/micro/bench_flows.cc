@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -27,27 +28,39 @@ using weir::flows::Json;
 
 const std::string kDir = WEIR_BENCH_FLOWS_DIR;
 
-// Events shaped like the load generator's: 1 to 4 items, customers c0..c999 (c900 and up
-// are not in the table), about 300 bytes each. A pool, so that branches and sizes vary.
+// Events shaped like the load generator's (bench/tools/loadgen.cc, OrderFactory): 1 to 4
+// items with qty 1..5 and prices 1.00..28.99, the amount their total, customers c0..c999
+// (c900 and up are not in the table), about 300 bytes each. A pool, so that branches and
+// sizes vary from event to event.
 std::vector<std::string> make_events(size_t n) {
-  std::mt19937 rng(42);
+  std::mt19937_64 rng(42);
+  auto cents = [](int64_t c) {
+    std::string s = std::to_string(c / 100) + ".";
+    s.push_back(static_cast<char>('0' + c % 100 / 10));
+    s.push_back(static_cast<char>('0' + c % 10));
+    return s;
+  };
   std::vector<std::string> out;
-  static const char* kPrices[] = {"10.50", "99.00", "4.15", "149.99", "0.99", "23.40", "7.00", "310.25"};
   for (size_t i = 0; i < n; ++i) {
-    Json ev = {{"id", "ord-" + std::to_string(1000000 + i) + "-" + std::to_string(rng() % 100000)},
-               {"t", static_cast<int64_t>(1767225600000000LL + i * 997)},
-               {"customer_id", "c" + std::to_string(rng() % 1000)},
-               {"amount", std::to_string(rng() % 50000 / 100) + "." + std::to_string(10 + rng() % 90)},
-               {"currency", (rng() % 4) ? "EUR" : "USD"},
-               {"ts", "2026-01-01T00:00:00Z"},
-               {"items", Json::array()}};
-    int items = 1 + static_cast<int>(rng() % 4);
-    for (int k = 0; k < items; ++k) {
-      ev["items"].push_back({{"sku", "sku-" + std::to_string(rng() % 5000)},
-                             {"qty", std::to_string(1 + rng() % 5)},
-                             {"price", kPrices[rng() % 8]}});
+    Json items = Json::array();
+    int64_t total = 0;
+    int count = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < count; ++k) {
+      int64_t qty = 1 + static_cast<int64_t>(rng() % 5);
+      int64_t price = 100 + static_cast<int64_t>(rng() % 2800);
+      total += qty * price;
+      items.push_back({{"sku", "sku-" + std::to_string(rng() % 100000)}, {"qty", std::to_string(qty)},
+                       {"price", cents(price)}});
     }
-    out.push_back(ev.dump());
+    int64_t customer = static_cast<int64_t>(rng() % 1000);
+    // Written in the generator's key order (Json would sort the keys).
+    std::string body = "{\"id\":\"run-7f3a9c2e-" + std::to_string(i) + "\",\"t\":" +
+                       std::to_string(1767225600000000LL + static_cast<int64_t>(i) * 997) +
+                       ",\"customer_id\":\"c" + std::to_string(customer) + "\",\"email\":\"c" +
+                       std::to_string(customer) + "@example.com\",\"amount\":\"" + cents(total) +
+                       "\",\"currency\":\"EUR\",\"channel\":\"web\",\"ts\":\"2026-01-01T00:00:00Z\",\"items\":" +
+                       items.dump() + "}";
+    out.push_back(std::move(body));
   }
   return out;
 }
@@ -135,7 +148,9 @@ struct Fixture {
   size_t bytes = 0;
 
   Fixture() {
-    auto r = weir::flows::load_flow_file(kDir + "/bench_orders.yaml");
+    // WEIR_BENCH_FLOW: another flow file doing the same work (to compare ways of writing it).
+    const char* other = std::getenv("WEIR_BENCH_FLOW");
+    auto r = weir::flows::load_flow_file(other && *other ? other : kDir + "/bench_orders.yaml");
     if (!r.flow) {
       for (const auto& d : r.diagnostics) std::fprintf(stderr, "%s\n", d.str().c_str());
       std::abort();
@@ -239,6 +254,55 @@ void BM_ParseSerializeOnly(benchmark::State& state) {
   report(state, f);
 }
 BENCHMARK(BM_ParseSerializeOnly);
+
+// Both versions side by side: chunks of 32 events alternate between them (in turn
+// first), each timed on the thread's CPU clock, so that both see the same machine
+// state. On a shared, noisy machine this ratio is steadier than one computed from two
+// separate benchmarks.
+int64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void BM_Ratio_FlowOverHandWritten(benchmark::State& state) {
+  const Fixture& f = fixture();
+  constexpr size_t kChunk = 32;
+  int64_t flow_ns = 0, hand_ns = 0;
+  size_t i = 0, events = 0;
+  bool flow_first = true;
+  std::string sink, text;
+  auto run_flow = [&](size_t base) {
+    for (size_t k = 0; k < kChunk; ++k) {
+      weir::flows::Outcome o = f.flow->run(Json::parse(f.events[(base + k) % f.events.size()]));
+      std::string out = o.event.dump();
+      benchmark::DoNotOptimize(out);
+    }
+  };
+  auto run_hand = [&](size_t base) {
+    for (size_t k = 0; k < kChunk; ++k) {
+      bool emitted = handwritten(f.events[(base + k) % f.events.size()], f.customers, &sink, &text);
+      benchmark::DoNotOptimize(emitted);
+      benchmark::DoNotOptimize(text);
+    }
+  };
+  for (auto _ : state) {
+    int64_t t0 = thread_cpu_ns();
+    if (flow_first) run_flow(i); else run_hand(i);
+    int64_t t1 = thread_cpu_ns();
+    if (flow_first) run_hand(i); else run_flow(i);
+    int64_t t2 = thread_cpu_ns();
+    (flow_first ? flow_ns : hand_ns) += t1 - t0;
+    (flow_first ? hand_ns : flow_ns) += t2 - t1;
+    flow_first = !flow_first;
+    i += kChunk;
+    events += kChunk;
+  }
+  state.counters["ratio"] = static_cast<double>(flow_ns) / static_cast<double>(hand_ns);
+  state.counters["flow_events_per_s"] = static_cast<double>(events) * 1e9 / static_cast<double>(flow_ns);
+  state.counters["hand_events_per_s"] = static_cast<double>(events) * 1e9 / static_cast<double>(hand_ns);
+}
+BENCHMARK(BM_Ratio_FlowOverHandWritten);
 
 }  // namespace
 
