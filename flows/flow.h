@@ -7,6 +7,10 @@
 // Lifecycle: `load_flow_file` parses, validates and compiles a file once. The
 // resulting `Flow` is immutable and safe to share between threads; `Flow::run`
 // is const and may be called concurrently from any number of threads.
+//
+// Errors: loading never throws; every problem in a file is a Diagnostic
+// (file:line:column). `run` never throws: a data problem is an Outcome of kind kError
+// carrying a FlowError. The language is documented in docs/flow-language.md.
 #pragma once
 
 #include <chrono>
