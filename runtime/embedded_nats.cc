@@ -48,6 +48,9 @@ Result<std::unique_ptr<EmbeddedNats>> EmbeddedNats::start(const std::string& dat
       dup2(devnull, 0);
       dup2(devnull, 1);
     }
+    // Nothing of weir's may reach the server: an inherited listening socket (the admin
+    // API opens before NATS is spawned) would stay bound after weir exits.
+    ::close_range(3, ~0U, 0);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

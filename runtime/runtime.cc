@@ -27,6 +27,10 @@ namespace weir {
 namespace fs = std::filesystem;
 
 namespace {
+// Spec §2: 2 for a usage or configuration error (a malformed address, a bad flow), 1 for
+// a runtime failure (a port someone else holds, an unreachable service).
+int exit_code_for(const Status& s) { return s.code() == Status::Code::kInvalid ? 2 : 1; }
+
 std::chrono::milliseconds sink_timeout(const flows::SinkSpec& s) {
   if (const auto* h = std::get_if<flows::HttpSinkSpec>(&s.kind)) return h->timeout;
   return std::chrono::milliseconds(5000);
@@ -355,7 +359,7 @@ struct Runtime::Impl final : AdminBackend {
     auto as = HttpServer::create(io, ao, admin->handler());
     if (!as) {
       log::error("cannot start the admin API", {{"error", as.status().message()}});
-      return 2;
+      return exit_code_for(as.status());
     }
     admin_server = std::move(as.value());
 
@@ -369,7 +373,7 @@ struct Runtime::Impl final : AdminBackend {
       if (Status s = start_flow(f); !s) {
         log::error("cannot start flow", {{"flow", f->name()}, {"error", s.message()}});
         drain();
-        return s.code() == Status::Code::kInvalid ? 2 : 1;
+        return exit_code_for(s);
       }
     }
 
@@ -383,7 +387,7 @@ struct Runtime::Impl final : AdminBackend {
     if (!is) {
       log::error("cannot start http-in", {{"error", is.status().message()}});
       drain();
-      return 2;
+      return exit_code_for(is.status());
     }
     ingress_server = std::move(is.value());
     serving = true;
