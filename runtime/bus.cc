@@ -255,7 +255,13 @@ Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
   natsOptions_SetReconnectedCB(
       opts, [](natsConnection*, void* c) { static_cast<Bus*>(c)->set_connected(true); }, raw);
   natsOptions_SetClosedCB(
-      opts, [](natsConnection*, void* c) { static_cast<Bus*>(c)->set_connected(false); }, raw);
+      opts,
+      [](natsConnection*, void* c) {
+        auto* b = static_cast<Bus*>(c);
+        b->set_connected(false);
+        b->closed_.store(true, std::memory_order_release);  // nothing of the Bus is touched after this
+      },
+      raw);
   natsStatus s = natsConnection_Connect(&bus->nc_, opts);
   natsOptions_Destroy(opts);
   if (s != NATS_OK) return nats_status(s, "connect to " + bus->options_.url);
@@ -300,6 +306,12 @@ Bus::~Bus() {
   if (js_) jsCtx_Destroy(js_);
   if (nc_) {
     natsConnection_Close(nc_);
+    // cnats runs the disconnected and closed callbacks on its own thread after Close
+    // returns; without this wait they could run on a destroyed Bus (seen as an abort on
+    // SIGTERM: set_connected logging a freed url). Bounded, in case no callback comes.
+    for (int i = 0; i < 2000 && !closed_.load(std::memory_order_acquire); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     if (publisher_ && publisher_->sub) natsSubscription_Destroy(publisher_->sub);
     natsConnection_Destroy(nc_);
   }

@@ -157,6 +157,7 @@ class Bus {
   __natsConnection* nc_ = nullptr;
   __jsCtx* js_ = nullptr;
   std::atomic<bool> connected_{false};
+  std::atomic<bool> closed_{false};   // set by cnats' closed callback, the last one it delivers
   std::unique_ptr<Publisher> publisher_;
 };
 
