@@ -64,11 +64,14 @@ struct Mailbox {
     if (event_fd >= 0) ::close(event_fd);
   }
   void post(std::shared_ptr<Pending> p, Status s) {
+    bool first;
     {
       std::lock_guard lock(mu);
+      first = completions.empty();
       completions.push_back({std::move(p), std::move(s)});
     }
-    wake();
+    // One wake-up per batch: until the thread takes the list, later completions ride along.
+    if (first) wake();
   }
   void wake() const {
     uint64_t one = 1;

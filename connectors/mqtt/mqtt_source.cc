@@ -83,11 +83,14 @@ struct Mailbox {
     if (event_fd >= 0) ::close(event_fd);
   }
   void post(std::shared_ptr<Entry> e, Status s) {
+    bool first;
     {
       std::lock_guard lock(mu);
+      first = completions.empty();
       completions.push_back({std::move(e), std::move(s)});
     }
-    wake();
+    // One wake-up per batch: until the thread takes the list, later completions ride along.
+    if (first) wake();
   }
   void wake() const {
     uint64_t one = 1;
