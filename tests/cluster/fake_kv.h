@@ -5,7 +5,7 @@
 // Contract:
 // - Thread-safe. Hooks and watch callbacks run without the store's lock held, so they may
 //   call back into the store (another lease ticking while "this request is in flight").
-// - `fault` decides per request: apply normally, fail before applying (unavailable), or
+// - `set_fault` decides per request: apply normally, fail before applying (unavailable), or
 //   apply and lose the reply (timeout: the caller cannot know it happened).
 // - `before_apply` / `after_apply` run around the moment a request takes effect: tests
 //   advance the ManualClock there to model request and reply latency.
@@ -35,7 +35,13 @@ class FakeKv final : public KvStore {
  public:
   enum class Fault { kNone, kFailBefore, kLoseReply };
 
-  std::function<Fault(const char* op, const std::string& key)> fault;
+  using FaultFn = std::function<Fault(const char* op, const std::string& key)>;
+  // Fault injection; may be changed while other threads use the store.
+  void set_fault(FaultFn f) {
+    std::lock_guard<std::mutex> lock(hooks_mu_);
+    fault_ = std::move(f);
+  }
+  // Latency hooks: set before the store is shared between threads (single-threaded tests).
   std::function<void()> before_apply;
   std::function<void()> after_apply;
   // When set, each key remembers when its last entry was written, for expire_older_than.
@@ -74,7 +80,7 @@ class FakeKv final : public KvStore {
   }
 
   Result<KvEntry> get(const std::string& key) override {
-    if (fault && fault("get", key) == Fault::kFailBefore) return Status::unavailable("fake: get failed");
+    if (fault_for("get", key) == Fault::kFailBefore) return Status::unavailable("fake: get failed");
     std::lock_guard<std::mutex> lock(mu_);
     auto it = slots_.find(key);
     if (it == slots_.end() || !it->second.exists || it->second.deleted) return Status::not_found("fake: no key " + key);
@@ -193,9 +199,18 @@ class FakeKv final : public KvStore {
     std::thread thread_;
   };
 
+  Fault fault_for(const char* op, const std::string& key) {
+    FaultFn f;
+    {
+      std::lock_guard<std::mutex> lock(hooks_mu_);
+      f = fault_;
+    }
+    return f ? f(op, key) : Fault::kNone;
+  }
+
   template <typename Apply>
   Result<uint64_t> write(const char* op, const std::string& key, Apply apply) {
-    const Fault f = fault ? fault(op, key) : Fault::kNone;
+    const Fault f = fault_for(op, key);
     if (f == Fault::kFailBefore) return Status::unavailable(std::string("fake: ") + op + " failed");
     if (before_apply) before_apply();
     Result<uint64_t> result = Status::internal("unset");
@@ -226,6 +241,8 @@ class FakeKv final : public KvStore {
     }
   }
 
+  std::mutex hooks_mu_;
+  FaultFn fault_;  // GUARDED_BY(hooks_mu_)
   mutable std::mutex mu_;
   std::map<std::string, Slot> slots_;
   uint64_t sequence_ = 0;

@@ -149,14 +149,14 @@ TEST_CASE("lease: a failed renewal stops the holder at once", "[lease]") {
   REQUIRE(a.holding());
 
   SECTION("the store is unavailable") {
-    kv.fault = [](const char* op, const std::string&) {
+    kv.set_fault([](const char* op, const std::string&) {
       return std::string(op) == "update" ? FakeKv::Fault::kFailBefore : FakeKv::Fault::kNone;
-    };
+    });
   }
   SECTION("the reply is lost after the write landed") {
-    kv.fault = [](const char* op, const std::string&) {
+    kv.set_fault([](const char* op, const std::string&) {
       return std::string(op) == "update" ? FakeKv::Fault::kLoseReply : FakeKv::Fault::kNone;
-    };
+    });
   }
   SECTION("someone else wrote the key (compare-and-set conflict)") {
     REQUIRE(kv.update(kKey, "{}", kv.revision_of(kKey)));
@@ -393,10 +393,10 @@ TEST_CASE("lease: a holder whose renewal failed takes its unchanged key back wit
   Lease a(kv, clock, kKey, "a", o);
   a.tick();
   clock.advance(o.renew_interval);
-  kv.fault = [](const char*, const std::string&) { return FakeKv::Fault::kFailBefore; };
+  kv.set_fault([](const char*, const std::string&) { return FakeKv::Fault::kFailBefore; });
   a.tick();
   REQUIRE_FALSE(a.holding());
-  kv.fault = nullptr;
+  kv.set_fault(nullptr);
   // Its own revision is still the last one: a compare-and-set on it is safe at once.
   clock.advance(o.campaign_interval);
   a.tick();
@@ -416,11 +416,11 @@ TEST_CASE("lease: a renewal that landed but whose answer was lost is recovered w
   a.tick();
   b.tick();
   clock.advance(o.renew_interval);
-  kv.fault = [](const char* op, const std::string&) {
+  kv.set_fault([](const char* op, const std::string&) {
     return std::string(op) == "update" ? FakeKv::Fault::kLoseReply : FakeKv::Fault::kNone;
-  };
+  });
   a.tick();  // the write landed; a was told "timeout"
-  kv.fault = nullptr;
+  kv.set_fault(nullptr);
   REQUIRE_FALSE(a.holding());
   fb.deliver(kv, b);
   // The last revision carries a's nonce: a may compare-and-set it at once; b must wait.
@@ -527,12 +527,12 @@ class Simulation {
       nodes_.emplace_back();
       restart(i);
     }
-    kv_.fault = [this](const char*, const std::string&) {
+    kv_.set_fault([this](const char*, const std::string&) {
       const double p = unit();
       if (p < 0.03) return FakeKv::Fault::kFailBefore;
       if (p < 0.06) return FakeKv::Fault::kLoseReply;
       return FakeKv::Fault::kNone;
-    };
+    });
     kv_.before_apply = [this] { in_flight(); };
     kv_.after_apply = [this] { in_flight(); };
   }

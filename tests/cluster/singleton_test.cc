@@ -124,7 +124,7 @@ TEST_CASE("singleton: a graceful stop hands over at once", "[singleton]") {
   REQUIRE(wait_until([&] { return a->running(); }, 2s));
   auto b = make(kv, "b", sb);
   REQUIRE(b->start(ctx));
-  REQUIRE(wait_until([&] { return kv.watch_count() == 1; }, 2s));
+  REQUIRE(wait_until([&] { return b->watching(); }, 2s));
   const auto before = std::chrono::steady_clock::now();
   a->stop();
   REQUIRE(wait_until([&] { return b->running(); }, 2s));
@@ -174,7 +174,7 @@ TEST_CASE("singleton: the inner source's context refuses events once the lease i
   CHECK(inner.fence() == a->fencing_token());
 
   // The KV stops answering: the next renewal fails, the lease is lost, the source stopped.
-  kv.fault = [](const char*, const std::string&) { return FakeKv::Fault::kFailBefore; };
+  kv.set_fault([](const char*, const std::string&) { return FakeKv::Fault::kFailBefore; });
   REQUIRE(wait_until([&] { return !a->running(); }, 2s));
   CHECK_FALSE(a->fencing_token());
   CHECK_FALSE(inner.fence());
