@@ -211,7 +211,7 @@ TEST_CASE("poll split: array items, one event for a non-array, none when missing
   CHECK(poll::split(Json(), "").empty());  // empty body
 }
 
-TEST_CASE("poll cursor_of: strings and integers; empty, null and other types end pagination", "[poll]") {
+TEST_CASE("poll cursor_of: strings and integers - empty, null and other types end pagination", "[poll]") {
   Json body = Json::parse(R"({"next": "c2", "meta": {"next": 42}, "empty": "", "nil": null, "f": 1.5, "o": {}})");
   CHECK(poll::cursor_of(body, "next") == "c2");
   CHECK(poll::cursor_of(body, "meta.next") == "42");
@@ -311,7 +311,7 @@ TEST_CASE("poll token cache: refreshed 30 s (or 10%) before expiry, on a manual 
   CHECK_FALSE(cache.get(t0));
 }
 
-TEST_CASE("poll token responses: Bearer tokens with expires_in; errors never quote the body", "[poll]") {
+TEST_CASE("poll token responses: Bearer tokens with expires_in - errors never quote the body", "[poll]") {
   auto ok = poll::parse_token_response(R"({"access_token": "abc", "token_type": "bearer", "expires_in": 120})");
   REQUIRE(ok);
   CHECK(ok->access_token == "abc");
@@ -402,7 +402,7 @@ TEST_CASE("poll source: splits a page into events and sends the spec's headers",
   CHECK(source.value()->events_published() == 2);
 }
 
-TEST_CASE("poll source: ETag and Last-Modified are sent back; 304 gives no events", "[poll]") {
+TEST_CASE("poll source: ETag and Last-Modified are sent back - 304 gives no events", "[poll]") {
   std::atomic<int> version{1};
   ScriptedHttpServer api([&](const ScriptedRequest& r) {
     const std::string etag = "\"v" + std::to_string(version.load()) + "\"";
@@ -493,7 +493,7 @@ TEST_CASE("poll source: cursor pagination stores each cursor only after the page
   CHECK(ids == std::vector<std::string>{"f-id-1", "f-id-2", "f-id-3", "f-id-4"});
 }
 
-TEST_CASE("poll source: a new source resumes at the stored cursor; a failed publish repeats the page", "[poll]") {
+TEST_CASE("poll source: a new source resumes at the stored cursor - a failed publish repeats the page", "[poll]") {
   std::atomic<bool> fail_page3{true};
   ScriptedHttpServer api([&](const ScriptedRequest& r) {
     const std::string c = query_param(r.target, "c");

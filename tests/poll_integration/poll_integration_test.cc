@@ -159,7 +159,7 @@ TEST_CASE("poll: an unchanged ETag gives no events, also after a restart", "[int
   CHECK(weir.terminate() == 0);
 }
 
-TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced; a 401 never becomes an event",
+TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced - a 401 never becomes an event",
           "[integration][poll]") {
   NatsServer nats;
   SinkProcess sink;
@@ -301,7 +301,7 @@ TEST_CASE("poll: a bad client secret is a clear error and never logged", "[integ
   CHECK(bad.log().find("CSECRET") != std::string::npos);
 }
 
-TEST_CASE("poll: kill -9 of the holder mid-pagination; the other instance resumes from the stored cursor",
+TEST_CASE("poll: kill -9 of the holder mid-pagination - the other instance resumes from the stored cursor",
           "[integration][poll]") {
   // Pages 0..kPages-1 hold kItems items each ("<page>-<i>") and name the next page; page
   // kPages is empty and names itself (the feed is caught up). Each page takes 100 ms, so

@@ -54,7 +54,7 @@ std::unique_ptr<StateStore> open_store(const Conn& c, std::chrono::milliseconds 
 
 }  // namespace
 
-TEST_CASE("state store: values are shared by instances; puts are compare-and-set", "[integration][state]") {
+TEST_CASE("state store: values are shared by instances - puts are compare-and-set", "[integration][state]") {
   NatsServer nats;
   Conn ca(nats.url()), cb(nats.url());
   auto a = open_store(ca);
