@@ -349,3 +349,22 @@ TEST_CASE("evaluation returns references, not copies, for paths", "[expr]") {
   CHECK(r == &kEvent["items"][1]);
   CHECK(scratch.is_null());
 }
+
+TEST_CASE("events built in code may hold NaN, infinity or invalid UTF-8: errors, never crashes", "[expr][edges]") {
+  Json ev = {{"nan", std::nan("")}, {"inf", HUGE_VAL}, {"bad", std::string("a\xFF\xC3(z")}, {"ok", 1}};
+  CHECK(eval_err("this.nan + 1", ev).find("not a finite number") != std::string::npos);
+  CHECK(eval_err("this.inf * 2", ev).find("not a finite number") != std::string::npos);
+  CHECK(same(eval_ok("this.nan == this.nan", ev), Json(false)));
+  CHECK(same(eval_ok("this.inf > 1e308", ev), Json(true)));
+  CHECK(eval_err("int(this.nan)", ev).find("out of the int64 range") != std::string::npos);
+  CHECK(eval_err("int(this.inf)", ev).find("out of the int64 range") != std::string::npos);
+  CHECK(eval_err("round(this.inf, 2) + 1", ev).find("not a finite number") != std::string::npos);
+  // Invalid UTF-8 passes through string functions byte by byte and serialises safely.
+  CHECK(same(eval_ok("len(this.bad)", ev), Json(5)));  // each invalid byte counts as one
+  CHECK(eval_ok("split(this.bad, '')", ev).size() == 5);
+  CHECK(eval_ok("upper(this.bad)", ev).get<std::string>() == "A\xFF\xC3(Z");
+  CHECK(eval_ok("this.bad + '!'", ev).get<std::string>().size() == 6);
+  CHECK(eval_ok("string(this)", ev).get<std::string>().find("\xEF\xBF\xBD") != std::string::npos);  // U+FFFD
+  CHECK(eval_ok("hash(this)", ev).get<std::string>().size() == 64);
+  CHECK(eval_err("number(this.bad)", ev).find("to a number") != std::string::npos);
+}

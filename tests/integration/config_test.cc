@@ -286,3 +286,66 @@ TEST_CASE("SIGTERM drains and exits 0, nothing acknowledged is lost", "[integrat
   weir.process().signal(SIGINT);
   CHECK(weir.process().wait_exit(15s) == std::optional<int>(0));
 }
+
+TEST_CASE("every weir.yaml key of the spec loads, and sizes and durations in every spelling",
+          "[integration][config]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 3, timeout: 1500ms")}},
+                    .config = "nats:    { url: \"{NATS}\" }\n"
+                              "data_dir: {DATA}\n"
+                              "http:    { listen: \"{HTTP}\", max_body: 200, read_timeout: 1m }\n"
+                              "admin:   { listen: \"{ADMIN}\" }\n"
+                              "flows:   {FLOWS}\n"
+                              "cluster: { name: \"\", lease_ttl: 3s }\n"
+                              "log:     { level: info, format: text }\n",
+                    .env = {},
+                    .use_flags = false});
+  weir.start();
+  INFO(weir.describe());
+  // max_body: 200 is a plain number of bytes.
+  CHECK(weir.post("/in/orders", json{{"id", "small"}}.dump()).status == 202);
+  CHECK(weir.post("/in/orders", json{{"id", "large"}, {"pad", std::string(300, 'p')}}.dump()).status == 413);
+  std::set<std::string> ids{"small"};
+  CHECK(wait_until([&] { return missing(ids, sink.ids()).empty(); }, 20s, 50ms));
+  CHECK(weir.terminate() == std::optional<int>(0));
+
+  for (const char* spelling : {"512KiB", "1MiB", "4096"}) {
+    INFO("max_body " << spelling);
+    WeirProcess other({.nats_url = nats.url(),
+                       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}},
+                       .config = std::string("http: { max_body: ") + spelling + ", read_timeout: 250ms }\n"});
+    other.start();
+    CHECK(other.post("/in/orders", json{{"id", std::string("s-") + spelling}}.dump()).status == 202);
+    CHECK(other.terminate() == std::optional<int>(0));
+  }
+}
+
+TEST_CASE("conflicting flows are configuration errors", "[integration][config]") {
+  NatsServer nats;
+  SECTION("two flows with one name") {
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"a.yaml", http_flow("orders", "/in/a", "http://127.0.0.1:9/a")},
+                                               {"b.yaml", http_flow("orders", "/in/b", "http://127.0.0.1:9/b")}}});
+    INFO(out);
+    CHECK(contains(out, "orders"));
+  }
+  SECTION("two flows on one path") {
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"a.yaml", http_flow("a", "/in/same", "http://127.0.0.1:9/a")},
+                                               {"b.yaml", http_flow("b", "/in/same", "http://127.0.0.1:9/b")}}});
+    INFO(out);
+    CHECK(contains(out, "/in/same"));
+  }
+  SECTION("several sinks and no route") {
+    std::string out = expect_exit_2(
+        {.nats_url = nats.url(),
+         .flows = {{"two.yaml", "flow: two\nfrom: { http: { path: /in/two } }\nsteps: []\nto:\n"
+                                "  a: { http: { url: \"http://127.0.0.1:9/a\" } }\n"
+                                "  b: { http: { url: \"http://127.0.0.1:9/b\" } }\n"}}});
+    INFO(out);
+    CHECK(contains(out, "two.yaml"));
+  }
+}

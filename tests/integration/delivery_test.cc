@@ -133,3 +133,40 @@ TEST_CASE("an Idempotency-Key becomes the event id and a repeated key delivers o
   }
   CHECK(with_key == 1);
 }
+
+TEST_CASE("http sink options: method, headers with ${NAME} secrets, max_connections", "[integration][delivery]") {
+  NatsServer nats;
+  SinkProcess sink;
+  const std::string token = "sink-token-9a8b7c-secret";
+  std::string flow = "flow: tenant\n"
+                     "from: { http: { path: /in/tenant } }\n"
+                     "steps: []\n"
+                     "to:\n"
+                     "  out:\n"
+                     "    http:\n"
+                     "      url: \"" + sink.url("/put-here") + "\"\n"
+                     "      method: PUT\n"
+                     "      headers: { X-Tenant: acme, Authorization: \"Bearer ${SINK_TOKEN}\" }\n"
+                     "      timeout: 2s\n"
+                     "      retries: 3\n"
+                     "      max_connections: 2\n";
+  WeirProcess weir({.nats_url = nats.url(), .flows = {{"tenant.yaml", flow}}, .config = "", .env = {{"SINK_TOKEN", token}}});
+  weir.start();
+  INFO(weir.describe());
+  std::set<std::string> ids;
+  for (int i = 0; i < 10; ++i) {
+    std::string id = "t" + std::to_string(i);
+    REQUIRE(weir.post("/in/tenant", json{{"id", id}}.dump()).status == 202);
+    ids.insert(id);
+  }
+  REQUIRE(wait_until([&] { return missing(ids, sink.ids()).empty(); }, 20s, 50ms));
+  for (const auto& req : sink.requests(10)) {
+    CHECK(req.value("method", "") == "PUT");
+    CHECK(req.value("path", "") == "/put-here");
+    CHECK(header_of(req, "X-Tenant") == "acme");
+    CHECK(header_of(req, "Authorization") == "Bearer " + token);
+    CHECK(header_of(req, "Content-Type").rfind("application/json", 0) == 0);
+    CHECK_FALSE(header_of(req, "Idempotency-Key").empty());
+  }
+  CHECK(weir.log().find(token) == std::string::npos);
+}
