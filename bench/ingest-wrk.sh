@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The walking skeleton's benchmark (issue #2): wrk with C connections POSTing ~300-byte
+# JSON events to weir's http-in, a pass-through flow (steps: []) into weir-sink — beside,
+# in the same run, wrk against weir-sink alone (the HTTP ceiling) and a raw JetStream
+# async-publish rate (weir-jsbench publish), as ratios. Each repetition measures the
+# three one after the other on the same throwaway nats-server; medians and ranges over
+# the repetitions. One JSON object on stdout, progress on stderr. Exit 1 when an acked
+# event was not delivered.
+#
+#   bench/ingest-wrk.sh [seconds=10] [connections=32] [repetitions=3]
+#   BUILD=build-x bench/ingest-wrk.sh 5 32 1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+conns=${2:-32}
+reps=${3:-3}
+build=${BUILD:-build}
+for tool in weir weir-sink weir-jsbench; do
+  [ -x "$build/$tool" ] || { echo "ingest-wrk: $build/$tool missing (scripts/setup.sh builds it)" >&2; exit 2; }
+done
+command -v wrk >/dev/null || { echo "ingest-wrk: wrk missing (apt-get install wrk)" >&2; exit 2; }
+command -v nats-server >/dev/null || { echo "ingest-wrk: nats-server missing" >&2; exit 2; }
+
+work=$(mktemp -d /tmp/weir-ingest-wrk.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+log() { echo "ingest-wrk: $*" >&2; }
+
+# Waits (bounded) for a file to have a first line; prints it.
+first_line() {
+  for _ in $(seq 1 500); do
+    if [ -s "$1" ]; then head -1 "$1"; return 0; fi
+    sleep 0.01
+  done
+  echo "ingest-wrk: nothing in $1" >&2; return 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+
+mkdir -p "$work/js" "$work/ports" "$work/flows"
+nats-server -js -sd "$work/js" -a 127.0.0.1 -p -1 --ports_file_dir "$work/ports" -l "$work/nats.log" &
+pids+=($!)
+nats_pid=$!
+for _ in $(seq 1 500); do ls "$work/ports/"*.ports >/dev/null 2>&1 && break; sleep 0.01; done
+nats_url=$(python3 -c 'import json,glob; print(json.load(open(glob.glob("'"$work"'/ports/*.ports")[0]))["nats"][0])')
+log "nats-server $nats_url (pid $nats_pid)"
+
+"$build/weir-sink" --listen 127.0.0.1:0 --reserve 4000000 > "$work/sink.out" &
+pids+=($!)
+sink_port=$(first_line "$work/sink.out" | sed -E 's/.*:([0-9]+)".*/\1/')
+sink="http://127.0.0.1:$sink_port"
+
+cat > "$work/flows/pass.yaml" <<EOF
+flow: pass
+from: { http: { path: /in/pass } }
+steps: []
+to:
+  out: { http: { url: "$sink/pass", max_connections: 32 } }
+EOF
+http_port=$(free_port)
+admin_port=$(free_port)
+"$build/weir" run --nats "$nats_url" --flows "$work/flows" --data-dir "$work/data" \
+  --http "127.0.0.1:$http_port" --admin "127.0.0.1:$admin_port" > "$work/weir.log" 2>&1 &
+pids+=($!)
+weir_pid=$!
+for _ in $(seq 1 1000); do
+  curl -sf "http://127.0.0.1:$admin_port/readyz" >/dev/null 2>&1 && break
+  sleep 0.01
+done
+curl -sf "http://127.0.0.1:$admin_port/readyz" >/dev/null || { log "weir not ready"; cat "$work/weir.log" >&2; exit 1; }
+log "weir pid $weir_pid on 127.0.0.1:$http_port"
+
+wrk_json() { grep '^WRKJSON ' | sed 's/^WRKJSON //'; }
+sink_stat() { curl -s "$sink/stats" | jq -r "$1"; }
+
+results="[]"
+lost_total=0
+for rep in $(seq 1 "$reps"); do
+  # 1. The HTTP ceiling: wrk straight at the sink.
+  curl -s -X POST "$sink/reset" >/dev/null
+  wrk_sink=$(wrk -t2 -c"$conns" -d"${seconds}s" -s bench/wrk/post.lua "$sink/direct" | wrk_json)
+  log "rep $rep: wrk → sink $(echo "$wrk_sink" | jq -c '{requests, duration_us}')"
+
+  # 2. Raw JetStream async publish on the same server.
+  js=$("$build/weir-jsbench" publish --nats "$nats_url" --count 200000 --size 300 2>/dev/null)
+  log "rep $rep: jetstream publish $(echo "$js" | jq -c '{rate, ok}')"
+
+  # 3. weir: wrk → http-in → JetStream → flow stage → sink stage → weir-sink.
+  curl -s -X POST "$sink/reset" >/dev/null
+  cpu0=$(cpu_ticks "$weir_pid")
+  wrk_weir=$(wrk -t2 -c"$conns" -d"${seconds}s" -s bench/wrk/post.lua "http://127.0.0.1:$http_port/in/pass" | wrk_json)
+  requests=$(echo "$wrk_weir" | jq '.requests')
+  failed=$(echo "$wrk_weir" | jq '.non2xx + .connect + .read + .write + .timeout')
+  acked=$((requests - failed))
+  # Delivery finishes after the last 202: wait until the sink has them all (bounded).
+  for _ in $(seq 1 600); do
+    [ "$(sink_stat .unique)" -ge "$acked" ] && break
+    sleep 0.1
+  done
+  cpu1=$(cpu_ticks "$weir_pid")
+  stats=$(curl -s "$sink/stats")
+  unique=$(echo "$stats" | jq .unique)
+  # wrk counts a request whose answer it never read (cut at the end) as a read error;
+  # such an event may still have been stored and delivered, so lost = acked − delivered.
+  lost=$(( acked > unique ? acked - unique : 0 ))
+  lost_total=$((lost_total + lost))
+  run=$(jq -n --argjson s "$wrk_sink" --argjson js "$js" --argjson w "$wrk_weir" --argjson st "$stats" \
+    --argjson acked "$acked" --argjson lost "$lost" --argjson cpu "$((cpu1 - cpu0))" \
+    --argjson hz "$(getconf CLK_TCK)" '
+    ($s.requests / ($s.duration_us / 1e6)) as $http
+    | ($acked / ($w.duration_us / 1e6)) as $ingest
+    | ($st.unique / ((($st.last_us - $st.first_us) / 1e6) | if . > 0 then . else 1 end)) as $delivered
+    | {http_ceiling_per_s: $http, js_publish_per_s: $js.rate,
+       ingest_per_s: $ingest, delivered_per_s: $delivered,
+       sent: $w.requests, acked: $acked, delivered: $st.unique, lost: $lost, duplicates: $st.duplicates,
+       ingest_ms: {p50: ($w.p50_us / 1000), p90: ($w.p90_us / 1000), p99: ($w.p99_us / 1000), max: ($w.max_us / 1000)},
+       weir_cpu_us_per_event: (if $st.unique > 0 then ($cpu / $hz * 1e6 / $st.unique) else null end),
+       ratios: {ingest_over_http: ($ingest / $http), delivered_over_http: ($delivered / $http),
+                ingest_over_js_publish: ($ingest / $js.rate)}}')
+  log "rep $rep: $(echo "$run" | jq -c '{ingest_per_s, delivered_per_s, lost, ratios}')"
+  results=$(echo "$results" | jq --argjson r "$run" '. + [$r]')
+done
+
+rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$weir_pid/status")
+echo "$results" | jq --arg conns "$conns" --arg secs "$seconds" --argjson rss "$rss_kb" \
+  --arg machine "$(uname -m) $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)" '
+  def med: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  def agg(f): [.[] | f] as $v | {median: ($v | med), min: ($v | min), max: ($v | max)};
+  {scenario: "wrk -t2 -c\($conns) -d\($secs)s POST ~300 B JSON → weir http-in → pass-through flow → http sink → weir-sink",
+   machine: $machine, repetitions: length,
+   ingest_per_s: agg(.ingest_per_s), delivered_per_s: agg(.delivered_per_s),
+   http_ceiling_per_s: agg(.http_ceiling_per_s), js_publish_per_s: agg(.js_publish_per_s),
+   ratio_ingest_over_http: agg(.ratios.ingest_over_http), ratio_delivered_over_http: agg(.ratios.delivered_over_http),
+   ratio_ingest_over_js_publish: agg(.ratios.ingest_over_js_publish),
+   ingest_p99_ms: agg(.ingest_ms.p99), weir_cpu_us_per_event: agg(.weir_cpu_us_per_event),
+   weir_rss_peak_mb: ($rss / 1024), lost: ([.[] | .lost] | add), duplicates: ([.[] | .duplicates] | add),
+   runs: .}'
+[ "$lost_total" -eq 0 ]
