@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <random>
 
 #include "runtime/log.h"
@@ -15,6 +17,10 @@ ClusterRuntime::ClusterRuntime() {
   char suffix[16];
   std::snprintf(suffix, sizeof suffix, "%06x", rd() & 0xffffff);
   instance_id_ = std::string(host) + "-" + std::to_string(getpid()) + "-" + suffix;
+  // The id is part of KV keys (`m.<id>`): keep it to [A-Za-z0-9_-].
+  for (char& c : instance_id_) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
 }
 
 Status ClusterRuntime::start(Bus& bus, const RuntimeConfig& config) {
@@ -27,9 +33,77 @@ Status ClusterRuntime::start(Bus& bus, const RuntimeConfig& config) {
   auto kv = NatsKv::open(bus.connection(), o);
   if (!kv) return kv.status();
   leases_ = std::move(kv.value());
+
+  // The version registry (ADR 0042).
+  if (!valid_kv_bucket(config.cluster.name)) {
+    return Status::invalid("cluster.name: '" + config.cluster.name + "' must be [A-Za-z0-9_-]+ (it names KV buckets)");
+  }
+  NatsKvOptions fo;
+  fo.bucket = "weir_flows_" + config.cluster.name;
+  fo.replicas = config.nats.replicas;
+  fo.timeout = std::chrono::milliseconds(2000);
+  auto flows = NatsKv::open(bus.connection(), fo);
+  if (!flows) return flows.status();
+  flows_kv_ = std::move(flows.value());
+  NatsKvOptions mo;
+  mo.bucket = "weir_members_" + config.cluster.name;
+  mo.ttl = config.cluster.lease_ttl;
+  mo.replicas = config.nats.replicas;
+  mo.timeout = std::chrono::milliseconds(500);
+  auto members = NatsKv::open(bus.connection(), mo);
+  if (!members) return members.status();
+  members_kv_ = std::move(members.value());
+  auto list = NatsKeyList::open(bus.connection(), mo.bucket, std::chrono::milliseconds(1000));
+  if (!list) return list.status();
+  member_list_ = std::move(list.value());
+  RegistryOptions ro;
+  ro.instance = instance_id_;
+  ro.member_ttl = config.cluster.lease_ttl;
+  ro.heartbeat = std::max(std::chrono::milliseconds(50), config.cluster.lease_ttl / 4);
+  ro.barrier_timeout = std::max(std::chrono::milliseconds(2000), config.cluster.lease_ttl * 2);
+  registry_ = std::make_unique<FlowRegistry>(
+      *flows_kv_, *members_kv_, [this] { return member_list_->keys("m."); }, ro);
+  // Be a member before attaching any flow: a promoter then waits for this instance.
+  if (Status s = registry_->heartbeat(); !s) return s;
+  registry_->start_heartbeat();
   log::info("joined cluster", {{"cluster", config.cluster.name}, {"instance", instance_id_},
-                               {"lease_bucket", o.bucket}});
+                               {"lease_bucket", o.bucket}, {"flows_bucket", fo.bucket}});
   return Status::ok();
+}
+
+Result<ActiveFlow> ClusterRuntime::attach_flow(const std::string& flow, const std::string& text,
+                                               const std::string& hash) {
+  if (!registry_) return Status::unavailable("not in a cluster yet");
+  return registry_->attach(flow, text, hash);
+}
+
+Status ClusterRuntime::follow_flow(const std::string& flow, FlowControl* control) {
+  if (!registry_) return Status::unavailable("not in a cluster yet");
+  return registry_->follow(flow, control);
+}
+
+AdminAnswer ClusterRuntime::deploy(const std::string& flow, const std::string& text, const std::string& hash) {
+  if (!registry_) return {503, {{"error", "not in a cluster yet"}}};
+  return registry_->deploy(flow, text, hash, instance_id_);
+}
+
+AdminAnswer ClusterRuntime::promote(const std::string& flow, int64_t version) {
+  if (!registry_) return {503, {{"error", "not in a cluster yet"}}};
+  return registry_->promote(flow, version, instance_id_);
+}
+
+AdminAnswer ClusterRuntime::rollback(const std::string& flow) {
+  if (!registry_) return {503, {{"error", "not in a cluster yet"}}};
+  return registry_->rollback(flow, instance_id_);
+}
+
+nlohmann::json ClusterRuntime::describe(const std::string& flow) {
+  if (!registry_) return nlohmann::json::object();
+  return registry_->describe(flow);
+}
+
+void ClusterRuntime::stop() {
+  if (registry_) registry_->stop();
 }
 
 std::unique_ptr<Source> ClusterRuntime::singleton(const std::string& key,
@@ -55,7 +129,12 @@ nlohmann::json ClusterRuntime::status() const {
     }
     leases.push_back(std::move(j));
   }
-  return {{"instance", instance_id_}, {"leases", leases}};
+  nlohmann::json j = {{"instance", instance_id_}, {"leases", leases}};
+  if (member_list_) {
+    if (auto m = member_list_->keys("m."); m) j["members"] = m.value();
+  }
+  if (registry_) j["fenced"] = registry_->fenced();
+  return j;
 }
 
 }  // namespace weir::cluster

@@ -1,6 +1,8 @@
 // ClusterRuntime: cluster/'s implementation of the runtime's ClusterHooks. Opens the
 // lease bucket (one per lease TTL: `weir_leases_<ttl ms>`) on the runtime's NATS
-// connection and wraps singleton sources in cluster::Singleton.
+// connection and wraps singleton sources in cluster::Singleton. Opens the version
+// registry's buckets (`weir_flows_<cluster>`, `weir_members_<cluster>` with the lease TTL)
+// and runs the FlowRegistry with its member heartbeat (docs/adr/0042-version-registry.md).
 // Threading as ClusterHooks.
 #pragma once
 
@@ -9,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cluster/flow_registry.h"
+#include "cluster/members.h"
 #include "cluster/nats_kv.h"
 #include "cluster/singleton.h"
 #include "runtime/cluster_hooks.h"
@@ -24,10 +28,21 @@ class ClusterRuntime final : public ClusterHooks {
   nlohmann::json status() const override;
   const std::string& instance_id() const override { return instance_id_; }
 
+  Result<ActiveFlow> attach_flow(const std::string& flow, const std::string& text, const std::string& hash) override;
+  Status follow_flow(const std::string& flow, FlowControl* control) override;
+  AdminAnswer deploy(const std::string& flow, const std::string& text, const std::string& hash) override;
+  AdminAnswer promote(const std::string& flow, int64_t version) override;
+  AdminAnswer rollback(const std::string& flow) override;
+  nlohmann::json describe(const std::string& flow) override;
+  void stop() override;
+
  private:
   std::string instance_id_;
   LeaseOptions lease_options_;
   std::unique_ptr<NatsKv> leases_;
+  std::unique_ptr<NatsKv> flows_kv_, members_kv_;
+  std::unique_ptr<NatsKeyList> member_list_;
+  std::unique_ptr<FlowRegistry> registry_;
   mutable std::mutex mu_;
   std::vector<const Singleton*> singletons_;   // GUARDED_BY(mu_); owned by the runtime's flows
 };

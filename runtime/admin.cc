@@ -127,8 +127,9 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     }
     if (action.empty() && method == "PUT") {
       std::string body = req.body();
-      on_worker([this, name, body = std::move(body), respond] {
-        auto [code, j] = backend_.deploy(name, body);
+      std::string target = query_param(req.target(), "target");
+      on_worker([this, name, body = std::move(body), target, respond] {
+        auto [code, j] = backend_.deploy(name, body, target);
         respond(json_reply(code, j));
       });
       return;

@@ -28,8 +28,10 @@ class AdminBackend {
   virtual bool ready(std::string* why) const = 0;
   virtual nlohmann::json flows() const = 0;                                 // array
   virtual std::optional<nlohmann::json> flow(const std::string& name) const = 0;
-  // Deploy/promote/rollback: answered with (status code, JSON body).
-  virtual std::pair<int, nlohmann::json> deploy(const std::string& name, const std::string& body) = 0;
+  // Deploy/promote/rollback: answered with (status code, JSON body). `target`: the
+  // `?target=` of the PUT: "" (the mode's default), "file" or "registry" (ADR 0043).
+  virtual std::pair<int, nlohmann::json> deploy(const std::string& name, const std::string& body,
+                                                const std::string& target) = 0;
   virtual std::pair<int, nlohmann::json> promote(const std::string& name, int64_t version) = 0;
   virtual std::pair<int, nlohmann::json> rollback(const std::string& name) = 0;
   virtual nlohmann::json status() const = 0;

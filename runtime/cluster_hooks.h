@@ -2,10 +2,17 @@
 // (`--cluster NAME`). Implemented in cluster/runtime_hooks.cc; main wires it in, so the
 // runtime does not depend on cluster/ (docs/adr/0001-architecture-and-layout.md).
 //
-// Threading: start/stop from the runtime's lifecycle thread; singleton() during start-up;
-// status() from the admin thread.
+// Threading: start/stop from the runtime's lifecycle thread; singleton() and attach_flow()
+// during start-up; status(), deploy(), promote(), rollback() and describe() from the admin
+// worker thread. FlowControl is called on a thread of cluster/'s (a registry watch or
+// the heartbeat), never while the runtime calls into the hooks.
+//
+// Versions (docs/adr/0042-version-registry.md): in a cluster the flow registry in KV is
+// the source of truth; the runtime compiles and runs what it is told, through FlowControl.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,6 +25,33 @@
 
 namespace weir {
 
+// What the version registry asks of one running flow. Implemented by the runtime.
+class FlowControl {
+ public:
+  virtual ~FlowControl() = default;
+  // Stops handling events of this flow; true once nothing is being handled (the batch in
+  // hand is published and acked), false after `timeout` (the flow stays paused).
+  virtual bool pause(std::chrono::milliseconds timeout) = 0;
+  // Compiles version `version` from its flow file text and keeps it ready; an error when
+  // it does not compile or cannot replace the running one (another source or sinks).
+  virtual Status load(int64_t version, const std::string& text) = 0;
+  // Runs `version` (loaded before) from the next batch on, and un-pauses.
+  virtual void resume(int64_t version) = 0;
+};
+
+// The active version of a flow as the registry holds it.
+struct ActiveFlow {
+  int64_t version = 0;
+  std::string text;        // the flow file of that version
+  bool pausing = false;    // a promote is at its barrier: start paused
+};
+
+// A reply to an admin call: HTTP status and JSON body.
+struct AdminAnswer {
+  int code = 200;
+  nlohmann::json body;
+};
+
 class ClusterHooks {
  public:
   virtual ~ClusterHooks() = default;
@@ -29,6 +63,23 @@ class ClusterHooks {
                                             std::function<std::unique_ptr<Source>()> factory) = 0;
   virtual nlohmann::json status() const = 0;
   virtual const std::string& instance_id() const = 0;
+
+  // ---- versions (ADR 0042) ----
+  // At start: registers `flow` in the registry, seeding version 1 from the flow file's
+  // `text` when the registry has no record of it, and returns the active version.
+  virtual Result<ActiveFlow> attach_flow(const std::string& flow, const std::string& text,
+                                         const std::string& hash) = 0;
+  // Starts following the flow's active version; `control` must outlive stop().
+  virtual Status follow_flow(const std::string& flow, FlowControl* control) = 0;
+  // Stores a validated flow file as the flow's next version (201 with the version).
+  virtual AdminAnswer deploy(const std::string& flow, const std::string& text, const std::string& hash) = 0;
+  virtual AdminAnswer promote(const std::string& flow, int64_t version) = 0;
+  virtual AdminAnswer rollback(const std::string& flow) = 0;
+  // The registry's view of a flow: active, latest, phase, history (an empty object when
+  // the registry cannot be read).
+  virtual nlohmann::json describe(const std::string& flow) = 0;
+  // Stops following flows and leaves the cluster (the member key is removed).
+  virtual void stop() = 0;
 };
 
 }  // namespace weir

@@ -9,7 +9,11 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <fstream>
+#include <sstream>
 #include <thread>
+
+#include <yaml-cpp/yaml.h>
 
 #include "runtime/admin.h"
 #include "runtime/bus.h"
@@ -40,6 +44,54 @@ const char* source_kind(const flows::SourceSpec& s) {
   static const char* kNames[] = {"http", "mqtt", "nats", "timer", "poll", "exec", "flow"};
   return kNames[s.index()];
 }
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::not_found("cannot read " + path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// A live version switch swaps the compiled steps only: the source and the sinks (their
+// stages, connections, consumers) stay. So a new version must keep `from:` and `to:` as
+// they are, byte for byte once parsed (docs/adr/0042-version-registry.md).
+Status same_wiring(const std::string& old_text, const std::string& new_text) {
+  try {
+    YAML::Node a = YAML::Load(old_text), b = YAML::Load(new_text);
+    for (const char* key : {"flow", "from", "to"}) {
+      if (YAML::Dump(a[key]) != YAML::Dump(b[key])) {
+        return Status::invalid(std::string(key) + ": a new version must keep `" + key +
+                               "` as the running one has it (a live switch replaces the steps only; "
+                               "restart weir to change the source or the sinks)");
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return Status::invalid(std::string("cannot compare with the running version: ") + e.what());
+  }
+  return Status::ok();
+}
+
+// The compiled flow of one version; `path` places its tables' files.
+Result<std::shared_ptr<const flows::Flow>> compile(const std::string& text, const std::string& path, int64_t version,
+                                                    bool allow_table_files) {
+  flows::LoadOptions lo;
+  lo.allow_table_files = allow_table_files;
+  auto r = flows::load_flow_text(text, path, lo);
+  if (!r.flow) {
+    std::string errors;
+    for (const auto& d : r.diagnostics) errors += (errors.empty() ? "" : "\n") + d.str();
+    return Status::invalid(errors);
+  }
+  // Fresh and not shared yet: the one moment the version may be set.
+  const_cast<flows::Flow&>(*r.flow).set_version(version);
+  return r.flow;
+}
 }  // namespace
 
 struct Runtime::Impl final : AdminBackend {
@@ -55,8 +107,53 @@ struct Runtime::Impl final : AdminBackend {
   std::unique_ptr<DeadLetters> dlq;
   std::unique_ptr<StateStore> state;   // poll: sources' durable state (weir_state KV)
 
+  struct FlowRuntime;
+  // The registry's handle on one running flow (FlowControl; ADR 0042): compiled versions
+  // wait here until resume() swaps them into the stage.
+  struct VersionControl final : FlowControl {
+    Impl* impl = nullptr;
+    FlowRuntime* fr = nullptr;
+    std::mutex mu;
+    std::map<int64_t, std::shared_ptr<const flows::Flow>> ready;   // GUARDED_BY(mu)
+    std::map<int64_t, std::string> texts;                           // GUARDED_BY(mu)
+
+    bool pause(std::chrono::milliseconds timeout) override { return fr->stage->pause(timeout); }
+    Status load(int64_t version, const std::string& text) override {
+      std::string running_text;
+      {
+        std::lock_guard lock(mu);
+        if (ready.count(version)) return Status::ok();
+        running_text = texts[fr->version.load()];
+      }
+      if (!running_text.empty()) {
+        if (Status s = same_wiring(running_text, text); !s) return s;
+      }
+      auto f = compile(text, impl->flow_path(fr->flow->name()), version, true);
+      if (!f) return f.status();
+      std::lock_guard lock(mu);
+      ready[version] = f.value();
+      texts[version] = text;
+      return Status::ok();
+    }
+    void resume(int64_t version) override {
+      std::shared_ptr<const flows::Flow> f;
+      {
+        std::lock_guard lock(mu);
+        auto it = ready.find(version);
+        if (it != ready.end()) f = it->second;
+      }
+      if (!f) return;   // the registry loads before it resumes
+      fr->stage->resume(f);
+      fr->version = version;
+      fr->switched_at_ms = wall_ms();
+    }
+  };
+
   struct FlowRuntime {
     std::shared_ptr<const flows::Flow> flow;
+    std::atomic<int64_t> version{1};        // the version the stage runs
+    std::atomic<int64_t> switched_at_ms{0};
+    VersionControl control;
     std::unique_ptr<FlowIngest> ingest;
     SourceContext source_ctx;
     std::unique_ptr<Source> source;
@@ -74,6 +171,20 @@ struct Runtime::Impl final : AdminBackend {
   }
 
   bool clustered() const { return cluster != nullptr; }
+
+  // Where a flow's file is (or would be) in the flows dir; tables are read next to it.
+  std::string flow_path(const std::string& name) const {
+    for (const auto& f : running) {
+      if (f->flow->name() == name && !f->flow->file().empty()) return f->flow->file();
+    }
+    return (fs::path(config.flows) / (name + ".yaml")).string();
+  }
+  FlowRuntime* find_running(const std::string& name) const {
+    for (const auto& f : running) {
+      if (f->flow->name() == name) return f.get();
+    }
+    return nullptr;
+  }
 
   // ---- AdminBackend ----
   bool ready(std::string* why) const override {
@@ -103,16 +214,34 @@ struct Runtime::Impl final : AdminBackend {
   nlohmann::json flow_json(const FlowRuntime& f) const {
     nlohmann::json sinks = nlohmann::json::array();
     for (const auto& s : f.flow->sinks()) sinks.push_back(s.name);
+    auto running_flow = f.stage ? f.stage->flow() : f.flow;
     nlohmann::json j = {{"name", f.flow->name()},
-                        {"active_version", f.flow->version()},
-                        {"latest_version", f.flow->version()},
-                        {"hash", f.flow->content_hash()},
+                        {"active_version", f.version.load()},
+                        {"latest_version", f.version.load()},
+                        {"running_version", f.stage && f.stage->paused() ? 0 : f.version.load()},
+                        {"running_since_ms", f.switched_at_ms.load()},
+                        {"hash", running_flow->content_hash()},
                         {"file", f.flow->file()},
                         {"source", source_kind(f.flow->source())},
                         {"sinks", sinks},
                         {"running", f.stage && f.stage->healthy()}};
     if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f.flow->source())) j["path"] = h->path;
+    if (auto* m = metrics_of(f.flow->name())) {
+      j["received"] = m->received.load();
+      j["acked"] = m->acked.load();
+      j["errors"] = m->errors.load();
+      j["dead"] = m->dead.load();
+      j["lag"] = m->lag.load();
+    }
+    if (clustered()) {
+      // The registry's view: what is active for the cluster, what was deployed last.
+      nlohmann::json r = cluster->describe(f.flow->name());
+      for (auto it = r.begin(); it != r.end(); ++it) j[it.key()] = it.value();
+    }
     return j;
+  }
+  StageMetrics* metrics_of(const std::string& flow) const {
+    return &const_cast<Metrics&>(metrics).stage(flow, "flow");
   }
   nlohmann::json flows_json() const {
     nlohmann::json out = nlohmann::json::array();
@@ -126,14 +255,98 @@ struct Runtime::Impl final : AdminBackend {
     }
     return std::nullopt;
   }
-  std::pair<int, nlohmann::json> deploy(const std::string&, const std::string&) override {
-    return {501, {{"error", "deploying through the admin API needs cluster mode (--cluster NAME)"}}};
+  // Deploy (spec §5; ADR 0042, 0043). Clustered: the KV registry stores the next version
+  // and no local file is written — a call asking to write one (`?target=file`) is 409.
+  // Standalone: the flow file in the flows dir is replaced and the running flow switches
+  // to it with the same pause as a promote.
+  std::pair<int, nlohmann::json> deploy(const std::string& name, const std::string& body,
+                                        const std::string& target) override {
+    if (target != "" && target != "file" && target != "registry") {
+      return {400, {{"error", "target must be file or registry"}}};
+    }
+    if (clustered() && target == "file") {
+      return {409, {{"error", "this instance is in cluster " + config.cluster.name +
+                                  ": the KV registry is the source of truth, so no local flow file is "
+                                  "written (the file is left as it is); deploy without target=file"}}};
+    }
+    if (!clustered() && target == "registry") {
+      return {409, {{"error", "the version registry needs cluster mode (--cluster NAME)"}}};
+    }
+    // A flow sent over the network may not name files on the server (tables inline only).
+    auto compiled = compile(body, name + ".yaml", 0, false);
+    if (!compiled) {
+      nlohmann::json errors = nlohmann::json::array();
+      std::istringstream lines(compiled.status().message());
+      for (std::string line; std::getline(lines, line);) errors.push_back(line);
+      return {422, {{"error", "the flow file is not valid"}, {"errors", errors}}};
+    }
+    const auto& flow = *compiled.value();
+    if (flow.name() != name) {
+      return {422, {{"error", "the file's flow is named " + flow.name() + ", not " + name},
+                    {"errors", {name + ".yaml: flow: " + flow.name() + " does not match /flows/" + name}}}};
+    }
+    FlowRuntime* fr = find_running(name);
+    if (!fr) {
+      return {404, {{"error", "no flow named " + name + " runs here; a new flow starts from the flows dir "
+                                  "(add its file there and restart)"}}};
+    }
+    std::string running_text;
+    {
+      std::lock_guard lock(fr->control.mu);
+      running_text = fr->control.texts[fr->version.load()];
+    }
+    if (Status s = same_wiring(running_text, body); !s) {
+      return {422, {{"error", "cannot switch to this version live"}, {"errors", {name + ".yaml: " + s.message()}}}};
+    }
+    if (clustered()) {
+      auto a = cluster->deploy(name, body, flow.content_hash());
+      return {a.code, a.body};
+    }
+    return deploy_to_file(*fr, body);
   }
-  std::pair<int, nlohmann::json> promote(const std::string&, int64_t) override {
-    return {501, {{"error", "promote needs cluster mode (--cluster NAME)"}}};
+
+  std::pair<int, nlohmann::json> deploy_to_file(FlowRuntime& fr, const std::string& body) {
+    const std::string path = flow_path(fr.flow->name());
+    const std::string tmp = path + ".tmp-deploy";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << body;
+      if (!out.flush()) return {500, {{"error", "cannot write " + tmp}}};
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);   // atomic: a reader sees the old file or the new one
+    if (ec) {
+      fs::remove(tmp, ec);
+      return {500, {{"error", "cannot replace " + path}}};
+    }
+    const int64_t version = fr.version.load() + 1;
+    if (Status s = fr.control.load(version, body); !s) return {422, {{"error", s.message()}}};
+    if (!fr.stage->pause(config.drain_timeout)) {
+      fr.control.resume(fr.version.load());
+      return {503, {{"error", "the running batch did not finish in time; the file is written, restart to run it"}}};
+    }
+    fr.control.resume(version);
+    log::info("flow replaced", {{"flow", fr.flow->name()}, {"file", path}, {"version", std::to_string(version)}});
+    return {201, {{"flow", fr.flow->name()}, {"version", version}, {"file", path}}};
   }
-  std::pair<int, nlohmann::json> rollback(const std::string&) override {
-    return {501, {{"error", "rollback needs cluster mode (--cluster NAME)"}}};
+
+  std::pair<int, nlohmann::json> promote(const std::string& name, int64_t version) override {
+    if (!clustered()) {
+      return {501, {{"error", "versions are kept by the cluster registry (--cluster NAME); standalone, "
+                              "PUT /flows/" + name + " replaces the flow file"}}};
+    }
+    if (!find_running(name)) return {404, {{"error", "no flow named " + name + " runs here"}}};
+    auto a = cluster->promote(name, version);
+    return {a.code, a.body};
+  }
+  std::pair<int, nlohmann::json> rollback(const std::string& name) override {
+    if (!clustered()) {
+      return {501, {{"error", "versions are kept by the cluster registry (--cluster NAME); standalone, "
+                              "PUT /flows/" + name + " replaces the flow file"}}};
+    }
+    if (!find_running(name)) return {404, {{"error", "no flow named " + name + " runs here"}}};
+    auto a = cluster->rollback(name);
+    return {a.code, a.body};
   }
   nlohmann::json status() const override {
     nlohmann::json j = {{"flows", flows_json()},
@@ -245,9 +458,16 @@ struct Runtime::Impl final : AdminBackend {
     return Status::ok();
   }
 
-  Status start_flow(std::shared_ptr<const flows::Flow> flow) {
+  // `text` is the version's flow file; `paused`: a promote is at its barrier (ADR 0042).
+  Status start_flow(std::shared_ptr<const flows::Flow> flow, const std::string& text = "", bool paused = false) {
     auto fr = std::make_unique<FlowRuntime>();
     fr->flow = flow;
+    fr->version = flow->version();
+    fr->switched_at_ms = wall_ms();
+    fr->control.impl = this;
+    fr->control.fr = fr.get();
+    fr->control.ready[flow->version()] = flow;
+    fr->control.texts[flow->version()] = text;
     if (Status s = bus->ensure_flow_stream(flow->name()); !s) return s;
     StageOptions so;
     so.drain_timeout = config.drain_timeout;
@@ -268,12 +488,21 @@ struct Runtime::Impl final : AdminBackend {
       if (Status s = bus->ensure_flow_stream(chained->flow); !s) return s;
       fr->stage = std::make_unique<FlowStage>(*bus, *dlq, metrics, flow, so, layout::flow_stream(chained->flow),
                                               layout::output_subject(chained->flow, chained->sink));
+      if (paused) fr->stage->pause(std::chrono::milliseconds(0));
       if (Status s = fr->stage->start(); !s) return s;
+      if (clustered()) {
+        if (Status s = cluster->follow_flow(flow->name(), &fr->control); !s) return s;
+      }
       running.push_back(std::move(fr));
       return Status::ok();
     }
     fr->stage = std::make_unique<FlowStage>(*bus, *dlq, metrics, flow, so);
+    if (paused) fr->stage->pause(std::chrono::milliseconds(0));
     if (Status s = fr->stage->start(); !s) return s;
+    if (clustered()) {
+      // From here on the registry decides which version runs (watch + pause barrier).
+      if (Status s = cluster->follow_flow(flow->name(), &fr->control); !s) return s;
+    }
     auto source = connectors.make_source(*flow, config);
     if (!source) return source.status();
     if (source.value()->singleton() && clustered()) {
@@ -320,6 +549,9 @@ struct Runtime::Impl final : AdminBackend {
     for (auto& f : running) {
       for (auto& s : f->sinks) s->stop();
     }
+    // After the stages: until then this instance still handles events and a promoter
+    // must keep waiting for it (ADR 0042).
+    if (clustered()) cluster->stop();
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     log::info("drained", {{"ms", std::to_string(ms.count())}});
   }
@@ -370,7 +602,38 @@ struct Runtime::Impl final : AdminBackend {
     admin->set_dead_letters(dlq.get());
 
     for (auto& f : loaded.value()) {
-      if (Status s = start_flow(f); !s) {
+      std::string text;
+      bool paused = false;
+      if (clustered()) {
+        // The registry's active version runs, not necessarily the file (ADR 0042).
+        auto file_text = read_file(f->file());
+        if (!file_text) {
+          log::error("cannot start flow", {{"flow", f->name()}, {"error", file_text.status().message()}});
+          drain();
+          return 1;
+        }
+        auto active = cluster->attach_flow(f->name(), file_text.value(), f->content_hash());
+        if (!active) {
+          log::error("cannot read the flow registry", {{"flow", f->name()}, {"error", active.status().message()}});
+          drain();
+          return exit_code_for(active.status());
+        }
+        auto compiled = compile(active->text, f->file(), active->version, true);
+        if (!compiled) {
+          log::error("the active version does not compile here",
+                     {{"flow", f->name()}, {"version", std::to_string(active->version)},
+                      {"error", compiled.status().message()}});
+          drain();
+          return 2;
+        }
+        f = compiled.value();
+        text = active->text;
+        paused = active->pausing;
+      } else {
+        auto file_text = read_file(f->file());
+        if (file_text) text = file_text.value();
+      }
+      if (Status s = start_flow(f, text, paused); !s) {
         log::error("cannot start flow", {{"flow", f->name()}, {"error", s.message()}});
         drain();
         return exit_code_for(s);
@@ -431,6 +694,7 @@ struct Runtime::Impl final : AdminBackend {
       if (f->stage) f->stage->stop();
       for (auto& s : f->sinks) s->stop();
     }
+    if (clustered()) cluster->stop();   // its watches call into `running`
     admin_server.reset();
     io.stop();
     admin.reset();

@@ -61,6 +61,34 @@ std::shared_ptr<const flows::Flow> FlowStage::flow() const {
   return flow_;
 }
 
+bool FlowStage::pause(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(flow_mu_);
+  paused_ = true;
+  return pause_cv_.wait_for(lock, timeout, [&] { return !handling_; });
+}
+
+void FlowStage::resume(std::shared_ptr<const flows::Flow> flow) {
+  {
+    std::lock_guard lock(flow_mu_);
+    if (flow) flow_ = std::move(flow);
+    paused_ = false;
+  }
+  pause_cv_.notify_all();
+}
+
+bool FlowStage::paused() const {
+  std::lock_guard lock(flow_mu_);
+  return paused_;
+}
+
+void FlowStage::request_stop() {
+  {
+    std::lock_guard lock(flow_mu_);   // a paused loop waits on pause_cv_
+    stopping_ = true;
+  }
+  pause_cv_.notify_all();
+}
+
 Status FlowStage::start() {
   ConsumerOptions co;
   co.stream = input_stream_;
@@ -80,7 +108,7 @@ Status FlowStage::start() {
 }
 
 void FlowStage::stop() {
-  stopping_ = true;
+  request_stop();
   if (thread_.joinable()) thread_.join();
   consumer_.reset();
 }
@@ -90,7 +118,7 @@ void FlowStage::loop() {
     auto batch = consumer_->fetch(options_.batch, options_.fetch_wait);
     if (!batch) {
       if (healthy_.exchange(false)) log::warn("flow stage cannot fetch", {{"flow", name_}, {"error", batch.status().str()}});
-      pause(stopping_, std::chrono::milliseconds(250));
+      weir::pause(stopping_, std::chrono::milliseconds(250));
       continue;
     }
     healthy_ = true;
@@ -104,7 +132,29 @@ void FlowStage::loop() {
 }
 
 void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
-  auto flow = this->flow();
+  std::shared_ptr<const flows::Flow> flow;
+  {
+    // The version that runs a batch is fixed when it starts; while paused, nothing starts.
+    std::unique_lock lock(flow_mu_);
+    pause_cv_.wait(lock, [&] { return !paused_ || stopping_.load(); });
+    if (stopping_.load()) {
+      // Stopped while paused: hand the batch back at once rather than after AckWait.
+      for (auto& m : batch) m->nak(std::chrono::milliseconds(0));
+      return;
+    }
+    handling_ = true;
+    flow = flow_;
+  }
+  struct Done {
+    FlowStage* stage;
+    ~Done() {
+      {
+        std::lock_guard lock(stage->flow_mu_);
+        stage->handling_ = false;
+      }
+      stage->pause_cv_.notify_all();
+    }
+  } done{this};
   auto started = Clock::now();
   const size_t n = batch.size();
   metrics_.received.fetch_add(n, std::memory_order_relaxed);

@@ -41,12 +41,21 @@ class FlowStage {
             StageOptions options, std::string input_stream = "", std::string input_subject = "");
   ~FlowStage();
   Status start();
-  void request_stop() { stopping_ = true; }   // returns at once; stop() then joins
+  void request_stop();   // returns at once; stop() then joins
   void stop();
   bool healthy() const { return healthy_.load(); }
   // Swaps the flow version used from the next batch on (promotion).
   void set_flow(std::shared_ptr<const flows::Flow> flow);
   std::shared_ptr<const flows::Flow> flow() const;
+
+  // The pause barrier of a promote (docs/adr/0042-version-registry.md). pause() stops
+  // handling: it returns true once the batch in hand (if any) is run, published and
+  // acked, and no batch starts until resume(); false when that took longer than
+  // `timeout` (the stage stays paused). A batch fetched while paused waits and is run by
+  // the flow given to resume(). May be called before start() and from any thread.
+  bool pause(std::chrono::milliseconds timeout);
+  void resume(std::shared_ptr<const flows::Flow> flow);
+  bool paused() const;
 
  private:
   void loop();
@@ -57,6 +66,9 @@ class FlowStage {
   StageMetrics& metrics_;
   mutable std::mutex flow_mu_;
   std::shared_ptr<const flows::Flow> flow_;   // GUARDED_BY(flow_mu_)
+  std::condition_variable pause_cv_;
+  bool paused_ = false;                       // GUARDED_BY(flow_mu_)
+  bool handling_ = false;                     // GUARDED_BY(flow_mu_): a batch is being run
   std::string name_;
   StageOptions options_;
   std::string input_stream_, input_subject_;

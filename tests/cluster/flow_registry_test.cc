@@ -1,0 +1,358 @@
+// FlowRegistry on FakeKv (docs/adr/0042-version-registry.md): deploy numbering, the
+// promote barrier across two followers, lost compare-and-set → 409, rollback, a barrier
+// that times out and is aborted, and fencing when the member key cannot be renewed.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/flow_registry.h"
+#include "tests/cluster/fake_kv.h"
+
+namespace {
+using namespace std::chrono_literals;
+using weir::AdminAnswer;
+using weir::FlowControl;
+using weir::Status;
+using weir::cluster::ActiveRecord;
+using weir::cluster::FlowRegistry;
+using weir::cluster::RegistryOptions;
+using weir::cluster::testing::FakeKv;
+
+// Every call of every control, in one global order.
+struct Journal {
+  std::mutex mu;
+  std::vector<std::string> entries;
+  void add(std::string e) {
+    std::lock_guard lock(mu);
+    entries.push_back(std::move(e));
+  }
+  std::vector<std::string> all() {
+    std::lock_guard lock(mu);
+    return entries;
+  }
+};
+
+struct FakeControl final : FlowControl {
+  FakeControl(std::string n, Journal& j) : name(std::move(n)), journal(j) {}
+  bool pause(std::chrono::milliseconds) override {
+    journal.add(name + ":pause");
+    paused = true;
+    return pause_ok.load();
+  }
+  Status load(int64_t version, const std::string& text) override {
+    if (text == "does not compile") return Status::invalid("x.yaml:1:1: broken");
+    journal.add(name + ":load:" + std::to_string(version));
+    return Status::ok();
+  }
+  void resume(int64_t version) override {
+    journal.add(name + ":resume:" + std::to_string(version));
+    running = version;
+    paused = false;
+  }
+  std::string name;
+  Journal& journal;
+  std::atomic<bool> pause_ok{true};
+  std::atomic<bool> paused{false};
+  std::atomic<int64_t> running{0};
+};
+
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = 3s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return pred();
+}
+
+RegistryOptions options_for(const std::string& instance) {
+  RegistryOptions o;
+  o.instance = instance;
+  o.barrier_timeout = 2s;
+  o.pause_timeout = 500ms;
+  return o;
+}
+
+// Two instances following flow `orders`, seeded with v1.
+struct Cluster {
+  FakeKv flows, members;
+  std::vector<std::string> live = {"a", "b"};
+  std::mutex live_mu;
+  Journal journal;
+  FakeControl ca{"a", journal}, cb{"b", journal};
+  std::unique_ptr<FlowRegistry> a, b;
+
+  explicit Cluster(std::chrono::milliseconds barrier = 2s) {
+    auto list = [this]() -> weir::Result<std::vector<std::string>> {
+      std::lock_guard lock(live_mu);
+      return live;
+    };
+    auto oa = options_for("a"), ob = options_for("b");
+    oa.barrier_timeout = ob.barrier_timeout = barrier;
+    a = std::make_unique<FlowRegistry>(flows, members, list, oa);
+    b = std::make_unique<FlowRegistry>(flows, members, list, ob);
+    auto at = a->attach("orders", "text v1", "h1");
+    REQUIRE(at);
+    CHECK(at->version == 1);
+    CHECK(at->text == "text v1");
+    auto bt = b->attach("orders", "text v1 as b has it", "h1b");
+    REQUIRE(bt);
+    CHECK(bt->version == 1);
+    CHECK(bt->text == "text v1");   // the registry wins over b's file
+    ca.running = 1;
+    cb.running = 1;
+    REQUIRE(a->follow("orders", &ca));
+    REQUIRE(b->follow("orders", &cb));
+  }
+  ActiveRecord active() {
+    auto e = flows.get(FlowRegistry::active_key("orders"));
+    REQUIRE(e);
+    auto r = ActiveRecord::parse(e->value);
+    REQUIRE(r);
+    return *r;
+  }
+  ~Cluster() {
+    a->stop();
+    b->stop();
+  }
+};
+
+size_t index_of(const std::vector<std::string>& v, const std::string& e) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == e) return i;
+  }
+  return v.size();
+}
+}  // namespace
+
+TEST_CASE("registry: deploys get consecutive versions and the same file twice is one version", "[registry]") {
+  Cluster c;
+  AdminAnswer d2 = c.a->deploy("orders", "text v2", "h2", "a");
+  CHECK(d2.code == 201);
+  CHECK(d2.body["version"] == 2);
+  AdminAnswer again = c.b->deploy("orders", "text v2", "h2", "b");
+  CHECK(again.code == 200);
+  CHECK(again.body["version"] == 2);
+  CHECK(again.body["unchanged"] == true);
+  AdminAnswer d3 = c.b->deploy("orders", "text v3", "h3", "b");
+  CHECK(d3.code == 201);
+  CHECK(d3.body["version"] == 3);
+  auto desc = c.a->describe("orders");
+  CHECK(desc["active_version"] == 1);
+  CHECK(desc["latest_version"] == 3);
+  CHECK(desc["versions"].size() == 3);
+  CHECK(desc["versions"][2]["deployed_by"] == "b");
+  // A deploy does not switch anything.
+  CHECK(c.ca.running == 1);
+  CHECK(c.cb.running == 1);
+}
+
+TEST_CASE("registry: promote pauses every instance before any runs the new version", "[registry]") {
+  Cluster c;
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
+  AdminAnswer p = c.a->promote("orders", 2, "a");
+  REQUIRE(p.code == 200);
+  CHECK(p.body["version"] == 2);
+  CHECK(p.body["previous"] == 1);
+  CHECK(p.body["instances"].size() == 2);
+  REQUIRE(eventually([&] { return c.ca.running == 2 && c.cb.running == 2; }));
+
+  auto j = c.journal.all();
+  size_t first_resume = std::min(index_of(j, "a:resume:2"), index_of(j, "b:resume:2"));
+  CHECK(index_of(j, "a:pause") < first_resume);
+  CHECK(index_of(j, "b:pause") < first_resume);
+  CHECK(index_of(j, "a:load:2") < index_of(j, "a:resume:2"));   // compiled during the barrier
+
+  ActiveRecord r = c.active();
+  CHECK(r.version == 2);
+  CHECK(r.phase == "active");
+  CHECK(r.epoch == 1);
+  CHECK(r.stack == std::vector<int64_t>{1});
+  CHECK(r.history.back()["action"] == "promote");
+  CHECK(r.history.back()["by"] == "a");
+  CHECK(c.a->running_version("orders") == 2);
+
+  // Promoting what is active changes nothing.
+  AdminAnswer same = c.b->promote("orders", 2, "b");
+  CHECK(same.code == 200);
+  CHECK(same.body["unchanged"] == true);
+  CHECK(c.active().epoch == 1);
+}
+
+TEST_CASE("registry: a promote whose compare-and-set loses answers 409 and changes nothing", "[registry]") {
+  Cluster c;
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
+  REQUIRE(c.a->deploy("orders", "text v3", "h3", "a").code == 201);
+  // Another promoter writes the active record between our read and our write.
+  std::atomic<bool> raced{false};
+  c.flows.set_fault([&](const char* op, const std::string& key) {
+    if (std::string(op) == "update" && key == "orders.active" && !raced.exchange(true)) {
+      auto e = c.flows.get(key);
+      auto r = ActiveRecord::parse(e->value);
+      r->history.push_back({{"action", "someone else"}});
+      REQUIRE(c.flows.update(key, r->to_json().dump(), e->revision));
+    }
+    return FakeKv::Fault::kNone;
+  });
+  AdminAnswer p = c.a->promote("orders", 2, "a");
+  CHECK(p.code == 409);
+  CHECK(p.body["error"].get<std::string>().find("changed meanwhile") != std::string::npos);
+  c.flows.set_fault(nullptr);
+  ActiveRecord r = c.active();
+  CHECK(r.version == 1);
+  CHECK(r.phase == "active");
+  CHECK(c.ca.running == 1);
+
+  // A promote while another one is at its barrier is refused too.
+  auto e = c.flows.get("orders.active");
+  ActiveRecord pausing = r;
+  pausing.phase = "pausing";
+  pausing.target = 3;
+  pausing.epoch = r.epoch + 1;
+  REQUIRE(c.flows.update("orders.active", pausing.to_json().dump(), e->revision));
+  CHECK(c.b->promote("orders", 2, "b").code == 409);
+  CHECK(c.b->rollback("orders", "b").code == 409);
+}
+
+TEST_CASE("registry: rollback returns to the version before, and then has nowhere to go", "[registry]") {
+  Cluster c;
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
+  REQUIRE(c.a->deploy("orders", "text v3", "h3", "a").code == 201);
+  REQUIRE(c.a->promote("orders", 2, "a").code == 200);
+  REQUIRE(c.b->promote("orders", 3, "b").code == 200);
+  REQUIRE(eventually([&] { return c.ca.running == 3 && c.cb.running == 3; }));
+
+  AdminAnswer r1 = c.b->rollback("orders", "b");
+  REQUIRE(r1.code == 200);
+  CHECK(r1.body["version"] == 2);
+  REQUIRE(eventually([&] { return c.ca.running == 2 && c.cb.running == 2; }));
+  AdminAnswer r2 = c.a->rollback("orders", "a");
+  REQUIRE(r2.code == 200);
+  CHECK(r2.body["version"] == 1);
+  REQUIRE(eventually([&] { return c.ca.running == 1 && c.cb.running == 1; }));
+  AdminAnswer r3 = c.a->rollback("orders", "a");
+  CHECK(r3.code == 409);
+  CHECK(r3.body["error"].get<std::string>().find("no earlier version") != std::string::npos);
+  CHECK(c.active().history.back()["action"] == "rollback");
+
+  CHECK(c.a->promote("orders", 9, "a").code == 404);
+  CHECK(c.a->promote("nosuch", 1, "a").code == 404);
+}
+
+TEST_CASE("registry: a barrier that times out is aborted and the old version runs again", "[registry]") {
+  Cluster c(150ms);
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
+  {
+    // A member that never reports (alive as far as the member list says).
+    std::lock_guard lock(c.live_mu);
+    c.live.push_back("ghost");
+  }
+  auto started = std::chrono::steady_clock::now();
+  AdminAnswer p = c.a->promote("orders", 2, "a");
+  auto took = std::chrono::steady_clock::now() - started;
+  CHECK(p.code == 503);
+  CHECK(p.body["not_paused"] == nlohmann::json::array({"ghost"}));
+  CHECK(p.body["version"] == 1);
+  CHECK(took < 2s);
+  ActiveRecord r = c.active();
+  CHECK(r.version == 1);
+  CHECK(r.phase == "active");
+  CHECK(r.epoch == 1);
+  CHECK(r.stack.empty());
+  CHECK(r.history.back()["action"] == "promote aborted");
+  // Both instances paused for the barrier and run v1 again; nobody ran v2.
+  REQUIRE(eventually([&] { return !c.ca.paused && !c.cb.paused; }));
+  CHECK(c.ca.running == 1);
+  CHECK(c.cb.running == 1);
+  for (const auto& e : c.journal.all()) CHECK(e.find("resume:2") == std::string::npos);
+
+  // Once the ghost is gone from the member list, the same promote goes through.
+  {
+    std::lock_guard lock(c.live_mu);
+    c.live.pop_back();
+  }
+  CHECK(c.b->promote("orders", 2, "b").code == 200);
+  REQUIRE(eventually([&] { return c.ca.running == 2 && c.cb.running == 2; }));
+}
+
+TEST_CASE("registry: an instance that cannot pause in time makes the promote abort", "[registry]") {
+  Cluster c(300ms);
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
+  c.cb.pause_ok = false;   // its batch in hand does not finish
+  AdminAnswer p = c.a->promote("orders", 2, "a");
+  CHECK(p.code == 503);
+  CHECK(p.body["not_paused"] == nlohmann::json::array({"b"}));
+  REQUIRE(eventually([&] { return c.ca.running == 1 && !c.ca.paused && !c.cb.paused; }));
+  CHECK(c.active().version == 1);
+}
+
+TEST_CASE("registry: a version that does not compile on an instance keeps it paused, not on the old version",
+          "[registry]") {
+  Cluster c;
+  REQUIRE(c.a->deploy("orders", "does not compile", "hx", "a").code == 201);
+  REQUIRE(c.a->promote("orders", 2, "a").code == 200);
+  // Neither runs v1 again (that would interleave with anyone running v2).
+  REQUIRE(eventually([&] { return c.ca.paused && c.cb.paused; }));
+  CHECK(c.a->describe("orders")["error_here"].get<std::string>().find("broken") != std::string::npos);
+  CHECK(c.a->running_version("orders") == 0);
+}
+
+TEST_CASE("registry: an instance whose member key is not renewed pauses its flows until it is", "[registry]") {
+  FakeKv flows, members;
+  Journal journal;
+  FakeControl control("a", journal);
+  RegistryOptions o = options_for("a");
+  o.heartbeat = 10ms;
+  o.member_ttl = 60ms;
+  FlowRegistry reg(flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{"a"}); }, o);
+  REQUIRE(reg.heartbeat());
+  CHECK(members.get("m.a"));
+  REQUIRE(reg.attach("orders", "text v1", "h1"));
+  control.running = 1;
+  REQUIRE(reg.follow("orders", &control));
+  reg.start_heartbeat();
+
+  std::atomic<bool> down{true};
+  members.set_fault([&](const char*, const std::string& key) {
+    return key == "m.a" && down.load() ? FakeKv::Fault::kFailBefore : FakeKv::Fault::kNone;
+  });
+  REQUIRE(eventually([&] { return reg.fenced() && control.paused.load(); }));
+  CHECK(reg.running_version("orders") == 0);
+  down = false;
+  REQUIRE(eventually([&] { return !reg.fenced() && !control.paused.load(); }));
+  CHECK(control.running == 1);
+  CHECK(reg.running_version("orders") == 1);
+  reg.stop();
+  CHECK_FALSE(members.get("m.a"));   // leaving removes the member key
+}
+
+TEST_CASE("registry: a new member key after expiry; the active record round-trips", "[registry]") {
+  FakeKv flows, members;
+  FlowRegistry reg(flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{}); },
+                   options_for("x"));
+  REQUIRE(reg.heartbeat());
+  members.expire("m.x");
+  REQUIRE(reg.heartbeat());   // update conflicts on the vanished key, create joins again
+  CHECK(members.get("m.x"));
+
+  ActiveRecord r;
+  r.version = 4;
+  r.epoch = 7;
+  r.phase = "pausing";
+  r.target = 5;
+  r.stack = {1, 3};
+  auto back = ActiveRecord::parse(r.to_json().dump());
+  REQUIRE(back);
+  CHECK(back->version == 4);
+  CHECK(back->epoch == 7);
+  CHECK(back->target == 5);
+  CHECK(back->stack == std::vector<int64_t>{1, 3});
+  CHECK_FALSE(ActiveRecord::parse("{"));
+  CHECK_FALSE(ActiveRecord::parse("{\"version\": \"x\"}"));
+}
