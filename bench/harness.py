@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+import charts
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -141,17 +143,30 @@ class Bench:
     def start_nats(self):
         ports = os.path.join(self.tmp, "nats-ports")
         os.makedirs(ports)
+        self.nats_mon = free_port()
         self.nats = self.procs.start(["nats-server", "-js", "-sd", os.path.join(self.tmp, "js"), "-a", "127.0.0.1",
-                                      "-p", "-1", "--ports_file_dir", ports])
+                                      "-p", "-1", "-m", str(self.nats_mon), "--ports_file_dir", ports])
         pf = os.path.join(ports, f"nats-server_{self.nats.pid}.ports")
         if not wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 10):
             sys.exit("bench: nats-server did not start")
         time.sleep(0.05)
         self.nats_url = json.load(open(pf))["nats"][0]
 
-    def start_sink(self):
+    def jsz(self):
+        """nats-server's monitoring view of every stream and consumer: {stream: {"state": ...,
+        "consumers": {name: consumer info}}}."""
+        _, body = http_get(self.nats_mon, "/jsz?accounts=true&streams=true&consumers=true", 5)
+        out = {}
+        for acc in json.loads(body).get("account_details") or []:
+            for st in acc.get("stream_detail") or []:
+                out[st["name"]] = {"state": st.get("state", {}),
+                                   "consumers": {c["name"]: c for c in st.get("consumer_detail") or []}}
+        return out
+
+    def start_sink(self, record=10):
         out = open(os.path.join(self.tmp, "sink.out"), "w+")
-        self.sink = self.procs.start([self.tool("weir-sink"), "--listen", "127.0.0.1:0", "--record", "10"], stdout=out)
+        self.sink = self.procs.start([self.tool("weir-sink"), "--listen", "127.0.0.1:0", "--record", str(record)],
+                                     stdout=out)
         if not wait_for(lambda: os.path.getsize(out.name) > 0, 10):
             sys.exit("bench: weir-sink did not start")
         self.sink_port = int(json.loads(open(out.name).readline())["listen"].rsplit(":", 1)[1])
@@ -256,6 +271,7 @@ class Bench:
             result["rate"] = a.rate
         else:
             result["concurrency"] = a.concurrency
+        result["cold_start_ms"] = None
         if not a.no_cold_start:
             result["cold_start_ms"] = self.cold_start_ms(flows_dir)
             log(f"cold start {result['cold_start_ms']}")
@@ -267,43 +283,14 @@ class Bench:
         subprocess.run(["strip", "-o", stripped, weir_bin], check=False)
         result["binary_mb"] = round(os.path.getsize(stripped) / 1e6, 2) if os.path.exists(stripped) else None
 
-        acked_file = os.path.join(self.tmp, "acked.ids")
-        http_post(self.sink_port, "/reset")
-        cpu0 = cpu_seconds(self.weir.pid)
         log(f"load: {a.seconds}s " + (f"at {a.rate}/s" if a.rate else f"closed loop, {a.concurrency} connections"))
-        lg = self.loadgen(self.http_port, "/in/orders", a.seconds, concurrency=a.concurrency, rate=a.rate,
-                          warmup=a.warmup, acked_ids=acked_file)
-        load_end = time.monotonic()
-        acked = set(l.strip() for l in open(acked_file) if l.strip())
-
-        def delivered_all():
-            return self.sink_stats()["unique"] >= len(acked)
-
-        drained = wait_for(delivered_all, a.drain, poll=0.1)
-        drain_s = time.monotonic() - load_end
-        cpu1 = cpu_seconds(self.weir.pid)
-        stats = self.sink_stats()
-        ids = set(json.loads(http_get(self.sink_port, "/ids", 10)[1]))
-        lost = len(acked - ids)
-        timeline = json.loads(http_get(self.sink_port, "/timeline", 10)[1])
+        m = self.measure(self.http_port, "/in/orders", a.seconds, concurrency=a.concurrency, rate=a.rate,
+                         cpu_pids={"weir": self.weir.pid, "nats": self.nats.pid})
+        timeline = m.pop("timeline")
         rss_peak = rss_mb(self.weir.pid, "VmHWM")
         self.procs.stop(self.weir)
-
-        measured = lg.get("seconds") or a.seconds
-        total_delivered = stats["unique"]
-        # Delivered rate over the measured window: the sink's timeline, seconds that overlap it.
-        window = [b["count"] for b in timeline][1:-1] if len(timeline) > 2 else [b["count"] for b in timeline]
-        result.update({
-            "sent": lg["total"]["sent"], "acked": lg["total"]["acked"], "delivered": total_delivered,
-            "lost": lost, "duplicates": stats["duplicates"], "errors": lg.get("errors", {}),
-            "ingest_per_s": lg["ingest_per_s"],
-            "delivered_per_s": round(statistics.median(window), 1) if window else 0,
-            "drain_s": round(drain_s, 2), "drained": drained,
-            "e2e_ms": {k: stats["e2e_ms"].get(k) for k in ("p50", "p90", "p99", "p999", "max")},
-            "ingest_ms": {k: lg["ingest_ms"].get(k) for k in ("p50", "p90", "p99", "max")},
-            "rss_mb": {"idle": round(rss_idle, 2), "peak": round(rss_peak, 2)},
-            "weir_cpu_us_per_event": round((cpu1 - cpu0) * 1e6 / max(total_delivered, 1), 1),
-        })
+        result.update(m)
+        result["rss_mb"] = {"idle": round(rss_idle, 2), "peak": round(rss_peak, 2)}
         if not a.no_ceilings:
             log("ceilings: loadgen -> sink, jetstream publish/consume/hop")
             c = self.ceilings()
@@ -315,39 +302,54 @@ class Bench:
                 r["ingest_vs_http"] = round(result["ingest_per_s"] / c["http_per_s"], 3)
             result["ratios"] = r
         result["loadavg_after"] = os.getloadavg()[0]
-        svg = self.picture(timeline, result)
-        result["picture"] = os.path.relpath(svg, ROOT)
+        result["picture"] = self.picture(timeline, result)
         return result
 
-    def picture(self, timeline, result):
-        out_dir = os.path.join(ROOT, "bench", "out")
-        os.makedirs(out_dir, exist_ok=True)
-        name = time.strftime("run-%Y%m%d-%H%M%S.svg")
-        path = os.path.join(out_dir, name)
-        w, h, pad = 720, 300, 50
-        n = max(len(timeline), 2)
-        max_rate = max([b["count"] for b in timeline] + [1])
-        max_lat = max([b.get("p99_ms") or 0 for b in timeline] + [1])
-        def x(i): return pad + (w - 2 * pad) * i / (n - 1)
-        def y(v, m): return h - pad - (h - 2 * pad) * v / m
-        rate = " ".join(f"{x(i):.1f},{y(b['count'], max_rate):.1f}" for i, b in enumerate(timeline))
-        p50 = " ".join(f"{x(i):.1f},{y(b.get('p50_ms') or 0, max_lat):.1f}" for i, b in enumerate(timeline))
-        p99 = " ".join(f"{x(i):.1f},{y(b.get('p99_ms') or 0, max_lat):.1f}" for i, b in enumerate(timeline))
-        title = f"weir {result['scenario']}: delivered/s (blue, max {max_rate}) and e2e p50/p99 ms (orange/red, max {max_lat:.1f})"
-        svg = f"""<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="white"/>
-<text x="{pad}" y="20">{title}</text>
-<line x1="{pad}" y1="{h-pad}" x2="{w-pad}" y2="{h-pad}" stroke="black"/>
-<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h-pad}" stroke="black"/>
-<text x="{w/2-40}" y="{h-15}">seconds ({len(timeline)})</text>
-<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{rate}"/>
-<polyline fill="none" stroke="#ff7f0e" stroke-width="1.5" points="{p50}"/>
-<polyline fill="none" stroke="#d62728" stroke-width="1.5" points="{p99}"/>
-</svg>
-"""
-        with open(path, "w") as f:
-            f.write(svg)
-        return path
+    def measure(self, port, path, seconds, concurrency=None, rate=None, cpu_pids=None, warmup=None, label=""):
+        """One load on http://127.0.0.1:<port><path> into the sink: the loadgen's figures, the
+        sink's, exact loss from ids, CPU µs per delivered event of each of `cpu_pids`, and the
+        sink's per-second timeline (key "timeline")."""
+        acked_file = os.path.join(self.tmp, f"acked{label}.ids")
+        http_post(self.sink_port, "/reset")
+        cpu_pids = cpu_pids or {}
+        cpu0 = {k: cpu_seconds(p) for k, p in cpu_pids.items()}
+        lg = self.loadgen(port, path, seconds, concurrency=concurrency, rate=rate,
+                          warmup=warmup or self.a.warmup, acked_ids=acked_file)
+        load_end = time.monotonic()
+        acked = set(l.strip() for l in open(acked_file) if l.strip())
+
+        def delivered_all():
+            return self.sink_stats()["unique"] >= len(acked)
+
+        drained = wait_for(delivered_all, self.a.drain, poll=0.1)
+        drain_s = time.monotonic() - load_end
+        cpu1 = {k: cpu_seconds(p) for k, p in cpu_pids.items()}
+        stats = self.sink_stats()
+        ids = set(json.loads(http_get(self.sink_port, "/ids", 10)[1]))
+        timeline = json.loads(http_get(self.sink_port, "/timeline", 10)[1])
+        delivered = stats["unique"]
+        # Delivered rate: the median of the sink's whole seconds (the first and the last one
+        # are partial).
+        window = [b["count"] for b in timeline][1:-1] if len(timeline) > 2 else [b["count"] for b in timeline]
+        m = {
+            "sent": lg["total"]["sent"], "acked": lg["total"]["acked"], "delivered": delivered,
+            "lost": len(acked - ids), "duplicates": stats["duplicates"], "errors": lg.get("errors", {}),
+            "ingest_per_s": lg["ingest_per_s"],
+            "delivered_per_s": round(statistics.median(window), 1) if window else 0,
+            "drain_s": round(drain_s, 2), "drained": drained,
+            "e2e_ms": {k: stats["e2e_ms"].get(k) for k in ("p50", "p90", "p99", "p999", "max")},
+            "ingest_ms": {k: lg["ingest_ms"].get(k) for k in ("p50", "p90", "p99", "max")},
+            "timeline": timeline,
+        }
+        for k in cpu_pids:
+            m[f"{k}_cpu_us_per_event"] = round((cpu1[k] - cpu0[k]) * 1e6 / max(delivered, 1), 1)
+        return m
+
+    def picture(self, timeline, result, prefix="run"):
+        series, lat = charts.sink_timeline_series(timeline)
+        what = f"{result['scenario']}" + (f" at {result['rate']}/s" if result.get("rate") else "")
+        return charts.write(prefix, charts.timeline_svg(f"weir {what}: delivered/s and end-to-end latency",
+                                                        series, lat))
 
     def close(self):
         self.procs.stop_all()
