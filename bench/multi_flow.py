@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Many flows in one weir (bench/multi-flow.sh): 1, 10 and 50 copies of bench_orders at once.
+
+Per count N: a throwaway nats-server and weir-sink, weir with N copies of bench_orders
+(`bench_orders_<k>`, path /in/orders_<k>, the same table and steps), RSS idle once ready,
+then N weir-loadgen processes at once (one per flow, --concurrency C/N each, at least 1, run
+ids f<k> so ids never collide) for --seconds; drain; aggregate ingest and delivered rate,
+exact loss (union of the acked ids minus the sink's ids), RSS peak, and RSS per flow (total
+/ N, and the marginal (RSS(N) - RSS(1)) / (N - 1)).
+
+One JSON object on stdout, progress on stderr, an SVG per count in bench/out/. Exit 1 when
+an acked event was lost.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import charts
+import harness
+from harness import ROOT, http_get, http_post, log, wait_for
+
+
+def write_flows(dst, n):
+    os.makedirs(dst)
+    src = open(os.path.join(ROOT, "bench", "flows", "bench_orders.yaml")).read()
+    with open(os.path.join(ROOT, "bench", "flows", "customers.csv")) as f:
+        csv = f.read()
+    with open(os.path.join(dst, "customers.csv"), "w") as f:
+        f.write(csv)
+    for k in range(1, n + 1):
+        text = re.sub(r"^flow: bench_orders$", f"flow: bench_orders_{k}", src, flags=re.M)
+        text = text.replace("path: /in/orders }", f"path: /in/orders_{k} }}")
+        with open(os.path.join(dst, f"bench_orders_{k}.yaml"), "w") as f:
+            f.write(text)
+
+
+def run_count(a, n):
+    b = harness.Bench(a)
+    try:
+        flows_dir = os.path.join(b.tmp, "flows")
+        write_flows(flows_dir, n)
+        b.start_nats()
+        b.start_sink()
+        t0 = time.monotonic()
+        b.start_weir(flows_dir)
+        ready_s = time.monotonic() - t0
+        time.sleep(1.0)
+        rss_idle = harness.rss_mb(b.weir.pid)
+        per = max(1, a.concurrency // n)
+        http_post(b.sink_port, "/reset")
+        cpu0 = harness.cpu_seconds(b.weir.pid)
+        log(f"{n} flows: {n} loadgens x {per} connections for {a.seconds}s")
+        procs, files = [], []
+        for k in range(1, n + 1):
+            ids = os.path.join(b.tmp, f"acked{k}.ids")
+            out = tempfile.TemporaryFile(mode="w+", dir=b.tmp)
+            argv = [b.tool("weir-loadgen"), "--url", f"http://127.0.0.1:{b.http_port}/in/orders_{k}",
+                    "--duration", f"{a.seconds}s", "--warmup", a.warmup, "--concurrency", str(per),
+                    "--acked-ids", ids, "--run-id", f"f{k}", "--seed", str(k), "--quiet"]
+            procs.append(b.procs.start(argv, stdout=out))
+            files.append((ids, out))
+        deadline = time.monotonic() + a.seconds + 180
+        for pr in procs:
+            try:
+                pr.wait(max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                b.procs.stop(pr)
+        reports = []
+        for _, out in files:
+            out.seek(0)
+            try:
+                reports.append(json.loads(out.read()))
+            except ValueError:
+                reports.append(None)
+        acked = set()
+        for ids, _ in files:
+            if os.path.exists(ids):
+                acked.update(l.strip() for l in open(ids) if l.strip())
+        load_end = time.monotonic()
+        drained = wait_for(lambda: b.sink_stats()["unique"] >= len(acked), a.drain, poll=0.1)
+        drain_s = time.monotonic() - load_end
+        cpu1 = harness.cpu_seconds(b.weir.pid)
+        stats = b.sink_stats()
+        got = set(json.loads(http_get(b.sink_port, "/ids", 30)[1]))
+        timeline = json.loads(http_get(b.sink_port, "/timeline", 10)[1])
+        rss_peak = harness.rss_mb(b.weir.pid, "VmHWM")
+        threads = thread_count(b.weir.pid)
+        b.procs.stop(b.weir)
+        ok_reports = [r for r in reports if r]
+        window = [x["count"] for x in timeline][1:-1] if len(timeline) > 2 else [x["count"] for x in timeline]
+        errors = {}
+        for r in ok_reports:
+            for k, v in (r.get("errors") or {}).items():
+                errors[k] = errors.get(k, 0) + v
+        res = {
+            "flows": n, "connections_per_flow": per, "loadgens_reported": len(ok_reports),
+            "ready_s": round(ready_s, 2),
+            "sent": sum(r["total"]["sent"] for r in ok_reports), "acked": len(acked),
+            "delivered": stats["unique"], "lost": len(acked - got), "duplicates": stats["duplicates"],
+            "errors": errors, "ingest_per_s": round(sum(r["ingest_per_s"] for r in ok_reports), 1),
+            "delivered_per_s": round(statistics.median(window), 1) if window else 0,
+            "drained": drained, "drain_s": round(drain_s, 2),
+            "e2e_ms": {k: stats["e2e_ms"].get(k) for k in ("p50", "p90", "p99", "max")},
+            "rss_mb": {"idle": round(rss_idle, 2), "peak": round(rss_peak, 2),
+                       "idle_per_flow": round(rss_idle / n, 2), "peak_per_flow": round(rss_peak / n, 2)},
+            "weir_cpu_us_per_event": round((cpu1 - cpu0) * 1e6 / max(stats["unique"], 1), 1),
+            "threads": threads,
+        }
+        series, lat = charts.sink_timeline_series(timeline)
+        res["picture"] = charts.write(f"multi-flow-{n}", charts.timeline_svg(
+            f"weir, {n} flows at once: delivered/s (all flows) and end-to-end latency", series, lat))
+        return res
+    finally:
+        b.close()
+
+
+def thread_count(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default=os.environ.get("BUILD", os.path.join(ROOT, "build")))
+    p.add_argument("--counts", default="1,10,50", help="flow counts, comma-separated")
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--concurrency", type=int, default=32, help="connections in total, spread over the flows")
+    p.add_argument("--warmup", default="2s")
+    p.add_argument("--drain", type=float, default=60)
+    a = p.parse_args()
+    counts = [int(x) for x in a.counts.split(",") if x.strip()]
+    result = {"scenario": "multi-flow", "machine": harness.machine(), "nproc": os.cpu_count(),
+              "seconds": a.seconds, "concurrency": a.concurrency, "loadavg_before": os.getloadavg()[0], "runs": []}
+    for n in counts:
+        r = run_count(a, n)
+        log(f"{n} flows: ingest {r['ingest_per_s']}/s delivered {r['delivered_per_s']}/s lost {r['lost']} "
+            f"rss idle {r['rss_mb']['idle']} MB peak {r['rss_mb']['peak']} MB")
+        result["runs"].append(r)
+    one = next((r for r in result["runs"] if r["flows"] == 1), None)
+    if one:
+        for r in result["runs"]:
+            if r["flows"] > 1:
+                r["rss_mb"]["idle_marginal_per_flow"] = round((r["rss_mb"]["idle"] - one["rss_mb"]["idle"])
+                                                              / (r["flows"] - 1), 3)
+    result["lost"] = sum(r["lost"] for r in result["runs"])
+    result["loadavg_after"] = os.getloadavg()[0]
+    print(json.dumps(result))
+    return 1 if result["lost"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
