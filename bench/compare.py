@@ -250,6 +250,17 @@ def run(b, a):
     table = side_by_side(weir, node)
     result["table"] = table
     result["ratios"] = {row["metric"]: row["ratio"] for row in table}
+    rt = result["ratios"]
+
+    def goal(v, ok):
+        return None if v is None else ok(v)
+
+    # The goals, reported as measured, not asserted.
+    result["goals"] = {
+        "delivered >= 12x node-red": goal(rt["delivered/s (closed)"], lambda v: v >= 12),
+        "paced p99 <= 1/10 of node-red": goal(rt["e2e p99 ms (paced)"], lambda v: v <= 0.1),
+        "cpu per delivered event <= 1/10 of node-red": goal(rt["CPU us/event (closed)"], lambda v: v <= 0.1),
+    }
     result["loadavg_after"] = os.getloadavg()[0]
     print_table(table)
     result["pictures"] = pictures(weir, node, table, a)
