@@ -45,13 +45,13 @@ def http_get(port, path, timeout=2.0):
     """Minimal HTTP/1.0 GET on loopback: (status, body)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
-        data = b""
+        chunks = []  # joined once: /requests and /ids answers run to tens of MB
         while True:
-            chunk = s.recv(65536)
+            chunk = s.recv(1 << 20)
             if not chunk:
                 break
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
     return int(head.split(b" ")[1]), body
 
 
