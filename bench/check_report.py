@@ -48,11 +48,18 @@ def main(argv):
         out_dir = tempfile.mkdtemp(prefix="weir-bench-smoke-")
         try:
             env = dict(os.environ, BENCH_OUT_DIR=out_dir)
-            r = subprocess.run(argv[1:], stdout=subprocess.PIPE, env=env, text=True, timeout=300)
+            p = subprocess.Popen(argv[1:], stdout=subprocess.PIPE, env=env, text=True)
+            try:
+                text, _ = p.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                # SIGTERM first: the harness then stops what it started (by PID).
+                p.terminate()
+                text, _ = p.communicate(timeout=60)
+                print("FAIL: the benchmark did not finish within 300 s", file=sys.stderr)
+            status = p.returncode
             pictures = os.listdir(out_dir)
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
-        text, status = r.stdout, r.returncode
     elif len(argv) == 1:
         text, status, pictures = open(argv[0]).read(), 0, None
     else:

@@ -126,8 +126,18 @@ def machine():
     return model
 
 
+def exit_on_sigterm():
+    """SIGTERM (a CTest timeout, a kill by PID) unwinds like an exception, so every `finally`
+    stops the processes this run started instead of leaving them behind."""
+    def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+
+
 class Bench:
     def __init__(self, args):
+        exit_on_sigterm()
         self.a = args
         self.build = os.path.abspath(args.build)
         self.tmp = tempfile.mkdtemp(prefix="weir-bench-")
