@@ -2,11 +2,13 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <queue>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -235,7 +237,24 @@ Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
   bus->options_ = std::move(options);
   natsOptions* opts = nullptr;
   natsOptions_Create(&opts);
-  natsOptions_SetURL(opts, bus->options_.url.c_str());
+  // A NATS cluster is given as a comma-separated list; natsOptions_SetURL takes one URL
+  // and would fail with "No server available" (only natsConnection_ConnectTo splits).
+  std::vector<std::string> urls;
+  for (size_t from = 0; from <= bus->options_.url.size();) {
+    size_t comma = std::min(bus->options_.url.find(',', from), bus->options_.url.size());
+    std::string u = bus->options_.url.substr(from, comma - from);
+    u.erase(0, u.find_first_not_of(' '));
+    u.erase(u.find_last_not_of(' ') + 1);
+    if (!u.empty()) urls.push_back(std::move(u));
+    from = comma + 1;
+  }
+  std::vector<const char*> servers;
+  for (const auto& u : urls) servers.push_back(u.c_str());
+  if (servers.size() > 1) {
+    natsOptions_SetServers(opts, servers.data(), static_cast<int>(servers.size()));
+  } else {
+    natsOptions_SetURL(opts, bus->options_.url.c_str());
+  }
   natsOptions_SetName(opts, bus->options_.name.c_str());
   // Writes go out at once: no 1 ms flusher floor on PubAcks, acks and fetches
   // (platform notes; docs/adr/0003-threading-model.md).
