@@ -54,6 +54,7 @@ class NatsCluster {
     return out;
   }
   const std::string& name(size_t i) const { return nodes_.at(i).name; }
+  int monitor_port(size_t i) const { return nodes_.at(i).monitor; }  // GET /jsz, /healthz
   size_t size() const { return nodes_.size(); }
   size_t index_of(const std::string& server_name) const {
     for (size_t i = 0; i < nodes_.size(); ++i) {

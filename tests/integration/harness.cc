@@ -165,6 +165,7 @@ void WeirProcess::spawn() {
                              "127.0.0.1:" + std::to_string(admin_port_)});
     if (!options_.nats_url.empty()) argv.insert(argv.end(), {"--nats", options_.nats_url});
   }
+  argv.insert(argv.end(), options_.args.begin(), options_.args.end());
   ++spawns_;
   std::string log = dir_.file("weir.log");
   write_file(log, weir::testing::read_file(log) + "==== spawn " + std::to_string(spawns_) + "\n");

@@ -79,6 +79,7 @@ struct WeirOptions {
   // Pass --flows/--data-dir/--http/--admin (and --nats) as flags. When false, the
   // config must carry them (use the {HTTP} {ADMIN} {DATA} {FLOWS} {NATS} placeholders).
   bool use_flags = true;
+  std::vector<std::string> args;              // more `weir run` flags, e.g. {"--cluster", "c1"}
 };
 
 class WeirProcess {
