@@ -5,7 +5,7 @@
 # see what arrived with `curl -s 127.0.0.1:9090/stats`. Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh weir weir-sink   # the tests build with scripts/test.sh
 
 SINK_PID=""
 cleanup() { [ -n "$SINK_PID" ] && kill "$SINK_PID" 2>/dev/null || true; }

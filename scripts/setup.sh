@@ -2,7 +2,8 @@
 # Installs what weir needs to build, test and benchmark (Debian 12 packages only),
 # then configures and builds into build/. Safe to run again: installs only what is
 # missing and rebuilds incrementally.
-#   scripts/setup.sh            # Release-ish build (RelWithDebInfo) into build/
+#   scripts/setup.sh            # Release-ish build (RelWithDebInfo) of everything into build/
+#   scripts/setup.sh weir ...   # only these targets (run-example.sh: weir and the demo sink)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,4 +29,6 @@ fi
 
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >&2
-cmake --build "$BUILD_DIR" -j"$(nproc)" >&2
+targets=()
+(($#)) && targets=(--target "$@")
+cmake --build "$BUILD_DIR" -j"$(nproc)" "${targets[@]}" >&2
