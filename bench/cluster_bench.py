@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from harness import Procs, free_port, http_get, http_post, log, machine, wait_for
+from harness import Procs, exit_on_sigterm, free_port, http_get, http_post, log, machine, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -155,7 +155,7 @@ def scale_run(a, n, build):
             argv = [c.tool("weir-loadgen"), "--url", f"http://127.0.0.1:{w['http']}/in/orders",
                     "--duration", f"{a.seconds}s", "--warmup", a.warmup, "--concurrency", str(per),
                     "--acked-ids", ids, "--run-id", f"n{n}i{w['i']}", "--seed", str(w["i"] + 1), "--quiet"]
-            loadgens.append((ids, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+            loadgens.append((ids, c.procs.start(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
         results = []
         for ids, p in loadgens:
             try:
@@ -164,7 +164,7 @@ def scale_run(a, n, build):
                 p.kill()
                 out, err = p.communicate()
             if p.returncode != 0:
-                sys.exit("bench: weir-loadgen failed: " + err[-2000:])
+                sys.exit("bench: weir-loadgen failed: " + err.decode(errors="replace")[-2000:])
             results.append(json.loads(out))
         load_end = time.monotonic()
         acked = set()
@@ -367,6 +367,7 @@ def main():
     g.add_argument("--every-ms", type=int, default=200)
     g.add_argument("--settle", type=float, default=1.5, help="seconds after the victim is back before the next event")
     a = p.parse_args()
+    exit_on_sigterm()
     if a.cmd == "scale":
         result = scale(a)
         print(json.dumps(result))
