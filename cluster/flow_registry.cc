@@ -65,6 +65,14 @@ FlowRegistry::~FlowRegistry() { stop(); }
 // ---- membership ----------------------------------------------------------------------
 
 Status FlowRegistry::heartbeat() {
+  const int64_t sent = SteadyClockNs();
+  const int64_t fresh_for = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.member_ttl * 2 / 3).count();
+  Status s = renew();
+  if (s) fresh_until_ns_.store(sent + fresh_for, std::memory_order_release);
+  return s;
+}
+
+Status FlowRegistry::renew() {
   const std::string key = member_key(options_.instance);
   const std::string value = Json{{"instance", options_.instance}, {"at", wall_ms()}}.dump();
   if (member_revision_ != 0) {
@@ -354,7 +362,8 @@ AdminAnswer FlowRegistry::deploy(const std::string& flow, const std::string& tex
   return answer(201, {{"flow", flow}, {"version", version}, {"hash", hash}, {"deployed_by", by}, {"deployed_at", at}});
 }
 
-AdminAnswer FlowRegistry::promote(const std::string& flow, int64_t version, const std::string& by) {
+AdminAnswer FlowRegistry::promote(const std::string& flow, int64_t version, const std::string& by,
+                                  int64_t expected_active) {
   if (version <= 0) return error(400, "version must be a positive integer");
   if (auto v = flows_.get(version_key(flow, version)); !v) {
     if (v.status().code() == Status::Code::kNotFound) {
@@ -371,6 +380,10 @@ AdminAnswer FlowRegistry::promote(const std::string& flow, int64_t version, cons
   if (!a) return error(500, a.status().message());
   if (a->phase == "pausing") {
     return error(409, "flow " + flow + ": a switch to v" + std::to_string(a->target) + " is in progress");
+  }
+  if (expected_active != 0 && a->version != expected_active) {
+    return error(409, "flow " + flow + ": stale promote: v" + std::to_string(a->version) + " is active, not v" +
+                          std::to_string(expected_active));
   }
   if (a->version == version) return answer(200, {{"flow", flow}, {"version", version}, {"unchanged", true}});
   return switch_to(flow, *a, e->revision, version, "promote", by);

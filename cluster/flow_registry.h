@@ -46,6 +46,11 @@
 
 namespace weir::cluster {
 
+inline int64_t SteadyClockNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 struct RegistryOptions {
   std::string instance;                                // key-safe: [A-Za-z0-9_-]+
   std::chrono::milliseconds barrier_timeout{2000};     // promote: every live member paused
@@ -94,13 +99,19 @@ class FlowRegistry {
   // `text` was validated by the caller; `by` names who deployed (audit).
   AdminAnswer deploy(const std::string& flow, const std::string& text, const std::string& hash,
                      const std::string& by);
-  AdminAnswer promote(const std::string& flow, int64_t version, const std::string& by);
+  // `expected_active` != 0: refuse (409) unless that version is the active one.
+  AdminAnswer promote(const std::string& flow, int64_t version, const std::string& by, int64_t expected_active = 0);
   AdminAnswer rollback(const std::string& flow, const std::string& by);
   nlohmann::json describe(const std::string& flow);
 
   // The version this instance runs, 0 when it does not follow the flow or is paused.
   int64_t running_version(const std::string& flow) const;
   bool fenced() const { return fenced_.load(); }
+  // True until 2/3 of the member TTL after the last renewal was sent (the key cannot have
+  // expired yet). Lock-free: stages ask before each batch.
+  bool member_fresh() const {
+    return SteadyClockNs() < fresh_until_ns_.load(std::memory_order_acquire);
+  }
 
   static std::string version_key(const std::string& flow, int64_t v) { return flow + ".v" + std::to_string(v); }
   static std::string latest_key(const std::string& flow) { return flow + ".latest"; }
@@ -123,6 +134,7 @@ class FlowRegistry {
     std::string last_error;         // GUARDED_BY(mu)
   };
 
+  Status renew();
   void apply(Followed& f, const ActiveRecord& r);
   Status ensure_loaded(Followed& f, int64_t version);   // f.mu held
   void fence_all();
@@ -144,6 +156,7 @@ class FlowRegistry {
   std::map<std::string, ActiveFlow> attached_;                  // GUARDED_BY(mu_): what attach() returned
   uint64_t member_revision_ = 0;                                // heartbeat thread (and stop)
   std::atomic<bool> fenced_{false};
+  std::atomic<int64_t> fresh_until_ns_{0};                      // steady clock
   std::mutex hb_mu_;
   std::condition_variable hb_cv_;
   bool stopping_ = false;                                       // GUARDED_BY(hb_mu_)

@@ -87,9 +87,9 @@ AdminAnswer ClusterRuntime::deploy(const std::string& flow, const std::string& t
   return registry_->deploy(flow, text, hash, instance_id_);
 }
 
-AdminAnswer ClusterRuntime::promote(const std::string& flow, int64_t version) {
+AdminAnswer ClusterRuntime::promote(const std::string& flow, int64_t version, int64_t expected_active) {
   if (!registry_) return {503, {{"error", "not in a cluster yet"}}};
-  return registry_->promote(flow, version, instance_id_);
+  return registry_->promote(flow, version, instance_id_, expected_active);
 }
 
 AdminAnswer ClusterRuntime::rollback(const std::string& flow) {

@@ -107,12 +107,13 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     respond(std::move(r));
     return;
   }
+  // In a cluster these read the version registry (KV round trips): not on the io thread.
   if (path == "/status" && method == "GET") {
-    respond(json_reply(200, backend_.status()));
+    on_worker([this, respond] { respond(json_reply(200, backend_.status())); });
     return;
   }
   if (path == "/flows" && method == "GET") {
-    respond(json_reply(200, backend_.flows()));
+    on_worker([this, respond] { respond(json_reply(200, backend_.flows())); });
     return;
   }
   if (path.substr(0, kFlowsPrefix.size()) == kFlowsPrefix) {
@@ -120,9 +121,11 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     std::string name = rest.substr(0, rest.find('/'));
     std::string action = rest.find('/') == std::string::npos ? "" : rest.substr(rest.find('/') + 1);
     if (action.empty() && method == "GET") {
-      auto f = backend_.flow(name);
-      if (f) respond(json_reply(200, *f));
-      else respond(HttpResponse::error(404, "no flow named " + name));
+      on_worker([this, name, respond] {
+        auto f = backend_.flow(name);
+        if (f) respond(json_reply(200, *f));
+        else respond(HttpResponse::error(404, "no flow named " + name));
+      });
       return;
     }
     if (action.empty() && method == "PUT") {
@@ -136,13 +139,15 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     }
     if (action == "promote" && method == "POST") {
       auto j = nlohmann::json::parse(req.body(), nullptr, false);
-      if (j.is_discarded() || !j.is_object() || !j.contains("version") || !j["version"].is_number_integer()) {
-        respond(HttpResponse::error(400, "body must be {\"version\": N}"));
+      if (j.is_discarded() || !j.is_object() || !j.contains("version") || !j["version"].is_number_integer() ||
+          (j.contains("expected_active") && !j["expected_active"].is_number_integer())) {
+        respond(HttpResponse::error(400, "body must be {\"version\": N} or {\"version\": N, \"expected_active\": M}"));
         return;
       }
       int64_t v = j["version"].get<int64_t>();
-      on_worker([this, name, v, respond] {
-        auto [code, body] = backend_.promote(name, v);
+      int64_t expected = j.value("expected_active", int64_t{0});
+      on_worker([this, name, v, expected, respond] {
+        auto [code, body] = backend_.promote(name, v, expected);
         respond(json_reply(code, body));
       });
       return;

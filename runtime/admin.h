@@ -32,7 +32,9 @@ class AdminBackend {
   // `?target=` of the PUT: "" (the mode's default), "file" or "registry" (ADR 0043).
   virtual std::pair<int, nlohmann::json> deploy(const std::string& name, const std::string& body,
                                                 const std::string& target) = 0;
-  virtual std::pair<int, nlohmann::json> promote(const std::string& name, int64_t version) = 0;
+  // `expected_active` != 0: a compare-and-set from the client (409 when another is active).
+  virtual std::pair<int, nlohmann::json> promote(const std::string& name, int64_t version,
+                                                 int64_t expected_active) = 0;
   virtual std::pair<int, nlohmann::json> rollback(const std::string& name) = 0;
   virtual nlohmann::json status() const = 0;
 };

@@ -73,13 +73,17 @@ class ClusterHooks {
   virtual Status follow_flow(const std::string& flow, FlowControl* control) = 0;
   // Stores a validated flow file as the flow's next version (201 with the version).
   virtual AdminAnswer deploy(const std::string& flow, const std::string& text, const std::string& hash) = 0;
-  virtual AdminAnswer promote(const std::string& flow, int64_t version) = 0;
+  // `expected_active` != 0: only if that version is the active one (else 409, stale).
+  virtual AdminAnswer promote(const std::string& flow, int64_t version, int64_t expected_active) = 0;
   virtual AdminAnswer rollback(const std::string& flow) = 0;
   // The registry's view of a flow: active, latest, phase, history (an empty object when
   // the registry cannot be read).
   virtual nlohmann::json describe(const std::string& flow) = 0;
   // Stops following flows and leaves the cluster (the member key is removed).
   virtual void stop() = 0;
+  // True while this instance's member key is known to be alive: flow stages start a batch
+  // only then (cheap; called per batch from stage threads).
+  virtual bool may_handle() const = 0;
 };
 
 }  // namespace weir

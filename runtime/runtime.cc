@@ -330,13 +330,13 @@ struct Runtime::Impl final : AdminBackend {
     return {201, {{"flow", fr.flow->name()}, {"version", version}, {"file", path}}};
   }
 
-  std::pair<int, nlohmann::json> promote(const std::string& name, int64_t version) override {
+  std::pair<int, nlohmann::json> promote(const std::string& name, int64_t version, int64_t expected_active) override {
     if (!clustered()) {
       return {501, {{"error", "versions are kept by the cluster registry (--cluster NAME); standalone, "
                               "PUT /flows/" + name + " replaces the flow file"}}};
     }
     if (!find_running(name)) return {404, {{"error", "no flow named " + name + " runs here"}}};
-    auto a = cluster->promote(name, version);
+    auto a = cluster->promote(name, version, expected_active);
     return {a.code, a.body};
   }
   std::pair<int, nlohmann::json> rollback(const std::string& name) override {
@@ -489,6 +489,7 @@ struct Runtime::Impl final : AdminBackend {
       fr->stage = std::make_unique<FlowStage>(*bus, *dlq, metrics, flow, so, layout::flow_stream(chained->flow),
                                               layout::output_subject(chained->flow, chained->sink));
       if (paused) fr->stage->pause(std::chrono::milliseconds(0));
+      if (clustered()) fr->stage->set_gate([this] { return cluster->may_handle(); });
       if (Status s = fr->stage->start(); !s) return s;
       if (clustered()) {
         if (Status s = cluster->follow_flow(flow->name(), &fr->control); !s) return s;
@@ -498,6 +499,7 @@ struct Runtime::Impl final : AdminBackend {
     }
     fr->stage = std::make_unique<FlowStage>(*bus, *dlq, metrics, flow, so);
     if (paused) fr->stage->pause(std::chrono::milliseconds(0));
+    if (clustered()) fr->stage->set_gate([this] { return cluster->may_handle(); });
     if (Status s = fr->stage->start(); !s) return s;
     if (clustered()) {
       // From here on the registry decides which version runs (watch + pause barrier).

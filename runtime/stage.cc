@@ -136,7 +136,12 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
   {
     // The version that runs a batch is fixed when it starts; while paused, nothing starts.
     std::unique_lock lock(flow_mu_);
-    pause_cv_.wait(lock, [&] { return !paused_ || stopping_.load(); });
+    for (;;) {
+      pause_cv_.wait(lock, [&] { return !paused_ || stopping_.load(); });
+      if (stopping_.load() || !gate_ || gate_()) break;
+      // Not a fresh member (just woken from a stop, or cut off from NATS): wait.
+      pause_cv_.wait_for(lock, std::chrono::milliseconds(5));
+    }
     if (stopping_.load()) {
       // Stopped while paused: hand the batch back at once rather than after AckWait.
       for (auto& m : batch) m->nak(std::chrono::milliseconds(0));

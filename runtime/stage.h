@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,6 +57,9 @@ class FlowStage {
   bool pause(std::chrono::milliseconds timeout);
   void resume(std::shared_ptr<const flows::Flow> flow);
   bool paused() const;
+  // A cluster member may handle events only while its membership is fresh (ADR 0042):
+  // a batch starts only when `gate()` is true (checked per batch). Set before start().
+  void set_gate(std::function<bool()> gate) { gate_ = std::move(gate); }
 
  private:
   void loop();
@@ -69,6 +73,7 @@ class FlowStage {
   std::condition_variable pause_cv_;
   bool paused_ = false;                       // GUARDED_BY(flow_mu_)
   bool handling_ = false;                     // GUARDED_BY(flow_mu_): a batch is being run
+  std::function<bool()> gate_;                // set before start(); read by the stage thread
   std::string name_;
   StageOptions options_;
   std::string input_stream_, input_subject_;
