@@ -16,7 +16,9 @@ constexpr int64_t kNanosPerMilli = 1000000;
 // Stream lookup and creation (an R3 stream needs its Raft group) may take longer than
 // a data request; they happen once, at open.
 constexpr std::chrono::milliseconds kAdminTimeout{5000};
-constexpr int kOpenAttempts = 3;
+// js_KeyValue (a stream info) waits `timeout` per attempt; a fresh R3 bucket on a busy
+// cluster answered later than 3 x 500 ms (weir exited at start: "kv open bucket: Timeout").
+constexpr int kOpenAttempts = 10;
 
 Result<jsCtx*> make_js(natsConnection* connection, std::chrono::milliseconds wait) {
   jsOptions options;
