@@ -142,7 +142,7 @@ size_t interleaved(std::vector<Tick> all) {
 
 }  // namespace
 
-TEST_CASE("two clustered instances share the work, kill -9 of one loses no acknowledged event",
+TEST_CASE("two clustered instances share the work and kill -9 of one loses no acknowledged event",
           "[integration][cluster]") {
   NatsServer nats;
   SinkProcess sink({"--reserve", "30000"});
@@ -199,7 +199,7 @@ TEST_CASE("two clustered instances share the work, kill -9 of one loses no ackno
   CHECK(to_a.key_mismatches() + to_b.key_mismatches() + moved.key_mismatches() == 0);
 }
 
-TEST_CASE("on a three-node NATS cluster with R3 streams, stopping the stream leader loses nothing acked",
+TEST_CASE("on a three-node NATS cluster with R3 streams stopping the stream leader loses nothing acked",
           "[integration][cluster][r3]") {
   NatsCluster nats;
   SinkProcess sink({"--reserve", "30000"});
