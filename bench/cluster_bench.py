@@ -192,6 +192,9 @@ def scale_run(a, n, build):
             "errors": errors,
             "ingest_per_s": round(sum(r["ingest_per_s"] for r in results), 1),
             "delivered_per_s": round(statistics.median(window), 1) if window else 0,
+            # Over the sink's whole span, first to last arrival (drain included).
+            "delivered_avg_per_s": round(stats["unique"] / max((stats["last_us"] - stats["first_us"]) / 1e6, 1e-3), 1)
+            if stats.get("first_us") and stats.get("last_us") else 0,
             "e2e_ms": {k: stats["e2e_ms"].get(k) for k in ("p50", "p99", "max")},
             "flow_stage_acked_per_instance": shares,
             "drain_s": round(drain_s, 2),
