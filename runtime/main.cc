@@ -4,8 +4,10 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "cluster/runtime_hooks.h"
 #include "connectors/registry.h"
 #include "flows/cli.h"
+#include "flows/flow.h"
 #include "runtime/admin_client.h"
 #include "runtime/config.h"
 #include "runtime/runtime.h"
@@ -26,7 +29,75 @@
 
 namespace {
 constexpr const char* kDefaultServer = "http://127.0.0.1:8081";
+
+std::string cell(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return "-";
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
 }
+
+// `weir status`: GET /status twice, `interval` apart, for rates; a table or JSON.
+int status_command(const std::string& server, int interval_ms, bool as_json) {
+  auto sample = [&](nlohmann::json* out) -> int {
+    weir::AdminReply r = weir::admin_call(server, "GET", "/status");
+    if (r.status == 0) {
+      std::fprintf(stderr, "weir: cannot reach %s: %s\n", server.c_str(), r.error.c_str());
+      return 1;
+    }
+    *out = nlohmann::json::parse(r.body, nullptr, false);
+    if (r.status != 200 || !out->is_object()) {
+      std::fprintf(stderr, "%s\n", r.body.c_str());
+      return 1;
+    }
+    return 0;
+  };
+  nlohmann::json first, second;
+  if (int rc = sample(&first); rc != 0) return rc;
+  auto t0 = std::chrono::steady_clock::now();
+  second = first;
+  if (interval_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    if (int rc = sample(&second); rc != 0) return rc;
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Rates per flow: events in (received by the flow stage) and done (acked) per second.
+  for (auto& f : second["flows"]) {
+    for (const auto& g : first["flows"]) {
+      if (g.value("name", "") != f.value("name", "") || interval_ms <= 0) continue;
+      f["in_per_s"] = (f.value("received", 0.0) - g.value("received", 0.0)) / secs;
+      f["out_per_s"] = (f.value("acked", 0.0) - g.value("acked", 0.0)) / secs;
+    }
+  }
+  if (as_json) {
+    std::printf("%s\n", second.dump(2).c_str());
+    return 0;
+  }
+  const nlohmann::json& members = second.value("members", nlohmann::json::object());
+  std::printf("cluster %s  instance %s  nats %s%s\n",
+              second.value("cluster", "").empty() ? "(standalone)" : second.value("cluster", "").c_str(),
+              members.value("instance", "-").c_str(), second.value("nats", "").c_str(),
+              second.value("connected", false) ? "" : " (disconnected)");
+  if (members.contains("members")) std::printf("members %s\n", members["members"].dump().c_str());
+  std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", "FLOW", "ACTIVE", "LATEST", "RUNNING", "PHASE",
+              "IN/s", "OUT/s", "LAG", "ERRORS", "DLQ");
+  for (const auto& f : second["flows"]) {
+    char in[32] = "-", out[32] = "-";
+    if (f.contains("in_per_s")) std::snprintf(in, sizeof in, "%.1f", f["in_per_s"].get<double>());
+    if (f.contains("out_per_s")) std::snprintf(out, sizeof out, "%.1f", f["out_per_s"].get<double>());
+    std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", cell(f, "name").c_str(), cell(f, "active_version").c_str(),
+                cell(f, "latest_version").c_str(), cell(f, "running_version").c_str(),
+                f.contains("phase") ? cell(f, "phase").c_str() : "-", in, out, cell(f, "lag").c_str(),
+                cell(f, "errors").c_str(), cell(f, "dead").c_str());
+  }
+  if (members.contains("leases") && !members["leases"].empty()) {
+    std::printf("%-28s %s\n", "LEASE", "HOLDER");
+    for (const auto& l : members["leases"]) {
+      std::printf("%-28s %s%s\n", cell(l, "key").c_str(), cell(l, "holder").c_str(),
+                  l.value("held_here", false) ? " (this instance)" : "");
+    }
+  }
+  return 0;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   // Few arenas: weir's threads are many but light; the default (8 per core) multiplies
@@ -68,10 +139,16 @@ int main(int argc, char** argv) {
   int64_t version = 0;
   promote->add_option("flow", flow_name)->required();
   promote->add_option("version", version)->required();
+  int64_t expect_active = 0;
+  promote->add_option("--expect", expect_active, "only if this version is the active one (else 409)");
   auto* rollback = app.add_subcommand("rollback", "go back to the previous version of a flow");
   std::string rollback_flow;
   rollback->add_option("flow", rollback_flow)->required();
   auto* status = app.add_subcommand("status", "flows, versions, rates, lag, leases");
+  int status_interval = 1000;
+  bool status_json = false;
+  status->add_option("--interval-ms", status_interval, "sampling interval for rates (0: no rates)")->capture_default_str();
+  status->add_flag("--json", status_json, "print JSON instead of a table");
   auto* dlq = app.add_subcommand("dlq", "dead letters: list | show ID | replay");
   std::string dlq_action, dlq_id, dlq_flow;
   dlq->add_option("action", dlq_action, "list, show or replay")->required()->check(CLI::IsMember({"list", "show", "replay"}));
@@ -107,17 +184,20 @@ int main(int argc, char** argv) {
     char buf[8192];
     for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) body.append(buf, n);
     std::fclose(f);
-    // The flow's name is in the file; the server reads it from there too.
+    // The flow's name is in the file (`flow:`); the file's name only when it does not load
+    // here (the server then answers 422 with the reasons).
     std::string name = deploy_file.substr(deploy_file.find_last_of('/') + 1);
     name = name.substr(0, name.find('.'));
+    if (auto loaded = weir::flows::load_flow_file(deploy_file); loaded.flow) name = loaded.flow->name();
     return weir::admin_command(server, "PUT", "/flows/" + name, body);
   }
   if (app.got_subcommand(promote)) {
-    return weir::admin_command(server, "POST", "/flows/" + flow_name + "/promote",
-                               nlohmann::json{{"version", version}}.dump());
+    nlohmann::json body = {{"version", version}};
+    if (expect_active != 0) body["expected_active"] = expect_active;
+    return weir::admin_command(server, "POST", "/flows/" + flow_name + "/promote", body.dump());
   }
   if (app.got_subcommand(rollback)) return weir::admin_command(server, "POST", "/flows/" + rollback_flow + "/rollback");
-  if (app.got_subcommand(status)) return weir::admin_command(server, "GET", "/status");
+  if (app.got_subcommand(status)) return status_command(server, status_interval, status_json);
   if (app.got_subcommand(dlq)) {
     if (dlq_action == "list") return weir::admin_command(server, "GET", "/dlq" + (dlq_flow.empty() ? "" : "?flow=" + dlq_flow));
     if (dlq_action == "show") {
