@@ -96,6 +96,7 @@ void FlowRegistry::start_heartbeat() {
     // from before sending it, so we fence no later than the key can expire.
     const auto fence_after = options_.member_ttl * 2 / 3;
     auto last_ok = SteadyClock::now();
+    int beats = 0;
     std::unique_lock lock(hb_mu_);
     while (!stopping_) {
       lock.unlock();
@@ -107,6 +108,7 @@ void FlowRegistry::start_heartbeat() {
           log::info("member key renewed; flows resume", {{"instance", options_.instance}});
           unfence_all();
         }
+        if (++beats % 4 == 0 && !fenced_.load()) reconcile();
       } else if (!fenced_.load() && SteadyClock::now() - last_ok > fence_after) {
         log::warn("member key not renewed; pausing every flow until it is",
                   {{"instance", options_.instance}, {"error", s.message()}});
@@ -235,7 +237,13 @@ Status FlowRegistry::follow(const std::string& flow, FlowControl* control) {
   // The first event is the record as it is now; attach() loaded that version.
   auto w = flows_.watch(active_key(flow), [this, f](const KvEvent& e) {
     if (e.kind != KvEvent::Kind::kPut) return;
-    auto r = ActiveRecord::parse(e.value);
+    // A hint (a replica may be ahead or diverged): act on what the leader has.
+    auto now = flows_.get(active_key(f->flow));
+    if (!now) {
+      log::warn("cannot confirm a change of the active version", {{"flow", f->flow}, {"error", now.status().message()}});
+      return;
+    }
+    auto r = ActiveRecord::parse(now->value);
     if (!r) {
       log::warn("ignoring a malformed active record", {{"flow", f->flow}, {"error", r.status().message()}});
       return;
@@ -263,6 +271,28 @@ Status FlowRegistry::ensure_loaded(Followed& f, int64_t version) {
 
 void FlowRegistry::apply(Followed& f, const ActiveRecord& r) {
   std::lock_guard lock(f.mu);
+  apply_locked(f, r);
+}
+
+void FlowRegistry::reconcile() {
+  std::vector<Followed*> all;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, f] : followed_) all.push_back(f.get());
+  }
+  for (Followed* f : all) {
+    auto e = flows_.get(active_key(f->flow));
+    if (!e) continue;
+    auto r = ActiveRecord::parse(e->value);
+    if (!r || r->phase != "active") continue;   // pausing: the watch's business (it may wait)
+    std::unique_lock lock(f->mu, std::try_to_lock);
+    if (!lock.owns_lock() || f->running == r->version || f->fenced) continue;
+    log::warn("the watch missed a switch; applying it now", {{"flow", f->flow}, {"version", std::to_string(r->version)}});
+    apply_locked(*f, *r);
+  }
+}
+
+void FlowRegistry::apply_locked(Followed& f, const ActiveRecord& r) {
   if (f.fenced) return;   // unfence_all() re-reads the record
   if (r.phase == "pausing") {
     if (f.reported_epoch >= r.epoch) return;

@@ -21,6 +21,8 @@
 //   store round trips and, for promote/rollback, on the barrier (≤ barrier_timeout).
 // - FlowControl is called from the flow's watch thread and from the heartbeat thread,
 //   never concurrently for one flow (a mutex per flow).
+// - Watch events are hints (kv.h): each one is confirmed by a get from the stream leader,
+//   and the heartbeat thread re-reads the records every few renewals.
 // - An instance whose heartbeat has not been renewed for 2/3 of the member TTL pauses
 //   every flow it follows (fenced) until a renewal succeeds: a promoter stops waiting for
 //   it once its member key expires, so by then it must not be handling anything.
@@ -136,6 +138,11 @@ class FlowRegistry {
 
   Status renew();
   void apply(Followed& f, const ActiveRecord& r);
+  // apply() with f.mu already held.
+  void apply_locked(Followed& f, const ActiveRecord& r);
+  // Safety net for a watch that went quiet (ADR 0040): re-reads each followed flow's
+  // record and applies an "active" one. Never waits for a flow's lock.
+  void reconcile();
   Status ensure_loaded(Followed& f, int64_t version);   // f.mu held
   void fence_all();
   void unfence_all();

@@ -356,3 +356,42 @@ TEST_CASE("registry: a new member key after expiry; the active record round-trip
   CHECK_FALSE(ActiveRecord::parse("{"));
   CHECK_FALSE(ActiveRecord::parse("{\"version\": \"x\"}"));
 }
+
+TEST_CASE("registry: a switch the watch could not confirm is applied by the heartbeat's re-read",
+          "[registry]") {
+  FakeKv flows, members;
+  Journal journal;
+  FakeControl control("a", journal);
+  RegistryOptions o = options_for("a");
+  o.heartbeat = 10ms;
+  o.member_ttl = 3s;
+  FlowRegistry reg(flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{"a"}); }, o);
+  REQUIRE(reg.heartbeat());
+  REQUIRE(reg.attach("orders", "text v1", "h1"));
+  REQUIRE(reg.deploy("orders", "text v2", "h2", "a").code == 201);
+  control.running = 1;
+  REQUIRE(reg.follow("orders", &control));
+  reg.start_heartbeat();
+
+  // The watch's confirming gets fail (for the initial event, if not handled yet, and for
+  // the switch): the watch never acts; only a re-read can.
+  std::atomic<int> blind{0};
+  flows.set_fault([&](const char* op, const std::string& key) {
+    if (std::string(op) == "get" && key == "orders.active" && blind.load() > 0) {
+      --blind;
+      return FakeKv::Fault::kFailBefore;
+    }
+    return FakeKv::Fault::kNone;
+  });
+  blind = 0;
+  auto e = flows.get("orders.active");
+  REQUIRE(e);
+  blind = 2;
+  auto r = ActiveRecord::parse(e->value);
+  r->version = 2;   // as a promoter's final write
+  r->epoch = 1;
+  REQUIRE(flows.update("orders.active", r->to_json().dump(), e->revision));
+  REQUIRE(eventually([&] { return control.running == 2; }));
+  CHECK(blind.load() == 0);
+  reg.stop();
+}
