@@ -14,7 +14,12 @@ Result<std::unique_ptr<NatsKeyList>> NatsKeyList::open(natsConnection* connectio
   natsStatus s = natsConnection_JetStream(&js, connection, &o);
   if (s != NATS_OK) return nats_status(s, "JetStream context for kv keys");
   kvStore* kv = nullptr;
-  s = js_KeyValue(&kv, js, bucket.c_str());
+  // A stream info; on a fresh R3 cluster under load one attempt timed out and weir
+  // exited at start (tests/integration/cluster_test.cc [r3]), as in NatsKv::open.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    s = js_KeyValue(&kv, js, bucket.c_str());
+    if (s != NATS_TIMEOUT) break;
+  }
   if (s != NATS_OK) {
     Status st = nats_status(s, "kv open bucket " + bucket);
     jsCtx_Destroy(js);

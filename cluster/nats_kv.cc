@@ -79,6 +79,22 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
                            std::to_string(actual_ttl / kNanosPerMilli) + "ms, expected " +
                            std::to_string(options.ttl.count()) + "ms");
   }
+  // A replicated bucket just created has no Raft leader for a moment, and a write then
+  // fails with "no responders" (weir exited at start on a fresh 3-node cluster): wait
+  // for one, bounded by the admin timeout.
+  if (options.replicas > 1) {
+    const std::string stream = "KV_" + bucket;
+    const auto deadline = std::chrono::steady_clock::now() + kAdminTimeout;
+    for (;;) {
+      jsStreamInfo* si = nullptr;
+      bool led = js_GetStreamInfo(&si, js, stream.c_str(), nullptr, nullptr) == NATS_OK && si->Cluster != nullptr &&
+                 si->Cluster->Leader != nullptr && si->Cluster->Leader[0] != '\0';
+      if (si != nullptr) jsStreamInfo_Destroy(si);
+      if (led) break;
+      if (std::chrono::steady_clock::now() > deadline) return Status::unavailable("kv bucket " + bucket + ": no leader");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   return Status::ok();
 }
 
