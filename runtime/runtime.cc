@@ -111,7 +111,6 @@ struct Runtime::Impl final : AdminBackend {
   // The registry's handle on one running flow (FlowControl; ADR 0042): compiled versions
   // wait here until resume() swaps them into the stage.
   struct VersionControl final : FlowControl {
-    Impl* impl = nullptr;
     FlowRuntime* fr = nullptr;
     std::mutex mu;
     std::map<int64_t, std::shared_ptr<const flows::Flow>> ready;   // GUARDED_BY(mu)
@@ -128,7 +127,7 @@ struct Runtime::Impl final : AdminBackend {
       if (!running_text.empty()) {
         if (Status s = same_wiring(running_text, text); !s) return s;
       }
-      auto f = compile(text, impl->flow_path(fr->flow->name()), version, true);
+      auto f = compile(text, fr->path, version, true);
       if (!f) return f.status();
       std::lock_guard lock(mu);
       ready[version] = f.value();
@@ -153,6 +152,7 @@ struct Runtime::Impl final : AdminBackend {
     std::shared_ptr<const flows::Flow> flow;
     std::atomic<int64_t> version{1};        // the version the stage runs
     std::atomic<int64_t> switched_at_ms{0};
+    std::string path;                       // its file in the flows dir (tables are read next to it)
     VersionControl control;
     std::unique_ptr<FlowIngest> ingest;
     SourceContext source_ctx;
@@ -172,13 +172,6 @@ struct Runtime::Impl final : AdminBackend {
 
   bool clustered() const { return cluster != nullptr; }
 
-  // Where a flow's file is (or would be) in the flows dir; tables are read next to it.
-  std::string flow_path(const std::string& name) const {
-    for (const auto& f : running) {
-      if (f->flow->name() == name && !f->flow->file().empty()) return f->flow->file();
-    }
-    return (fs::path(config.flows) / (name + ".yaml")).string();
-  }
   FlowRuntime* find_running(const std::string& name) const {
     for (const auto& f : running) {
       if (f->flow->name() == name) return f.get();
@@ -306,8 +299,11 @@ struct Runtime::Impl final : AdminBackend {
   }
 
   std::pair<int, nlohmann::json> deploy_to_file(FlowRuntime& fr, const std::string& body) {
-    const std::string path = flow_path(fr.flow->name());
+    const std::string path = fr.path;
     const std::string tmp = path + ".tmp-deploy";
+    const int64_t version = fr.version.load() + 1;
+    // Compiled before the file is touched: a version that cannot run leaves it as it was.
+    if (Status s = fr.control.load(version, body); !s) return {422, {{"error", s.message()}}};
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
       out << body;
@@ -319,8 +315,6 @@ struct Runtime::Impl final : AdminBackend {
       fs::remove(tmp, ec);
       return {500, {{"error", "cannot replace " + path}}};
     }
-    const int64_t version = fr.version.load() + 1;
-    if (Status s = fr.control.load(version, body); !s) return {422, {{"error", s.message()}}};
     if (!fr.stage->pause(config.drain_timeout)) {
       fr.control.resume(fr.version.load());
       return {503, {{"error", "the running batch did not finish in time; the file is written, restart to run it"}}};
@@ -464,7 +458,7 @@ struct Runtime::Impl final : AdminBackend {
     fr->flow = flow;
     fr->version = flow->version();
     fr->switched_at_ms = wall_ms();
-    fr->control.impl = this;
+    fr->path = flow->file().empty() ? (fs::path(config.flows) / (flow->name() + ".yaml")).string() : flow->file();
     fr->control.fr = fr.get();
     fr->control.ready[flow->version()] = flow;
     fr->control.texts[flow->version()] = text;
