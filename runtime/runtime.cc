@@ -471,7 +471,9 @@ struct Runtime::Impl final : AdminBackend {
       auto sink = connectors.make_sink(*flow, spec, config);
       if (!sink) return sink.status();
       StageOptions sink_options = so;
-      sink_options.sink_ack_wait = std::chrono::milliseconds(3000) + sink_timeout(spec);
+      // A fetched delivery may wait in the stage for the ones ahead of it (up to one
+      // sink timeout), then take its own timeout; 3 s of margin on top (ADR 0044).
+      sink_options.sink_ack_wait = std::chrono::milliseconds(3000) + 2 * sink_timeout(spec);
       auto stage = std::make_unique<SinkStage>(*bus, *dlq, metrics, flow->name(), flow->version(), spec.name,
                                                std::move(sink.value()), sink_options);
       if (Status s = stage->start(); !s) return s;
