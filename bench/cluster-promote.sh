@@ -21,7 +21,7 @@ export WEIR_BENCH_BUILD=${BUILD:-build}
 exec python3 - <<'PY'
 import json, os, statistics, subprocess, sys, tempfile, time, shutil
 sys.path.insert(0, "bench")
-from harness import Procs, exit_on_sigterm, free_port, http_get, log, machine, wait_for  # noqa: E402
+from harness import Procs, exit_on_sigterm, free_port, http_get, http_request, log, machine, wait_for  # noqa: E402
 
 ROUNDS = int(os.environ["WEIR_BENCH_ROUNDS"])
 RATE = int(os.environ["WEIR_BENCH_RATE"])
@@ -48,18 +48,7 @@ def flow(version, sink_port):
 
 
 def admin(port, method, path, body=b"", timeout=10.0):
-    import socket
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(f"{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return int(head.split(b" ")[1]), rest
+    return http_request(port, method, path, body, timeout, content_type="application/json")
 
 
 def wall_ms():

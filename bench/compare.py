@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import time
 import charts
 import harness
 import nodered
-from harness import ROOT, http_get, http_post, log, wait_for
+from harness import ROOT, http_get, http_post, http_request, log, wait_for
 
 # The flow's own test inputs (bench_orders.yaml), beside loadgen events: a gold customer's
 # big order, a small one, the 100.00 boundary, an unknown customer.
@@ -46,16 +45,7 @@ EDGE_EVENTS = [
 
 
 def post_json(port, path, body, timeout=10.0):
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(f"POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    return int(data.split(b" ", 2)[1])
+    return http_request(port, "POST", path, body, timeout, content_type="application/json")[0]
 
 
 def healthy(port):

@@ -41,31 +41,32 @@ def free_port():
     return p
 
 
-def http_get(port, path, timeout=2.0):
-    """Minimal HTTP/1.0 GET on loopback: (status, body)."""
+def http_request(port, method, path, body=b"", timeout=5.0, content_type=None):
+    """Minimal HTTP/1.0 request on loopback: (status, body). The answer is read to EOF and
+    joined once (/requests and /ids answers run to tens of MB)."""
+    head = f"{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+    if content_type:
+        head += f"Content-Type: {content_type}\r\n"
+    if body or method in ("POST", "PUT"):
+        head += f"Content-Length: {len(body)}\r\n"
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
-        chunks = []  # joined once: /requests and /ids answers run to tens of MB
+        s.sendall((head + "\r\n").encode() + body)
+        chunks = []
         while True:
             chunk = s.recv(1 << 20)
             if not chunk:
                 break
             chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    return int(head.split(b" ")[1]), body
+    status_line, _, rest = b"".join(chunks).partition(b"\r\n\r\n")
+    return int(status_line.split(b" ")[1]), rest
+
+
+def http_get(port, path, timeout=2.0):
+    return http_request(port, "GET", path, timeout=timeout)
 
 
 def http_post(port, path, body=b"", timeout=5.0):
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(f"POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return int(head.split(b" ")[1]), rest
+    return http_request(port, "POST", path, body, timeout)
 
 
 def wait_for(cond, timeout, poll=0.005):
