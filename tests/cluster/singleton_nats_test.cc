@@ -137,6 +137,15 @@ TEST_CASE("singletons on nats: one runs, kill → the other within 1.5 s, releas
   const auto handoff = Clock::now() - released;
   INFO("graceful handoff " << std::chrono::duration_cast<std::chrono::milliseconds>(handoff).count() << " ms");
   CHECK(handoff < 250ms);
+  // c's term has emitted something under its token before it ends (stopping at once could
+  // leave it with no event at all, and nothing to check below).
+  auto emitted_by = [&](char who) {
+    for (const auto& r : ingest.events()) {
+      if (!r.event.id.empty() && r.event.id[0] == who) return true;
+    }
+    return false;
+  };
+  REQUIRE(wait_until([&] { return emitted_by('c'); }, 2s, 1ms));
   c->singleton->stop();
 
   // Every event of every term carried its term's token, and terms grew.
