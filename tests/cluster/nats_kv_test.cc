@@ -106,7 +106,11 @@ TEST_CASE("nats kv: a watch reports the current state, then puts and deletes in 
   const uint64_t second = kv.update("lease", "v2", first).value();
   REQUIRE(kv.erase("lease", second));
   kv.create("other", "ignored").value();
-  REQUIRE(wait_until([&] { return log.size() >= 3; }, 5s));
+  // Late, not lost: now and then (about 1 run in 6 on a busy machine) cnats' ordered
+  // consumer under the watch notices a skipped delivery only at its next idle heartbeat
+  // (5 s), re-creates itself and delivers the rest in order. Watch events are hints for
+  // weir (ADR 0040): leases and the version registry re-read from the leader.
+  REQUIRE(wait_until([&] { return log.size() >= 3; }, 20s));
   watch.value().reset();  // stops; no callback after this
 
   auto events = log.all();
