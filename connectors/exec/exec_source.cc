@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -24,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/mailbox.h"
 #include "connectors/exec/line_splitter.h"
 #include "runtime/log.h"
 
@@ -48,44 +48,7 @@ struct Pending {
   Clock::time_point retry_at{};
 };
 
-struct Completion {
-  std::shared_ptr<Pending> pending;
-  Status status;
-};
-
-// Publish callbacks run on bus threads and may outlive the source: they only append here
-// and wake the source's thread through the eventfd.
-struct Mailbox {
-  std::mutex mu;
-  std::vector<Completion> completions;  // GUARDED_BY(mu)
-  int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-
-  ~Mailbox() {
-    if (event_fd >= 0) ::close(event_fd);
-  }
-  void post(std::shared_ptr<Pending> p, Status s) {
-    bool first;
-    {
-      std::lock_guard lock(mu);
-      first = completions.empty();
-      completions.push_back({std::move(p), std::move(s)});
-    }
-    // One wake-up per batch: until the thread takes the list, later completions ride along.
-    if (first) wake();
-  }
-  void wake() const {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t r = ::write(event_fd, &one, sizeof one);
-  }
-  void drain_fd() const {
-    uint64_t v;
-    [[maybe_unused]] ssize_t r = ::read(event_fd, &v, sizeof v);
-  }
-  std::vector<Completion> take() {
-    std::lock_guard lock(mu);
-    return std::exchange(completions, {});
-  }
-};
+using Completions = Mailbox<Pending>;
 
 bool executable_file(const std::string& path) {
   struct stat st;
@@ -149,7 +112,7 @@ struct ExecSource::Impl {
   ExecSourceOptions options;
   std::string program;          // resolved path of argv[0]
   SourceContext ctx;
-  std::shared_ptr<Mailbox> mailbox = std::make_shared<Mailbox>();
+  std::shared_ptr<Completions> mailbox = std::make_shared<Completions>();
   std::atomic<bool> stopping{false};
   std::thread thread;
   bool started = false;
@@ -185,7 +148,7 @@ struct ExecSource::Impl {
     // Stopping: writes in flight get a short grace so their lines are not needlessly lost.
     const auto until = Clock::now() + kStopPublishGrace;
     while (in_flight > retrying.size() && Clock::now() < until) {
-      pollfd p{mailbox->event_fd, POLLIN, 0};
+      pollfd p{mailbox->event_fd(), POLLIN, 0};
       ::poll(&p, 1, 20);
       if (p.revents & POLLIN) mailbox->drain_fd();
       pump_mailbox();
@@ -202,7 +165,7 @@ struct ExecSource::Impl {
     while (!stopping.load() && Clock::now() < until) {
       pump_mailbox();
       run_due_retries();
-      pollfd p{mailbox->event_fd, POLLIN, 0};
+      pollfd p{mailbox->event_fd(), POLLIN, 0};
       ::poll(&p, 1, poll_timeout(until));
       if (p.revents & POLLIN) mailbox->drain_fd();
     }
@@ -232,9 +195,8 @@ struct ExecSource::Impl {
                   {{"flow", flow()}, {"error", c.status.message()}});
       }
       counters.retries.fetch_add(1, std::memory_order_relaxed);
-      const int shift = std::min(c.pending->attempts, 6);
-      c.pending->retry_at = Clock::now() + std::min(milliseconds(100) * (1 << shift), milliseconds(5000));
-      retrying.push_back(std::move(c.pending));
+      c.item->retry_at = Clock::now() + write_retry_delay(c.item->attempts);
+      retrying.push_back(std::move(c.item));
     }
   }
 
@@ -450,7 +412,7 @@ struct ExecSource::Impl {
         i_pid = n;
         p[n++] = {pidfd, POLLIN, 0};
       }
-      p[n++] = {mailbox->event_fd, POLLIN, 0};
+      p[n++] = {mailbox->event_fd(), POLLIN, 0};
       int timeout = poll_timeout(Clock::now() + milliseconds(exited || pidfd < 0 || !lease_ok ? 100 : 1000));
       if (::poll(p, static_cast<nfds_t>(n), timeout) < 0 && errno != EINTR) break;
       if (p[n - 1].revents & POLLIN) mailbox->drain_fd();
@@ -515,7 +477,7 @@ Result<std::unique_ptr<ExecSource>> ExecSource::create(const flows::ExecSourceSp
   }
   auto impl = std::make_unique<Impl>(spec, options);
   impl->program = std::move(program);
-  if (impl->mailbox->event_fd < 0) return Status::internal("exec: cannot create an eventfd");
+  if (impl->mailbox->event_fd() < 0) return Status::internal("exec: cannot create an eventfd");
   return std::unique_ptr<ExecSource>(new ExecSource(std::move(impl)));
 }
 

@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <pthread.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
+#include "runtime/mailbox.h"
 #include "connectors/mqtt/mqtt_codec.h"
 #include "connectors/mqtt/mqtt_transport.h"
 #include "runtime/log.h"
@@ -66,45 +66,7 @@ struct Entry {
   Clock::time_point retry_at{};
 };
 
-struct Completion {
-  std::shared_ptr<Entry> entry;
-  Status status;
-};
-
-// Publish callbacks run on bus threads and may outlive the source: they only append here
-// and wake the session thread through the eventfd.
-struct Mailbox {
-  std::mutex mu;
-  std::vector<Completion> completions;  // GUARDED_BY(mu)
-  int event_fd = -1;
-
-  Mailbox() : event_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
-  ~Mailbox() {
-    if (event_fd >= 0) ::close(event_fd);
-  }
-  void post(std::shared_ptr<Entry> e, Status s) {
-    bool first;
-    {
-      std::lock_guard lock(mu);
-      first = completions.empty();
-      completions.push_back({std::move(e), std::move(s)});
-    }
-    // One wake-up per batch: until the thread takes the list, later completions ride along.
-    if (first) wake();
-  }
-  void wake() const {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t r = ::write(event_fd, &one, sizeof one);
-  }
-  void drain_fd() const {
-    uint64_t v;
-    [[maybe_unused]] ssize_t r = ::read(event_fd, &v, sizeof v);
-  }
-  std::vector<Completion> take() {
-    std::lock_guard lock(mu);
-    return std::exchange(completions, {});
-  }
-};
+using Completions = Mailbox<Entry>;
 
 }  // namespace
 
@@ -176,7 +138,7 @@ struct MqttSource::Impl {
   std::shared_ptr<mqtt::TlsContext> tls;
   std::optional<std::string> username, password;
   SourceContext ctx;
-  std::shared_ptr<Mailbox> mailbox = std::make_shared<Mailbox>();
+  std::shared_ptr<Completions> mailbox = std::make_shared<Completions>();
   std::atomic<bool> stopping{false};
   std::thread thread;
   bool started = false;
@@ -244,7 +206,7 @@ struct MqttSource::Impl {
       pump_mailbox();
       run_due_retries();
       emit_pubacks();
-      pollfd p{mailbox->event_fd, POLLIN, 0};
+      pollfd p{mailbox->event_fd(), POLLIN, 0};
       ::poll(&p, 1, poll_timeout(until));
       if (p.revents & POLLIN) mailbox->drain_fd();
     }
@@ -384,7 +346,7 @@ struct MqttSource::Impl {
         if (Status s = read_available(); !s) return s;
         continue;
       }
-      pollfd p[2] = {{transport->fd(), 0, 0}, {mailbox->event_fd, POLLIN, 0}};
+      pollfd p[2] = {{transport->fd(), 0, 0}, {mailbox->event_fd(), POLLIN, 0}};
       if (reading) p[0].events |= POLLIN;
       if (pending_out() || transport->read_wants_write()) p[0].events |= POLLOUT;
       auto keepalive_due = (ping_outstanding ? ping_sent : last_sent) + options.keep_alive;
@@ -496,7 +458,7 @@ struct MqttSource::Impl {
   void pump_mailbox() {
     for (auto& c : mailbox->take()) {
       if (c.status) {
-        c.entry->done = true;
+        c.item->done = true;
         counters.published.fetch_add(1, std::memory_order_relaxed);
         if (publish_failing) {
           publish_failing = false;
@@ -510,9 +472,8 @@ struct MqttSource::Impl {
                   {{"flow", flow()}, {"error", c.status.message()}});
       }
       counters.retries.fetch_add(1, std::memory_order_relaxed);
-      const int shift = std::min(c.entry->attempts, 6);
-      c.entry->retry_at = Clock::now() + std::min(milliseconds(100) * (1 << shift), milliseconds(5000));
-      retrying.push_back(std::move(c.entry));
+      c.item->retry_at = Clock::now() + write_retry_delay(c.item->attempts);
+      retrying.push_back(std::move(c.item));
     }
   }
 
@@ -548,7 +509,7 @@ struct MqttSource::Impl {
       emit_pubacks();
       if (transport && !flush()) drop_connection();
       if (in_flight.empty()) break;
-      pollfd p{mailbox->event_fd, POLLIN, 0};
+      pollfd p{mailbox->event_fd(), POLLIN, 0};
       ::poll(&p, 1, 50);
       if (p.revents & POLLIN) mailbox->drain_fd();
     }
@@ -601,7 +562,7 @@ Result<std::unique_ptr<MqttSource>> MqttSource::create(const flows::MqttSourceSp
     if (!ctx) return Status::invalid("mqtt source: " + ctx.status().message());
     impl->tls = std::move(ctx.value());
   }
-  if (impl->mailbox->event_fd < 0) return Status::internal("mqtt source: cannot create an eventfd");
+  if (impl->mailbox->event_fd() < 0) return Status::internal("mqtt source: cannot create an eventfd");
   return std::unique_ptr<MqttSource>(new MqttSource(std::move(impl)));
 }
 
