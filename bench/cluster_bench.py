@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from harness import Procs, exit_on_sigterm, free_port, http_get, http_post, log, machine, wait_for
+from harness import Procs, Stack, exit_on_sigterm, free_port, http_get, http_post, log, machine, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,38 +42,13 @@ def now_ms():
     return time.time() * 1000.0
 
 
-class Cluster:
+class Cluster(Stack):
     """A throwaway nats-server, a weir-sink and weir instances joined to one cluster."""
 
     def __init__(self, build, tmp, flows_dir, cluster_name):
         self.build, self.tmp, self.flows_dir, self.cluster_name = build, tmp, flows_dir, cluster_name
         self.procs = Procs()
         self.weirs = []  # dicts: proc, http, admin, argv, log
-
-    def tool(self, name):
-        path = os.path.join(self.build, name)
-        if not os.access(path, os.X_OK):
-            sys.exit(f"bench: {path} is missing; build first (cmake --build ... --target weir weir-sink weir-loadgen)")
-        return path
-
-    def start_nats(self):
-        ports = os.path.join(self.tmp, "nats-ports")
-        os.makedirs(ports, exist_ok=True)
-        self.nats = self.procs.start(["nats-server", "-js", "-sd", os.path.join(self.tmp, "js"), "-a", "127.0.0.1",
-                                      "-p", "-1", "-m", str(free_port()), "--ports_file_dir", ports])
-        pf = os.path.join(ports, f"nats-server_{self.nats.pid}.ports")
-        if not wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 10):
-            sys.exit("bench: nats-server did not start")
-        time.sleep(0.05)  # the ports file is written before it is complete
-        self.nats_url = json.load(open(pf))["nats"][0]
-
-    def start_sink(self, record=10):
-        out = open(os.path.join(self.tmp, "sink.out"), "w+")
-        self.sink = self.procs.start([self.tool("weir-sink"), "--listen", "127.0.0.1:0", "--record", str(record)],
-                                     stdout=out)
-        if not wait_for(lambda: os.path.getsize(out.name) > 0, 10):
-            sys.exit("bench: weir-sink did not start")
-        self.sink_port = int(json.loads(open(out.name).readline())["listen"].rsplit(":", 1)[1])
 
     def sink_get(self, path):
         return json.loads(http_get(self.sink_port, path, 10)[1])

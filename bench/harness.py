@@ -136,13 +136,10 @@ def exit_on_sigterm():
     signal.signal(signal.SIGTERM, handler)
 
 
-class Bench:
-    def __init__(self, args):
-        exit_on_sigterm()
-        self.a = args
-        self.build = os.path.abspath(args.build)
-        self.tmp = tempfile.mkdtemp(prefix="weir-bench-")
-        self.procs = Procs()
+class Stack:
+    """The pieces every bench script starts: a throwaway nats-server (JetStream, its store
+    under `tmp`, loopback, a free port and monitoring port) and a weir-sink. Subclasses set
+    `build` (a build dir), `tmp` and `procs`."""
 
     def tool(self, name):
         path = os.path.join(self.build, name)
@@ -150,18 +147,34 @@ class Bench:
             sys.exit(f"bench: {path} is missing; build first (scripts/setup.sh)")
         return path
 
-    # ---- pieces -------------------------------------------------------------------
     def start_nats(self):
         ports = os.path.join(self.tmp, "nats-ports")
-        os.makedirs(ports)
+        os.makedirs(ports, exist_ok=True)
         self.nats_mon = free_port()
         self.nats = self.procs.start(["nats-server", "-js", "-sd", os.path.join(self.tmp, "js"), "-a", "127.0.0.1",
                                       "-p", "-1", "-m", str(self.nats_mon), "--ports_file_dir", ports])
         pf = os.path.join(ports, f"nats-server_{self.nats.pid}.ports")
         if not wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 10):
             sys.exit("bench: nats-server did not start")
-        time.sleep(0.05)
+        time.sleep(0.05)  # the ports file is written before it is complete
         self.nats_url = json.load(open(pf))["nats"][0]
+
+    def start_sink(self, record=10):
+        out = open(os.path.join(self.tmp, "sink.out"), "w+")
+        self.sink = self.procs.start([self.tool("weir-sink"), "--listen", "127.0.0.1:0", "--record", str(record)],
+                                     stdout=out)
+        if not wait_for(lambda: os.path.getsize(out.name) > 0, 10):
+            sys.exit("bench: weir-sink did not start")
+        self.sink_port = int(json.loads(open(out.name).readline())["listen"].rsplit(":", 1)[1])
+
+
+class Bench(Stack):
+    def __init__(self, args):
+        exit_on_sigterm()
+        self.a = args
+        self.build = os.path.abspath(args.build)
+        self.tmp = tempfile.mkdtemp(prefix="weir-bench-")
+        self.procs = Procs()
 
     def jsz(self):
         """nats-server's monitoring view of every stream and consumer: {stream: {"state": ...,
@@ -173,14 +186,6 @@ class Bench:
                 out[st["name"]] = {"state": st.get("state", {}),
                                    "consumers": {c["name"]: c for c in st.get("consumer_detail") or []}}
         return out
-
-    def start_sink(self, record=10):
-        out = open(os.path.join(self.tmp, "sink.out"), "w+")
-        self.sink = self.procs.start([self.tool("weir-sink"), "--listen", "127.0.0.1:0", "--record", str(record)],
-                                     stdout=out)
-        if not wait_for(lambda: os.path.getsize(out.name) > 0, 10):
-            sys.exit("bench: weir-sink did not start")
-        self.sink_port = int(json.loads(open(out.name).readline())["listen"].rsplit(":", 1)[1])
 
     def sink_stats(self):
         return json.loads(http_get(self.sink_port, "/stats")[1])
