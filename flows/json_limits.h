@@ -1,0 +1,39 @@
+// Bounded JSON parsing for event data (spec §1.6): every place that turns event bytes
+// into a DOM goes through here, so no event deeper than the limit ever exists as a DOM.
+// nlohmann-json parses iteratively, but dump(), copy, compare and destruction recurse
+// once per nesting level: a 1 MiB `[[[…]]]` would overflow a thread's stack. The limit
+// is checked while parsing (SAX), in one pass, before any recursive walk can happen.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace weir::flows {
+
+// Default for http.max_depth and every other source (spec §3).
+inline constexpr int kDefaultMaxDepth = 128;
+
+struct JsonError {
+  bool too_deep = false;   // nesting passed the limit (the text may be valid JSON)
+  size_t byte = 0;         // 1-based position of the problem in the text
+  std::string message;     // "nested deeper than 128 levels" or the parser's reason
+};
+
+// Parses `text`, allowing at most `max_depth` nested arrays and objects (a scalar is
+// depth 0, `[]` depth 1). On failure returns nullopt and fills `error` when given.
+std::optional<nlohmann::json> parse_json(std::string_view text, int max_depth, JsonError* error = nullptr);
+
+// Checks `text` as parse_json would, without building a DOM (ingress validation).
+bool check_json(std::string_view text, int max_depth, JsonError* error = nullptr);
+
+// Nesting depth of a DOM, counted without recursion; stops counting past `limit`
+// (returns limit + 1 then). For values that did not come from parse_json.
+int json_depth(const nlohmann::json& value, int limit);
+
+}  // namespace weir::flows
