@@ -92,7 +92,8 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   }
   if (root.IsNull()) return c;   // an empty file means defaults
   Reader r(path);
-  r.check_keys(root, "", {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout"});
+  r.check_keys(root, "", {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout",
+                         "max_deliver"});
   if (auto n = root["nats"]) {
     r.check_keys(n, "nats", {"url", "creds", "replicas"});
     if (n["url"]) c.nats.url = r.str(n["url"], "nats.url");
@@ -101,17 +102,23 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   }
   if (auto n = root["data_dir"]) c.data_dir = r.str(n, "data_dir");
   if (auto n = root["http"]) {
-    r.check_keys(n, "http", {"listen", "max_body", "max_header", "read_timeout", "ack_timeout"});
+    r.check_keys(n, "http", {"listen", "max_body", "max_header", "read_timeout", "ack_timeout", "max_depth",
+                             "max_connections"});
     if (n["listen"]) c.http.listen = r.str(n["listen"], "http.listen");
     if (n["max_body"]) c.http.max_body = r.size(n["max_body"], "http.max_body");
     if (n["max_header"]) c.http.max_header = r.size(n["max_header"], "http.max_header");
     if (n["read_timeout"]) c.http.read_timeout = r.duration(n["read_timeout"], "http.read_timeout");
     if (n["ack_timeout"]) c.http.ack_timeout = r.duration(n["ack_timeout"], "http.ack_timeout");
+    if (n["max_depth"]) c.http.max_depth = r.integer(n["max_depth"], "http.max_depth", 1, 10000);
+    if (n["max_connections"])
+      c.http.max_connections = r.integer(n["max_connections"], "http.max_connections", 1, 1000000);
   }
   if (auto n = root["admin"]) {
-    r.check_keys(n, "admin", {"listen", "token_env"});
+    r.check_keys(n, "admin", {"listen", "token_env", "max_connections"});
     if (n["listen"]) c.admin.listen = r.str(n["listen"], "admin.listen");
     if (n["token_env"]) c.admin.token_env = r.str(n["token_env"], "admin.token_env");
+    if (n["max_connections"])
+      c.admin.max_connections = r.integer(n["max_connections"], "admin.max_connections", 1, 100000);
   }
   if (auto n = root["flows"]) c.flows = r.str(n, "flows");
   if (auto n = root["cluster"]) {
@@ -132,6 +139,7 @@ RuntimeConfig load_runtime_config(const std::string& path) {
     }
   }
   if (auto n = root["drain_timeout"]) c.drain_timeout = r.duration(n, "drain_timeout");
+  if (auto n = root["max_deliver"]) c.max_deliver = r.integer(n, "max_deliver", 1, 1000);
   return c;
 }
 

@@ -28,10 +28,13 @@ struct RuntimeConfig {
     int64_t max_header = 16 * 1024;
     std::chrono::milliseconds read_timeout{10000};
     std::chrono::milliseconds ack_timeout{5000};   // PubAck wait before answering 503
+    int max_depth = 128;            // JSON nesting limit at every source (spec §1.6)
+    int max_connections = 4096;     // open ingress connections; past it 503 and close (spec §6)
   } http;
   struct Admin {
     std::string listen = "127.0.0.1:8081";
     std::string token_env;
+    int max_connections = 256;      // open admin connections; past it 503 and close
   } admin;
   std::string flows = "./flows";
   struct Cluster {
@@ -43,6 +46,7 @@ struct RuntimeConfig {
     std::string format = "text";
   } log;
   std::chrono::milliseconds drain_timeout{10000};
+  int max_deliver = 5;        // a stage dead-letters an event on this delivery (spec §1.6: poison events)
   std::string config_file;    // where it came from ("" = defaults only)
 };
 
