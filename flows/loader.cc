@@ -10,6 +10,7 @@
 #include <sstream>
 #include <sys/stat.h>
 
+#include "flows/cron.h"
 #include "flows/program.h"
 #include "flows/source_tree.h"
 #include "flows/testing.h"
@@ -456,74 +457,6 @@ class Loader {
 
 // ---- sources -----------------------------------------------------------------------
 
-bool valid_cron_field(std::string_view f, int lo, int hi, const std::vector<std::string_view>& names) {
-  auto number = [&](std::string_view s, int* v) {
-    if (s.empty()) return false;
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (s.size() == names[i].size()) {
-        bool eq = true;
-        for (size_t k = 0; k < s.size(); ++k) eq = eq && std::tolower(static_cast<unsigned char>(s[k])) == names[i][k];
-        if (eq) {
-          *v = lo + static_cast<int>(i);
-          return true;
-        }
-      }
-    }
-    if (s.size() > 2) return false;
-    int x = 0;
-    for (char c : s) {
-      if (c < '0' || c > '9') return false;
-      x = x * 10 + (c - '0');
-    }
-    *v = x;
-    return x >= lo && x <= hi;
-  };
-  size_t start = 0;
-  while (true) {
-    size_t comma = f.find(',', start);
-    std::string_view item = f.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    std::string_view range = item;
-    size_t slash = item.find('/');
-    if (slash != std::string_view::npos) {
-      int step;
-      std::string_view s = item.substr(slash + 1);
-      if (s.empty() || s.size() > 2 || s.find_first_not_of("0123456789") != std::string_view::npos) return false;
-      step = std::stoi(std::string(s));
-      if (step <= 0) return false;
-      range = item.substr(0, slash);
-    }
-    if (range != "*") {
-      size_t dash = range.find('-');
-      int a, b;
-      if (dash == std::string_view::npos) {
-        if (!number(range, &a)) return false;
-      } else if (!number(range.substr(0, dash), &a) || !number(range.substr(dash + 1), &b) || a > b) {
-        return false;
-      }
-    }
-    if (comma == std::string_view::npos) return true;
-    start = comma + 1;
-  }
-}
-
-bool valid_cron(const std::string& expr) {
-  static const char* kMacros[] = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"};
-  for (const char* m : kMacros) {
-    if (expr == m) return true;
-  }
-  std::istringstream in(expr);
-  std::vector<std::string> f;
-  for (std::string w; in >> w;) f.push_back(w);
-  if (f.size() != 5) return false;
-  static const std::vector<std::string_view> kNone;
-  static const std::vector<std::string_view> kMonths = {"jan", "feb", "mar", "apr", "may", "jun",
-                                                        "jul", "aug", "sep", "oct", "nov", "dec"};
-  static const std::vector<std::string_view> kDays = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
-  return valid_cron_field(f[0], 0, 59, kNone) && valid_cron_field(f[1], 0, 23, kNone) &&
-         valid_cron_field(f[2], 1, 31, kNone) && valid_cron_field(f[3], 1, 12, kMonths) &&
-         valid_cron_field(f[4], 0, 7, kDays);
-}
-
 bool Loader::source(const SrcNode& from, SourceSpec* out) {
   std::string kind;
   const SrcNode* np = single_key(from, "from", &kind);
@@ -608,9 +541,9 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     bool has_every = n.get("every") != nullptr;
     if (get_duration(n, "every", what, &every)) s.every = every;
     bool has_cron = get_string(n, "cron", what, &s.cron);
-    if (has_cron && !valid_cron(s.cron)) {
-      error(*n.get("cron"), what + ".cron must be a 5-field cron expression (minute hour day month weekday), got " +
-                                quote(s.cron));
+    if (has_cron) {
+      std::string why;   // the timer source's own parser: what validates, runs
+      if (!CronSchedule::parse(s.cron, &why)) error(*n.get("cron"), what + ".cron: " + why);
     }
     if (has_every && n.get("cron")) error(n, what + " takes `every` or `cron`, not both");
     if (!has_every && !n.get("cron")) error(n, what + " needs `every` or `cron`");

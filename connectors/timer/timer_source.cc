@@ -30,9 +30,10 @@ Result<std::unique_ptr<TimerSource>> TimerSource::create(const flows::TimerSourc
   if (spec.every && spec.every->count() < 1) return Status::invalid("timer: `every` must be at least 1ms");
   std::unique_ptr<TimerSource> source(new TimerSource(spec));
   if (has_cron) {
-    Result<CronSchedule> cron = CronSchedule::parse(spec.cron);
-    if (!cron) return Status::invalid("timer: " + cron.status().message());
-    source->cron_ = std::move(cron.value());
+    std::string error;
+    auto cron = flows::CronSchedule::parse(spec.cron, &error);
+    if (!cron) return Status::invalid("timer: " + error);   // the loader checked it already
+    source->cron_ = std::move(*cron);
   }
   return source;
 }

@@ -26,7 +26,7 @@
 #include <string_view>
 #include <thread>
 
-#include "connectors/timer/cron.h"
+#include "flows/cron.h"
 #include "flows/flow.h"
 #include "runtime/source.h"
 
@@ -59,7 +59,7 @@ class TimerSource final : public Source {
   void fire(int64_t tick_ms);
 
   const flows::TimerSourceSpec spec_;
-  std::optional<CronSchedule> cron_;
+  std::optional<flows::CronSchedule> cron_;
   SourceContext context_;
   std::thread thread_;
   std::mutex mu_;

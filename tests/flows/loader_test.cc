@@ -250,8 +250,17 @@ TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {
                           "*/0 * * * *", "5-1 * * * *", "a * * * *", "* * * foo *"}) {
     INFO(bad);
     CHECK(one_problem("flow: f\nfrom: { timer: { cron: \"" + std::string(bad) + "\" } }\n" + kSink)
-              .find("from.timer.cron must be a 5-field cron expression") != std::string::npos);
+              .find("from.timer.cron: cron: ") != std::string::npos);
   }
+  // validate ⇒ run: the loader uses the timer's own parser, so what it passes the timer
+  // accepts, and what the timer rejects (a date that never comes, an unknown macro) fails here.
+  for (const char* macro : {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}) {
+    must_load("flow: f\nfrom: { timer: { cron: \"" + std::string(macro) + "\" } }\n" + kSink);
+  }
+  CHECK(one_problem("flow: f\nfrom: { timer: { cron: \"0 0 30 2 *\" } }\n" + kSink).find("never matches a date") !=
+        std::string::npos);
+  CHECK(one_problem("flow: f\nfrom: { timer: { cron: \"@fortnightly\" } }\n" + kSink).find("unknown macro") !=
+        std::string::npos);
   CHECK(one_problem("flow: f\nfrom: { timer: { every: soon } }\n" + kSink) ==
         "2:25: from.timer.every must be a positive duration such as 250ms, 2s, 1m or 1h, got \"soon\"");
   CHECK(one_problem("flow: f\nfrom: { timer: { every: 0s } }\n" + kSink).find("positive duration") != std::string::npos);

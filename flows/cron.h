@@ -1,5 +1,8 @@
-// CronSchedule: a parsed 5-field cron expression and its next-time computation.
+// CronSchedule: a parsed cron expression and its next-time computation — the one cron
+// grammar of weir: `weir validate` (the loader) and the timer source both use it, so a
+// flow that validates runs.
 //
+// Macros: @yearly (@annually), @monthly, @weekly, @daily (@midnight), @hourly.
 // Fields: minute (0-59) hour (0-23) day-of-month (1-31) month (1-12 or JAN-DEC)
 // day-of-week (0-7 or SUN-SAT; 0 and 7 are Sunday). Each field is `*`, a value, a range
 // `a-b`, a step `*/n`, `a-b/n` or `a/n` (a to the field's maximum), or a comma list of
@@ -12,15 +15,15 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/status.h"
+#include <optional>
 
-namespace weir::connectors {
+namespace weir::flows {
 
 class CronSchedule {
  public:
-  // Errors name the field and the offending text; an expression that can never match
-  // (say `0 0 30 2 *`) is an error too.
-  static Result<CronSchedule> parse(std::string_view text);
+  // nullopt with *error set on bad input. Errors name the field and the offending text; an
+  // expression that can never match (say `0 0 30 2 *`) is an error too.
+  static std::optional<CronSchedule> parse(std::string_view text, std::string* error);
 
   // The first matching minute strictly after `after_ms` (Unix epoch milliseconds, UTC),
   // in epoch milliseconds; -1 when none within the next eight years.
@@ -42,4 +45,4 @@ class CronSchedule {
   bool weekdays_restricted_ = false;
 };
 
-}  // namespace weir::connectors
+}  // namespace weir::flows

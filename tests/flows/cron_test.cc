@@ -4,9 +4,9 @@
 #include <chrono>
 #include <random>
 
-#include "connectors/timer/cron.h"
+#include "flows/cron.h"
 
-using weir::connectors::CronSchedule;
+using weir::flows::CronSchedule;
 
 namespace {
 
@@ -17,7 +17,9 @@ int64_t utc_ms(int y, unsigned mo, unsigned d, int h = 0, int mi = 0, int s = 0)
 }
 
 int64_t next(const char* expr, int64_t after) {
-  auto c = CronSchedule::parse(expr);
+  std::string error;
+  auto c = CronSchedule::parse(expr, &error);
+  INFO(error);
   REQUIRE(c);
   return c->next_after(after);
 }
@@ -84,10 +86,11 @@ TEST_CASE("cron: bad expressions are clear errors", "[cron]") {
       {"0 0 31 4,6,9,11 *", "never"},
   };
   for (const Case& c : cases) {
-    auto r = CronSchedule::parse(c.expr);
+    std::string error;
+    auto r = CronSchedule::parse(c.expr, &error);
     INFO(c.expr);
     REQUIRE_FALSE(r);
-    CHECK(r.status().message().find(c.needle) != std::string::npos);
+    CHECK(error.find(c.needle) != std::string::npos);
   }
 }
 
@@ -97,7 +100,7 @@ TEST_CASE("cron: next_after agrees with a minute-by-minute scan", "[cron]") {
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int64_t> when(utc_ms(2024, 1, 1), utc_ms(2027, 1, 1));
   for (const char* expr : exprs) {
-    auto c = CronSchedule::parse(expr);
+    auto c = CronSchedule::parse(expr, nullptr);
     REQUIRE(c);
     for (int i = 0; i < 20; ++i) {
       const int64_t after = when(rng);
@@ -107,4 +110,34 @@ TEST_CASE("cron: next_after agrees with a minute-by-minute scan", "[cron]") {
       CHECK(c->next_after(after) == minute * 60000);
     }
   }
+}
+
+TEST_CASE("cron: the @ macros are the five-field schedules they stand for", "[cron]") {
+  // 2026-01-01 is a Thursday; the next Sunday is 2026-01-04.
+  const int64_t t = utc_ms(2026, 1, 1, 10, 7);
+  CHECK(next("@hourly", t) == utc_ms(2026, 1, 1, 11, 0));
+  CHECK(next("@daily", t) == utc_ms(2026, 1, 2));
+  CHECK(next("@midnight", t) == utc_ms(2026, 1, 2));
+  CHECK(next("@weekly", t) == utc_ms(2026, 1, 4));
+  CHECK(next("@monthly", t) == utc_ms(2026, 2, 1));
+  CHECK(next("@yearly", t) == utc_ms(2027, 1, 1));
+  CHECK(next("@annually", t) == utc_ms(2027, 1, 1));
+  std::string error;
+  CHECK_FALSE(CronSchedule::parse("@every_minute", &error));
+  CHECK(error.find("unknown macro") != std::string::npos);
+  auto c = CronSchedule::parse("@hourly", &error);
+  REQUIRE(c);
+  CHECK(c->text() == "@hourly");
+}
+
+TEST_CASE("cron: impossible dates are refused", "[cron]") {
+  for (const char* expr : {"0 0 30 2 *", "0 0 31 2 *", "0 0 31 4 *", "0 0 31 6 *", "0 0 31 9 *", "0 0 31 11 *",
+                           "0 0 30,31 2 *"}) {
+    std::string error;
+    INFO(expr);
+    CHECK_FALSE(CronSchedule::parse(expr, &error));
+    CHECK(error.find("never matches a date") != std::string::npos);
+  }
+  // Feb 29 exists in leap years: a valid schedule.
+  CHECK(CronSchedule::parse("0 0 29 2 *", nullptr));
 }

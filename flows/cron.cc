@@ -1,11 +1,12 @@
-#include "connectors/timer/cron.h"
+#include "flows/cron.h"
 
 #include <array>
 #include <chrono>
 #include <cctype>
+#include <utility>
 #include <vector>
 
-namespace weir::connectors {
+namespace weir::flows {
 
 namespace {
 
@@ -68,24 +69,24 @@ int parse_value(std::string_view s, const FieldSpec& f) {
 
 // Sets the bits of one field; an error message on bad input.
 template <size_t N>
-Status parse_field(std::string_view text, const FieldSpec& f, std::bitset<N>* bits) {
+bool parse_field(std::string_view text, const FieldSpec& f, std::bitset<N>* bits, std::string* error) {
   const std::string where = std::string(f.name) + " field '" + std::string(text) + "'";
-  if (text.empty()) return Status::invalid("cron: empty " + std::string(f.name) + " field");
+  if (text.empty()) { *error = "cron: empty " + std::string(f.name) + " field"; return false; }
   for (std::string_view item : split(text, ',')) {
-    if (item.empty()) return Status::invalid("cron: " + where + ": empty list item");
+    if (item.empty()) { *error = "cron: " + where + ": empty list item"; return false; }
     int step = 1;
     std::string_view range = item;
     const size_t slash = item.find('/');
     if (slash != std::string_view::npos) {
       std::string_view step_text = item.substr(slash + 1);
       range = item.substr(0, slash);
-      if (step_text.empty() || step_text.size() > 2) return Status::invalid("cron: " + where + ": bad step");
+      if (step_text.empty() || step_text.size() > 2) { *error = "cron: " + where + ": bad step"; return false; }
       step = 0;
       for (char c : step_text) {
-        if (!std::isdigit(static_cast<unsigned char>(c))) return Status::invalid("cron: " + where + ": bad step");
+        if (!std::isdigit(static_cast<unsigned char>(c))) { *error = "cron: " + where + ": bad step"; return false; }
         step = step * 10 + (c - '0');
       }
-      if (step == 0) return Status::invalid("cron: " + where + ": step must be > 0");
+      if (step == 0) { *error = "cron: " + where + ": step must be > 0"; return false; }
     }
     int lo = f.min;
     int hi = f.max;
@@ -95,28 +96,52 @@ Status parse_field(std::string_view text, const FieldSpec& f, std::bitset<N>* bi
       const size_t dash = range.find('-');
       if (dash == std::string_view::npos) {
         lo = parse_value(range, f);
-        if (lo < 0) return Status::invalid("cron: " + where + ": '" + std::string(range) + "' is not a value");
+        if (lo < 0) { *error = "cron: " + where + ": '" + std::string(range) + "' is not a value"; return false; }
         hi = slash != std::string_view::npos ? f.max : lo;  // `a/n` runs to the maximum
       } else {
         lo = parse_value(range.substr(0, dash), f);
         hi = parse_value(range.substr(dash + 1), f);
         if (lo < 0 || hi < 0) {
-          return Status::invalid("cron: " + where + ": '" + std::string(range) + "' is not a range");
+          { *error = "cron: " + where + ": '" + std::string(range) + "' is not a range"; return false; }
         }
       }
     }
     if (lo < f.min || hi > f.max || lo > hi) {
-      return Status::invalid("cron: " + where + ": out of range " + std::to_string(f.min) + "-" +
-                             std::to_string(f.max));
+      { *error = "cron: " + where + ": out of range " + std::to_string(f.min) + "-" +
+                             std::to_string(f.max); return false; }
     }
     for (int v = lo; v <= hi; v += step) bits->set(static_cast<size_t>(v));
   }
-  return Status::ok();
+  return true;
+}
+
+// The five fields a macro stands for (Vixie cron's list); nullptr when it is none.
+const char* expand_macro(std::string_view text) {
+  static constexpr std::pair<std::string_view, const char*> kMacros[] = {
+      {"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
+      {"@weekly", "0 0 * * 0"}, {"@daily", "0 0 * * *"},    {"@midnight", "0 0 * * *"},
+      {"@hourly", "0 * * * *"}};
+  for (const auto& [name, fields] : kMacros) {
+    if (text == name) return fields;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-Result<CronSchedule> CronSchedule::parse(std::string_view text) {
+std::optional<CronSchedule> CronSchedule::parse(std::string_view text, std::string* error) {
+  std::string ignored;
+  if (error == nullptr) error = &ignored;
+  const std::string original(text);
+  if (!text.empty() && text[0] == '@') {
+    const char* fields = expand_macro(text);
+    if (fields == nullptr) {
+      *error = "cron: unknown macro '" + original +
+               "' (expected @yearly, @annually, @monthly, @weekly, @daily, @midnight or @hourly)";
+      return std::nullopt;
+    }
+    text = fields;
+  }
   std::vector<std::string_view> fields;
   size_t i = 0;
   while (i < text.size()) {
@@ -126,30 +151,31 @@ Result<CronSchedule> CronSchedule::parse(std::string_view text) {
     if (i > start) fields.push_back(text.substr(start, i - start));
   }
   if (fields.size() != 5) {
-    return Status::invalid("cron: '" + std::string(text) + "' has " + std::to_string(fields.size()) +
-                           " fields; expected 5 (minute hour day-of-month month day-of-week)");
+    *error = "cron: '" + original + "' has " + std::to_string(fields.size()) +
+             " fields; expected 5 (minute hour day-of-month month day-of-week) or a macro such as @hourly";
+    return std::nullopt;
   }
   CronSchedule c;
-  c.text_ = std::string(text);
+  c.text_ = original;
   const FieldSpec minute{"minute", 0, 59, nullptr, 0};
   const FieldSpec hour{"hour", 0, 23, nullptr, 0};
   const FieldSpec day{"day-of-month", 1, 31, nullptr, 0};
   const FieldSpec month{"month", 1, 12, kMonthNames.data(), 12};
   const FieldSpec weekday{"day-of-week", 0, 7, kDayNames.data(), 7};
-  Status s = parse_field(fields[0], minute, &c.minutes_);
-  if (s) s = parse_field(fields[1], hour, &c.hours_);
-  if (s) s = parse_field(fields[2], day, &c.days_);
-  if (s) s = parse_field(fields[3], month, &c.months_);
   std::bitset<8> weekdays;
-  if (s) s = parse_field(fields[4], weekday, &weekdays);
-  if (!s) return s;
+  if (!parse_field(fields[0], minute, &c.minutes_, error) || !parse_field(fields[1], hour, &c.hours_, error) ||
+      !parse_field(fields[2], day, &c.days_, error) || !parse_field(fields[3], month, &c.months_, error) ||
+      !parse_field(fields[4], weekday, &weekdays, error)) {
+    return std::nullopt;
+  }
   for (size_t d = 0; d < 7; ++d) c.weekdays_[d] = weekdays[d];
   if (weekdays[7]) c.weekdays_.set(0);  // 7 is Sunday too
   // Vixie cron: a day field counts as restricted unless it starts with '*'.
   c.days_restricted_ = fields[2][0] != '*';
   c.weekdays_restricted_ = fields[4][0] != '*';
   if (c.next_after(0) < 0) {
-    return Status::invalid("cron: '" + std::string(text) + "' never matches a date");
+    *error = "cron: '" + original + "' never matches a date";
+    return std::nullopt;
   }
   return c;
 }
@@ -204,4 +230,4 @@ int64_t CronSchedule::next_after(int64_t after_ms) const {
   return -1;
 }
 
-}  // namespace weir::connectors
+}  // namespace weir::flows
