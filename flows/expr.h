@@ -42,8 +42,17 @@ struct CompileScope {
   const TableSet* tables = nullptr;
 };
 
+// The evaluation budget of one event (spec §1.6, "no event can make the process loop"):
+// every node evaluated costs one unit, and a computed value costs its size (array and
+// object members, string bytes / 16), so `xs.map(i => this.xs)`, `split(s, '')` or a
+// `replace` that multiplies a string end in a clear error instead of eating memory.
+inline constexpr int64_t kEvalBudget = 8'000'000;
+// The largest string an expression may build (a `+` or a function result).
+inline constexpr size_t kMaxStringBytes = 16u << 20;
+
 struct EvalContext {
   const Json* self = nullptr;          // `this`
+  int64_t budget = kEvalBudget;        // units left for this event (see kEvalBudget)
   const TableSet* tables = nullptr;    // for lookup(); null: no tables
   std::array<const Json*, kMaxLambdaDepth> vars{};  // lambda parameters, by slot
   std::string error;                   // set when eval returns nullptr

@@ -178,8 +178,35 @@ const Json* Expression::Impl::fail(const Node& n, EvalContext& ctx, std::string 
   return nullptr;
 }
 
+namespace {
+// What keeping `v` costs against the budget (see kEvalBudget).
+int64_t cost_of(const Json& v) {
+  if (v.is_structured()) return static_cast<int64_t>(v.size());
+  if (v.is_string()) return static_cast<int64_t>(v.get_ref<const std::string&>().size() / 16);
+  return 0;
+}
+}  // namespace
+
+// Charges `v` (a computed result) to the event's budget; nullptr with the error past it.
+const Json* Expression::Impl::charge(const Node& n, EvalContext& ctx, const Json* v) const {
+  if (v == nullptr) return nullptr;
+  if (v->is_string() && v->get_ref<const std::string&>().size() > kMaxStringBytes) {
+    return fail(n, ctx, "the result is a string of " + std::to_string(v->get_ref<const std::string&>().size()) +
+                            " bytes, over the limit of " + std::to_string(kMaxStringBytes));
+  }
+  ctx.budget -= cost_of(*v);
+  if (ctx.budget < 0) return over_budget(n, ctx);
+  return v;
+}
+
+const Json* Expression::Impl::over_budget(const Node& n, EvalContext& ctx) const {
+  return fail(n, ctx, "evaluation budget exceeded (more than " + std::to_string(kEvalBudget) +
+                          " steps and values for one event)");
+}
+
 const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) const {
   const Node& n = nodes[index];
+  if (--ctx.budget < 0) return over_budget(n, ctx);
   switch (n.op) {
     case Op::kConst:
       return &consts[n.aux];
@@ -240,12 +267,16 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       std::string err;
       // String concatenation can reuse the left operand's buffer when it is ours.
       if (n.op == Op::kAdd && a == &la && la.is_string() && b->is_string()) {
+        if (la.get_ref<const std::string&>().size() + b->get_ref<const std::string&>().size() > kMaxStringBytes) {
+          return fail(n, ctx, "the joined string would be over the limit of " + std::to_string(kMaxStringBytes) +
+                                  " bytes");
+        }
         la.get_ref<std::string&>() += b->get_ref<const std::string&>();
         tmp = std::move(la);
-        return &tmp;
+        return charge(n, ctx, &tmp);
       }
       if (!arith(n.op, *a, *b, tmp, err)) return fail(n, ctx, std::move(err));
-      return &tmp;
+      return charge(n, ctx, &tmp);
     }
     case Op::kEq: case Op::kNe: {
       Json la, lb;
@@ -344,6 +375,7 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       std::string err;
       const Json* r = builtin(n.fn).fn(argv, static_cast<int>(n.count), tmp, err);
       if (r == nullptr) return fail(n, ctx, std::move(err));
+      if (r == &tmp && charge(n, ctx, r) == nullptr) return nullptr;
       // A function may answer with (a part of) an argument; if that argument was
       // computed here it dies with this frame, so keep a copy.
       if (computed && r != &tmp) {
@@ -376,6 +408,11 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
           return nullptr;
         }
         if (n.op == Op::kMap) {
+          ctx.budget -= cost_of(*v);   // a copy of what the lambda answered
+          if (ctx.budget < 0) {
+            ctx.vars[n.slot] = saved;
+            return over_budget(n, ctx);
+          }
           arr.push_back(take(v, r));
           continue;
         }

@@ -67,6 +67,8 @@ struct Expression::Impl {
   uint32_t kid(const Node& n, uint32_t i) const { return kids[n.first + i]; }
   const Json* eval(uint32_t index, EvalContext& ctx, Json& tmp) const;
   const Json* fail(const Node& n, EvalContext& ctx, std::string message) const;
+  const Json* charge(const Node& n, EvalContext& ctx, const Json* v) const;
+  const Json* over_budget(const Node& n, EvalContext& ctx) const;
 };
 
 // Built-in functions. Arguments are never null pointers; a function writes a computed

@@ -368,3 +368,19 @@ TEST_CASE("events built in code may hold NaN, infinity or invalid UTF-8: errors,
   CHECK(eval_ok("hash(this)", ev).get<std::string>().size() == 64);
   CHECK(eval_err("number(this.bad)", ev).find("to a number") != std::string::npos);
 }
+
+TEST_CASE("an expression cannot allocate or loop without bound on one event (evaluation budget)", "[expr][budget]") {
+  // 2,000 elements copied 2,000 times is 4M values: within the budget; 4,000 x 4,000 is not.
+  Json small = {{"xs", Json::array()}};
+  for (int i = 0; i < 2000; ++i) small["xs"].push_back(i);
+  CHECK(eval_ok("this.xs.map(i => this.xs).len()", small) == 2000);
+  Json big = {{"xs", Json::array()}};
+  for (int i = 0; i < 4000; ++i) big["xs"].push_back(i);
+  CHECK(eval_err("this.xs.map(i => this.xs).len()", big).find("evaluation budget exceeded") != std::string::npos);
+  // A string that would grow past 16 MiB is refused while it grows.
+  Json text = {{"s", std::string(1 << 20, 'a')}};
+  CHECK(eval_err("replace(this.s, 'a', '" + std::string(64, 'b') + "')", text).find("over the limit") !=
+        std::string::npos);
+  Json parts = {{"xs", big["xs"]}, {"s", std::string(8192, 'x')}};
+  CHECK(eval_err("this.xs.map(i => this.s).join('')", parts).find("over the limit") != std::string::npos);
+}
