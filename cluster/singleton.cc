@@ -44,6 +44,11 @@ class Singleton::FencedIngest final : public Ingest {
     inner_->publish(std::move(event), timeout, std::move(done));
   }
 
+  void reject(IngestEvent event, std::string reason, std::chrono::milliseconds timeout,
+              std::function<void(const Status&, const std::string& id)> done) override {
+    inner_->reject(std::move(event), std::move(reason), timeout, std::move(done));
+  }
+
   bool ready() const override { return inner_->ready(); }
 
  private:

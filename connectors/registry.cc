@@ -30,6 +30,7 @@ Result<std::unique_ptr<Source>> BuiltinConnectors::make_source(const flows::Flow
           [&](const flows::HttpSourceSpec& s) -> Result<std::unique_ptr<Source>> {
             HttpSourceOptions o;
             o.ack_timeout = config.http.ack_timeout;
+            o.max_depth = config.http.max_depth;
             return make_http_source(s, o);
           },
           [&](const flows::MqttSourceSpec& s) -> Result<std::unique_ptr<Source>> {  // connectors

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <future>
 
+#include "flows/json_limits.h"
+
 namespace weir {
 namespace {
 constexpr const char* kFlow = "Weir-Flow";
@@ -42,7 +44,8 @@ void DeadLetters::publish(const DeadLetter& d, PublishCallback done) {
       {layout::kHeaderId, d.event_id},
       // One dead letter per dying message: a redelivered copy of the same message that
       // dies again is deduplicated, a replayed one (new sequence) is not.
-      {layout::kHeaderMsgId, "dlq:" + d.source_stream + ":" + std::to_string(d.source_sequence)},
+      {layout::kHeaderMsgId,
+       "dlq:" + d.source_stream + ":" + (d.source_key.empty() ? std::to_string(d.source_sequence) : d.source_key)},
       {kFlow, d.flow},
       {kVersion, std::to_string(d.version)},
       {kStage, d.stage},
@@ -64,8 +67,9 @@ Result<nlohmann::json> DeadLetters::list(const std::optional<std::string>& flow,
     if (!m) continue;   // deleted (replayed) sequences leave gaps
     std::string f = header_of(m.value(), kFlow);
     if (flow && f != *flow) continue;
-    nlohmann::json event = nlohmann::json::parse(m->data, nullptr, false);
-    if (event.is_discarded()) event = m->data;
+    // Bounded: a dead letter may be the very event that was too deep to run.
+    auto parsed = flows::parse_json(m->data, flows::kDefaultMaxDepth);
+    nlohmann::json event = parsed ? std::move(*parsed) : nlohmann::json(m->data);
     auto num = [&](const char* name) -> int64_t {
       try {
         return std::stoll(header_of(m.value(), name));

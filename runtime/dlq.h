@@ -29,6 +29,7 @@ struct DeadLetter {
   std::string_view body;
   uint64_t source_sequence = 0;   // the dying message's stream sequence (dedup key)
   std::string source_stream;
+  std::string source_key;         // instead of the sequence when the event never had one (a source)
 };
 
 class DeadLetters {

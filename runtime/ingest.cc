@@ -14,8 +14,8 @@ std::string new_event_id() {
   return std::string(buf, 28);
 }
 
-FlowIngest::FlowIngest(Bus& bus, Metrics& metrics, std::string flow)
-    : bus_(bus), metrics_(metrics.stage(flow, "ingress")), flow_(std::move(flow)),
+FlowIngest::FlowIngest(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow)
+    : bus_(bus), dlq_(dlq), metrics_(metrics.stage(flow, "ingress")), flow_(std::move(flow)),
       subject_(layout::input_subject(flow_)) {}
 
 void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
@@ -41,6 +41,27 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
                  }
                  done(s, id);
                });
+}
+
+void FlowIngest::reject(IngestEvent event, std::string reason, std::chrono::milliseconds,
+                        std::function<void(const Status&, const std::string& id)> done) {
+  if (event.id.empty()) event.id = new_event_id();
+  metrics_.received.fetch_add(1, std::memory_order_relaxed);
+  metrics_.dead.fetch_add(1, std::memory_order_relaxed);
+  DeadLetter d;
+  d.flow = flow_;
+  d.stage = "source";
+  d.reason = std::move(reason);
+  d.deliveries = 1;
+  d.event_id = event.id;
+  d.replay_subject = subject_;
+  d.body = event.body;
+  // One dead letter per event id: a broker's redelivery of the same message is deduplicated.
+  d.source_stream = "source";
+  d.source_key = event.id;
+  dlq_.publish(d, [id = std::move(event.id), done = std::move(done)](const Status& s, const PubAck&) {
+    done(s, id);
+  });
 }
 
 }  // namespace weir

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/bus.h"
+#include "runtime/dlq.h"
 #include "runtime/metrics.h"
 #include "runtime/source.h"
 
@@ -13,18 +14,21 @@ namespace weir {
 
 class FlowIngest final : public Ingest {
  public:
-  FlowIngest(Bus& bus, Metrics& metrics, std::string flow);
+  FlowIngest(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow);
   void publish(IngestEvent event, std::chrono::milliseconds timeout,
                std::function<void(const Status&, const std::string& id)> done) override;
+  void reject(IngestEvent event, std::string reason, std::chrono::milliseconds timeout,
+              std::function<void(const Status&, const std::string& id)> done) override;
   bool ready() const override { return bus_.connected(); }
 
  private:
   Bus& bus_;
+  DeadLetters& dlq_;
   StageMetrics& metrics_;
   std::string flow_, subject_;
 };
 
-// A new random event id: 32 hex digits, time-ordered in its first 12.
+// A new random event id: 28 hex digits, time-ordered in its first 12.
 std::string new_event_id();
 
 }  // namespace weir

@@ -35,9 +35,17 @@ class Ingest {
   virtual void publish(IngestEvent event, std::chrono::milliseconds timeout,
                        std::function<void(const Status&, const std::string& id)> done) = 0;
   virtual bool ready() const = 0;   // connected and the flow's stream exists
+  // Writes an event that must not enter the flow (a broker source's payload nested deeper
+  // than the limit: spec §1.6) to the dead-letter stream with `reason`; `done` as for
+  // publish. Its body is kept as received, so the dead letter shows what came in.
+  // The default (test fakes) refuses.
+  virtual void reject(IngestEvent event, std::string reason, std::chrono::milliseconds /*timeout*/,
+                      std::function<void(const Status&, const std::string& id)> done) {
+    done(Status::internal("cannot dead-letter (" + reason + ")"), event.id);
+  }
 };
 
-class HttpRouter;   // runtime/ingress_router.h: shared http-in routes
+class HttpRouter;   // runtime/http_router.h: shared http-in routes
 
 // SourceState (poll): small durable state for sources (a poll cursor, ETags), shared by
 // every instance of a cluster, so a singleton's next lease holder resumes where the last
@@ -64,8 +72,10 @@ struct SourceContext {
   // Set by cluster::Singleton for the source it runs: the lease's fencing token while the
   // lease is held, nullopt when it is not (then emit nothing). Empty outside a cluster.
   std::function<std::optional<uint64_t>()> fence;
-  // poll: durable state for sources; null when the runtime has none (tests, no NATS).
+  // Durable state for sources (poll); null when the runtime has none (tests, no NATS).
   SourceState* state = nullptr;
+  // JSON nesting limit for what a source parses (http.max_depth; spec §1.6).
+  int max_depth = 128;
 };
 
 class Source {

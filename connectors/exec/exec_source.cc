@@ -23,6 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "flows/json_limits.h"
+
 #include "runtime/mailbox.h"
 #include "connectors/exec/line_splitter.h"
 #include "runtime/log.h"
@@ -44,6 +46,7 @@ constexpr milliseconds kStopPublishGrace{1000};
 
 struct Pending {
   IngestEvent event;
+  std::string reject_reason;   // set: goes to the dead-letter stream instead
   int attempts = 0;
   Clock::time_point retry_at{};
 };
@@ -94,13 +97,24 @@ std::string resolve_program(const std::string& program) {
   return "";
 }
 
-std::string exec_event_body(const std::string& line, bool json_format, bool* was_json) {
+std::string exec_event_body(const std::string& line, bool json_format, bool* was_json, int max_depth,
+                            std::string* too_deep) {
   *was_json = true;
   if (json_format) {
-    nlohmann::json v = nlohmann::json::parse(line, nullptr, false);
-    if (!v.is_discarded()) {
-      if (v.is_object()) return line;   // already an event; keep the bytes as written
-      return nlohmann::json{{"line", std::move(v)}}.dump();
+    flows::JsonError err;
+    auto v = flows::parse_json(line, max_depth, &err);
+    if (v && !v->is_object() && flows::json_depth(*v, max_depth) >= max_depth) {
+      v.reset();   // {"line": v} would be one level too deep
+      err.too_deep = true;
+      err.message = "JSON nested deeper than " + std::to_string(max_depth - 1) + " levels";
+    }
+    if (!v && err.too_deep) {
+      if (too_deep) *too_deep = "line is " + err.message + " (http.max_depth " + std::to_string(max_depth) + ")";
+      return "";
+    }
+    if (v) {
+      if (v->is_object()) return line;   // already an event; keep the bytes as written
+      return nlohmann::json{{"line", std::move(*v)}}.dump();
     }
     *was_json = false;
   }
@@ -212,8 +226,12 @@ struct ExecSource::Impl {
   void submit(const std::shared_ptr<Pending>& p) {
     ++p->attempts;
     IngestEvent copy = p->event;
-    ctx.ingest->publish(std::move(copy), options.publish_timeout,
-                        [mb = mailbox, p](const Status& s, const std::string&) { mb->post(p, s); });
+    auto done = [mb = mailbox, p](const Status& s, const std::string&) { mb->post(p, s); };
+    if (!p->reject_reason.empty()) {
+      ctx.ingest->reject(std::move(copy), p->reject_reason, options.publish_timeout, std::move(done));
+      return;
+    }
+    ctx.ingest->publish(std::move(copy), options.publish_timeout, std::move(done));
   }
 
   bool window_open() const { return in_flight < options.window; }
@@ -231,7 +249,8 @@ struct ExecSource::Impl {
     if (line.text.find_first_not_of(" \t") == std::string::npos) return true;
     auto p = std::make_shared<Pending>();
     bool was_json = true;
-    p->event.body = exec_event_body(line.text, spec.format != "text", &was_json);
+    p->event.body = exec_event_body(line.text, spec.format != "text", &was_json, ctx.max_depth, &p->reject_reason);
+    if (!p->reject_reason.empty()) p->event.body = line.text;   // dead-lettered as written (spec §1.6)
     if (!was_json) {
       const uint64_t n = counters.not_json.fetch_add(1, std::memory_order_relaxed);
       if (n < 10 || n % 1000 == 0) {

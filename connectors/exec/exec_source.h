@@ -81,7 +81,10 @@ Result<std::unique_ptr<Source>> make_exec_source(const flows::ExecSourceSpec& sp
 
 // The event body a stdout line becomes (exposed for tests); *was_json is false when format
 // is json and the line is not JSON.
-std::string exec_event_body(const std::string& line, bool json_format, bool* was_json);
+// `max_depth` bounds the stored event's nesting (spec §1.6): a JSON payload that would
+// make it deeper returns "" and sets *too_deep to the reason (the caller dead-letters it).
+std::string exec_event_body(const std::string& line, bool json_format, bool* was_json, int max_depth = 128,
+                            std::string* too_deep = nullptr);
 
 // `program` as execve wants it: itself when it has a '/', else the first executable match
 // in PATH. Empty when none.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "connectors/http/signature.h"
+#include "flows/json_limits.h"
 #include "runtime/http_router.h"
 #include "runtime/log.h"
 
@@ -99,14 +100,12 @@ class HttpSource final : public Source {
     IngestEvent ev;
     std::string& body = req.mutable_body();
     if (content_type_is_json(req.header("Content-Type"))) {
-      if (!nlohmann::json::accept(body)) {
-        std::string msg = "body is not valid JSON";
-        try {
-          auto ignored = nlohmann::json::parse(body);
-          (void)ignored;
-        } catch (const nlohmann::json::parse_error& e) {
-          msg += " at byte " + std::to_string(e.byte) + ": " + e.what();
-        }
+      flows::JsonError err;
+      if (!flows::check_json(body, options_.max_depth, &err)) {
+        // Too deep is refused before anything is stored: nothing downstream may walk it.
+        std::string msg = err.too_deep ? "body is " + err.message + " (http.max_depth)"
+                                       : "body is not valid JSON at byte " + std::to_string(err.byte) + ": " +
+                                             err.message;
         respond(HttpResponse::error(400, msg));
         return;
       }

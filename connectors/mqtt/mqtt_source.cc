@@ -15,6 +15,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "flows/json_limits.h"
 #include <openssl/evp.h>
 
 #include "runtime/mailbox.h"
@@ -61,6 +63,7 @@ struct Entry {
   uint16_t packet_id = 0;
   int qos = 0;
   IngestEvent event;         // kept for retries
+  std::string reject_reason; // set: the event goes to the dead-letter stream instead
   bool done = false;
   int attempts = 0;
   Clock::time_point retry_at{};
@@ -72,12 +75,20 @@ using Completions = Mailbox<Entry>;
 
 // ---- pure helpers -----------------------------------------------------------------------
 
-std::string mqtt_event_body(std::string_view topic, std::string_view payload, int qos, bool retain) {
+std::string mqtt_event_body(std::string_view topic, std::string_view payload, int qos, bool retain, int max_depth,
+                            std::string* too_deep) {
   nlohmann::json body = nlohmann::json::object();
   body["topic"] = valid_utf8(topic) ? std::string(topic) : header_safe(topic);
-  nlohmann::json parsed = nlohmann::json::parse(payload.begin(), payload.end(), nullptr, false);
-  if (!parsed.is_discarded()) {
-    body["payload"] = std::move(parsed);
+  flows::JsonError err;
+  // The payload sits one level down in the event.
+  auto parsed = flows::parse_json(payload, max_depth - 1, &err);
+  if (!parsed && err.too_deep) {
+    if (too_deep) *too_deep = "payload is " + err.message + " inside the event (http.max_depth " +
+                              std::to_string(max_depth) + ")";
+    return "";
+  }
+  if (parsed) {
+    body["payload"] = std::move(*parsed);
   } else if (valid_utf8(payload)) {
     body["payload"] = std::string(payload);
   } else {
@@ -425,7 +436,13 @@ struct MqttSource::Impl {
       in_flight.push_back(std::move(e));
       return Status::ok();
     }
-    e->event.body = mqtt_event_body(pk.topic, pk.payload, pk.qos, pk.retain);
+    std::string too_deep;
+    e->event.body = mqtt_event_body(pk.topic, pk.payload, pk.qos, pk.retain, ctx.max_depth, &too_deep);
+    if (!too_deep.empty()) {
+      // Never stored in the flow: dead-lettered as received, then acknowledged (spec §1.6).
+      e->event.body = std::string(pk.payload);
+      e->reject_reason = std::move(too_deep);
+    }
     if (e->event.body.size() > kMaxEventBytes) {
       drop(*e, pk.topic, "event of " + std::to_string(e->event.body.size()) + " bytes (payload " +
                              std::to_string(pk.payload.size()) + " bytes, escaped as JSON) is over the limit of " +
@@ -451,8 +468,12 @@ struct MqttSource::Impl {
   void submit(const std::shared_ptr<Entry>& e) {
     ++e->attempts;
     IngestEvent copy = e->event;
-    ctx.ingest->publish(std::move(copy), options.publish_timeout,
-                        [mb = mailbox, e](const Status& s, const std::string&) { mb->post(e, s); });
+    auto done = [mb = mailbox, e](const Status& s, const std::string&) { mb->post(e, s); };
+    if (!e->reject_reason.empty()) {
+      ctx.ingest->reject(std::move(copy), e->reject_reason, options.publish_timeout, std::move(done));
+      return;
+    }
+    ctx.ingest->publish(std::move(copy), options.publish_timeout, std::move(done));
   }
 
   void pump_mailbox() {

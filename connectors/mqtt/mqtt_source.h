@@ -89,7 +89,10 @@ class MqttSource final : public Source {
 Result<std::unique_ptr<Source>> make_mqtt_source(const flows::MqttSourceSpec& spec, MqttSourceOptions options = {});
 
 // The event a message becomes (exposed for tests).
-std::string mqtt_event_body(std::string_view topic, std::string_view payload, int qos, bool retain);
+// `max_depth` bounds the stored event's nesting (spec §1.6): a JSON payload that would
+// make it deeper returns "" and sets *too_deep to the reason (the caller dead-letters it).
+std::string mqtt_event_body(std::string_view topic, std::string_view payload, int qos, bool retain,
+                            int max_depth = 128, std::string* too_deep = nullptr);
 std::string mqtt_event_id(std::string_view client_id, std::string_view topic, uint16_t packet_id,
                           std::string_view payload);
 // True when `filter` is a valid MQTT topic filter ('+' and '#' only as whole levels, '#' last).

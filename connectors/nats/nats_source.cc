@@ -12,6 +12,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "flows/json_limits.h"
 #include <openssl/evp.h>
 
 #include "connectors/nats/nats_connection.h"
@@ -60,6 +62,7 @@ bool subject_matches(std::string_view filter, std::string_view subject) {
 struct Item {
   IngestEvent event;
   std::string reply;   // "" when the message was not a request
+  std::string reject_reason;   // set: goes to the dead-letter stream (spec §1.6)
   int attempts = 0;
   Clock::time_point retry_at{};
 };
@@ -75,6 +78,7 @@ struct Shared {
   natsConnection* nc = nullptr;                  // GUARDED_BY(mu): null once stopped (replies stop)
   bool failing = false;                          // GUARDED_BY(mu): for one warning per outage
   bool subscription_done = false;                // GUARDED_BY(mu): cnats will not call on_message again
+  int max_depth = 128;                           // set before the subscription; read-only after
   std::string flow;
   size_t max_in_flight = 4096;
 
@@ -102,6 +106,7 @@ class NatsSource final : public Source {
     ctx_ = ctx;
     shared_ = std::make_shared<Shared>();
     shared_->flow = ctx.flow;
+    shared_->max_depth = ctx.max_depth;
     shared_->max_in_flight = std::max<size_t>(1, options_.max_in_flight);
     // Replies should leave at once, not after cnats' ~1 ms flush timer.
     auto c = NatsConnection::open({options_.url, options_.creds_file, "weir-" + ctx.flow + "-nats-source", true});
@@ -205,7 +210,8 @@ class NatsSource final : public Source {
         if (k == "Idempotency-Key" && !v.empty()) item.event.id = v;
       }
     }
-    item.event.body = nats_event_body(natsMsg_GetSubject(msg), data, headers);
+    item.event.body = nats_event_body(natsMsg_GetSubject(msg), data, headers, sh.max_depth, &item.reject_reason);
+    if (!item.reject_reason.empty()) item.event.body = std::string(data);   // dead-lettered as received
     if (const char* r = natsMsg_GetReply(msg)) item.reply = r;
     natsMsg_Destroy(msg);
     std::unique_lock lock(sh.mu);
@@ -251,8 +257,8 @@ class NatsSource final : public Source {
     ++item.attempts;
     IngestEvent event = item.event;
     std::shared_ptr<Shared> sh = shared_;
-    ctx_.ingest->publish(std::move(event), options_.publish_timeout,
-                         [sh, item = std::move(item)](const Status& s, const std::string& id) mutable {
+    std::string reject = item.reject_reason;
+    auto done = [sh, item = std::move(item)](const Status& s, const std::string& id) mutable {
                            if (s) {
                              sh->reply(item.reply, nlohmann::json{{"id", id}}.dump());
                              std::lock_guard lock(sh->mu);
@@ -282,7 +288,12 @@ class NatsSource final : public Source {
                            item.retry_at = Clock::now() + std::min(milliseconds(100) * (1 << shift), milliseconds(5000));
                            sh->retrying.push_back(std::move(item));
                            sh->cv.notify_all();
-                         });
+                         };
+    if (!reject.empty()) {
+      ctx_.ingest->reject(std::move(event), std::move(reject), options_.publish_timeout, std::move(done));
+      return;
+    }
+    ctx_.ingest->publish(std::move(event), options_.publish_timeout, std::move(done));
   }
 
   flows::NatsSourceSpec spec_;
@@ -298,12 +309,19 @@ class NatsSource final : public Source {
 }  // namespace
 
 std::string nats_event_body(std::string_view subject, std::string_view data,
-                            const std::vector<std::pair<std::string, std::string>>& headers) {
+                            const std::vector<std::pair<std::string, std::string>>& headers, int max_depth,
+                            std::string* too_deep) {
   nlohmann::json body = nlohmann::json::object();
   body["subject"] = std::string(subject);
-  nlohmann::json parsed = nlohmann::json::parse(data.begin(), data.end(), nullptr, false);
-  if (!parsed.is_discarded()) {
-    body["payload"] = std::move(parsed);
+  flows::JsonError err;
+  auto parsed = flows::parse_json(data, max_depth - 1, &err);   // one level down in the event
+  if (!parsed && err.too_deep) {
+    if (too_deep) *too_deep = "payload is " + err.message + " inside the event (http.max_depth " +
+                              std::to_string(max_depth) + ")";
+    return "";
+  }
+  if (parsed) {
+    body["payload"] = std::move(*parsed);
   } else if (is_utf8_text(data)) {
     body["payload"] = std::string(data);
   } else {

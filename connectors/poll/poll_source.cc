@@ -15,6 +15,7 @@
 // redact_url / parse_retry_after: one definition of "a URL fit for logs" and of
 // Retry-After for every HTTP connector.
 #include "connectors/http/http_sink.h"
+#include "flows/json_limits.h"
 #include "runtime/log.h"
 
 namespace weir::connectors {
@@ -619,12 +620,15 @@ struct PollSource::Impl {
       }
       Json body;
       if (!r->body.empty()) {
-        body = Json::parse(r->body, nullptr, /*allow_exceptions=*/false);
-        if (body.is_discarded()) {
-          log::warn("poll: the answer is not JSON", {{"flow", flow}, {"url", where},
-                                                      {"bytes", std::to_string(r->body.size())}});
+        flows::JsonError err;
+        auto parsed = flows::parse_json(r->body, context.max_depth, &err);
+        if (!parsed) {
+          // Too deep is refused like invalid JSON: nothing of it is stored (spec §1.6).
+          log::warn(err.too_deep ? "poll: the answer is nested too deep" : "poll: the answer is not JSON",
+                    {{"flow", flow}, {"url", where}, {"bytes", std::to_string(r->body.size())}, {"error", err.message}});
           return {false, {}};
         }
+        body = std::move(*parsed);
       }
       std::vector<Json> items = poll::split(body, spec.split);
       const std::string next = poll::cursor_of(body, spec.cursor_field);

@@ -37,6 +37,17 @@ class FakeIngest final : public weir::Ingest {
     done(weir::Status::ok(), event.id);
   }
   bool ready() const override { return true; }
+  void reject(weir::IngestEvent event, std::string reason, std::chrono::milliseconds,
+              std::function<void(const weir::Status&, const std::string&)> done) override {
+    std::unique_lock lock(mu_);
+    rejected_.emplace_back(event, reason);
+    lock.unlock();
+    done(weir::Status::ok(), event.id);
+  }
+  std::vector<std::pair<weir::IngestEvent, std::string>> rejected() const {
+    std::lock_guard lock(mu_);
+    return rejected_;
+  }
 
   // Completes every held publish with ok.
   void complete_all() {
@@ -77,6 +88,7 @@ class FakeIngest final : public weir::Ingest {
   int failed_ = 0;
   int acked_ = 0;
   std::vector<weir::IngestEvent> events_;
+  std::vector<std::pair<weir::IngestEvent, std::string>> rejected_;
   std::vector<Held> held_;
 };
 

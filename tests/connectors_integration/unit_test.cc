@@ -373,3 +373,31 @@ TEST_CASE("nats source: what a flow sees - URLs are redacted", "[nats]") {
   CHECK(redact_nats_url("nats://u:pw@127.0.0.1:4222") == "nats://127.0.0.1:4222");
   CHECK(redact_nats_url("nats://a:1,nats://tok@b:2") == "nats://a:1,nats://b:2");
 }
+
+TEST_CASE("broker payloads past the depth limit are refused, not wrapped (spec 1.6)", "[unit][depth]") {
+  auto nested = [](int depth) {
+    std::string v = "1";
+    for (int i = 0; i < depth; ++i) v = "[" + v + "]";
+    return v;
+  };
+  std::string why;
+  // The event wraps the payload one level down: a payload of depth 7 fits a limit of 8.
+  CHECK(json::parse(mqtt_event_body("t", nested(7), 1, false, 8, &why))["payload"].is_array());
+  CHECK(why.empty());
+  CHECK(mqtt_event_body("t", nested(8), 1, false, 8, &why).empty());
+  CHECK(why.find("nested deeper than 7 levels") != std::string::npos);
+  why.clear();
+  CHECK(json::parse(nats_event_body("s", nested(7), {}, 8, &why))["payload"].is_array());
+  CHECK(nats_event_body("s", std::string(100000, '[') + std::string(100000, ']'), {}, 8, &why).empty());
+  CHECK(why.find("(http.max_depth 8)") != std::string::npos);
+  why.clear();
+  bool was_json = false;
+  CHECK(!exec_event_body(nested(7), true, &was_json, 8, &why).empty());   // {"line": [...]} is 8 deep
+  CHECK(exec_event_body(nested(8), true, &was_json, 8, &why).empty());
+  CHECK(!why.empty());
+  why.clear();
+  // An object line is the event itself: it may use the whole depth.
+  std::string obj = "{\"a\":" + nested(7) + "}";
+  CHECK(exec_event_body(obj, true, &was_json, 8, &why) == obj);
+  CHECK(why.empty());
+}
