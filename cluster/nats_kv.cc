@@ -16,9 +16,9 @@ constexpr int64_t kNanosPerMilli = 1000000;
 // Stream lookup and creation (an R3 stream needs its Raft group) may take longer than
 // a data request; they happen once, at open.
 constexpr std::chrono::milliseconds kAdminTimeout{5000};
-// js_KeyValue (a stream info) waits `timeout` per attempt; a fresh R3 bucket on a busy
-// cluster answered later than 3 x 500 ms (weir exited at start: "kv open bucket: Timeout").
-constexpr int kOpenAttempts = 10;
+// Opening a bucket is retried this long while the answers mean "not yet" (js_KeyValue waits
+// `timeout` per attempt; a fresh R3 bucket on a busy cluster answered later than 3 x 500 ms).
+constexpr std::chrono::milliseconds kSetupTimeout{30000};
 
 Result<jsCtx*> make_js(natsConnection* connection, std::chrono::milliseconds wait) {
   jsOptions options;
@@ -182,25 +182,38 @@ Result<std::unique_ptr<NatsKv>> NatsKv::open(natsConnection* connection, const N
   if (options.ttl.count() < 0) return Status::invalid("kv bucket " + options.bucket + ": negative TTL");
   if (options.timeout.count() <= 0) return Status::invalid("kv bucket " + options.bucket + ": timeout must be > 0");
 
-  {
+  // A fresh (R3) cluster may not answer in time while it elects leaders, and a peer may be
+  // creating the same bucket: "not yet" answers are retried with backoff up to kSetupTimeout
+  // (docs/adr/0110-startup-on-any-nats.md); anything else is final at once.
+  const auto deadline = std::chrono::steady_clock::now() + kSetupTimeout;
+  auto transient = [](const Status& s) {
+    return s.code() == Status::Code::kTimeout || s.code() == Status::Code::kUnavailable;
+  };
+  auto backoff = [](int attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
+  };
+  for (int attempt = 1;; ++attempt) {
     auto admin = make_js(connection, std::max(options.timeout, kAdminTimeout));
     if (!admin) return admin.status();
     JsPtr admin_js(admin.value());
     Status ensured = ensure_bucket(admin_js.get(), options);
-    if (!ensured) return ensured;
+    if (ensured) break;
+    if (!transient(ensured) || std::chrono::steady_clock::now() >= deadline) return ensured;
+    log::info("kv bucket not ready, retrying", {{"bucket", options.bucket}, {"error", ensured.str()}});
+    backoff(attempt);
   }
 
   auto made = make_js(connection, options.timeout);
   if (!made) return made.status();
   JsPtr js(made.value());
-  Status last_error;
-  for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
+  for (int attempt = 1;; ++attempt) {
     kvStore* kv = nullptr;
     natsStatus s = js_KeyValue(&kv, js.get(), options.bucket.c_str());
     if (s == NATS_OK) return std::unique_ptr<NatsKv>(new NatsKv(js.release(), kv, options.bucket));
-    last_error = nats_status(s, "kv open bucket " + options.bucket);
+    Status error = nats_status(s, "kv open bucket " + options.bucket);
+    if (!transient(error) || std::chrono::steady_clock::now() >= deadline) return error;
+    if (attempt > 1) backoff(attempt - 1);
   }
-  return last_error;
 }
 
 NatsKv::~NatsKv() {

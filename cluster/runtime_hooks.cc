@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "runtime/log.h"
 
@@ -74,7 +76,20 @@ Status ClusterRuntime::start(Bus& bus, const RuntimeConfig& config) {
 Result<ActiveFlow> ClusterRuntime::attach_flow(const std::string& flow, const std::string& text,
                                                const std::string& hash) {
   if (!registry_) return Status::unavailable("not in a cluster yet");
-  return registry_->attach(flow, text, hash);
+  // At start-up a fresh (R3) cluster may time out while its leaders settle: "not yet"
+  // answers are retried with backoff for up to 30 s (attach is idempotent: creates that
+  // lose to a peer count as done). docs/adr/0110-startup-on-any-nats.md.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int attempt = 1;; ++attempt) {
+    auto a = registry_->attach(flow, text, hash);
+    const auto code = a ? Status::Code::kOk : a.status().code();
+    if (a || (code != Status::Code::kTimeout && code != Status::Code::kUnavailable) ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return a;
+    }
+    log::info("flow registry not ready, retrying", {{"flow", flow}, {"error", a.status().str()}});
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
+  }
 }
 
 Status ClusterRuntime::follow_flow(const std::string& flow, FlowControl* control) {

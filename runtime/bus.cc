@@ -392,6 +392,36 @@ void Bus::publish(std::string_view subject, std::string_view data, const Headers
   }
 }
 
+namespace {
+// Answers that mean "not yet" rather than "no" at start-up: the server or a fresh cluster
+// is still electing leaders, or the API did not answer in time.
+bool transient(natsStatus s, jsErrCode jerr) {
+  if (s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS || s == NATS_CONNECTION_DISCONNECTED) return true;
+  return jerr == JSClusterNotAvailErr || jerr == JSClusterNotLeaderErr;
+}
+
+// Waits before attempt `n` (1-based) of a start-up call: 100 ms doubling to 2 s.
+void setup_backoff(int n) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(n - 1, 5))));
+}
+
+std::string size_text(int64_t bytes) {
+  if (bytes % (1LL << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
+  if (bytes % (1LL << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+constexpr int64_t kMinStreamBytes = 8LL << 20;
+}  // namespace
+
+// Create-or-confirm, safe when several instances start at the same instant and on a server
+// that is still coming up (issue: JetStream error 10065 when two instances raced):
+//  - 10058 name exists → update it to this config;
+//  - 10065 subjects overlap → a racing peer created it a moment ago: if a stream of this
+//    name exists, update it; otherwise another stream owns the subjects (a clear error);
+//  - 10047/10023 no storage → the server's JetStream limit (max_file_store) is smaller than
+//    asked: halve the size down to 8 MiB and say what was chosen;
+//  - timeouts, no responders, no leader yet → retried with backoff up to setup_timeout.
 Status Bus::add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
                                  bool work_queue, int64_t max_age_ns) {
   jsStreamConfig cfg;
@@ -409,14 +439,122 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
   cfg.MaxAge = max_age_ns;
   // A full stream refuses new writes (ingress answers 503) instead of dropping old ones.
   cfg.Discard = work_queue ? js_DiscardNew : js_DiscardOld;
-  jsStreamInfo* si = nullptr;
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = js_AddStream(&si, js_, &cfg, nullptr, &jerr);
-  if (s != NATS_OK && jerr == JSStreamNameExistErr) {
-    s = js_UpdateStream(&si, js_, &cfg, nullptr, &jerr);
+  const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
+  for (int attempt = 1;; ++attempt) {
+    jsStreamInfo* si = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_AddStream(&si, js_, &cfg, nullptr, &jerr);
+    if (si) jsStreamInfo_Destroy(si), si = nullptr;
+    if (s != NATS_OK && jerr == JSStreamSubjectOverlapErr) {
+      jsErrCode ierr = static_cast<jsErrCode>(0);
+      natsStatus is = js_GetStreamInfo(&si, js_, name.c_str(), nullptr, &ierr);
+      if (si) jsStreamInfo_Destroy(si), si = nullptr;
+      if (is == NATS_OK) {
+        jerr = JSStreamNameExistErr;   // a peer made it first: confirm it below
+      } else if (is == NATS_NOT_FOUND || ierr == JSStreamNotFoundErr) {
+        return Status::invalid("create stream " + name + ": its subjects (" + subjects.front() +
+                               ") belong to another stream on this NATS; remove that stream or use another "
+                               "cluster name");
+      }
+    }
+    if (s != NATS_OK && jerr == JSStreamNameExistErr) {
+      jerr = static_cast<jsErrCode>(0);
+      s = js_UpdateStream(&si, js_, &cfg, nullptr, &jerr);
+      if (si) jsStreamInfo_Destroy(si), si = nullptr;
+    }
+    if (s == NATS_OK) {
+      if (cfg.MaxBytes != options_.stream_max_bytes) {
+        log::warn("stream sized to fit the server's JetStream storage",
+                  {{"stream", name}, {"max_bytes", size_text(cfg.MaxBytes)},
+                   {"asked", size_text(options_.stream_max_bytes)}, {"key", "nats.stream_max_bytes"}});
+      }
+      return Status::ok();
+    }
+    if (jerr == JSStorageResourcesExceededErr || jerr == JSInsufficientResourcesErr) {
+      if (cfg.MaxBytes / 2 >= kMinStreamBytes) {
+        cfg.MaxBytes /= 2;
+        continue;
+      }
+      return Status::unavailable("create stream " + name + ": JetStream has no storage left for it even at " +
+                                 size_text(cfg.MaxBytes) + " (JetStream error " + std::to_string(jerr) +
+                                 "); raise the server's jetstream max_file_store, free space, or lower "
+                                 "nats.stream_max_bytes");
+    }
+    if (transient(s, jerr) && std::chrono::steady_clock::now() < deadline) {
+      if (attempt == 1 || attempt % 10 == 0) {
+        log::info("JetStream not ready, retrying", {{"stream", name}, {"error", js_status(s, jerr, "create").str()}});
+      }
+      setup_backoff(attempt);
+      continue;
+    }
+    return js_status(s, jerr, "create stream " + name);
   }
-  if (si) jsStreamInfo_Destroy(si);
-  return js_status(s, jerr, "create stream " + name);
+}
+
+Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
+  if (streams.empty()) return Status::ok();
+  const int64_t n = static_cast<int64_t>(streams.size());
+  // What these streams reserve already (a restart re-ensures them with the same share).
+  int64_t ours = 0;
+  for (const auto& name : streams) {
+    jsStreamInfo* si = nullptr;
+    if (js_GetStreamInfo(&si, js_, name.c_str(), nullptr, nullptr) == NATS_OK && si) {
+      if (si->Config && si->Config->MaxBytes > 0) ours += si->Config->MaxBytes;
+    }
+    if (si) jsStreamInfo_Destroy(si);
+  }
+  const int64_t want = options_.stream_max_bytes * n;
+  if (want <= ours) return Status::ok();
+  // The largest probe the server accepts, halving from what is still wanted.
+  natsInbox* ib = nullptr;
+  natsInbox_Create(&ib);
+  std::string token(static_cast<const char*>(ib));
+  natsInbox_Destroy(ib);
+  for (char& c : token) {
+    if (c == '.') c = '_';
+  }
+  const std::string probe = "weir_probe" + token.substr(token.find('_', 1));
+  const std::string subject = probe + ".x";
+  int64_t free_bytes = -1;
+  for (int64_t size = want - ours; size >= kMinStreamBytes / 2; size /= 2) {
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = probe.c_str();
+    const char* subs[] = {subject.c_str()};
+    cfg.Subjects = subs;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    cfg.Replicas = options_.stream_replicas;
+    cfg.MaxBytes = size;
+    jsStreamInfo* si = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_AddStream(&si, js_, &cfg, nullptr, &jerr);
+    if (si) jsStreamInfo_Destroy(si);
+    if (s == NATS_OK) {
+      js_DeleteStream(js_, probe.c_str(), nullptr, nullptr);
+      free_bytes = size;
+      break;
+    }
+    if (jerr != JSStorageResourcesExceededErr && jerr != JSInsufficientResourcesErr) {
+      return Status::ok();   // not a storage answer: nothing learned; creation reports errors itself
+    }
+  }
+  if (free_bytes == want - ours) return Status::ok();   // everything fits as configured
+  const int64_t budget = std::max<int64_t>(free_bytes, 0) + ours;
+  int64_t share = (budget / n) & ~((int64_t{1} << 20) - 1);   // whole MiB
+  if (share < kMinStreamBytes) {
+    return Status::unavailable("JetStream storage is too small for weir: " + std::to_string(n) +
+                               " streams need at least " + size_text(kMinStreamBytes) + " each, the server can give " +
+                               size_text(budget) + " in all; raise the server's jetstream max_file_store or free "
+                               "space (weir sizes its streams with nats.stream_max_bytes)");
+  }
+  share = std::min(share, options_.stream_max_bytes);
+  log::warn("streams sized to fit the server's JetStream storage",
+            {{"streams", std::to_string(n)}, {"max_bytes_each", size_text(share)},
+             {"asked", size_text(options_.stream_max_bytes)}, {"available", size_text(budget)},
+             {"key", "nats.stream_max_bytes"}});
+  options_.stream_max_bytes = share;
+  return Status::ok();
 }
 
 Status Bus::ensure_flow_stream(std::string_view flow) {
@@ -442,22 +580,38 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   cc.MaxDeliver = -1;
   cc.MaxWaiting = 512;
   if (o.replicas > 0) cc.Replicas = o.replicas;
-  jsConsumerInfo* ci = nullptr;
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = js_AddConsumer(&ci, js_, o.stream.c_str(), &cc, nullptr, &jerr);
-  if (s != NATS_OK && jerr != 0) {  // exists with another config (e.g. a changed AckWait)
-    s = js_UpdateConsumer(&ci, js_, o.stream.c_str(), &cc, nullptr, &jerr);
-  }
-  if (ci) jsConsumerInfo_Destroy(ci);
-  if (s != NATS_OK) return js_status(s, jerr, "create consumer " + o.durable);
-
+  // Create-or-confirm with retries, like streams: a consumer that exists with another config
+  // (a changed AckWait) is updated; a server still electing leaders is waited for.
+  const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
   std::unique_ptr<PullConsumer> pc(new PullConsumer());
-  jsSubOptions so;
-  jsSubOptions_Init(&so);
-  so.Stream = o.stream.c_str();
-  so.Consumer = o.durable.c_str();
-  s = js_PullSubscribe(&pc->sub_, js_, o.filter_subject.c_str(), o.durable.c_str(), nullptr, &so, &jerr);
-  if (s != NATS_OK) return js_status(s, jerr, "bind consumer " + o.durable);
+  for (int attempt = 1;; ++attempt) {
+    jsConsumerInfo* ci = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_AddConsumer(&ci, js_, o.stream.c_str(), &cc, nullptr, &jerr);
+    if (ci) jsConsumerInfo_Destroy(ci), ci = nullptr;
+    if (s != NATS_OK && jerr != 0 && !transient(s, jerr)) {
+      jerr = static_cast<jsErrCode>(0);
+      s = js_UpdateConsumer(&ci, js_, o.stream.c_str(), &cc, nullptr, &jerr);
+      if (ci) jsConsumerInfo_Destroy(ci), ci = nullptr;
+    }
+    if (s == NATS_OK) {
+      jsSubOptions so;
+      jsSubOptions_Init(&so);
+      so.Stream = o.stream.c_str();
+      so.Consumer = o.durable.c_str();
+      s = js_PullSubscribe(&pc->sub_, js_, o.filter_subject.c_str(), o.durable.c_str(), nullptr, &so, &jerr);
+      if (s == NATS_OK) break;
+      if (!transient(s, jerr) || std::chrono::steady_clock::now() >= deadline) {
+        return js_status(s, jerr, "bind consumer " + o.durable);
+      }
+    } else if (!transient(s, jerr) || std::chrono::steady_clock::now() >= deadline) {
+      return js_status(s, jerr, "create consumer " + o.durable);
+    }
+    if (attempt == 1 || attempt % 10 == 0) {
+      log::info("JetStream not ready, retrying", {{"consumer", o.durable}, {"error", js_status(s, jerr, "create").str()}});
+    }
+    setup_backoff(attempt);
+  }
   return pc;
 }
 

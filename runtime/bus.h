@@ -56,6 +56,9 @@ struct BusOptions {
   int stream_replicas = 1;
   std::chrono::seconds dedup_window{120};
   int64_t stream_max_bytes = 1LL << 30;   // per flow stream; the bound on a stalled sink's backlog
+  // Stream/consumer set-up calls are retried with backoff this long while JetStream is not
+  // ready (fresh server or cluster electing leaders) or a peer is creating the same thing.
+  std::chrono::milliseconds setup_timeout{30000};
   std::function<void(bool connected)> on_connection_change;
 };
 
@@ -126,6 +129,13 @@ class Bus {
 
   bool connected() const { return connected_.load(std::memory_order_acquire); }
   const std::string& url() const { return options_.url; }
+
+  // Sizes the streams weir is about to ensure (`streams`: their names) to fit the server's
+  // JetStream storage: each gets stream_max_bytes, or an equal share of what the server
+  // can still reserve (plus what these streams already hold) when that is less. The
+  // server's limit (max_file_store) is not visible through the API, so it is found with
+  // a throwaway probe stream. Logs what it chose. Call before ensure_*_stream.
+  Status plan_stream_sizes(const std::vector<std::string>& streams);
 
   // Stream and consumer setup; idempotent (updates what changed).
   Status ensure_flow_stream(std::string_view flow);

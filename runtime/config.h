@@ -20,6 +20,9 @@ struct RuntimeConfig {
     std::string url;          // empty: spawn the embedded nats-server
     std::string creds;
     int replicas = 1;         // stream and KV replicas (3 on a NATS cluster)
+    // Per stream; halved at start (down to 8 MiB, logged) when the server's JetStream
+    // storage (max_file_store) has less room.
+    int64_t stream_max_bytes = 1LL << 30;
   } nats;
   std::string data_dir = "./weir-data";
   struct Http {

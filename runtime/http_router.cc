@@ -30,6 +30,12 @@ void HttpRouter::handle(HttpRequest& request, Responder respond) {
     respond(std::move(r));
     return;
   }
+  if (starting_.load()) {
+    HttpResponse r = HttpResponse::error(503, "starting: the flows are not running yet");
+    r.headers.emplace_back("Retry-After", "1");
+    respond(std::move(r));
+    return;
+  }
   std::shared_ptr<Handler> h;
   {
     std::lock_guard lock(mu_);

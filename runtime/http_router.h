@@ -24,9 +24,13 @@ class HttpRouter {
   // While draining, every request is answered 503 with Retry-After and the connection
   // is closed: nothing new is taken, and no path looks unknown (404) to a client.
   void set_draining() { draining_ = true; }
+  // Until the flows run, every request is answered 503 with Retry-After (the listener is
+  // bound early so its address is known and clients get an answer, not a refusal).
+  void set_serving() { starting_ = false; }
 
  private:
   std::atomic<bool> draining_{false};
+  std::atomic<bool> starting_{true};
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Handler>> routes_;  // GUARDED_BY(mu_)
 };

@@ -166,6 +166,14 @@ struct Runtime::Impl final : AdminBackend {
 
   ClusterHooks* cluster = nullptr;   // set only when clustered
 
+  // The bound listen addresses (port 0 resolved), for GET /status.
+  mutable std::mutex listen_mu;
+  std::string listen_http, listen_admin;   // GUARDED_BY(listen_mu)
+  nlohmann::json listen_addresses() const {
+    std::lock_guard lock(listen_mu);
+    return {{"http", listen_http}, {"admin", listen_admin}};
+  }
+
   Impl(RuntimeConfig c, ConnectorFactory& f, ClusterHooks* h) : config(std::move(c)), connectors(f) {
     if (!config.cluster.name.empty()) cluster = h;
   }
@@ -347,7 +355,8 @@ struct Runtime::Impl final : AdminBackend {
                         {"nats", bus ? bus->url() : ""},
                         {"connected", bus && bus->connected()},
                         {"rss_bytes", process_rss_bytes()},
-                        {"cluster", config.cluster.name}};
+                        {"cluster", config.cluster.name},
+                        {"listen", listen_addresses()}};
     if (clustered()) j["members"] = cluster->status();
     return j;
   }
@@ -415,7 +424,7 @@ struct Runtime::Impl final : AdminBackend {
     return out;
   }
 
-  Status connect_bus() {
+  Status connect_bus(const std::vector<std::shared_ptr<const flows::Flow>>& flows) {
     std::string url = config.nats.url;
     if (url.empty()) {
       auto n = EmbeddedNats::start(config.data_dir);
@@ -428,6 +437,7 @@ struct Runtime::Impl final : AdminBackend {
     bo.url = url;
     bo.creds_file = config.nats.creds;
     bo.stream_replicas = config.nats.replicas;
+    bo.stream_max_bytes = config.nats.stream_max_bytes;
     bo.name = "weir";
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {
@@ -440,13 +450,29 @@ struct Runtime::Impl final : AdminBackend {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     dlq = std::make_unique<DeadLetters>(*bus);
+    {
+      std::vector<std::string> streams{layout::kDlqStream};
+      for (const auto& f : flows) streams.push_back(layout::flow_stream(f->name()));
+      if (Status s = bus->plan_stream_sizes(streams); !s) return s;
+    }
     if (Status s = bus->ensure_dlq_stream(); !s) return s;
-    {  // poll: the KV bucket behind SourceState (poll cursors, ETags)
+    {  // The KV bucket behind SourceState (poll cursors, ETags); a fresh server or
+       // cluster may not answer at once, and a peer may be creating it right now.
       StateStoreOptions so;
       so.replicas = config.nats.replicas;
-      auto st = StateStore::open(bus->connection(), so);
-      if (!st) return st.status();
-      state = std::move(st.value());
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      for (int attempt = 1;; ++attempt) {
+        auto st = StateStore::open(bus->connection(), so);
+        if (st) {
+          state = std::move(st.value());
+          break;
+        }
+        if (st.status().code() != Status::Code::kUnavailable && st.status().code() != Status::Code::kTimeout) {
+          return st.status();
+        }
+        if (std::chrono::steady_clock::now() > until) return st.status();
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
+      }
     }
     if (clustered()) return cluster->start(*bus, config);
     return Status::ok();
@@ -512,11 +538,12 @@ struct Runtime::Impl final : AdminBackend {
     } else {
       fr->source = std::move(source.value());
     }
-    fr->ingest = std::make_unique<FlowIngest>(*bus, metrics, flow->name());
+    fr->ingest = std::make_unique<FlowIngest>(*bus, *dlq, metrics, flow->name());
     fr->source_ctx.flow = flow->name();
     fr->source_ctx.ingest = fr->ingest.get();
     fr->source_ctx.http = &router;
-    fr->source_ctx.state = state.get();   // poll: a singleton's inner sources get it too
+    fr->source_ctx.state = state.get();   // a singleton's inner sources get it too
+    fr->source_ctx.max_depth = config.http.max_depth;
     if (Status s = fr->source->start(fr->source_ctx); !s) return s;
     running.push_back(std::move(fr));
     return Status::ok();
@@ -592,10 +619,32 @@ struct Runtime::Impl final : AdminBackend {
       return exit_code_for(as.status());
     }
     admin_server = std::move(as.value());
+    // http-in is bound before NATS and the flows come up: its address is known at once
+    // (port 0 picks a free one) and it answers 503 "starting" until the flows run.
+    HttpServerOptions io_opts;
+    io_opts.name = "ingress";
+    io_opts.listen = config.http.listen;
+    io_opts.max_body = config.http.max_body;
+    io_opts.max_header = config.http.max_header;
+    io_opts.read_timeout = config.http.read_timeout;
+    auto is = HttpServer::create(io, io_opts, [this](HttpRequest& req, Responder r) { router.handle(req, std::move(r)); });
+    if (!is) {
+      log::error("cannot start http-in", {{"error", is.status().message()}});
+      return exit_code_for(is.status());
+    }
+    ingress_server = std::move(is.value());
+    // Spec §2: the bound addresses, once, machine-readable.
+    {
+      std::lock_guard lock(listen_mu);
+      listen_http = ingress_server->address();
+      listen_admin = admin_server->address();
+    }
+    log::info("listening", {{"http", listen_http}, {"admin", listen_admin}});
 
-    if (Status s = connect_bus(); !s) {
-      log::error("cannot reach NATS", {{"error", s.message()}});
-      return 1;
+    if (Status s = connect_bus(loaded.value()); !s) {
+      // Connect errors say "connect to URL"; set-up errors name the stream and the key to change.
+      log::error("NATS start-up failed", {{"error", s.message()}});
+      return exit_code_for(s);
     }
     admin->set_dead_letters(dlq.get());
 
@@ -638,20 +687,8 @@ struct Runtime::Impl final : AdminBackend {
       }
     }
 
-    HttpServerOptions io_opts;
-    io_opts.name = "ingress";
-    io_opts.listen = config.http.listen;
-    io_opts.max_body = config.http.max_body;
-    io_opts.max_header = config.http.max_header;
-    io_opts.read_timeout = config.http.read_timeout;
-    auto is = HttpServer::create(io, io_opts, [this](HttpRequest& req, Responder r) { router.handle(req, std::move(r)); });
-    if (!is) {
-      log::error("cannot start http-in", {{"error", is.status().message()}});
-      drain();
-      return exit_code_for(is.status());
-    }
-    ingress_server = std::move(is.value());
     serving = true;
+    router.set_serving();
 
     std::string routes;
     for (const auto& f : running) {

@@ -132,8 +132,57 @@ std::string http_flow(const std::string& name, const std::string& path, const st
 
 WeirProcess::WeirProcess(WeirOptions options) : options_(std::move(options)) {
   if (weir_binary().empty()) throw std::runtime_error("weir is not built (no WEIR_BINARY)");
-  http_port_ = free_port();
-  admin_port_ = free_port();
+}
+
+bool WeirProcess::learn_ports() const {
+  if (http_port_ != 0 && admin_port_ != 0) return true;
+  std::string log = proc_.read_log();
+  auto marker = log.rfind("==== spawn ");
+  if (marker != std::string::npos) log = log.substr(marker);
+  // Text: `... INFO listening http=127.0.0.1:P admin=127.0.0.1:Q`; JSON: "http":"127.0.0.1:P".
+  static const std::regex kText(R"re(listening http=[0-9.]+:(\d+) admin=[0-9.]+:(\d+))re");
+  std::smatch m;
+  if (std::regex_search(log, m, kText)) {
+    http_port_ = std::stoi(m[1].str());
+    admin_port_ = std::stoi(m[2].str());
+    return true;
+  }
+  // JSON lines: pick the line with "msg":"listening" and read both fields from it.
+  for (size_t pos = 0; (pos = log.find("\"msg\":\"listening\"", pos)) != std::string::npos; ++pos) {
+    size_t begin = log.rfind('\n', pos);
+    size_t end = log.find('\n', pos);
+    std::string line = log.substr(begin == std::string::npos ? 0 : begin + 1,
+                                  (end == std::string::npos ? log.size() : end) - (begin == std::string::npos ? 0 : begin + 1));
+    static const std::regex kField(R"re("(http|admin)":"[0-9.]+:(\d+)")re");
+    int h = 0, a = 0;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), kField); it != std::sregex_iterator(); ++it) {
+      ((*it)[1].str() == "http" ? h : a) = std::stoi((*it)[2].str());
+    }
+    if (h && a) {
+      http_port_ = h;
+      admin_port_ = a;
+      return true;
+    }
+  }
+  return false;
+}
+
+void WeirProcess::ensure_ports() const {
+  if (learn_ports()) return;
+  auto& proc = const_cast<weir::testing::Process&>(proc_);
+  if (!wait_until([&] { return learn_ports() || !proc.running(); }, 30s) || !learn_ports()) {
+    throw std::runtime_error("weir did not report its listen addresses: " + describe());
+  }
+}
+
+int WeirProcess::http_port() const {
+  ensure_ports();
+  return http_port_;
+}
+
+int WeirProcess::admin_port() const {
+  ensure_ports();
+  return admin_port_;
 }
 
 WeirProcess::~WeirProcess() {
@@ -141,6 +190,7 @@ WeirProcess::~WeirProcess() {
 }
 
 std::string WeirProcess::expand(std::string text) const {
+  // Port 0 until the first spawn reported the ports it bound; the same ports after.
   replace_all(text, "{HTTP}", "127.0.0.1:" + std::to_string(http_port_));
   replace_all(text, "{ADMIN}", "127.0.0.1:" + std::to_string(admin_port_));
   replace_all(text, "{DATA}", data_dir());
@@ -173,10 +223,13 @@ void WeirProcess::spawn() {
 }
 
 bool WeirProcess::wait_ready(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (!wait_until([&] { return learn_ports() || !proc_.running(); }, timeout, 5ms) || !learn_ports()) return false;
   std::string url = admin_url("/readyz");
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   return wait_until(
-             [&] { return !proc_.running() || http_request("GET", url, "", {}, 500ms).status == 200; }, timeout,
-             20ms) &&
+             [&] { return !proc_.running() || http_request("GET", url, "", {}, 500ms).status == 200; },
+             std::max(left, std::chrono::milliseconds(1)), 20ms) &&
          proc_.running();
 }
 

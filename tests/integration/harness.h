@@ -3,8 +3,10 @@
 //
 // Contract:
 // - WeirProcess owns a TempDir holding weir.yaml, the flows directory, the data
-//   dir and the log; it spawns WEIR_BINARY on free loopback ports and keeps those
-//   ports across restarts (clients and the sink see the same addresses).
+//   dir and the log; it spawns WEIR_BINARY with port 0 for http-in and admin, reads
+//   the bound ports from weir's `listening http=… admin=…` log line (spec §2), and
+//   keeps those ports across restarts (clients and the sink see the same addresses).
+//   No port is probed and released first, so no other process can take it meanwhile.
 // - SinkProcess spawns weir-sink on a free port and wraps its control API.
 // - Posters runs N client threads posting JSON events over keep-alive
 //   connections and records which ids were acknowledged (2xx).
@@ -107,8 +109,9 @@ class WeirProcess {
   std::string data_dir() const { return dir_.path() + "/data"; }
   std::string config_path() const { return dir_.path() + "/weir.yaml"; }
   std::string flow_path(const std::string& file) const { return flows_dir() + "/" + file; }
-  int http_port() const { return http_port_; }
-  int admin_port() const { return admin_port_; }
+  // The bound ports; wait (up to 30 s) for weir to report them after the first spawn.
+  int http_port() const;
+  int admin_port() const;
   std::string ingress_url(const std::string& path) const;
   std::string admin_url(const std::string& path) const;
 
@@ -122,12 +125,15 @@ class WeirProcess {
 
  private:
   std::string expand(std::string text) const;
+  // Reads the ports from this spawn's `listening` log line; true once known.
+  bool learn_ports() const;
+  void ensure_ports() const;
 
   WeirOptions options_;
   weir::testing::TempDir dir_;
   weir::testing::Process proc_;
-  int http_port_ = 0;
-  int admin_port_ = 0;
+  mutable int http_port_ = 0;    // 0 until the first spawn reported its bound port
+  mutable int admin_port_ = 0;
   int spawns_ = 0;
 };
 

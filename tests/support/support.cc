@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -344,13 +345,16 @@ bool Process::wait_log(const std::string& needle, std::chrono::milliseconds time
 
 // ---------------------------------------------------------------- NatsServer
 
-NatsServer::NatsServer(std::string store_dir) {
+NatsServer::NatsServer(std::string store_dir, int64_t max_file_store) {
   own_dir_.emplace();
   if (store_dir.empty()) store_dir = own_dir_->file("store");
   store_dir_ = std::move(store_dir);
   log_file_ = own_dir_->file("nats-server.log");
-  port_ = free_port();
-  monitor_port_ = free_port();
+  if (max_file_store > 0) {
+    config_file_ = own_dir_->file("nats-server.conf");
+    write_file(config_file_, "jetstream { store_dir: \"" + store_dir_ + "\", max_file_store: " +
+                                 std::to_string(max_file_store) + " }\n");
+  }
   start();
 }
 
@@ -360,9 +364,41 @@ std::string NatsServer::url() const { return "nats://127.0.0.1:" + std::to_strin
 
 void NatsServer::start() {
   if (proc_.running()) return;
-  proc_ = Process::spawn({"nats-server", "-js", "-sd", store_dir_, "-a", "127.0.0.1", "-p",
-                          std::to_string(port_), "-m", std::to_string(monitor_port_)},
-                         {}, log_file_);
+  const bool first = port_ == 0;
+  const std::string ports_dir = own_dir_->file("ports");
+  std::vector<std::string> argv{"nats-server"};
+  if (config_file_.empty()) {
+    argv.insert(argv.end(), {"-js", "-sd", store_dir_});
+  } else {
+    argv.insert(argv.end(), {"-c", config_file_});
+  }
+  argv.insert(argv.end(), {"-a", "127.0.0.1", "-p", first ? "-1" : std::to_string(port_), "-m",
+                           first ? "-1" : std::to_string(monitor_port_)});
+  if (first) {
+    std::filesystem::create_directories(ports_dir);
+    argv.insert(argv.end(), {"--ports_file_dir", ports_dir});
+  }
+  proc_ = Process::spawn(argv, {}, log_file_);
+  if (first) {
+    const std::string ports_file = ports_dir + "/nats-server_" + std::to_string(proc_.pid()) + ".ports";
+    static const std::regex kNats(R"re("nats":\["nats://[0-9.]+:(\d+)"\])re");
+    static const std::regex kMonitor(R"re("monitoring":\["http://[0-9.]+:(\d+)"\])re");
+    std::smatch n, m;
+    std::string text;
+    bool known = wait_until(
+        [&] {
+          text = std::filesystem::exists(ports_file) ? read_file(ports_file) : "";
+          return (std::regex_search(text, n, kNats) && std::regex_search(text, m, kMonitor)) || !proc_.running();
+        },
+        std::chrono::seconds(15), std::chrono::milliseconds(5));
+    if (!known || !std::regex_search(text, n, kNats) || !std::regex_search(text, m, kMonitor)) {
+      std::string log = proc_.read_log();
+      proc_.kill_and_wait();
+      throw std::runtime_error("NatsServer: nats-server wrote no ports file; log:\n" + log);
+    }
+    port_ = std::stoi(n[1].str());
+    monitor_port_ = std::stoi(m[1].str());
+  }
   std::string health = "http://127.0.0.1:" + std::to_string(monitor_port_) + "/healthz?js-enabled-only=true";
   bool up = wait_until(
       [&] {

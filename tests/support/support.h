@@ -91,11 +91,15 @@ class Process {
   std::string log_file_;
 };
 
-// A throwaway nats-server with JetStream on free loopback ports.
+// A throwaway nats-server with JetStream on loopback. The first start binds port 0
+// (`-p -1 -m -1`) and reads the ports nats-server chose from its ports file, so no port
+// is probed and released first; later starts reuse those ports (clients reconnect to
+// the same URL).
 class NatsServer {
  public:
-  // "" = its own temp dir. Starts and waits for the monitor's /healthz.
-  explicit NatsServer(std::string store_dir = "");
+  // "" = its own temp dir. `max_file_store` > 0 limits JetStream's file storage (bytes),
+  // like a server configured with `max_file_store`. Starts and waits for /healthz.
+  explicit NatsServer(std::string store_dir = "", int64_t max_file_store = 0);
   ~NatsServer();
   NatsServer(const NatsServer&) = delete;
   NatsServer& operator=(const NatsServer&) = delete;
@@ -116,7 +120,8 @@ class NatsServer {
   std::optional<TempDir> own_dir_;
   std::string store_dir_;
   std::string log_file_;
-  int port_ = 0;
+  std::string config_file_;   // set when max_file_store is
+  int port_ = 0;              // 0 until the first start read the bound port
   int monitor_port_ = 0;
   Process proc_;
 };
