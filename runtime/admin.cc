@@ -4,25 +4,99 @@
 #include <openssl/sha.h>
 #include <pthread.h>
 
+#include <cctype>
+#include <optional>
+
 #include "runtime/log.h"
 
 namespace weir {
 namespace {
 constexpr std::string_view kFlowsPrefix = "/flows/";
 
-std::string query_param(std::string_view target, std::string_view name) {
+// %XX and '+' decoded (ids may hold any character an Idempotency-Key may).
+std::string url_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> query_opt(std::string_view target, std::string_view name) {
   auto q = target.find('?');
-  if (q == std::string_view::npos) return {};
+  if (q == std::string_view::npos) return std::nullopt;
   std::string_view rest = target.substr(q + 1);
   while (!rest.empty()) {
     auto amp = rest.find('&');
     std::string_view kv = rest.substr(0, amp);
     auto eq = kv.find('=');
-    if (kv.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+    if (kv.substr(0, eq) == name) return url_decode(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
     if (amp == std::string_view::npos) break;
     rest = rest.substr(amp + 1);
   }
-  return {};
+  return std::nullopt;
+}
+
+std::string query_param(std::string_view target, std::string_view name) {
+  return query_opt(target, name).value_or("");
+}
+
+std::string url_encode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// A whole decimal number in [lo, hi], or nullopt.
+std::optional<uint64_t> whole_number(const std::string& s, uint64_t lo, uint64_t hi) {
+  if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  uint64_t v = std::stoull(s);
+  if (v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
+// POST /dlq/replay's body (spec §5): empty or {} (all), {"flow": F}, {"ids": [...]} or
+// both (dead letters of F among those ids). Anything else is refused with why — a
+// filter that is ignored would replay every dead letter.
+std::optional<std::string> parse_replay_filter(const std::string& body, std::optional<std::string>* flow,
+                                               std::vector<std::string>* ids) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "the body must be a JSON object";
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() != "flow" && it.key() != "ids") return "unknown key \"" + it.key() + "\" (expected flow or ids)";
+  }
+  if (j.contains("flow")) {
+    if (!j["flow"].is_string() || j["flow"].get<std::string>().empty()) return "flow must be a flow name (a string)";
+    *flow = j["flow"].get<std::string>();
+  }
+  if (j.contains("ids")) {
+    if (!j["ids"].is_array()) return "ids must be an array of event ids";
+    if (j["ids"].empty()) return "ids must name at least one event id (send {} to replay all)";
+    for (const auto& id : j["ids"]) {
+      if (!id.is_string() || id.get<std::string>().empty()) return "ids must hold event ids (non-empty strings)";
+      ids->push_back(id.get<std::string>());
+    }
+  }
+  return std::nullopt;
 }
 
 // Compares digests so that the time taken says nothing about the token.
@@ -85,7 +159,8 @@ void Admin::handle(HttpRequest& req, Responder respond) {
   }
   if (path == "/readyz") {
     std::string why;
-    if (backend_.ready(&why)) respond(json_reply(200, {{"status", "ready"}}));
+    DeadLetters* dlq = dlq_.load();
+    if (backend_.ready(&why) && !(dlq && dlq->holding(&why))) respond(json_reply(200, {{"status", "ready"}}));
     else respond(json_reply(503, {{"status", "not ready"}, {"reason", why}}));
     return;
   }
@@ -104,6 +179,7 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
     r.body = metrics_.render_prometheus();
+    if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(r.body);
     respond(std::move(r));
     return;
   }
@@ -166,13 +242,48 @@ void Admin::handle(HttpRequest& req, Responder respond) {
       respond(HttpResponse::error(503, "not connected to NATS yet"));
       return;
     }
-    std::string flow = query_param(req.target(), "flow");
-    size_t limit = 1000;
-    if (auto l = query_param(req.target(), "limit"); !l.empty()) limit = std::strtoull(l.c_str(), nullptr, 10);
-    on_worker([dlq, flow, limit, respond] {
-      auto r = dlq->list(flow.empty() ? std::nullopt : std::optional<std::string>(flow), limit);
-      if (r) respond(json_reply(200, r.value()));
-      else respond(HttpResponse::error(503, r.status().message()));
+    // Paging (spec §5): ?flow=F&after=ID&limit=N; after_seq=N is the exact cursor the
+    // Link header hands out (docs/admin-api.md, ADR 0091).
+    DeadLetterQuery q;
+    std::string target(req.target());
+    if (auto f = query_opt(target, "flow"); f && !f->empty()) q.flow = *f;
+    if (auto id = query_opt(target, "id"); id && !id->empty()) q.id = *id;
+    if (auto a = query_opt(target, "after"); a && !a->empty()) q.after_id = *a;
+    if (auto l = query_opt(target, "limit")) {
+      auto v = whole_number(*l, 1, DeadLetters::kMaxPage);
+      if (!v) {
+        respond(HttpResponse::error(400, "limit must be a whole number from 1 to " +
+                                             std::to_string(DeadLetters::kMaxPage)));
+        return;
+      }
+      q.limit = *v;
+    }
+    if (auto a = query_opt(target, "after_seq")) {
+      auto v = whole_number(*a, 0, UINT64_MAX / 2);
+      if (!v) {
+        respond(HttpResponse::error(400, "after_seq must be a whole number (a dead letter's seq)"));
+        return;
+      }
+      q.after_seq = *v;
+    }
+    on_worker([dlq, q, respond] {
+      auto r = dlq->list(q);
+      if (!r) {
+        int code = r.status().code() == Status::Code::kNotFound ? 404 : 503;
+        respond(HttpResponse::error(code, r.status().message()));
+        return;
+      }
+      HttpResponse out = json_reply(200, r->items);
+      out.headers.emplace_back("X-More", r->more ? "true" : "false");
+      if (r->more) {
+        std::string next = "/dlq?after_seq=" + std::to_string(r->last_seq) + "&limit=" + std::to_string(q.limit);
+        if (q.flow) next += "&flow=" + url_encode(*q.flow);
+        if (q.id) next += "&id=" + url_encode(*q.id);
+        out.headers.emplace_back("Link", "<" + next + ">; rel=\"next\"");
+        out.headers.emplace_back("X-Next-After", r->last_id);
+        out.headers.emplace_back("X-Next-After-Seq", std::to_string(r->last_seq));
+      }
+      respond(std::move(out));
     });
     return;
   }
@@ -184,18 +295,10 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     }
     std::optional<std::string> flow;
     std::vector<std::string> ids;
-    if (!req.body().empty()) {
-      auto j = nlohmann::json::parse(req.body(), nullptr, false);
-      if (j.is_discarded() || !j.is_object()) {
-        respond(HttpResponse::error(400, "body must be {}, {\"flow\": F} or {\"ids\": [...]}"));
-        return;
-      }
-      if (j.contains("flow") && j["flow"].is_string()) flow = j["flow"].get<std::string>();
-      if (j.contains("ids") && j["ids"].is_array()) {
-        for (const auto& id : j["ids"]) {
-          if (id.is_string()) ids.push_back(id.get<std::string>());
-        }
-      }
+    if (auto bad = parse_replay_filter(req.body(), &flow, &ids)) {
+      respond(HttpResponse::error(400, "malformed replay filter: " + *bad +
+                                           "; send {}, {\"flow\": F}, {\"ids\": [ID, ...]} or both keys"));
+      return;
     }
     on_worker([dlq, flow, ids, respond] {
       auto r = dlq->replay(flow, ids);

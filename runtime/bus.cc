@@ -393,7 +393,7 @@ void Bus::publish(std::string_view subject, std::string_view data, const Headers
 }
 
 Status Bus::add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
-                                 bool work_queue, int64_t max_age_ns) {
+                                 bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes) {
   jsStreamConfig cfg;
   jsStreamConfig_Init(&cfg);
   cfg.Name = name.c_str();
@@ -409,6 +409,10 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
   cfg.MaxAge = max_age_ns;
   // A full stream refuses new writes (ingress answers 503) instead of dropping old ones.
   cfg.Discard = work_queue ? js_DiscardNew : js_DiscardOld;
+  if (max_bytes) {
+    cfg.MaxBytes = *max_bytes > 0 ? *max_bytes : -1;
+    cfg.Discard = js_DiscardNew;
+  }
   jsStreamInfo* si = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
   natsStatus s = js_AddStream(&si, js_, &cfg, nullptr, &jerr);
@@ -424,10 +428,10 @@ Status Bus::ensure_flow_stream(std::string_view flow) {
   return add_or_update_stream(layout::flow_stream(f), {"weir." + f + ".>"}, true, 0);
 }
 
-Status Bus::ensure_dlq_stream() {
-  // Dead letters are kept for 14 days or until replayed.
+Status Bus::ensure_dlq_stream(std::chrono::milliseconds max_age, int64_t max_bytes) {
+  // Dead letters are kept until replayed, unless the config bounds them (spec §1.3, §3).
   return add_or_update_stream(layout::kDlqStream, {"weir.dlq.>"}, false,
-                              int64_t{14} * 24 * 3600 * 1'000'000'000LL);
+                              std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count(), max_bytes);
 }
 
 Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& o) {
