@@ -4,9 +4,14 @@
 #include <openssl/sha.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <map>
 #include <optional>
+#include <sstream>
 
+#include "runtime/dashboard.h"
 #include "runtime/log.h"
 
 namespace weir {
@@ -110,6 +115,90 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 HttpResponse json_reply(int status, const nlohmann::json& j) {
   return HttpResponse::json(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
+// GET /status/metrics: the Prometheus text of /metrics as JSON, per flow and stage, with
+// latency percentiles from the histogram buckets (the bucket's upper bound, as
+// histogram_quantile without interpolation). Read from the rendered text so the JSON
+// can never say something /metrics does not.
+nlohmann::json metrics_json(const std::string& text) {
+  struct Stage {
+    nlohmann::json j = nlohmann::json::object();
+    std::vector<std::pair<double, double>> buckets;   // le, cumulative count
+  };
+  std::map<std::pair<std::string, std::string>, Stage> stages;
+  nlohmann::json out = nlohmann::json::object();
+  nlohmann::json dlq = nlohmann::json::object();
+  auto label = [](std::string_view labels, std::string_view name) -> std::string {
+    std::string key = std::string(name) + "=\"";
+    auto at = labels.find(key);
+    if (at == std::string_view::npos) return {};
+    auto from = at + key.size();
+    return std::string(labels.substr(from, labels.find('"', from) - from));
+  };
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    auto space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    std::string series = line.substr(0, space);
+    double value = std::strtod(line.c_str() + space + 1, nullptr);
+    auto brace = series.find('{');
+    std::string name = series.substr(0, brace);
+    std::string labels = brace == std::string::npos ? "" : series.substr(brace);
+    if (brace == std::string::npos) {
+      if (name == "weir_uptime_seconds") out["uptime_s"] = value;
+      else if (name == "weir_process_resident_memory_bytes") out["rss_bytes"] = value;
+      else if (name == "weir_dlq_written_total") dlq["written"] = value;
+      else if (name == "weir_dlq_write_failures_total") dlq["write_failures"] = value;
+      else if (name == "weir_dlq_holding") dlq["holding"] = value != 0;
+      continue;
+    }
+    std::string flow = label(labels, "flow"), stage = label(labels, "stage");
+    if (flow.empty()) continue;
+    Stage& st = stages[{flow, stage}];
+    static const std::pair<const char*, const char*> kFields[] = {
+        {"weir_events_received_total", "received"}, {"weir_events_acked_total", "acked"},
+        {"weir_events_errors_total", "errors"},     {"weir_events_dlq_total", "dead"},
+        {"weir_events_dropped_total", "dropped"},   {"weir_events_in_flight", "in_flight"},
+        {"weir_consumer_lag", "lag"}};
+    for (const auto& [metric, field] : kFields) {
+      if (name == metric) st.j[field] = value;
+    }
+    if (name == "weir_stage_latency_seconds_bucket") {
+      std::string le = label(labels, "le");
+      st.buckets.emplace_back(le == "+Inf" ? INFINITY : std::strtod(le.c_str(), nullptr), value);
+    } else if (name == "weir_stage_latency_seconds_count") {
+      st.j["latency_count"] = value;
+    }
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (auto& [key, st] : stages) {
+    st.j["flow"] = key.first;
+    st.j["stage"] = key.second;
+    std::sort(st.buckets.begin(), st.buckets.end());
+    double count = st.buckets.empty() ? 0 : st.buckets.back().second;
+    nlohmann::json lat = {{"count", count}};
+    for (auto [q, field] : {std::pair{0.5, "p50"}, std::pair{0.9, "p90"}, std::pair{0.99, "p99"}}) {
+      if (count <= 0) {
+        lat[field] = nullptr;
+        continue;
+      }
+      double rank = q * count, bound = INFINITY;
+      for (const auto& [le, c] : st.buckets) {
+        if (c >= rank) {
+          bound = le;
+          break;
+        }
+      }
+      lat[field] = std::isinf(bound) ? nlohmann::json(nullptr) : nlohmann::json(bound * 1000.0);
+    }
+    st.j["latency_ms"] = lat;
+    st.j.erase("latency_count");
+    list.push_back(std::move(st.j));
+  }
+  out["stages"] = std::move(list);
+  out["dlq"] = std::move(dlq);
+  return out;
+}
 }  // namespace
 
 Admin::Admin(AdminBackend& backend, Metrics& metrics, DeadLetters* dlq, std::string token)
@@ -150,6 +239,29 @@ Handler Admin::handler() {
   return [this](HttpRequest& req, Responder respond) { handle(req, std::move(respond)); };
 }
 
+// The dashboard's page, script and style sheet (runtime/dashboard/, embedded). They hold
+// no data, so they are served without the token — a browser cannot send a bearer token
+// when it navigates — and every call the page makes for data needs it like any other
+// (ADR 0093). The CSP keeps the page to this origin: nothing is fetched from elsewhere.
+bool Admin::serve_dashboard(std::string_view path, const Responder& respond) {
+  std::string_view want = path == "/" ? "/index.html" : path;
+  for (const auto& asset : dashboard_assets()) {
+    if (asset.path != want) continue;
+    HttpResponse r;
+    r.content_type = std::string(asset.content_type);
+    r.body = std::string(asset.body);
+    r.headers.emplace_back("Content-Security-Policy",
+                           "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                           "img-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'");
+    r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    r.headers.emplace_back("Cache-Control", "no-cache");
+    r.headers.emplace_back("Referrer-Policy", "no-referrer");
+    respond(std::move(r));
+    return true;
+  }
+  return false;
+}
+
 void Admin::handle(HttpRequest& req, Responder respond) {
   std::string_view path = req.path();
   std::string_view method = req.method();
@@ -164,6 +276,7 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     else respond(json_reply(503, {{"status", "not ready"}, {"reason", why}}));
     return;
   }
+  if (method == "GET" && serve_dashboard(path, respond)) return;
   if (!token_.empty()) {
     std::string_view auth = req.header("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
@@ -181,6 +294,12 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     r.body = metrics_.render_prometheus();
     if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(r.body);
     respond(std::move(r));
+    return;
+  }
+  if (path == "/status/metrics" && method == "GET") {
+    std::string text = metrics_.render_prometheus();
+    if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(text);
+    respond(json_reply(200, metrics_json(text)));
     return;
   }
   // In a cluster these read the version registry (KV round trips): not on the io thread.

@@ -78,6 +78,19 @@ TEST_CASE("admin API: metrics match the traffic, the token guards all but health
   CHECK(weir.admin("GET", "/dlq").status == 401);
   CHECK(weir.admin("POST", "/dlq/replay", "{}").status == 401);
   CHECK(weir.admin("GET", "/dlq", "", auth).status == 200);
+  // The dashboard's page and assets hold no data: served without the token, with a CSP
+  // that keeps the page to this origin; the data they ask for needs the token.
+  auto page = http_request("GET", weir.admin_url("/"));
+  CHECK(page.status == 200);
+  CHECK(contains(page.header("content-type"), "text/html"));
+  CHECK(contains(page.body, "/dashboard.js"));
+  CHECK(contains(page.header("content-security-policy"), "default-src 'none'"));
+  auto script = http_request("GET", weir.admin_url("/dashboard.js"));
+  CHECK(script.status == 200);
+  CHECK(contains(script.header("content-type"), "javascript"));
+  CHECK(contains(script.body, "sessionStorage"));
+  CHECK(http_request("GET", weir.admin_url("/dashboard.css")).status == 200);
+  CHECK(http_request("GET", weir.admin_url("/index.htm")).status == 401);
 
   constexpr int kOrders = 37;
   constexpr int kRefunds = 5;
@@ -135,6 +148,24 @@ TEST_CASE("admin API: metrics match the traffic, the token guards all but health
   CHECK(has_name(samples, "_bucket", "flow=\"orders\""));
   CHECK(has_name(samples, "_bucket", "le=\"+Inf\""));
   CHECK(has_sample(samples, {"_count"}, "flow=\"orders\"", kOrders));
+  // The same numbers as JSON (GET /status/metrics, the dashboard's feed), same token rule.
+  CHECK(weir.admin("GET", "/status/metrics").status == 401);
+  auto js = weir.admin("GET", "/status/metrics", "", auth);
+  REQUIRE(js.status == 200);
+  json stage_list = json::parse(js.body).value("stages", json::array());
+  int matched = 0;
+  for (const auto& st : stage_list) {
+    if (st.value("flow", "") != "orders") continue;
+    if (st.value("stage", "") == "flow" || st.value("stage", "") == "sink:out") {
+      CHECK(st.value("acked", -1.0) == kOrders);
+      CHECK(st.value("received", -1.0) >= kOrders);
+      CHECK(st["latency_ms"].value("count", -1.0) == kOrders);
+      CHECK(st["latency_ms"]["p50"].is_number());
+      CHECK(st["latency_ms"]["p50"].get<double>() <= st["latency_ms"]["p99"].get<double>());
+      ++matched;
+    }
+  }
+  CHECK(matched == 2);
   // Process RSS and uptime.
   CHECK((has_name(samples, "resident") || has_name(samples, "rss")));
   CHECK((has_name(samples, "uptime") || has_name(samples, "start_time")));
