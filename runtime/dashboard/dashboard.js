@@ -323,6 +323,7 @@ function openDeadLetter(d) {
   }
   $('detail-event').textContent = JSON.stringify(d.event, null, 2);
   $('detail-replay').onclick = () => replay([d.id]);
+  $('dlq-detail').scrollIntoView({ block: 'end' });
 }
 
 async function replay(ids) {
