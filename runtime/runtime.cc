@@ -601,6 +601,7 @@ struct Runtime::Impl final : AdminBackend {
       sigemptyset(&set);
       sigaddset(&set, SIGTERM);
       sigaddset(&set, SIGINT);
+      pthread_sigmask(SIG_BLOCK, &set, nullptr);   // main blocks them too; sigwait needs it here
       int sig = 0;
       sigwait(&set, &sig);
       if (run_over.load()) return;

@@ -159,7 +159,7 @@ function render(status, metrics) {
     row.dataset.flow = f.name;
     const cells = [
       ['name', f.name], ['active', f.active_version], ['latest', f.latest_version],
-      ['deployed', f.deployed_by || f.deployed_at || (f.file ? 'file' : '–')], ['source', f.source],
+      ['deployed', deployedText(f)], ['source', f.source],
       ['in', num(inRate, 1), 'num'], ['out', num(rated ? outRate : null, 1), 'num'],
       ['errors', num(rated ? errRate : null, 1), 'num'], ['dead', num(rated ? deadRate : null, 1), 'num'],
       ['lag', num(flowStage.lag), 'num'], ['in_flight', num(inFlight), 'num'],
@@ -217,17 +217,30 @@ function render(status, metrics) {
   }
 }
 
+// Who deployed the active version: the cluster registry's record; standalone, the file.
+function deployedText(f) {
+  if (Array.isArray(f.versions)) {
+    const rec = f.versions.find((v) => v.version === f.active_version);
+    const by = rec && rec.deployed_by ? rec.deployed_by : '–';
+    return by + (f.promoted_by ? ' · promoted by ' + f.promoted_by : '');
+  }
+  return f.file ? 'file' : '–';
+}
+
 function renderCluster(status) {
   const m = status.members;
   $('cluster-section').hidden = !m;
   if (!m) return;
   $('cluster').textContent = 'members: ' + (Array.isArray(m.members) ? m.members.map((x) =>
-      typeof x === 'string' ? x : (x.instance || x.name || JSON.stringify(x))).join(', ') : '–');
+      typeof x === 'string' ? x.replace(/^m\./, '') : (x.instance || x.name || JSON.stringify(x))).join(', ') : '–');
   const body = $('leases').tBodies[0];
   body.replaceChildren();
   for (const l of m.leases || []) {
     const r = el('tr');
-    r.append(el('td', l.key), el('td', (l.holder || '–') + (l.held_here ? ' (this instance)' : '')));
+    // The lease record is {"owner", "nonce"} as JSON text; the owner is the instance.
+    let holder = l.holder || '–';
+    try { holder = JSON.parse(l.holder).owner || holder; } catch (e) { /* a plain name */ }
+    r.append(el('td', l.key), el('td', holder + (l.held_here ? ' (this instance)' : '')));
     body.append(r);
   }
 }
