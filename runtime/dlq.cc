@@ -166,15 +166,6 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
   return page;
 }
 
-Result<nlohmann::json> DeadLetters::list(const std::optional<std::string>& flow, size_t limit) {
-  DeadLetterQuery q;
-  q.flow = flow;
-  q.limit = limit;
-  auto page = list(q);
-  if (!page) return page.status();
-  return std::move(page->items);
-}
-
 Result<size_t> DeadLetters::replay(const std::optional<std::string>& flow, const std::vector<std::string>& ids) {
   auto bounds = bus_.stream_bounds(layout::kDlqStream);
   if (!bounds) return bounds.status();

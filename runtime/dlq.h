@@ -64,8 +64,6 @@ class DeadLetters {
   void publish(const DeadLetter& letter, PublishCallback done);
   // One page; not_found when `after_id` names no stored dead letter.
   Result<DeadLetterPage> list(const DeadLetterQuery& query);
-  // Up to `limit` dead letters, oldest first, optionally of one flow (one page).
-  Result<nlohmann::json> list(const std::optional<std::string>& flow, size_t limit);
   // Puts dead letters back into the stage they died in and removes them from the stream.
   // Selects all, or those of `flow`, or those whose id is in `ids`. Returns how many.
   Result<size_t> replay(const std::optional<std::string>& flow, const std::vector<std::string>& ids);

@@ -288,7 +288,7 @@ double metric_value(const std::string& text, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing; GET /dlq pages; the CLI follows pages",
+TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq pages, the CLI follows pages",
           "[integration][admin][dlq]") {
   NatsServer nats;
   SinkProcess sink;
@@ -499,7 +499,7 @@ TEST_CASE("dlq retention: at dlq.max_bytes the stage holds the event (metric, /r
   CHECK(wait_until([&] { return http_request("GET", weir.admin_url("/readyz")).status == 200; }, 20s, 100ms));
 }
 
-TEST_CASE("shutdown: sink stages drain in parallel within drain_timeout; SIGTERM during start-up exits 0",
+TEST_CASE("shutdown: sink stages drain in parallel within drain_timeout, SIGTERM during start-up exits 0",
           "[integration][admin][drain]") {
   SECTION("four sinks with deliveries stuck in flight") {
     NatsServer nats;
