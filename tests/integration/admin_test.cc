@@ -2,6 +2,7 @@
 // traffic, bearer token on everything but /healthz and /readyz; logs (issue #2
 // item 8): JSON lines with levels, no secret ever logged.
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <sstream>
 
 #include "tests/integration/harness.h"
@@ -553,5 +554,45 @@ TEST_CASE("shutdown: sink stages drain in parallel within drain_timeout, SIGTERM
     INFO(weir.describe());
     CHECK(code == std::optional<int>(0));
     CHECK(contains(weir.log(), "during start-up"));
+  }
+}
+
+TEST_CASE("dlq config: 0 and sizes/durations load, anything else is an exit-2 error naming the key",
+          "[integration][admin][dlq]") {
+  struct Case {
+    std::string yaml;
+    std::string field;   // "" = loads
+  };
+  for (const Case& c : {Case{"dlq: { max_age: 0, max_bytes: 0 }\n", ""}, Case{"dlq: { max_age: 7d }\n", "dlq.max_age"},
+                        Case{"dlq: { max_bytes: -5 }\n", "dlq.max_bytes"}, Case{"dlq: { max_bytes: lots }\n", "dlq.max_bytes"},
+                        Case{"dlq: { keep: forever }\n", "dlq.keep"}, Case{"dlq: { max_age: 1h, max_bytes: 64MiB }\n", ""}}) {
+    INFO(c.yaml);
+    weir::testing::TempDir dir;
+    weir::testing::write_file(dir.file("weir.yaml"), c.yaml);
+    weir::testing::write_file(dir.file("flows/a.yaml"), http_flow("a", "/in/a", "http://127.0.0.1:9/a"));
+    // A wrong config ends `weir run` with 2 before anything starts; a good one gets as far
+    // as the admin listener (NATS is not there: start-up waits for it) and stops on SIGTERM.
+    const int admin_port = weir::testing::free_port();
+    const std::string admin = "127.0.0.1:" + std::to_string(admin_port);
+    auto p = weir::testing::Process::spawn(
+        {weir_binary(), "run", "--config", dir.file("weir.yaml"), "--flows", dir.file("flows"), "--nats",
+         "nats://127.0.0.1:" + std::to_string(weir::testing::free_port()), "--admin", admin, "--http",
+         "127.0.0.1:0", "--data-dir", dir.file("data")},
+        {}, dir.file("log"));
+    if (c.field.empty()) {
+      CHECK(wait_until([&] { return http_request("GET", "http://" + admin + "/healthz", "", {}, 500ms).status == 200; },
+                       10s, 20ms));
+      p.signal(SIGTERM);
+      CHECK(p.wait_exit(10s) == std::optional<int>(0));
+      CHECK_FALSE(contains(p.read_log(), "dlq."));
+      continue;
+    }
+    auto code = p.wait_exit(30s);
+    std::string log = p.read_log();
+    INFO(log);
+    {
+      CHECK(code == std::optional<int>(2));
+      CHECK(contains(log, c.field));
+    }
   }
 }
