@@ -12,6 +12,7 @@
 
 #include "flows/cron.h"
 #include "flows/program.h"
+#include "flows/schema.h"
 #include "flows/source_tree.h"
 #include "flows/testing.h"
 #include "flows/text.h"
@@ -182,10 +183,11 @@ class Loader {
     return false;
   }
 
-  void check_keys(const SrcNode& map, const std::string& what, std::initializer_list<const char*> allowed) {
+  // `allowed`: one of flows/schema.h's key lists (the docs test reads the same lists).
+  void check_keys(const SrcNode& map, const std::string& what, schema::Keys allowed) {
     for (const auto& k : map.keys) {
       bool ok = false;
-      for (const char* a : allowed) ok = ok || k.text == a;
+      for (std::string_view a : allowed) ok = ok || k.text == a;
       if (ok) continue;
       std::vector<std::string> names(allowed.begin(), allowed.end());
       std::string hint;
@@ -466,7 +468,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
   size_t before = d_.size();
   if (kind == "http") {
     if (!is_map(n, what)) return false;
-    check_keys(n, what, {"path", "hmac", "bearer"});
+    check_keys(n, what, schema::kHttpSource);
     HttpSourceSpec s;
     if (get_string(n, "path", what, &s.path, true)) {
       if (s.path[0] != '/' || s.path.find_first_of(" ?#\t") != std::string::npos) {
@@ -474,7 +476,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
       }
     }
     if (const SrcNode* h = n.get("hmac"); h && is_map(*h, what + ".hmac")) {
-      check_keys(*h, what + ".hmac", {"secret_env", "header", "scheme"});
+      check_keys(*h, what + ".hmac", schema::kHttpSourceHmac);
       HmacSpec hs;
       if (!h->get("secret_env")) error(*h, what + ".hmac needs `secret_env`");
       check_env_name(*h, "secret_env", what + ".hmac", &hs.secret_env);
@@ -488,7 +490,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
       s.hmac = hs;
     }
     if (const SrcNode* b = n.get("bearer"); b && is_map(*b, what + ".bearer")) {
-      check_keys(*b, what + ".bearer", {"token_env"});
+      check_keys(*b, what + ".bearer", schema::kHttpSourceBearer);
       std::string env;
       if (!b->get("token_env")) error(*b, what + ".bearer needs `token_env`");
       check_env_name(*b, "token_env", what + ".bearer", &env);
@@ -497,8 +499,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     *out = s;
   } else if (kind == "mqtt") {
     if (!is_map(n, what)) return false;
-    check_keys(n, what, {"broker", "topic", "topics", "qos", "client_id", "clean_session", "username_env",
-                         "password_env", "ca_file", "cert_file", "key_file", "insecure_skip_verify"});
+    check_keys(n, what, schema::kMqttSource);
     MqttSourceSpec s;
     check_url(n, "broker", what, &s.broker, true, {"tcp://", "ssl://", "mqtt://", "mqtts://", "ws://", "wss://"});
     const SrcNode* t = n.get("topic");
@@ -525,7 +526,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     *out = s;
   } else if (kind == "nats") {
     if (!is_map(n, what)) return false;
-    check_keys(n, what, {"subject", "queue"});
+    check_keys(n, what, schema::kNatsSource);
     NatsSourceSpec s;
     if (get_string(n, "subject", what, &s.subject, true) && s.subject.find_first_of(" \t\r\n") != std::string::npos) {
       error(*n.get("subject"), what + ".subject must not contain spaces");
@@ -535,7 +536,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     *out = s;
   } else if (kind == "timer") {
     if (!is_map(n, what)) return false;
-    check_keys(n, what, {"every", "cron", "payload"});
+    check_keys(n, what, schema::kTimerSource);
     TimerSourceSpec s;
     Millis every{};
     bool has_every = n.get("every") != nullptr;
@@ -556,7 +557,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     *out = s;
   } else if (kind == "poll") {
     if (!is_map(n, what)) return false;
-    check_keys(n, what, {"url", "every", "headers", "split", "cursor_field", "cursor_param", "oauth2", "oauth"});
+    check_keys(n, what, schema::kPollSource);
     PollSourceSpec s;
     check_url(n, "url", what, &s.url, true, {"http://", "https://"});
     get_duration(n, "every", what, &s.every);
@@ -571,7 +572,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     if (n.get("oauth2") && n.get("oauth")) error(*n.get("oauth"), what + " takes `oauth2` or `oauth`, not both");
     if (o && is_map(*o, what + ".oauth2")) {
       const std::string ow = what + ".oauth2";
-      check_keys(*o, ow, {"token_url", "client_id_env", "client_secret_env", "scopes"});
+      check_keys(*o, ow, schema::kPollSourceOauth2);
       PollSourceSpec::OAuth2 oa;
       check_url(*o, "token_url", ow, &oa.token_url, true, {"http://", "https://"});
       if (!o->get("client_id_env")) error(*o, ow + " needs `client_id_env`");
@@ -591,7 +592,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     *out = s;
   } else if (kind == "exec") {
     if (!is_map(n, what)) return false;
-    check_keys(n, what, {"command", "format", "max_line"});
+    check_keys(n, what, schema::kExecSource);
     ExecSourceSpec s;
     if (const SrcNode* c = n.get("command")) {
       if (c->is_scalar()) {
@@ -655,7 +656,7 @@ void Loader::sinks(const SrcNode& to) {
     spec.where = Location{file_, to.keys[i].line, to.keys[i].column};
     if (kind == "http") {
       if (!is_map(n, w)) continue;
-      check_keys(n, w, {"url", "method", "headers", "timeout", "retries", "max_connections"});
+      check_keys(n, w, schema::kHttpSink);
       HttpSinkSpec s;
       check_url(n, "url", w, &s.url, true, {"http://", "https://"});
       if (get_string(n, "method", w, &s.method)) {
@@ -672,7 +673,7 @@ void Loader::sinks(const SrcNode& to) {
       spec.kind = s;
     } else if (kind == "mqtt") {
       if (!is_map(n, w)) continue;
-      check_keys(n, w, {"broker", "topic", "qos", "retain", "client_id", "username_env", "password_env", "retries"});
+      check_keys(n, w, schema::kMqttSink);
       MqttSinkSpec s;
       check_url(n, "broker", w, &s.broker, true, {"tcp://", "ssl://", "mqtt://", "mqtts://", "ws://", "wss://"});
       get_string(n, "topic", w, &s.topic, true);
@@ -686,7 +687,7 @@ void Loader::sinks(const SrcNode& to) {
       spec.kind = s;
     } else if (kind == "nats") {
       if (!is_map(n, w)) continue;
-      check_keys(n, w, {"subject"});
+      check_keys(n, w, schema::kNatsSink);
       NatsSinkSpec s;
       if (get_string(n, "subject", w, &s.subject, true) && s.subject.find_first_of(" \t\r\n*>") != std::string::npos) {
         error(*n.get("subject"), w + ".subject must be a plain subject (no spaces or wildcards)");
@@ -718,7 +719,7 @@ void Loader::tables(const SrcNode& n) {
     }
     const SrcNode& t = n.items[i];
     if (!is_map(t, what)) continue;
-    check_keys(t, what, {"file", "key", "rows"});
+    check_keys(t, what, schema::kTable);
     std::string key;
     get_string(t, "key", what, &key);
     const SrcNode* file = t.get("file");
@@ -818,7 +819,7 @@ void Loader::step(const SrcNode& n, const std::string& what, int index, const st
       *ok = false;
       return;
     }
-    check_keys(*body, w, {"table", "key", "as", "default"});
+    check_keys(*body, w, schema::kLookupStep);
     std::string table;
     if (get_string(*body, "table", w, &table, true)) {
       out->table = program_->tables.find(table);
@@ -890,7 +891,7 @@ void Loader::step(const SrcNode& n, const std::string& what, int index, const st
       const SrcNode& a = body->items[i];
       const std::string aw = w + "[" + std::to_string(i) + "]";
       if (!is_map(a, aw)) continue;
-      check_keys(a, aw, {"when", "steps", "to"});
+      check_keys(a, aw, schema::kBranchArm);
       if (seen_default) error(a, aw + " can never match: it follows the default arm (the one without `when`)");
       Arm arm;
       if (const SrcNode* when = a.get("when")) compile(*when, aw + ".when", &arm.when);
@@ -932,7 +933,7 @@ void Loader::tests(const SrcNode& n) {
 
 std::shared_ptr<const Flow> Loader::load(const SrcNode& root, const std::string& hash) {
   if (!is_map(root, "a flow file")) return nullptr;
-  check_keys(root, "the flow file", {"flow", "description", "from", "tables", "steps", "to", "on_error", "tests"});
+  check_keys(root, "the flow file", schema::kFlowFile);
   program_ = std::make_unique<Program>();
   if (get_string(root, "flow", "the flow file", &flow_name_, true) && !valid_name(flow_name_)) {
     error(*root.get("flow"), "flow name " + quote(flow_name_) + " must match ^[a-z][a-z0-9_-]{0,62}$");

@@ -4,25 +4,104 @@
 #include <openssl/sha.h>
 #include <pthread.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "runtime/dashboard.h"
 #include "runtime/log.h"
 
 namespace weir {
 namespace {
 constexpr std::string_view kFlowsPrefix = "/flows/";
 
-std::string query_param(std::string_view target, std::string_view name) {
+// %XX and '+' decoded (ids may hold any character an Idempotency-Key may).
+std::string url_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> query_opt(std::string_view target, std::string_view name) {
   auto q = target.find('?');
-  if (q == std::string_view::npos) return {};
+  if (q == std::string_view::npos) return std::nullopt;
   std::string_view rest = target.substr(q + 1);
   while (!rest.empty()) {
     auto amp = rest.find('&');
     std::string_view kv = rest.substr(0, amp);
     auto eq = kv.find('=');
-    if (kv.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+    if (kv.substr(0, eq) == name) return url_decode(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
     if (amp == std::string_view::npos) break;
     rest = rest.substr(amp + 1);
   }
-  return {};
+  return std::nullopt;
+}
+
+std::string query_param(std::string_view target, std::string_view name) {
+  return query_opt(target, name).value_or("");
+}
+
+std::string url_encode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// A whole decimal number in [lo, hi], or nullopt.
+std::optional<uint64_t> whole_number(const std::string& s, uint64_t lo, uint64_t hi) {
+  if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  uint64_t v = std::stoull(s);
+  if (v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
+// POST /dlq/replay's body (spec §5): empty or {} (all), {"flow": F}, {"ids": [...]} or
+// both (dead letters of F among those ids). Anything else is refused with why — a
+// filter that is ignored would replay every dead letter.
+std::optional<std::string> parse_replay_filter(const std::string& body, std::optional<std::string>* flow,
+                                               std::vector<std::string>* ids) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "the body must be a JSON object";
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() != "flow" && it.key() != "ids") return "unknown key \"" + it.key() + "\" (expected flow or ids)";
+  }
+  if (j.contains("flow")) {
+    if (!j["flow"].is_string() || j["flow"].get<std::string>().empty()) return "flow must be a flow name (a string)";
+    *flow = j["flow"].get<std::string>();
+  }
+  if (j.contains("ids")) {
+    if (!j["ids"].is_array()) return "ids must be an array of event ids";
+    if (j["ids"].empty()) return "ids must name at least one event id (send {} to replay all)";
+    for (const auto& id : j["ids"]) {
+      if (!id.is_string() || id.get<std::string>().empty()) return "ids must hold event ids (non-empty strings)";
+      ids->push_back(id.get<std::string>());
+    }
+  }
+  return std::nullopt;
 }
 
 // Compares digests so that the time taken says nothing about the token.
@@ -35,6 +114,90 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 
 HttpResponse json_reply(int status, const nlohmann::json& j) {
   return HttpResponse::json(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+// GET /status/metrics: the Prometheus text of /metrics as JSON, per flow and stage, with
+// latency percentiles from the histogram buckets (the bucket's upper bound, as
+// histogram_quantile without interpolation). Read from the rendered text so the JSON
+// can never say something /metrics does not.
+nlohmann::json metrics_json(const std::string& text) {
+  struct Stage {
+    nlohmann::json j = nlohmann::json::object();
+    std::vector<std::pair<double, double>> buckets;   // le, cumulative count
+  };
+  std::map<std::pair<std::string, std::string>, Stage> stages;
+  nlohmann::json out = nlohmann::json::object();
+  nlohmann::json dlq = nlohmann::json::object();
+  auto label = [](std::string_view labels, std::string_view name) -> std::string {
+    std::string key = std::string(name) + "=\"";
+    auto at = labels.find(key);
+    if (at == std::string_view::npos) return {};
+    auto from = at + key.size();
+    return std::string(labels.substr(from, labels.find('"', from) - from));
+  };
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    auto space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    std::string series = line.substr(0, space);
+    double value = std::strtod(line.c_str() + space + 1, nullptr);
+    auto brace = series.find('{');
+    std::string name = series.substr(0, brace);
+    std::string labels = brace == std::string::npos ? "" : series.substr(brace);
+    if (brace == std::string::npos) {
+      if (name == "weir_uptime_seconds") out["uptime_s"] = value;
+      else if (name == "weir_process_resident_memory_bytes") out["rss_bytes"] = value;
+      else if (name == "weir_dlq_written_total") dlq["written"] = value;
+      else if (name == "weir_dlq_write_failures_total") dlq["write_failures"] = value;
+      else if (name == "weir_dlq_holding") dlq["holding"] = value != 0;
+      continue;
+    }
+    std::string flow = label(labels, "flow"), stage = label(labels, "stage");
+    if (flow.empty()) continue;
+    Stage& st = stages[{flow, stage}];
+    static const std::pair<const char*, const char*> kFields[] = {
+        {"weir_events_received_total", "received"}, {"weir_events_acked_total", "acked"},
+        {"weir_events_errors_total", "errors"},     {"weir_events_dlq_total", "dead"},
+        {"weir_events_dropped_total", "dropped"},   {"weir_events_in_flight", "in_flight"},
+        {"weir_consumer_lag", "lag"}};
+    for (const auto& [metric, field] : kFields) {
+      if (name == metric) st.j[field] = value;
+    }
+    if (name == "weir_stage_latency_seconds_bucket") {
+      std::string le = label(labels, "le");
+      st.buckets.emplace_back(le == "+Inf" ? INFINITY : std::strtod(le.c_str(), nullptr), value);
+    } else if (name == "weir_stage_latency_seconds_count") {
+      st.j["latency_count"] = value;
+    }
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (auto& [key, st] : stages) {
+    st.j["flow"] = key.first;
+    st.j["stage"] = key.second;
+    std::sort(st.buckets.begin(), st.buckets.end());
+    double count = st.buckets.empty() ? 0 : st.buckets.back().second;
+    nlohmann::json lat = {{"count", count}};
+    for (auto [q, field] : {std::pair{0.5, "p50"}, std::pair{0.9, "p90"}, std::pair{0.99, "p99"}}) {
+      if (count <= 0) {
+        lat[field] = nullptr;
+        continue;
+      }
+      double rank = q * count, bound = INFINITY;
+      for (const auto& [le, c] : st.buckets) {
+        if (c >= rank) {
+          bound = le;
+          break;
+        }
+      }
+      lat[field] = std::isinf(bound) ? nlohmann::json(nullptr) : nlohmann::json(bound * 1000.0);
+    }
+    st.j["latency_ms"] = lat;
+    st.j.erase("latency_count");
+    list.push_back(std::move(st.j));
+  }
+  out["stages"] = std::move(list);
+  out["dlq"] = std::move(dlq);
+  return out;
 }
 }  // namespace
 
@@ -76,6 +239,29 @@ Handler Admin::handler() {
   return [this](HttpRequest& req, Responder respond) { handle(req, std::move(respond)); };
 }
 
+// The dashboard's page, script and style sheet (runtime/dashboard/, embedded). They hold
+// no data, so they are served without the token — a browser cannot send a bearer token
+// when it navigates — and every call the page makes for data needs it like any other
+// (ADR 0093). The CSP keeps the page to this origin: nothing is fetched from elsewhere.
+bool Admin::serve_dashboard(std::string_view path, const Responder& respond) {
+  std::string_view want = path == "/" ? "/index.html" : path;
+  for (const auto& asset : dashboard_assets()) {
+    if (asset.path != want) continue;
+    HttpResponse r;
+    r.content_type = std::string(asset.content_type);
+    r.body = std::string(asset.body);
+    r.headers.emplace_back("Content-Security-Policy",
+                           "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                           "img-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'");
+    r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    r.headers.emplace_back("Cache-Control", "no-cache");
+    r.headers.emplace_back("Referrer-Policy", "no-referrer");
+    respond(std::move(r));
+    return true;
+  }
+  return false;
+}
+
 void Admin::handle(HttpRequest& req, Responder respond) {
   std::string_view path = req.path();
   std::string_view method = req.method();
@@ -85,10 +271,12 @@ void Admin::handle(HttpRequest& req, Responder respond) {
   }
   if (path == "/readyz") {
     std::string why;
-    if (backend_.ready(&why)) respond(json_reply(200, {{"status", "ready"}}));
+    DeadLetters* dlq = dlq_.load();
+    if (backend_.ready(&why) && !(dlq && dlq->holding(&why))) respond(json_reply(200, {{"status", "ready"}}));
     else respond(json_reply(503, {{"status", "not ready"}, {"reason", why}}));
     return;
   }
+  if (method == "GET" && serve_dashboard(path, respond)) return;
   if (!token_.empty()) {
     std::string_view auth = req.header("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
@@ -104,7 +292,14 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
     r.body = metrics_.render_prometheus();
+    if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(r.body);
     respond(std::move(r));
+    return;
+  }
+  if (path == "/status/metrics" && method == "GET") {
+    std::string text = metrics_.render_prometheus();
+    if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(text);
+    respond(json_reply(200, metrics_json(text)));
     return;
   }
   // In a cluster these read the version registry (KV round trips): not on the io thread.
@@ -166,13 +361,48 @@ void Admin::handle(HttpRequest& req, Responder respond) {
       respond(HttpResponse::error(503, "not connected to NATS yet"));
       return;
     }
-    std::string flow = query_param(req.target(), "flow");
-    size_t limit = 1000;
-    if (auto l = query_param(req.target(), "limit"); !l.empty()) limit = std::strtoull(l.c_str(), nullptr, 10);
-    on_worker([dlq, flow, limit, respond] {
-      auto r = dlq->list(flow.empty() ? std::nullopt : std::optional<std::string>(flow), limit);
-      if (r) respond(json_reply(200, r.value()));
-      else respond(HttpResponse::error(503, r.status().message()));
+    // Paging (spec §5): ?flow=F&after=ID&limit=N; after_seq=N is the exact cursor the
+    // Link header hands out (docs/admin-api.md, ADR 0091).
+    DeadLetterQuery q;
+    std::string target(req.target());
+    if (auto f = query_opt(target, "flow"); f && !f->empty()) q.flow = *f;
+    if (auto id = query_opt(target, "id"); id && !id->empty()) q.id = *id;
+    if (auto a = query_opt(target, "after"); a && !a->empty()) q.after_id = *a;
+    if (auto l = query_opt(target, "limit")) {
+      auto v = whole_number(*l, 1, DeadLetters::kMaxPage);
+      if (!v) {
+        respond(HttpResponse::error(400, "limit must be a whole number from 1 to " +
+                                             std::to_string(DeadLetters::kMaxPage)));
+        return;
+      }
+      q.limit = *v;
+    }
+    if (auto a = query_opt(target, "after_seq")) {
+      auto v = whole_number(*a, 0, UINT64_MAX / 2);
+      if (!v) {
+        respond(HttpResponse::error(400, "after_seq must be a whole number (a dead letter's seq)"));
+        return;
+      }
+      q.after_seq = *v;
+    }
+    on_worker([dlq, q, respond] {
+      auto r = dlq->list(q);
+      if (!r) {
+        int code = r.status().code() == Status::Code::kNotFound ? 404 : 503;
+        respond(HttpResponse::error(code, r.status().message()));
+        return;
+      }
+      HttpResponse out = json_reply(200, r->items);
+      out.headers.emplace_back("X-More", r->more ? "true" : "false");
+      if (r->more) {
+        std::string next = "/dlq?after_seq=" + std::to_string(r->last_seq) + "&limit=" + std::to_string(q.limit);
+        if (q.flow) next += "&flow=" + url_encode(*q.flow);
+        if (q.id) next += "&id=" + url_encode(*q.id);
+        out.headers.emplace_back("Link", "<" + next + ">; rel=\"next\"");
+        out.headers.emplace_back("X-Next-After", r->last_id);
+        out.headers.emplace_back("X-Next-After-Seq", std::to_string(r->last_seq));
+      }
+      respond(std::move(out));
     });
     return;
   }
@@ -184,18 +414,10 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     }
     std::optional<std::string> flow;
     std::vector<std::string> ids;
-    if (!req.body().empty()) {
-      auto j = nlohmann::json::parse(req.body(), nullptr, false);
-      if (j.is_discarded() || !j.is_object()) {
-        respond(HttpResponse::error(400, "body must be {}, {\"flow\": F} or {\"ids\": [...]}"));
-        return;
-      }
-      if (j.contains("flow") && j["flow"].is_string()) flow = j["flow"].get<std::string>();
-      if (j.contains("ids") && j["ids"].is_array()) {
-        for (const auto& id : j["ids"]) {
-          if (id.is_string()) ids.push_back(id.get<std::string>());
-        }
-      }
+    if (auto bad = parse_replay_filter(req.body(), &flow, &ids)) {
+      respond(HttpResponse::error(400, "malformed replay filter: " + *bad +
+                                           "; send {}, {\"flow\": F}, {\"ids\": [ID, ...]} or both keys"));
+      return;
     }
     on_worker([dlq, flow, ids, respond] {
       auto r = dlq->replay(flow, ids);

@@ -1,4 +1,5 @@
-// Admin: the admin HTTP API of spec §5 (/healthz, /readyz, /metrics, /flows, /dlq).
+// Admin: the admin HTTP API of spec §5 (/healthz, /readyz, /metrics, /status, /flows, /dlq)
+// and the dashboard at `/` (runtime/dashboard/; docs/admin-api.md, docs/dashboard.md).
 // Handlers run on the io thread; slow calls (dead-letter listing and replay, which
 // read the stream message by message) run on the admin worker thread and answer
 // from there. With a token, every call but /healthz and /readyz needs
@@ -49,6 +50,7 @@ class Admin {
 
  private:
   void handle(HttpRequest& req, Responder respond);
+  bool serve_dashboard(std::string_view path, const Responder& respond);
   void on_worker(std::function<void()> job);
 
   AdminBackend& backend_;

@@ -2,12 +2,28 @@
 
 #include <curl/curl.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
 namespace weir {
+namespace {
+std::string& token() {
+  static std::string t;
+  return t;
+}
+}  // namespace
+
+void set_admin_token(std::string t) { token() = std::move(t); }
+
+std::string AdminReply::header(const std::string& lower_name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == lower_name) return v;
+  }
+  return {};
+}
 
 AdminReply admin_call(const std::string& server, const std::string& method, const std::string& path,
                       const std::string& body) {
@@ -23,8 +39,8 @@ AdminReply admin_call(const std::string& server, const std::string& method, cons
   url += path;
   curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
   std::string auth;
-  if (const char* t = std::getenv("WEIR_ADMIN_TOKEN"); t && *t) {
-    auth = std::string("Authorization: Bearer ") + t;
+  if (!token().empty()) {
+    auth = "Authorization: Bearer " + token();
     headers = curl_slist_append(headers, auth.c_str());
   }
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -41,6 +57,20 @@ AdminReply admin_call(const std::string& server, const std::string& method, cons
     return s * n;
   });
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &out.body);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, +[](char* p, size_t s, size_t n, void* ud) {
+    std::string line(p, s * n);
+    auto colon = line.find(':');
+    if (colon != std::string::npos) {
+      std::string name = line.substr(0, colon);
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      std::string value = line.substr(colon + 1);
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(0, 1);
+      while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.pop_back();
+      static_cast<AdminReply*>(ud)->headers.emplace_back(std::move(name), std::move(value));
+    }
+    return s * n;
+  });
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &out);
   CURLcode rc = curl_easy_perform(c);
   if (rc != CURLE_OK) {
     out.error = curl_easy_strerror(rc);
@@ -64,7 +94,13 @@ int admin_command(const std::string& server, const std::string& method, const st
   auto j = nlohmann::json::parse(r.body, nullptr, false);
   std::string text = j.is_discarded() ? r.body : j.dump(2);
   std::fprintf(r.status < 300 ? stdout : stderr, "%s\n", text.c_str());
-  return r.status < 300 ? 0 : 1;
+  return admin_exit_code(r);
+}
+
+int admin_exit_code(const AdminReply& r) {
+  if (r.status >= 200 && r.status < 300) return 0;
+  if (r.status >= 400 && r.status < 500) return 2;
+  return 1;
 }
 
 }  // namespace weir

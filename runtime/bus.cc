@@ -423,7 +423,7 @@ constexpr int64_t kMinStreamBytes = 8LL << 20;
 //    asked: halve the size down to 8 MiB and say what was chosen;
 //  - timeouts, no responders, no leader yet → retried with backoff up to setup_timeout.
 Status Bus::add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
-                                 bool work_queue, int64_t max_age_ns) {
+                                 bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes) {
   jsStreamConfig cfg;
   jsStreamConfig_Init(&cfg);
   cfg.Name = name.c_str();
@@ -439,6 +439,13 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
   cfg.MaxAge = max_age_ns;
   // A full stream refuses new writes (ingress answers 503) instead of dropping old ones.
   cfg.Discard = work_queue ? js_DiscardNew : js_DiscardOld;
+  // Dead letters: an explicit limit (0 = none) with discard-new, so a full stream refuses a
+  // dead letter (the stage holds the event) instead of dropping the oldest (ADR 0090).
+  if (max_bytes) {
+    cfg.MaxBytes = *max_bytes > 0 ? *max_bytes : -1;
+    cfg.Discard = js_DiscardNew;
+  }
+  const int64_t asked = cfg.MaxBytes;
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
   for (int attempt = 1;; ++attempt) {
     jsStreamInfo* si = nullptr;
@@ -463,10 +470,10 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
       if (si) jsStreamInfo_Destroy(si), si = nullptr;
     }
     if (s == NATS_OK) {
-      if (cfg.MaxBytes != options_.stream_max_bytes) {
+      if (cfg.MaxBytes != asked) {
         log::warn("stream sized to fit the server's JetStream storage",
                   {{"stream", name}, {"max_bytes", size_text(cfg.MaxBytes)},
-                   {"asked", size_text(options_.stream_max_bytes)}, {"key", "nats.stream_max_bytes"}});
+                   {"asked", size_text(asked)}, {"key", "nats.stream_max_bytes"}});
       }
       return Status::ok();
     }
@@ -562,10 +569,10 @@ Status Bus::ensure_flow_stream(std::string_view flow) {
   return add_or_update_stream(layout::flow_stream(f), {"weir." + f + ".>"}, true, 0);
 }
 
-Status Bus::ensure_dlq_stream() {
-  // Dead letters are kept for 14 days or until replayed.
+Status Bus::ensure_dlq_stream(std::chrono::milliseconds max_age, int64_t max_bytes) {
+  // Dead letters are kept until replayed, unless the config bounds them (spec §1.3, §3).
   return add_or_update_stream(layout::kDlqStream, {"weir.dlq.>"}, false,
-                              int64_t{14} * 24 * 3600 * 1'000'000'000LL);
+                              std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count(), max_bytes);
 }
 
 Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& o) {

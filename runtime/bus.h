@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -139,7 +140,8 @@ class Bus {
 
   // Stream and consumer setup; idempotent (updates what changed).
   Status ensure_flow_stream(std::string_view flow);
-  Status ensure_dlq_stream();
+  // dlq.max_age / dlq.max_bytes; 0 = no limit. Full: writes are refused, none dropped (ADR 0090).
+  Status ensure_dlq_stream(std::chrono::milliseconds max_age, int64_t max_bytes);
   Result<std::unique_ptr<PullConsumer>> pull_consumer(const ConsumerOptions& options);
 
   // Pipelined JetStream publish. `done` is called exactly once.
@@ -159,8 +161,9 @@ class Bus {
  private:
   Bus() = default;
   struct Publisher;
+  // `max_bytes` given: that bound (0 = none) with discard-new (a full stream refuses writes).
   Status add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
-                              bool work_queue, int64_t max_age_ns);
+                              bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes = std::nullopt);
   void set_connected(bool up);
 
   BusOptions options_;

@@ -93,7 +93,7 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   if (root.IsNull()) return c;   // an empty file means defaults
   Reader r(path);
   r.check_keys(root, "", {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout",
-                         "max_deliver"});
+                         "max_deliver", "dlq"});
   if (auto n = root["nats"]) {
     r.check_keys(n, "nats", {"url", "creds", "replicas", "stream_max_bytes"});
     if (n["url"]) c.nats.url = r.str(n["url"], "nats.url");
@@ -141,6 +141,13 @@ RuntimeConfig load_runtime_config(const std::string& path) {
       c.log.format = r.str(n["format"], "log.format");
       if (c.log.format != "text" && c.log.format != "json") r.fail(n["format"], "log.format", "must be text or json");
     }
+  }
+  if (auto n = root["dlq"]) {   // 0 (the default) = no limit: every dead letter is kept
+    r.check_keys(n, "dlq", {"max_age", "max_bytes"});
+    auto zero = [&](const YAML::Node& v, const char* f) { return r.str(v, f) == "0"; };
+    if (n["max_age"] && !zero(n["max_age"], "dlq.max_age")) c.dlq.max_age = r.duration(n["max_age"], "dlq.max_age");
+    if (n["max_bytes"] && !zero(n["max_bytes"], "dlq.max_bytes"))
+      c.dlq.max_bytes = r.size(n["max_bytes"], "dlq.max_bytes");
   }
   if (auto n = root["drain_timeout"]) c.drain_timeout = r.duration(n, "drain_timeout");
   if (auto n = root["max_deliver"]) c.max_deliver = r.integer(n, "max_deliver", 1, 1000);

@@ -48,6 +48,10 @@ struct RuntimeConfig {
     std::string level = "info";
     std::string format = "text";
   } log;
+  struct Dlq {                // dead-letter retention; 0 = no limit (ADR 0090)
+    std::chrono::milliseconds max_age{0};   // dead letters older than this expire
+    int64_t max_bytes = 0;                  // past it the stream refuses writes: stages hold
+  } dlq;
   std::chrono::milliseconds drain_timeout{10000};
   int max_deliver = 5;        // a stage dead-letters an event on this delivery (spec §1.6: poison events)
   std::string config_file;    // where it came from ("" = defaults only)

@@ -1,9 +1,11 @@
 #include "runtime/dlq.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 
 #include "flows/json_limits.h"
+#include "runtime/log.h"
 
 namespace weir {
 namespace {
@@ -20,6 +22,11 @@ std::string stage_token(const std::string& stage) {
     if (c == ':' || c == '.' || c == '*' || c == '>' || c == ' ') c = '-';
   }
   return t;
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string header_of(const StoredMessage& m, const char* name) {
@@ -54,19 +61,89 @@ void DeadLetters::publish(const DeadLetter& d, PublishCallback done) {
       {kSubject, d.replay_subject},
   };
   bus_.publish(layout::dlq_subject(d.flow, stage_token(d.stage)), d.body, h, std::chrono::seconds(5),
-               std::move(done));
+               [this, done = std::move(done)](const Status& s, const PubAck& ack) {
+                 record(s);
+                 done(s, ack);
+               });
 }
 
-Result<nlohmann::json> DeadLetters::list(const std::optional<std::string>& flow, size_t limit) {
+void DeadLetters::record(const Status& s) {
+  if (s) {
+    written_.fetch_add(1, std::memory_order_relaxed);
+    if (holding_.exchange(false)) log::info("the dead-letter stream takes writes again");
+    return;
+  }
+  refused_.fetch_add(1, std::memory_order_relaxed);
+  last_refusal_ms_ = now_ms();
+  {
+    std::lock_guard lock(mu_);
+    last_error_ = s.message();
+  }
+  if (!holding_.exchange(true)) {
+    log::warn("the dead-letter stream refuses writes: stages hold their events until it takes them "
+              "(replay or delete dead letters, or raise dlq.max_bytes)",
+              {{"error", s.message()}});
+  }
+}
+
+bool DeadLetters::holding(std::string* why) const {
+  if (!holding_.load() || now_ms() - last_refusal_ms_.load() > kHoldingFor.count()) return false;
+  std::lock_guard lock(mu_);
+  *why = "the dead-letter stream refuses writes (" + last_error_ +
+         "); events that would be dead-lettered are held and retried";
+  return true;
+}
+
+void DeadLetters::render_metrics(std::string& out) const {
+  out += "# HELP weir_dlq_written_total Dead letters written to the dead-letter stream.\n"
+         "# TYPE weir_dlq_written_total counter\n"
+         "weir_dlq_written_total " + std::to_string(written_.load()) + "\n";
+  out += "# HELP weir_dlq_write_failures_total Dead-letter writes refused (stream at dlq.max_bytes, or NATS away); "
+         "each one's event is held and retried.\n"
+         "# TYPE weir_dlq_write_failures_total counter\n"
+         "weir_dlq_write_failures_total " + std::to_string(refused_.load()) + "\n";
+  std::string why;
+  out += "# HELP weir_dlq_holding 1 while the last dead-letter write failed (stages hold events).\n"
+         "# TYPE weir_dlq_holding gauge\n"
+         "weir_dlq_holding " + std::string(holding(&why) ? "1" : "0") + "\n";
+}
+
+Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
   auto bounds = bus_.stream_bounds(layout::kDlqStream);
   if (!bounds) return bounds.status();
-  nlohmann::json out = nlohmann::json::array();
+  DeadLetterPage page;
   auto [first, last] = bounds.value();
-  for (uint64_t seq = first; seq != 0 && seq <= last && out.size() < limit; ++seq) {
+  if (first == 0) {
+    if (q.after_id) return Status::not_found("no dead letter with id " + *q.after_id);
+    return page;
+  }
+  uint64_t seq = std::max(first, q.after_seq + 1);
+  if (q.after_id) {
+    // Resolve the id to its first stored dead letter (ids repeat when an event dies in
+    // two sinks; after_seq is the exact cursor and what the Link header gives).
+    bool found = false;
+    for (uint64_t s = first; s <= last; ++s) {
+      auto m = bus_.get_message(layout::kDlqStream, s);
+      if (m && header_of(m.value(), layout::kHeaderId) == *q.after_id) {
+        seq = std::max(seq, s + 1);
+        found = true;
+        break;
+      }
+    }
+    if (!found) return Status::not_found("no dead letter with id " + *q.after_id + " (replayed, or never stored)");
+  }
+  const size_t limit = std::clamp<size_t>(q.limit, 1, kMaxPage);
+  for (; seq <= last; ++seq) {
     auto m = bus_.get_message(layout::kDlqStream, seq);
     if (!m) continue;   // deleted (replayed) sequences leave gaps
     std::string f = header_of(m.value(), kFlow);
-    if (flow && f != *flow) continue;
+    if (q.flow && f != *q.flow) continue;
+    std::string id = header_of(m.value(), layout::kHeaderId);
+    if (q.id && id != *q.id) continue;
+    if (page.items.size() == limit) {   // one more matches: say so and stop
+      page.more = true;
+      break;
+    }
     // Bounded: a dead letter may be the very event that was too deep to run.
     auto parsed = flows::parse_json(m->data, flows::kDefaultMaxDepth);
     nlohmann::json event = parsed ? std::move(*parsed) : nlohmann::json(m->data);
@@ -77,17 +154,19 @@ Result<nlohmann::json> DeadLetters::list(const std::optional<std::string>& flow,
         return 0;
       }
     };
-    out.push_back({{"id", header_of(m.value(), layout::kHeaderId)},
-                   {"seq", seq},
-                   {"flow", f},
-                   {"version", num(kVersion)},
-                   {"stage", header_of(m.value(), kStage)},
-                   {"reason", header_of(m.value(), kReason)},
-                   {"deliveries", num(kDeliveries)},
-                   {"at", m->time_ns / 1'000'000},
-                   {"event", std::move(event)}});
+    page.items.push_back({{"id", id},
+                          {"seq", seq},
+                          {"flow", f},
+                          {"version", num(kVersion)},
+                          {"stage", header_of(m.value(), kStage)},
+                          {"reason", header_of(m.value(), kReason)},
+                          {"deliveries", num(kDeliveries)},
+                          {"at", m->time_ns / 1'000'000},
+                          {"event", std::move(event)}});
+    page.last_seq = seq;
+    page.last_id = std::move(id);
   }
-  return out;
+  return page;
 }
 
 Result<size_t> DeadLetters::replay(const std::optional<std::string>& flow, const std::vector<std::string>& ids) {

@@ -28,7 +28,8 @@ class FlowIngest final : public Ingest {
   std::string flow_, subject_;
 };
 
-// A new random event id: 28 hex digits, time-ordered in its first 12.
+// A new random event id: 28 hex digits — 12 of milliseconds since the epoch (so ids sort
+// by time), then 16 of a random 64-bit number.
 std::string new_event_id();
 
 }  // namespace weir

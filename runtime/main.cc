@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -30,6 +31,21 @@
 namespace {
 constexpr const char* kDefaultServer = "http://127.0.0.1:8081";
 
+std::string url_encode(const std::string& s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 std::string cell(const nlohmann::json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return "-";
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
@@ -46,7 +62,7 @@ int status_command(const std::string& server, int interval_ms, bool as_json) {
     *out = nlohmann::json::parse(r.body, nullptr, false);
     if (r.status != 200 || !out->is_object()) {
       std::fprintf(stderr, "%s\n", r.body.c_str());
-      return 1;
+      return r.status == 200 ? 1 : weir::admin_exit_code(r);
     }
     return 0;
   };
@@ -97,6 +113,71 @@ int status_command(const std::string& server, int interval_ms, bool as_json) {
   }
   return 0;
 }
+// `weir dlq list`: every page (GET /dlq follows its Link rel="next"), printed as one array.
+int dlq_list_command(const std::string& server, const std::string& flow, const std::string& id, int page_size) {
+  nlohmann::json all = nlohmann::json::array();
+  std::string path = "/dlq?limit=" + std::to_string(page_size);
+  if (!flow.empty()) path += "&flow=" + flow;
+  if (!id.empty()) path += "&id=" + url_encode(id);
+  for (;;) {
+    weir::AdminReply r = weir::admin_call(server, "GET", path);
+    if (r.status == 0) {
+      std::fprintf(stderr, "weir: cannot reach %s: %s\n", server.c_str(), r.error.c_str());
+      return 1;
+    }
+    auto page = nlohmann::json::parse(r.body, nullptr, false);
+    if (r.status != 200 || !page.is_array()) {
+      std::fprintf(stderr, "%s\n", r.body.c_str());
+      return r.status == 200 ? 1 : weir::admin_exit_code(r);
+    }
+    for (auto& d : page) all.push_back(std::move(d));
+    // Link: </dlq?after_seq=N&...>; rel="next"
+    std::string link = r.header("link");
+    auto lt = link.find('<'), gt = link.find('>');
+    if (link.find("rel=\"next\"") == std::string::npos || lt == std::string::npos || gt == std::string::npos) break;
+    path = link.substr(lt + 1, gt - lt - 1);
+  }
+  if (!id.empty()) {
+    if (all.empty()) {
+      std::fprintf(stderr, "weir: no dead letter with id %s\n", id.c_str());
+      return 1;
+    }
+    // One event may have died in two sinks: then both are shown.
+    std::printf("%s\n", (all.size() == 1 ? all[0] : all).dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s\n", all.dump(2).c_str());
+  return 0;
+}
+
+// The admin token for the client commands: --token-env NAME, else the config's
+// admin.token_env, else WEIR_ADMIN_TOKEN when set. A named variable that is unset is a
+// usage error (the call would only answer 401).
+int resolve_token(const std::string& token_env, const std::string& config_file, std::string* server,
+                  bool server_given) {
+  std::string env = token_env;
+  if (!config_file.empty()) {
+    try {
+      weir::RuntimeConfig c = weir::load_runtime_config(config_file);
+      if (env.empty()) env = c.admin.token_env;
+      if (!server_given && c.admin.listen.find(":0") == std::string::npos) *server = "http://" + c.admin.listen;
+    } catch (const weir::ConfigError& e) {
+      std::fprintf(stderr, "weir: %s\n", e.what());
+      return 2;
+    }
+  }
+  if (env.empty()) {
+    if (const char* t = std::getenv("WEIR_ADMIN_TOKEN"); t && *t) weir::set_admin_token(t);
+    return 0;
+  }
+  const char* t = std::getenv(env.c_str());
+  if (!t || !*t) {
+    std::fprintf(stderr, "weir: the admin token's environment variable %s is not set\n", env.c_str());
+    return 2;
+  }
+  weir::set_admin_token(t);
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -134,14 +215,19 @@ int main(int argc, char** argv) {
   auto* deploy = app.add_subcommand("deploy", "send a flow file to a running weir");
   std::string deploy_file;
   deploy->add_option("file", deploy_file)->required();
-  auto* promote = app.add_subcommand("promote", "make a version of a flow the active one");
+  auto* promote = app.add_subcommand(
+      "promote",
+      "make a version of a flow the active one (cluster only: standalone weir keeps no versions — the flow "
+      "file is the one version, `weir deploy` replaces it; the 501 answer says so)");
   std::string flow_name;
   int64_t version = 0;
   promote->add_option("flow", flow_name)->required();
   promote->add_option("version", version)->required();
   int64_t expect_active = 0;
   promote->add_option("--expect", expect_active, "only if this version is the active one (else 409)");
-  auto* rollback = app.add_subcommand("rollback", "go back to the previous version of a flow");
+  auto* rollback = app.add_subcommand(
+      "rollback", "go back to the previous version of a flow (cluster only, like promote: standalone, deploy "
+                  "the previous file again)");
   std::string rollback_flow;
   rollback->add_option("flow", rollback_flow)->required();
   auto* status = app.add_subcommand("status", "flows, versions, rates, lag, leases");
@@ -154,8 +240,20 @@ int main(int argc, char** argv) {
   dlq->add_option("action", dlq_action, "list, show or replay")->required()->check(CLI::IsMember({"list", "show", "replay"}));
   dlq->add_option("id", dlq_id, "event id (show, replay)");
   dlq->add_option("--flow", dlq_flow, "only this flow");
+  int dlq_page = 1000;
+  dlq->add_option("--page-size", dlq_page, "dead letters per GET /dlq request (list and show read every page)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  std::string token_env, client_config;
+  std::vector<CLI::Option*> server_options;
   for (auto* sc : {deploy, promote, rollback, status, dlq}) {
-    sc->add_option("--server", server, "admin API of a running weir")->capture_default_str();
+    server_options.push_back(
+        sc->add_option("--server", server, "admin API of a running weir (default: the config's admin.listen, "
+                                           "else http://127.0.0.1:8081)"));
+    sc->add_option("--token-env", token_env,
+                   "environment variable holding the admin token (default: the config's admin.token_env, "
+                   "else WEIR_ADMIN_TOKEN)");
+    sc->add_option("--config", client_config, "weir.yaml to read admin.listen and admin.token_env from");
   }
   app.add_subcommand("version", "print the version");
 
@@ -174,6 +272,12 @@ int main(int argc, char** argv) {
   if (app.got_subcommand(test)) return weir::flows::test_command(test_files, cases_file, std::cout);
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (app.got_subcommand(deploy) || app.got_subcommand(promote) || app.got_subcommand(rollback) ||
+      app.got_subcommand(status) || app.got_subcommand(dlq)) {
+    bool server_given = false;
+    for (auto* o : server_options) server_given = server_given || o->count() > 0;
+    if (int rc = resolve_token(token_env, client_config, &server, server_given); rc != 0) return rc;
+  }
   if (app.got_subcommand(deploy)) {
     std::FILE* f = std::fopen(deploy_file.c_str(), "rb");
     if (!f) {
@@ -199,25 +303,13 @@ int main(int argc, char** argv) {
   if (app.got_subcommand(rollback)) return weir::admin_command(server, "POST", "/flows/" + rollback_flow + "/rollback");
   if (app.got_subcommand(status)) return status_command(server, status_interval, status_json);
   if (app.got_subcommand(dlq)) {
-    if (dlq_action == "list") return weir::admin_command(server, "GET", "/dlq" + (dlq_flow.empty() ? "" : "?flow=" + dlq_flow));
+    if (dlq_action == "list") return dlq_list_command(server, dlq_flow, "", dlq_page);
     if (dlq_action == "show") {
       if (dlq_id.empty()) {
         std::fprintf(stderr, "weir dlq show: give the event id\n");
         return 2;
       }
-      auto r = weir::admin_call(server, "GET", "/dlq" + (dlq_flow.empty() ? "" : "?flow=" + dlq_flow));
-      if (r.status != 200) return weir::admin_command(server, "GET", "/dlq");
-      auto all = nlohmann::json::parse(r.body, nullptr, false);
-      if (all.is_array()) {
-        for (const auto& d : all) {
-          if (d.value("id", "") == dlq_id) {
-            std::printf("%s\n", d.dump(2).c_str());
-            return 0;
-          }
-        }
-      }
-      std::fprintf(stderr, "weir: no dead letter with id %s\n", dlq_id.c_str());
-      return 1;
+      return dlq_list_command(server, dlq_flow, dlq_id, dlq_page);
     }
     nlohmann::json body = nlohmann::json::object();
     if (!dlq_flow.empty()) body["flow"] = dlq_flow;

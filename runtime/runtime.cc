@@ -1,10 +1,12 @@
 #include "runtime/runtime.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -163,6 +165,13 @@ struct Runtime::Impl final : AdminBackend {
   std::vector<std::unique_ptr<FlowRuntime>> running;
   std::atomic<bool> serving{false};   // set once http-in listens; cleared on drain
   std::atomic<bool> draining{false};
+  // SIGTERM/SIGINT, taken by the signal thread from the start, so a signal during start-up
+  // (NATS still coming up, flows starting) stops weir cleanly too (exit 0).
+  std::mutex signal_mu;
+  std::condition_variable signal_cv;
+  std::atomic<int> signal_taken{0};
+
+  bool stop_requested() const { return signal_taken.load() != 0; }
 
   ClusterHooks* cluster = nullptr;   // set only when clustered
 
@@ -279,7 +288,13 @@ struct Runtime::Impl final : AdminBackend {
       nlohmann::json errors = nlohmann::json::array();
       std::istringstream lines(compiled.status().message());
       for (std::string line; std::getline(lines, line);) errors.push_back(line);
-      return {422, {{"error", "the flow file is not valid"}, {"errors", errors}}};
+      nlohmann::json answer = {{"error", "the flow file is not valid"}, {"errors", errors}};
+      if (compiled.status().message().find("table files are not allowed") != std::string::npos) {
+        answer["hint"] = "a flow sent over the admin API may not name files on the server (it would let an API "
+                         "caller read any file weir can read): give the table's rows inline (rows:) or use a kv: "
+                         "table; a flow with table files starts from the flows dir";
+      }
+      return {422, answer};
     }
     const auto& flow = *compiled.value();
     if (flow.name() != name) {
@@ -288,8 +303,10 @@ struct Runtime::Impl final : AdminBackend {
     }
     FlowRuntime* fr = find_running(name);
     if (!fr) {
-      return {404, {{"error", "no flow named " + name + " runs here; a new flow starts from the flows dir "
-                                  "(add its file there and restart)"}}};
+      // Starting a flow live would wire a new source, consumers and http route into a running
+      // process, which is built once at start (docs/admin-api.md, ADR 0092).
+      return {404, {{"error", "no flow named " + name + " runs here: deploy replaces a running flow's steps; a new "
+                                  "flow starts from the flows dir (add its file there and restart weir)"}}};
     }
     std::string running_text;
     {
@@ -334,8 +351,9 @@ struct Runtime::Impl final : AdminBackend {
 
   std::pair<int, nlohmann::json> promote(const std::string& name, int64_t version, int64_t expected_active) override {
     if (!clustered()) {
-      return {501, {{"error", "versions are kept by the cluster registry (--cluster NAME); standalone, "
-                              "PUT /flows/" + name + " replaces the flow file"}}};
+      return {501, {{"error", "standalone weir keeps no versions to switch between: the file in the flows dir is "
+                              "the one version of a flow and PUT /flows/" + name + " (weir deploy) replaces it. "
+                              "Versions, promote and rollback need the cluster registry (run with --cluster NAME)"}}};
     }
     if (!find_running(name)) return {404, {{"error", "no flow named " + name + " runs here"}}};
     auto a = cluster->promote(name, version, expected_active);
@@ -343,8 +361,9 @@ struct Runtime::Impl final : AdminBackend {
   }
   std::pair<int, nlohmann::json> rollback(const std::string& name) override {
     if (!clustered()) {
-      return {501, {{"error", "versions are kept by the cluster registry (--cluster NAME); standalone, "
-                              "PUT /flows/" + name + " replaces the flow file"}}};
+      return {501, {{"error", "standalone weir keeps no versions to switch between: the file in the flows dir is "
+                              "the one version of a flow and PUT /flows/" + name + " (weir deploy) replaces it. "
+                              "Versions, promote and rollback need the cluster registry (run with --cluster NAME)"}}};
     }
     if (!find_running(name)) return {404, {{"error", "no flow named " + name + " runs here"}}};
     auto a = cluster->rollback(name);
@@ -446,16 +465,18 @@ struct Runtime::Impl final : AdminBackend {
         bus = std::move(b.value());
         break;
       }
-      if (std::chrono::steady_clock::now() > deadline) return b.status();
+      if (std::chrono::steady_clock::now() > deadline || stop_requested()) return b.status();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     dlq = std::make_unique<DeadLetters>(*bus);
     {
-      std::vector<std::string> streams{layout::kDlqStream};
+      // Flow streams share what the server can reserve; dead letters are unlimited unless
+      // dlq.max_bytes says otherwise (ADR 0090, 0110).
+      std::vector<std::string> streams;
       for (const auto& f : flows) streams.push_back(layout::flow_stream(f->name()));
       if (Status s = bus->plan_stream_sizes(streams); !s) return s;
     }
-    if (Status s = bus->ensure_dlq_stream(); !s) return s;
+    if (Status s = bus->ensure_dlq_stream(config.dlq.max_age, config.dlq.max_bytes); !s) return s;
     {  // The KV bucket behind SourceState (poll cursors, ETags); a fresh server or
        // cluster may not answer at once, and a peer may be creating it right now.
       StateStoreOptions so;
@@ -470,7 +491,7 @@ struct Runtime::Impl final : AdminBackend {
         if (st.status().code() != Status::Code::kUnavailable && st.status().code() != Status::Code::kTimeout) {
           return st.status();
         }
-        if (std::chrono::steady_clock::now() > until) return st.status();
+        if (std::chrono::steady_clock::now() > until || stop_requested()) return st.status();
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
       }
     }
@@ -568,12 +589,18 @@ struct Runtime::Impl final : AdminBackend {
       if (f->stage) f->stage->request_stop();
       for (auto& s : f->sinks) s->request_stop();
     }
+    // Each stage stops on its own thread, so the slowest bounds the drain, not the sum; sinks
+    // wait for their deliveries until drain_timeout less kSinkGrace (an HTTP sink's grace for
+    // the requests on the wire, then they are abandoned as retries and redelivered later).
+    constexpr auto kSinkGrace = std::chrono::milliseconds(1000);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    left = std::max(std::chrono::milliseconds(0), left - kSinkGrace);
+    std::vector<std::thread> stoppers;
     for (auto& f : running) {
-      if (f->stage) f->stage->stop();
+      if (f->stage) stoppers.emplace_back([stage = f->stage.get()] { stage->stop(); });
+      for (auto& s : f->sinks) stoppers.emplace_back([sink = s.get(), left] { sink->stop_within(left); });
     }
-    for (auto& f : running) {
-      for (auto& s : f->sinks) s->stop();
-    }
+    for (auto& t : stoppers) t.join();
     // After the stages: until then this instance still handles events and a promoter
     // must keep waiting for it (ADR 0042).
     if (clustered()) cluster->stop();
@@ -594,6 +621,42 @@ struct Runtime::Impl final : AdminBackend {
       return 2;
     }
     if (loaded->empty()) log::warn("no flows found", {{"dir", config.flows}});
+
+    // The signal thread: waits for SIGTERM/SIGINT (blocked in every thread by main). At the
+    // end of run() a SIGTERM sent to it alone ends its wait when no signal came.
+    std::atomic<bool> run_over{false};
+    std::thread signal_thread([this, &run_over] {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGTERM);
+      sigaddset(&set, SIGINT);
+      pthread_sigmask(SIG_BLOCK, &set, nullptr);   // main blocks them too; sigwait needs it here
+      int sig = 0;
+      sigwait(&set, &sig);
+      if (run_over.load()) return;
+      {
+        std::lock_guard lock(signal_mu);
+        signal_taken = sig;
+      }
+      signal_cv.notify_all();
+    });
+    struct SignalThreadGuard {
+      std::thread& t;
+      std::atomic<bool>& over;
+      Impl& impl;
+      ~SignalThreadGuard() {
+        over = true;
+        if (!impl.stop_requested()) pthread_kill(t.native_handle(), SIGTERM);
+        t.join();
+      }
+    } signal_guard{signal_thread, run_over, *this};
+    auto stopped_during_start = [this]() {
+      if (!stop_requested()) return false;
+      log::info("signal received during start-up, stopping",
+                {{"signal", signal_taken.load() == SIGTERM ? "SIGTERM" : "SIGINT"}});
+      if (bus) drain();   // without NATS nothing has started yet
+      return true;
+    };
 
     std::string token;
     if (!config.admin.token_env.empty()) {
@@ -642,11 +705,13 @@ struct Runtime::Impl final : AdminBackend {
     log::info("listening", {{"http", listen_http}, {"admin", listen_admin}});
 
     if (Status s = connect_bus(loaded.value()); !s) {
+      if (stopped_during_start()) return 0;
       // Connect errors say "connect to URL"; set-up errors name the stream and the key to change.
       log::error("NATS start-up failed", {{"error", s.message()}});
       return exit_code_for(s);
     }
     admin->set_dead_letters(dlq.get());
+    if (stopped_during_start()) return 0;
 
     for (auto& f : loaded.value()) {
       std::string text;
@@ -685,6 +750,7 @@ struct Runtime::Impl final : AdminBackend {
         drain();
         return exit_code_for(s);
       }
+      if (stopped_during_start()) return 0;
     }
 
     serving = true;
@@ -711,12 +777,12 @@ struct Runtime::Impl final : AdminBackend {
     }
     std::fflush(stdout);
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
     int sig = 0;
-    sigwait(&set, &sig);
+    {
+      std::unique_lock lock(signal_mu);
+      signal_cv.wait(lock, [&] { return signal_taken.load() != 0; });
+      sig = signal_taken.load();
+    }
     log::info("signal received, draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
     drain();
     return 0;

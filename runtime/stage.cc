@@ -308,13 +308,16 @@ void SinkStage::request_stop() {
   cv_.notify_all();
 }
 
-void SinkStage::stop() {
+void SinkStage::stop() { stop_within(options_.drain_timeout); }
+
+void SinkStage::stop_within(std::chrono::milliseconds budget) {
   if (stopped_.exchange(true)) return;
+  const auto deadline = Clock::now() + budget;
   request_stop();
   if (thread_.joinable()) thread_.join();
   {
     std::unique_lock lock(mu_);
-    cv_.wait_for(lock, options_.drain_timeout, [&] { return in_flight_ == 0; });
+    cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0; });
   }
   // Completes (as retries) whatever is still in flight; those are redelivered later.
   sink_->stop();

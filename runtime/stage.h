@@ -91,6 +91,9 @@ class SinkStage {
   Status start();
   void request_stop();   // stops fetching at once; stop() then drains and joins
   void stop();
+  // stop() with the wait for deliveries in flight bounded by `budget` instead of
+  // drain_timeout: the runtime's drain shares one drain_timeout among all stages.
+  void stop_within(std::chrono::milliseconds budget);
   bool healthy() const { return healthy_.load(); }
 
  private:

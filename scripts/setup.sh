@@ -13,6 +13,7 @@ PACKAGES=(
   libpaho-mqttpp-dev libpaho-mqtt-dev mosquitto mosquitto-clients
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev catch2 libbenchmark-dev
   wrk curl jq python3 binutils
+  chromium chromium-driver python3-selenium   # the dashboard's browser test (tests/dashboard/)
 )
 
 missing=()

@@ -2,6 +2,7 @@
 // traffic, bearer token on everything but /healthz and /readyz; logs (issue #2
 // item 8): JSON lines with levels, no secret ever logged.
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <sstream>
 
 #include "tests/integration/harness.h"
@@ -78,6 +79,19 @@ TEST_CASE("admin API: metrics match the traffic, the token guards all but health
   CHECK(weir.admin("GET", "/dlq").status == 401);
   CHECK(weir.admin("POST", "/dlq/replay", "{}").status == 401);
   CHECK(weir.admin("GET", "/dlq", "", auth).status == 200);
+  // The dashboard's page and assets hold no data: served without the token, with a CSP
+  // that keeps the page to this origin; the data they ask for needs the token.
+  auto page = http_request("GET", weir.admin_url("/"));
+  CHECK(page.status == 200);
+  CHECK(contains(page.header("content-type"), "text/html"));
+  CHECK(contains(page.body, "/dashboard.js"));
+  CHECK(contains(page.header("content-security-policy"), "default-src 'none'"));
+  auto script = http_request("GET", weir.admin_url("/dashboard.js"));
+  CHECK(script.status == 200);
+  CHECK(contains(script.header("content-type"), "javascript"));
+  CHECK(contains(script.body, "sessionStorage"));
+  CHECK(http_request("GET", weir.admin_url("/dashboard.css")).status == 200);
+  CHECK(http_request("GET", weir.admin_url("/index.htm")).status == 401);
 
   constexpr int kOrders = 37;
   constexpr int kRefunds = 5;
@@ -135,6 +149,24 @@ TEST_CASE("admin API: metrics match the traffic, the token guards all but health
   CHECK(has_name(samples, "_bucket", "flow=\"orders\""));
   CHECK(has_name(samples, "_bucket", "le=\"+Inf\""));
   CHECK(has_sample(samples, {"_count"}, "flow=\"orders\"", kOrders));
+  // The same numbers as JSON (GET /status/metrics, the dashboard's feed), same token rule.
+  CHECK(weir.admin("GET", "/status/metrics").status == 401);
+  auto js = weir.admin("GET", "/status/metrics", "", auth);
+  REQUIRE(js.status == 200);
+  json stage_list = json::parse(js.body).value("stages", json::array());
+  int matched = 0;
+  for (const auto& st : stage_list) {
+    if (st.value("flow", "") != "orders") continue;
+    if (st.value("stage", "") == "flow" || st.value("stage", "") == "sink:out") {
+      CHECK(st.value("acked", -1.0) == kOrders);
+      CHECK(st.value("received", -1.0) >= kOrders);
+      CHECK(st["latency_ms"].value("count", -1.0) == kOrders);
+      CHECK(st["latency_ms"]["p50"].is_number());
+      CHECK(st["latency_ms"]["p50"].get<double>() <= st["latency_ms"]["p99"].get<double>());
+      ++matched;
+    }
+  }
+  CHECK(matched == 2);
   // Process RSS and uptime.
   CHECK((has_name(samples, "resident") || has_name(samples, "rss")));
   CHECK((has_name(samples, "uptime") || has_name(samples, "start_time")));
@@ -197,4 +229,370 @@ TEST_CASE("admin API without token_env is open, readyz follows the NATS connecti
   nats.start();
   CHECK(wait_until([&] { return http_request("GET", weir.admin_url("/readyz"), "", {}, 500ms).status == 200; }, 20s,
                    50ms));
+}
+
+// ---------------------------------------------------------------- issue #12: the rough edges
+
+namespace {
+
+struct CliResult {
+  int code = -1;
+  std::string output;   // stdout and stderr
+};
+
+// Runs the weir CLI (a client command) to its end.
+CliResult run_cli(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  weir::testing::TempDir dir;
+  args.insert(args.begin(), weir_binary());
+  // The test's own environment must not lend the CLI a token.
+  env.emplace("WEIR_ADMIN_TOKEN", "");
+  auto p = weir::testing::Process::spawn(args, env, dir.file("out"));
+  auto code = p.wait_exit(60s);
+  CliResult r;
+  r.code = code ? *code : -1;
+  r.output = p.read_log();
+  return r;
+}
+
+// A flow whose step fails on every event without a numeric `n`: each such event is
+// dead-lettered by the flow stage at once.
+std::string failing_flow(const std::string& name, const std::string& path, const std::string& sink_url) {
+  return "flow: " + name + "\nfrom: { http: { path: " + path + " } }\nsteps:\n  - set: { n: number(this.n) }\nto:\n"
+         "  out: { http: { url: \"" + sink_url + "\", retries: 8, timeout: 2s } }\n";
+}
+
+json dlq_items(const HttpReply& r) {
+  auto j = json::parse(r.body, nullptr, false);
+  return j.is_array() ? j : json::array();
+}
+
+std::vector<std::string> ids_of(const json& items) {
+  std::vector<std::string> out;
+  for (const auto& d : items) out.push_back(d.value("id", ""));
+  return out;
+}
+
+// The path inside `Link: </dlq?...>; rel="next"`, "" when there is none.
+std::string next_link(const HttpReply& r) {
+  std::string link = r.header("link");
+  auto lt = link.find('<'), gt = link.find('>');
+  if (lt == std::string::npos || gt == std::string::npos || !contains(link, "rel=\"next\"")) return "";
+  return link.substr(lt + 1, gt - lt - 1);
+}
+
+double metric_value(const std::string& text, const std::string& name) {
+  for (const auto& [n, lv] : parse_metrics(text)) {
+    if (n == name) return lv.second;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq pages, the CLI follows pages",
+          "[integration][admin][dlq]") {
+  NatsServer nats;
+  SinkProcess sink;
+  const std::string token = "tok-dlq-3f9a";
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"bad.yaml", failing_flow("bad", "/in/bad", sink.url("/bad"))},
+                              {"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}},
+                    .config = "admin: { token_env: MY_ADMIN_TOKEN }\n",
+                    .env = {{"MY_ADMIN_TOKEN", token}}});
+  weir.start();
+  INFO(weir.describe());
+  const std::vector<std::string> auth{"Authorization: Bearer " + token};
+
+  constexpr int kDead = 7;
+  std::vector<std::string> posted;
+  for (int i = 0; i < kDead; ++i) {
+    std::string id = "dead-" + std::to_string(i);
+    REQUIRE(weir.post("/in/bad", json{{"n", "not a number"}}.dump(), {"Idempotency-Key: " + id}).status == 202);
+    posted.push_back(id);
+  }
+  HttpReply all;
+  REQUIRE(wait_until(
+      [&] {
+        all = weir.admin("GET", "/dlq", "", auth);
+        return dlq_items(all).size() == kDead;
+      },
+      20s, 50ms));
+  // Stream order is the order they died in: one flow stage, one at a time.
+  CHECK(ids_of(dlq_items(all)) == posted);
+  CHECK(all.header("x-more") == "false");
+  CHECK(next_link(all).empty());
+  std::vector<uint64_t> seqs;
+  for (const auto& d : dlq_items(all)) seqs.push_back(d.value("seq", uint64_t{0}));
+
+  SECTION("malformed replay filters are refused and nothing moves") {
+    for (const std::string body : {R"({"flow": 5})", R"({"ids": []})", R"({"ids": "x"})", R"({"ids": [5]})",
+                                   R"({"flows": "bad"})", R"({"flow": "bad", "id": "dead-1"})", R"([1])",
+                                   R"({"flow": ""})", "not json"}) {
+      auto r = weir.admin("POST", "/dlq/replay", body, auth);
+      INFO(body << " → " << r.status << " " << r.body);
+      CHECK(r.status == 400);
+      CHECK(contains(r.body, "replay filter"));
+    }
+    auto after = weir.admin("GET", "/dlq", "", auth);
+    std::vector<uint64_t> seqs_after;
+    for (const auto& d : dlq_items(after)) seqs_after.push_back(d.value("seq", uint64_t{0}));
+    CHECK(seqs_after == seqs);   // the same dead letters, none replayed (a replay makes a new seq)
+
+    // A well-formed filter still works: one id goes back to the flow, dies again (new seq).
+    auto one = weir.admin("POST", "/dlq/replay", json{{"ids", {"dead-3"}}}.dump(), auth);
+    CHECK(one.status == 200);
+    CHECK(json::parse(one.body).value("replayed", -1) == 1);
+    CHECK(wait_until([&] { return ids_of(dlq_items(weir.admin("GET", "/dlq", "", auth))).back() == "dead-3"; }, 20s,
+                     50ms));
+  }
+
+  SECTION("pages: limit, Link with after_seq, after=ID, whether more exist") {
+    std::vector<std::string> seen;
+    std::string path = "/dlq?limit=3";
+    int pages = 0;
+    for (; !path.empty() && pages < 10; ++pages) {
+      auto r = weir.admin("GET", path, "", auth);
+      REQUIRE(r.status == 200);
+      auto items = dlq_items(r);
+      CHECK(items.size() <= 3);
+      for (const auto& id : ids_of(items)) seen.push_back(id);
+      std::string next = next_link(r);
+      CHECK(r.header("x-more") == (next.empty() ? "false" : "true"));
+      if (!next.empty()) CHECK(r.header("x-next-after") == items.back().value("id", ""));
+      path = next;
+    }
+    CHECK(pages == 3);   // 3 + 3 + 1
+    CHECK(seen == posted);
+
+    auto after = weir.admin("GET", "/dlq?after=dead-2&limit=2", "", auth);
+    REQUIRE(after.status == 200);
+    CHECK(ids_of(dlq_items(after)) == std::vector<std::string>{"dead-3", "dead-4"});
+    CHECK(after.header("x-more") == "true");
+    auto last = weir.admin("GET", "/dlq?after=dead-5", "", auth);
+    CHECK(ids_of(dlq_items(last)) == std::vector<std::string>{"dead-6"});
+    CHECK(last.header("x-more") == "false");
+    CHECK(dlq_items(weir.admin("GET", "/dlq?flow=good", "", auth)).empty());
+    CHECK(dlq_items(weir.admin("GET", "/dlq?flow=bad&limit=1000", "", auth)).size() == kDead);
+    CHECK(weir.admin("GET", "/dlq?after=no-such-id", "", auth).status == 404);
+    for (const std::string bad : {"/dlq?limit=0", "/dlq?limit=abc", "/dlq?limit=1001", "/dlq?after_seq=-1"}) {
+      INFO(bad);
+      CHECK(weir.admin("GET", bad, "", auth).status == 400);
+    }
+  }
+
+  SECTION("the CLI: token from admin.token_env or --token-env, every page, any id, exit codes") {
+    const std::string server = "http://127.0.0.1:" + std::to_string(weir.admin_port());
+    const std::map<std::string, std::string> env{{"MY_ADMIN_TOKEN", token}};
+    // The config names the token's variable; pages of 2 are followed to the end.
+    auto list = run_cli({"dlq", "list", "--server", server, "--config", weir.config_path(), "--page-size", "2"}, env);
+    INFO(list.output);
+    REQUIRE(list.code == 0);
+    auto listed = json::parse(list.output, nullptr, false);
+    REQUIRE(listed.is_array());
+    CHECK(ids_of(listed) == posted);
+    // --token-env names another variable.
+    auto other = run_cli({"dlq", "list", "--server", server, "--token-env", "OTHER_TOKEN"}, {{"OTHER_TOKEN", token}});
+    CHECK(other.code == 0);
+    // The last id, found across pages of 2.
+    auto show = run_cli({"dlq", "show", "dead-6", "--server", server, "--token-env", "OTHER_TOKEN",
+                         "--page-size", "2"},
+                        {{"OTHER_TOKEN", token}});
+    INFO(show.output);
+    CHECK(show.code == 0);
+    CHECK(json::parse(show.output, nullptr, false).value("id", "") == "dead-6");
+    CHECK(run_cli({"dlq", "show", "no-such", "--server", server, "--token-env", "OTHER_TOKEN"},
+                  {{"OTHER_TOKEN", token}})
+              .code == 1);
+    // No token: 401, a usage error → 2; a named variable that is unset → 2.
+    auto no_token = run_cli({"dlq", "list", "--server", server});
+    CHECK(no_token.code == 2);
+    CHECK(contains(no_token.output, "token"));
+    auto unset = run_cli({"dlq", "list", "--server", server, "--token-env", "NOT_SET_ANYWHERE_12"});
+    CHECK(unset.code == 2);
+    CHECK(contains(unset.output, "NOT_SET_ANYWHERE_12"));
+    // A malformed replay (no such flow is fine: 0 replayed) and an invalid flow: 422 → 2.
+    weir::testing::TempDir files;
+    weir::testing::write_file(files.file("good.yaml"), "flow: good\nfrom: { http: { path: /in/good } }\n"
+                                                       "steps:\n  - set: { x: number( }\nto: { out: { http: { url: \"" +
+                                                           sink.url("/good") + "\" } } }\n");
+    auto invalid = run_cli({"deploy", files.file("good.yaml"), "--server", server, "--config", weir.config_path()},
+                           env);
+    INFO(invalid.output);
+    CHECK(invalid.code == 2);
+    CHECK(contains(invalid.output, "not valid"));
+    // Standalone promote: 501 (not a usage error: 1) that says why.
+    auto promote = run_cli({"promote", "good", "2", "--server", server, "--config", weir.config_path()}, env);
+    CHECK(promote.code == 1);
+    CHECK(contains(promote.output, "--cluster"));
+    // Unreachable: 1.
+    CHECK(run_cli({"status", "--server", "http://127.0.0.1:" + std::to_string(weir::testing::free_port())}).code == 1);
+  }
+}
+
+TEST_CASE("deploy: a flow not running yet and a flow with table files get answers that say why",
+          "[integration][admin]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}}});
+  weir.start();
+  INFO(weir.describe());
+  auto fresh = weir.admin("PUT", "/flows/fresh", http_flow("fresh", "/in/fresh", sink.url("/fresh")));
+  CHECK(fresh.status == 404);
+  CHECK(contains(fresh.body, "restart"));
+  CHECK_FALSE(std::filesystem::exists(weir.flow_path("fresh.yaml")));
+  std::string with_table = "flow: good\nfrom: { http: { path: /in/good } }\ntables:\n"
+                           "  tiers: { file: tiers.csv, key: id }\nsteps:\n"
+                           "  - lookup: { table: tiers, key: this.id, as: tier }\n"
+                           "to: { out: { http: { url: \"" + sink.url("/good") + "\" } } }\n";
+  auto tables = weir.admin("PUT", "/flows/good", with_table);
+  INFO(tables.body);
+  CHECK(tables.status == 422);
+  CHECK(contains(tables.body, "table files are not allowed"));
+  CHECK(contains(tables.body, "rows"));
+}
+
+TEST_CASE("dlq retention: at dlq.max_bytes the stage holds the event (metric, /readyz), none is dropped",
+          "[integration][admin][dlq]") {
+  NatsServer nats;
+  SinkProcess sink({"--status", "500"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/full"), "retries: 0, timeout: 2s")}},
+                    .config = "dlq: { max_age: 0, max_bytes: 4KiB }\n"});
+  weir.start();
+  INFO(weir.describe());
+  constexpr int kEvents = 12;
+  std::set<std::string> ids;
+  const std::string pad(700, 'p');
+  for (int i = 0; i < kEvents; ++i) {
+    std::string id = "held-" + std::to_string(i);
+    REQUIRE(weir.post("/in/full", json{{"id", id}, {"pad", pad}}.dump()).status == 202);
+    ids.insert(id);
+  }
+  // The stream takes a few, then refuses: the stage holds the rest.
+  HttpReply ready;
+  REQUIRE(wait_until(
+      [&] {
+        ready = http_request("GET", weir.admin_url("/readyz"));
+        return ready.status == 503;
+      },
+      30s, 50ms));
+  CHECK(contains(ready.body, "dead-letter"));
+  auto m = weir.admin("GET", "/metrics");
+  CHECK(metric_value(m.body, "weir_dlq_write_failures_total") > 0);
+  CHECK(metric_value(m.body, "weir_dlq_holding") == 1);
+  size_t stored = dlq_items(weir.admin("GET", "/dlq")).size();
+  CHECK(stored > 0);
+  CHECK(stored < kEvents);
+
+  // The receiver recovers; what was dead-lettered is replayed, what was held is retried:
+  // every event arrives.
+  sink.control({{"status", 200}});
+  CHECK(weir.admin("POST", "/dlq/replay", "{}").status == 200);
+  bool all = wait_until(
+      [&] {
+        weir.admin("POST", "/dlq/replay", "{}");   // any that were dead-lettered meanwhile
+        return missing(ids, sink.ids()).empty();
+      },
+      60s, 250ms);
+  INFO("missing: " << missing(ids, sink.ids()).size());
+  CHECK(all);
+  CHECK(wait_until([&] { return http_request("GET", weir.admin_url("/readyz")).status == 200; }, 20s, 100ms));
+}
+
+TEST_CASE("shutdown: sink stages drain in parallel within drain_timeout, SIGTERM during start-up exits 0",
+          "[integration][admin][drain]") {
+  SECTION("four sinks with deliveries stuck in flight") {
+    NatsServer nats;
+    SinkProcess slow({"--delay-ms", "60000"});
+    std::map<std::string, std::string> flows;
+    for (std::string n : {"a", "b", "c", "d"}) {
+      flows[n + ".yaml"] = http_flow(n, "/in/" + n, slow.url("/" + n), "retries: 8, timeout: 10s");
+    }
+    WeirProcess weir({.nats_url = nats.url(), .flows = flows, .config = "drain_timeout: 3s\n"});
+    weir.start();
+    INFO(weir.describe());
+    for (std::string n : {"a", "b", "c", "d"}) {
+      REQUIRE(weir.post("/in/" + n, json{{"id", "stuck-" + n}}.dump()).status == 202);
+    }
+    // Every sink stage has its delivery on the wire.
+    REQUIRE(wait_until(
+        [&] {
+          auto samples = parse_metrics(weir.admin("GET", "/metrics").body);
+          int busy = 0;
+          for (const auto& [name, lv] : samples) {
+            if (name == "weir_events_in_flight" && contains(lv.first, "stage=\"sink:out\"") && lv.second >= 1) ++busy;
+          }
+          return busy == 4;
+        },
+        20s, 50ms));
+    auto t0 = std::chrono::steady_clock::now();
+    auto code = weir.terminate(30s);
+    auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(code == std::optional<int>(0));
+    // drain_timeout (3 s) plus the HTTP sink's 1 s grace, and slack for a loaded machine;
+    // one sink after another took at least 4 × 3 s.
+    INFO("shutdown took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+    CHECK(took < 8s);
+    // Nothing lost: the abandoned deliveries come back after a restart.
+    slow.control({{"delay_ms", 0}});
+    weir.start();
+    std::set<std::string> want{"stuck-a", "stuck-b", "stuck-c", "stuck-d"};
+    // (abandoned deliveries are nakked; were a nak lost, AckWait: 3 s + 2 × the 10 s timeout)
+    CHECK(wait_until([&] { return missing(want, slow.ids()).empty(); }, 40s, 100ms));
+  }
+  SECTION("SIGTERM while NATS cannot be reached yet") {
+    int dead_port = weir::testing::free_port();
+    WeirProcess weir({.nats_url = "nats://127.0.0.1:" + std::to_string(dead_port),
+                      .flows = {{"a.yaml", http_flow("a", "/in/a", "http://127.0.0.1:9/a")}}});
+    weir.spawn();
+    // The admin listener is up first (/healthz) while weir keeps trying NATS.
+    REQUIRE(wait_until([&] { return http_request("GET", weir.admin_url("/healthz"), "", {}, 500ms).status == 200; },
+                       10s, 20ms));
+    CHECK(http_request("GET", weir.admin_url("/readyz")).status == 503);
+    auto code = weir.terminate(8s);
+    INFO(weir.describe());
+    CHECK(code == std::optional<int>(0));
+    CHECK(contains(weir.log(), "during start-up"));
+  }
+}
+
+TEST_CASE("dlq config: 0 and sizes/durations load, anything else is an exit-2 error naming the key",
+          "[integration][admin][dlq]") {
+  struct Case {
+    std::string yaml;
+    std::string field;   // "" = loads
+  };
+  for (const Case& c : {Case{"dlq: { max_age: 0, max_bytes: 0 }\n", ""}, Case{"dlq: { max_age: 7d }\n", "dlq.max_age"},
+                        Case{"dlq: { max_bytes: -5 }\n", "dlq.max_bytes"}, Case{"dlq: { max_bytes: lots }\n", "dlq.max_bytes"},
+                        Case{"dlq: { keep: forever }\n", "dlq.keep"}, Case{"dlq: { max_age: 1h, max_bytes: 64MiB }\n", ""}}) {
+    INFO(c.yaml);
+    weir::testing::TempDir dir;
+    weir::testing::write_file(dir.file("weir.yaml"), c.yaml);
+    weir::testing::write_file(dir.file("flows/a.yaml"), http_flow("a", "/in/a", "http://127.0.0.1:9/a"));
+    // A wrong config ends `weir run` with 2 before anything starts; a good one gets as far
+    // as the admin listener (NATS is not there: start-up waits for it) and stops on SIGTERM.
+    const int admin_port = weir::testing::free_port();
+    const std::string admin = "127.0.0.1:" + std::to_string(admin_port);
+    auto p = weir::testing::Process::spawn(
+        {weir_binary(), "run", "--config", dir.file("weir.yaml"), "--flows", dir.file("flows"), "--nats",
+         "nats://127.0.0.1:" + std::to_string(weir::testing::free_port()), "--admin", admin, "--http",
+         "127.0.0.1:0", "--data-dir", dir.file("data")},
+        {}, dir.file("log"));
+    if (c.field.empty()) {
+      CHECK(wait_until([&] { return http_request("GET", "http://" + admin + "/healthz", "", {}, 500ms).status == 200; },
+                       10s, 20ms));
+      p.signal(SIGTERM);
+      CHECK(p.wait_exit(10s) == std::optional<int>(0));
+      CHECK_FALSE(contains(p.read_log(), "dlq."));
+      continue;
+    }
+    auto code = p.wait_exit(30s);
+    std::string log = p.read_log();
+    INFO(log);
+    {
+      CHECK(code == std::optional<int>(2));
+      CHECK(contains(log, c.field));
+    }
+  }
 }

@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""The dashboard in a real browser (issue #12 item 2).
+
+Starts nats-server, two weir-sinks and weir (admin token on) on free loopback ports,
+posts a small bounded load, and drives headless Chromium through Selenium:
+- the page asks for the token; a wrong one is refused, the right one opens the page;
+- the numbers move while the load runs, and once it stops the totals the page shows
+  equal what GET /metrics says;
+- a dead letter is opened in the dead-letter browser and replayed from the page, and
+  the receiver gets it.
+Screenshots of the views go to --screenshots (docs/img/ when refreshed by hand).
+
+Usage: dashboard_test.py --weir BIN --sink BIN [--screenshots DIR]
+Exit 0 when every check passed; every child is stopped by PID at the end.
+"""
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+TOKEN = "dash-7e41-secret"
+LOAD_PER_S = 50           # events/s posted to the orders flow while the load runs
+LOAD_SECONDS = 12
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(cond, timeout, what, poll=0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if cond():
+                return
+        except Exception:  # a condition that cannot be read yet is not met yet
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(poll)
+
+
+def request(method, url, body=None, token=None, headers=None, timeout=5):
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(url, data=data, method=method)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def metric(text, name, labels):
+    """The value of the sample `name{...}` whose labels contain every item of `labels`."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        series, value = line.rsplit(" ", 1)
+        if all(l in series for l in labels):
+            return float(value)
+    return None
+
+
+class Stack:
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.procs = []
+
+    def spawn(self, argv, log, env=None, stdout=None):
+        f = open(os.path.join(self.tmp, log), "wb")
+        p = subprocess.Popen(argv, stdout=stdout or f, stderr=f, env=env)
+        self.procs.append(p)
+        return p
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def log(self, name):
+        with open(os.path.join(self.tmp, name), "rb") as f:
+            return f.read().decode(errors="replace")[-4000:]
+
+
+def start_sink(stack, binary, name, extra):
+    p = stack.spawn([binary, "--listen", "127.0.0.1:0"] + extra, name + ".log", stdout=subprocess.PIPE)
+    line = p.stdout.readline().decode()
+    return "http://" + json.loads(line)["listen"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--weir", required=True)
+    ap.add_argument("--sink", required=True)
+    ap.add_argument("--screenshots", default="")
+    ap.add_argument("--chart-samples", type=int, default=0,
+                    help="for the docs' pictures: keep the load on until the chart shows N seconds")
+    args = ap.parse_args()
+    load_seconds = max(LOAD_SECONDS, args.chart_samples + 15)
+
+    tmp = tempfile.mkdtemp(prefix="weir-dashboard-")
+    stack = Stack(tmp)
+    driver = None
+    try:
+        # ---- the stack ----------------------------------------------------------------
+        nats_port = free_port()
+        stack.spawn(["nats-server", "-js", "-sd", os.path.join(tmp, "js"), "-a", "127.0.0.1",
+                     "-p", str(nats_port)], "nats.log")
+        wait_until(lambda: socket.create_connection(("127.0.0.1", nats_port), 0.2).close() is None, 10,
+                   "nats-server")
+        good_sink = start_sink(stack, args.sink, "sink-good", [])
+        flaky_sink = start_sink(stack, args.sink, "sink-flaky", ["--status", "500"])
+
+        flows = os.path.join(tmp, "flows")
+        os.makedirs(flows)
+        with open(os.path.join(flows, "orders.yaml"), "w") as f:
+            f.write("flow: orders\nfrom: { http: { path: /in/orders } }\n"
+                    "steps:\n  - set: { total: number(this.n) * 2 }\n"
+                    "to:\n  out: { http: { url: \"%s/orders\", retries: 8, timeout: 2s } }\n" % good_sink)
+        with open(os.path.join(flows, "flaky.yaml"), "w") as f:
+            f.write("flow: flaky\nfrom: { http: { path: /in/flaky } }\n"
+                    "to:\n  out: { http: { url: \"%s/flaky\", retries: 0, timeout: 2s } }\n" % flaky_sink)
+        http_port, admin_port = free_port(), free_port()
+        with open(os.path.join(tmp, "weir.yaml"), "w") as f:
+            f.write("admin: { token_env: DASH_TOKEN }\n")
+        env = dict(os.environ, DASH_TOKEN=TOKEN)
+        weir = stack.spawn([args.weir, "run", "--config", os.path.join(tmp, "weir.yaml"), "--flows", flows,
+                            "--nats", "nats://127.0.0.1:%d" % nats_port, "--data-dir", os.path.join(tmp, "data"),
+                            "--http", "127.0.0.1:%d" % http_port, "--admin", "127.0.0.1:%d" % admin_port],
+                           "weir.log", env=env)
+        admin = "http://127.0.0.1:%d" % admin_port
+        ingress = "http://127.0.0.1:%d" % http_port
+        wait_until(lambda: request("GET", admin + "/readyz")[0] == 200, 30, "weir ready")
+
+        # ---- a bounded load, in the background ----------------------------------------
+        posted = []
+        stop_load = threading.Event()
+
+        def load():
+            conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=5)
+            n = 0
+            end = time.monotonic() + load_seconds
+            while not stop_load.is_set() and time.monotonic() < end:
+                body = json.dumps({"id": "ord-%d" % n, "n": n})
+                conn.request("POST", "/in/orders", body, {"Content-Type": "application/json"})
+                r = conn.getresponse()
+                r.read()
+                if r.status == 202:
+                    posted.append(n)
+                n += 1
+                time.sleep(1.0 / LOAD_PER_S)
+            conn.close()
+
+        loader = threading.Thread(target=load, daemon=True)
+        loader.start()
+
+        # Dead letters: the flaky receiver answers 500 and the sink has no retries.
+        for i in range(3):
+            code, _ = request("POST", ingress + "/in/flaky", json.dumps({"id": "flaky-%d" % i}),
+                              headers={"Content-Type": "application/json", "Idempotency-Key": "flaky-%d" % i})
+            assert code == 202, code
+        wait_until(lambda: len(json.loads(request("GET", admin + "/dlq?flow=flaky", token=TOKEN)[1])) == 3, 20,
+                   "3 dead letters")
+
+        # ---- the browser ----------------------------------------------------------------
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+        for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1400,1100", "--user-data-dir=" + os.path.join(tmp, "chrome")]:
+            opts.add_argument(a)
+        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
+                                  options=opts)
+        # The page re-renders its tables every second: an element found a moment ago may be
+        # gone (stale). Waits ignore that and look again; reads and clicks go through
+        # settled(), which retries a step that met a re-render.
+        wait = WebDriverWait(driver, 20, poll_frequency=0.1,
+                             ignored_exceptions=[StaleElementReferenceException, ValueError])
+
+        def settled(step):
+            result = []
+
+            def attempt(_):
+                try:
+                    result.append(step())
+                    return True
+                except StaleElementReferenceException:
+                    return False
+            wait.until(attempt)
+            return result[0]
+        shots = args.screenshots
+        if shots:
+            os.makedirs(shots, exist_ok=True)
+
+        def shot(name):
+            if shots:
+                driver.save_screenshot(os.path.join(shots, name))
+
+        driver.get(admin + "/")
+        # The token prompt; a wrong token is refused, the right one opens the page.
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        shot("dashboard-token.png")
+        driver.find_element(By.ID, "token").send_keys("wrong-token")
+        driver.find_element(By.ID, "login-button").click()
+        wait.until(lambda d: "refused" in d.find_element(By.ID, "login-error").text)
+        assert not driver.find_element(By.ID, "main").is_displayed()
+        driver.find_element(By.ID, "token").send_keys(TOKEN)
+        driver.find_element(By.ID, "login-button").click()
+        wait.until(lambda d: d.find_element(By.ID, "main").is_displayed())
+        # Kept for the tab: a reload does not ask again.
+        driver.refresh()
+        wait.until(lambda d: d.find_element(By.ID, "main").is_displayed())
+        assert not driver.find_element(By.ID, "login").is_displayed()
+
+        # The numbers move while the load runs.
+        def cell(flow, key, table="flows"):
+            return driver.find_element(By.CSS_SELECTOR,
+                                       '#%s tr[data-flow="%s"] td[data-k="%s"]' % (table, flow, key)).text
+
+        def moving():
+            try:
+                return float(cell("orders", "in")) > 0 and float(cell("orders", "out")) > 0
+            except ValueError:
+                return False
+        wait.until(lambda d: moving())
+        first = settled(lambda: int(driver.find_element(By.CSS_SELECTOR, '#flows tr[data-flow="orders"]')
+                                    .get_attribute("data-delivered")))
+        wait.until(lambda d: int(d.find_element(By.CSS_SELECTOR, '#flows tr[data-flow="orders"]').get_attribute(
+            "data-delivered")) > first)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#chart polyline")) == 4)
+        shot("dashboard-flows.png")
+        # The sink table names the flaky sink's last error (from its dead letters).
+        wait.until(lambda d: "HTTP 500" in cell("flaky", "last_error", "sinks"))
+
+        # Dead letters: filter by flow, open one, replay it from the page.
+        select = driver.find_element(By.ID, "dlq-flow")
+        wait.until(lambda d: any(o.get_attribute("value") == "flaky" for o in
+                                 select.find_elements(By.TAG_NAME, "option")))
+        settled(lambda: select.find_element(By.CSS_SELECTOR, 'option[value="flaky"]').click())
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dlq tbody tr")) == 3)
+        assert settled(lambda: all(r.find_elements(By.TAG_NAME, "td")[2].text == "flaky"
+                                   for r in driver.find_elements(By.CSS_SELECTOR, "#dlq tbody tr")))
+        settled(lambda: driver.find_element(By.CSS_SELECTOR, '#dlq tbody tr[data-id="flaky-1"]')
+                .find_elements(By.TAG_NAME, "td")[1].click())
+        wait.until(lambda d: d.find_element(By.ID, "dlq-detail").is_displayed())
+        assert driver.find_element(By.ID, "detail-id").text == "flaky-1"
+        assert "flaky-1" in driver.find_element(By.ID, "detail-event").text
+        assert "HTTP 500" in driver.find_element(By.ID, "detail-fields").text
+        shot("dashboard-dead-letter.png")
+        request("POST", flaky_sink + "/control", json.dumps({"status": 200}),
+                headers={"Content-Type": "application/json"})
+        driver.find_element(By.ID, "detail-replay").click()
+        wait.until(lambda d: "replayed 1" in d.find_element(By.ID, "dlq-action").text)
+        wait_until(lambda: "flaky-1" in json.loads(request("GET", flaky_sink + "/ids")[1]), 20,
+                   "the replayed dead letter delivered")
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dlq tbody tr")) == 2)
+        # A selection: the other two, replayed at once.
+        driver.find_element(By.ID, "dlq-all").click()
+        driver.find_element(By.ID, "dlq-replay-selected").click()
+        wait.until(lambda d: "replayed 2" in d.find_element(By.ID, "dlq-action").text)
+        wait_until(lambda: {"flaky-0", "flaky-2"} <= set(json.loads(request("GET", flaky_sink + "/ids")[1])), 20,
+                   "the replayed selection delivered")
+
+        if args.chart_samples:
+            wait_until(lambda: len(driver.find_element(By.CSS_SELECTOR, "#chart polyline.in").get_attribute(
+                "points").split()) >= args.chart_samples, args.chart_samples + 30, "the chart to fill")
+            shot("dashboard-flows.png")
+        # Load over: once delivery settles, the page's totals equal /metrics.
+        stop_load.set()
+        loader.join()
+        wait_until(lambda: len(set(json.loads(request("GET", good_sink + "/ids")[1]))) >= len(posted), 30,
+                   "every posted order delivered")
+
+        def totals_match():
+            text = request("GET", admin + "/metrics", token=TOKEN)[1]
+            want_delivered = metric(text, "weir_events_acked_total", ['flow="orders"', 'stage="sink:out"'])
+            want_stored = metric(text, "weir_events_acked_total", ['flow="orders"', 'stage="ingress"'])
+            def page():
+                row = driver.find_element(By.CSS_SELECTOR, '#flows tr[data-flow="orders"]')
+                return int(row.get_attribute("data-delivered")), int(row.get_attribute("data-stored"))
+            delivered, stored = settled(page)
+            return (want_delivered == len(posted) and want_stored == len(posted) and
+                    delivered == want_delivered and stored == want_stored)
+        wait_until(totals_match, 15, "the page's totals to equal /metrics")
+        # After the load the rates fall to 0.
+        wait.until(lambda d: float(cell("orders", "in")) == 0)
+        shot("dashboard-idle.png")
+        print("dashboard test: %d orders posted and delivered, 3 dead letters replayed from the page" % len(posted))
+
+        driver.quit()
+        driver = None
+        weir.send_signal(signal.SIGTERM)
+        assert weir.wait(timeout=30) == 0, "weir exit code"
+        return 0
+    except Exception as e:
+        print("dashboard test FAILED: %r" % e, file=sys.stderr)
+        traceback.print_exc()
+        for name in ("weir.log", "nats.log"):
+            try:
+                print("---- " + name + "\n" + stack.log(name), file=sys.stderr)
+            except OSError:
+                pass
+        if driver is not None:
+            try:
+                print("---- page text\n" + driver.find_element(By.TAG_NAME, "body").text[:3000], file=sys.stderr)
+            except Exception:
+                pass
+        return 1
+    finally:
+        if driver is not None:
+            driver.quit()
+        stack.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
