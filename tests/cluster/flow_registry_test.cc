@@ -332,7 +332,7 @@ TEST_CASE("registry: an instance whose member key is not renewed pauses its flow
   CHECK_FALSE(members.get("m.a"));   // leaving removes the member key
 }
 
-TEST_CASE("registry: a new member key after expiry; the active record round-trips", "[registry]") {
+TEST_CASE("registry: a new member key after expiry - the active record round-trips", "[registry]") {
   FakeKv flows, members;
   FlowRegistry reg(flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{}); },
                    options_for("x"));

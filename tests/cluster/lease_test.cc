@@ -469,7 +469,7 @@ TEST_CASE("lease: events for other keys and stale revisions are ignored", "[leas
   CHECK(a.holding());
 }
 
-TEST_CASE("lease: watch events are hints; only the stream leader's answers count", "[lease]") {
+TEST_CASE("lease: watch events are hints - only the stream leader's answers count", "[lease]") {
   QuietLogs quiet;
   ManualClock clock;
   FakeKv kv;

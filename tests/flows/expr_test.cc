@@ -34,7 +34,7 @@ TEST_CASE("literals", "[expr]") {
   CHECK(same(eval_ok("{}"), Json::object()));
 }
 
-TEST_CASE("paths: this, members, indexes; a missing path is null", "[expr]") {
+TEST_CASE("paths: this, members, indexes - a missing path is null", "[expr]") {
   CHECK(eval_ok("this", kEvent) == kEvent);
   CHECK(same(eval_ok("this.id", kEvent), Json("o1")));
   CHECK(same(eval_ok("this.a.b.c", kEvent), Json(42)));

@@ -31,7 +31,7 @@ TEST_CASE("YAML nodes carry 1-based positions and quoting", "[source]") {
   CHECK(d.root.keys[1].line == 2);
 }
 
-TEST_CASE("JSON nodes carry positions; strings are quoted, numbers plain", "[source]") {
+TEST_CASE("JSON nodes carry positions - strings are quoted, numbers plain", "[source]") {
   SourceDoc d = parse_json_source("{\n  \"a\": 1,\n  \"b\": [\"x\", true, null, -2.5e3]\n}", "f.json");
   REQUIRE(d.ok);
   const SrcNode* a = d.root.get("a");
