@@ -478,6 +478,11 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
       return Status::ok();
     }
     if (jerr == JSStorageResourcesExceededErr || jerr == JSInsufficientResourcesErr) {
+      if (cfg.MaxBytes <= 0) {
+        return Status::unavailable("create stream " + name + ": JetStream's storage is fully reserved by other "
+                                   "streams (JetStream error " + std::to_string(jerr) + "); raise the server's "
+                                   "jetstream max_file_store, or lower nats.stream_max_bytes");
+      }
       if (cfg.MaxBytes / 2 >= kMinStreamBytes) {
         cfg.MaxBytes /= 2;
         continue;
@@ -548,10 +553,13 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
   }
   if (free_bytes == want - ours) return Status::ok();   // everything fits as configured
   const int64_t budget = std::max<int64_t>(free_bytes, 0) + ours;
-  int64_t share = (budget / n) & ~((int64_t{1} << 20) - 1);   // whole MiB
+  // One share stays unreserved: streams without a size limit (dead letters, KV buckets) are
+  // refused by the server once reservations take all of its storage.
+  int64_t share = (budget / (n + 1)) & ~((int64_t{1} << 20) - 1);   // whole MiB
   if (share < kMinStreamBytes) {
     return Status::unavailable("JetStream storage is too small for weir: " + std::to_string(n) +
-                               " streams need at least " + size_text(kMinStreamBytes) + " each, the server can give " +
+                               " streams need at least " + size_text(kMinStreamBytes) + " each (and as much left "
+                               "unreserved), the server can give " +
                                size_text(budget) + " in all; raise the server's jetstream max_file_store or free "
                                "space (weir sizes its streams with nats.stream_max_bytes)");
   }

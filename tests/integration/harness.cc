@@ -246,11 +246,11 @@ std::optional<int> WeirProcess::terminate(std::chrono::milliseconds timeout) {
 }
 
 std::string WeirProcess::ingress_url(const std::string& path) const {
-  return "http://127.0.0.1:" + std::to_string(http_port_) + path;
+  return "http://127.0.0.1:" + std::to_string(http_port()) + path;
 }
 
 std::string WeirProcess::admin_url(const std::string& path) const {
-  return "http://127.0.0.1:" + std::to_string(admin_port_) + path;
+  return "http://127.0.0.1:" + std::to_string(admin_port()) + path;
 }
 
 HttpReply WeirProcess::post(const std::string& path, const std::string& body, std::vector<std::string> headers,

@@ -104,7 +104,7 @@ TEST_CASE("weir fits its streams into a nats-server with max_file_store 256MB an
 
 TEST_CASE("a server too small for weir's streams is a clear start-up error naming the limit",
           "[integration][startup]") {
-  NatsServer nats("", 12LL << 20);   // under 2 streams x 8 MiB
+  NatsServer nats("", 20LL << 20);   // under (2 streams + 1 unreserved) x 8 MiB
   SinkProcess sink;
   WeirProcess weir({.nats_url = nats.url(), .flows = two_flows(sink)});
   weir.spawn();
