@@ -465,6 +465,8 @@ struct Runtime::Impl final : AdminBackend {
     if (Status s = bus->ensure_flow_stream(flow->name()); !s) return s;
     StageOptions so;
     so.drain_timeout = config.drain_timeout;
+    so.max_deliver = config.max_deliver;
+    so.max_depth = config.http.max_depth;
     for (const auto& spec : flow->sinks()) {
       // A `flow` sink has no stage: the chained flow's stage reads weir.<flow>.out.<sink>.
       if (std::holds_alternative<flows::FlowSinkSpec>(spec.kind)) continue;

@@ -28,6 +28,19 @@ std::string event_id_of(const BusMessage& m) {
   if (!id.empty()) return std::string(id);
   return "seq-" + std::to_string(m.stream_sequence());
 }
+
+// `delivered` is the delivery in hand: the ones before it all failed.
+std::string poison_reason(uint64_t delivered, int max_deliver) {
+  return "failed " + std::to_string(delivered - 1) + " deliveries (max_deliver " + std::to_string(max_deliver) +
+         "): dead-lettered before another attempt";
+}
+
+std::string invalid_event_reason(const flows::JsonError& e, int max_depth) {
+  if (e.too_deep) {
+    return "event JSON nested deeper than " + std::to_string(max_depth) + " levels (http.max_depth)";
+  }
+  return "event is not valid JSON: " + e.message;
+}
 }  // namespace
 
 std::chrono::milliseconds retry_backoff(uint64_t attempt) {
@@ -116,8 +129,12 @@ void FlowStage::stop() {
 }
 
 void FlowStage::loop() {
+  // One message at a time after a start and while redeliveries come back: if an event
+  // crashed the process, it is then run alone, and only its delivery count climbs to
+  // max_deliver, not that of every event fetched with it (docs/adr/0081-poison-events.md).
+  bool careful = true;
   while (!stopping_.load()) {
-    auto batch = consumer_->fetch(options_.batch, options_.fetch_wait);
+    auto batch = consumer_->fetch(careful ? 1 : options_.batch, options_.fetch_wait);
     if (!batch) {
       if (healthy_.exchange(false)) log::warn("flow stage cannot fetch", {{"flow", name_}, {"error", batch.status().str()}});
       weir::pause(stopping_, std::chrono::milliseconds(250));
@@ -126,6 +143,8 @@ void FlowStage::loop() {
     healthy_ = true;
     if (!batch->empty()) {
       metrics_.lag.store(static_cast<int64_t>(batch->back()->pending()), std::memory_order_relaxed);
+      careful = false;
+      for (const auto& m : batch.value()) careful = careful || m->deliveries() > 1;
       process(batch.value());
     } else {
       metrics_.lag.store(0, std::memory_order_relaxed);
@@ -184,17 +203,47 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
   const std::string version = std::to_string(flow->version());
   uint64_t dropped = 0;
 
+  // Dead-letters input i with `reason`; it is acked once the dead letter is stored.
+  auto dead_letter = [&](size_t i, const std::string& id, std::string reason, uint64_t deliveries) {
+    BusMessage& m = *batch[i];
+    DeadLetter d;
+    d.flow = name_;
+    d.version = flow->version();
+    d.stage = "flow";
+    d.reason = std::move(reason);
+    d.deliveries = deliveries;
+    d.event_id = id;
+    d.replay_subject = input_subject_;
+    d.body = m.data();
+    d.source_sequence = m.stream_sequence();
+    d.source_stream = input_stream_;
+    metrics_.dead.fetch_add(1, std::memory_order_relaxed);
+    dlq_.publish(d, [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
+  };
+
   for (size_t i = 0; i < n; ++i) {
     BusMessage& m = *batch[i];
     std::string id = event_id_of(m);
-    flows::Outcome outcome;
-    auto event = flows::Json::parse(m.data(), nullptr, false);
-    if (event.is_discarded()) {
-      outcome.kind = flows::Outcome::Kind::kError;
-      outcome.error = flows::FlowError{flow->name(), flow->version(), -1, "", "event is not valid JSON"};
-    } else {
-      outcome = flow->run(std::move(event));
+    if (uint64_t delivered = m.deliveries(); delivered > static_cast<uint64_t>(options_.max_deliver)) {
+      // Checked before the event is touched: if handling it is what kills the process,
+      // this is the only place that can still act on it (spec §1.6).
+      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+      log::warn("event dead-lettered after too many deliveries",
+                {{"flow", name_}, {"id", id}, {"deliveries", std::to_string(delivered - 1)}});
+      dead_letter(i, id, poison_reason(delivered, options_.max_deliver), delivered - 1);
+      continue;
     }
+    flows::JsonError jerr;
+    auto event = flows::parse_json(m.data(), options_.max_depth, &jerr);
+    if (!event) {
+      // Not a flow error (on_error does not apply): the bytes cannot become an event.
+      // Ingress refuses such bodies; these came by another route (an older weir, a
+      // direct publish into the stream, a replay).
+      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+      dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
+      continue;
+    }
+    flows::Outcome outcome = flow->run(std::move(*event));
     switch (outcome.kind) {
       case flows::Outcome::Kind::kEmit: {
         Headers h = {{layout::kHeaderId, id},
@@ -218,19 +267,7 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
           complete(i, true);
           break;
         }
-        DeadLetter d;
-        d.flow = name_;
-        d.version = flow->version();
-        d.stage = "flow";
-        d.reason = outcome.error.str();
-        d.deliveries = m.deliveries();
-        d.event_id = id;
-        d.replay_subject = input_subject_;
-        d.body = m.data();
-        d.source_sequence = m.stream_sequence();
-        d.source_stream = input_stream_;
-        metrics_.dead.fetch_add(1, std::memory_order_relaxed);
-        dlq_.publish(d, [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
+        dead_letter(i, id, outcome.error.str(), m.deliveries());
         break;
       }
     }
@@ -358,14 +395,26 @@ void SinkStage::loop() {
       f->id = event_id_of(*m);
       f->attempt = m->deliveries();
       f->started = Clock::now();
-      Delivery d{f->id, std::string(m->data()), f->attempt};
-      f->msg = std::move(m);
       {
         std::lock_guard lock(mu_);
         ++in_flight_;
       }
       metrics_.received.fetch_add(1, std::memory_order_relaxed);
       metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
+      if (f->attempt > static_cast<uint64_t>(options_.max_deliver)) {
+        // Before the sink sees it again: a delivery that crashes or wedges the process
+        // must not be retried forever (spec §1.6).
+        metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+        log::warn("event dead-lettered after too many deliveries",
+                  {{"flow", flow_}, {"sink", sink_name_}, {"id", f->id}, {"deliveries", std::to_string(f->attempt - 1)}});
+        std::string reason = poison_reason(f->attempt, options_.max_deliver);
+        f->attempt -= 1;   // the attempts that were made
+        f->msg = std::move(m);
+        dead_letter(f, std::move(reason));
+        continue;
+      }
+      Delivery d{f->id, std::string(m->data()), f->attempt};
+      f->msg = std::move(m);
       sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
     }
   }

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "flows/flow.h"
+#include "flows/json_limits.h"
 #include "runtime/bus.h"
 #include "runtime/dlq.h"
 #include "runtime/metrics.h"
@@ -32,6 +33,13 @@ struct StageOptions {
   std::chrono::milliseconds publish_timeout{5000};
   std::chrono::milliseconds drain_timeout{10000};
   std::chrono::milliseconds sink_ack_wait{10000};
+  // Poison events (spec §1.6): a message delivered more than `max_deliver` times is
+  // dead-lettered before it is handled again, so an event that crashes or wedges the
+  // process ends in the DLQ after that many restarts instead of looping.
+  int max_deliver = 5;
+  // Nesting bound for events parsed by the flow stage (http.max_depth): events that
+  // reached the stream by another route than ingress are bounded here too.
+  int max_depth = flows::kDefaultMaxDepth;
 };
 
 class FlowStage {
