@@ -421,7 +421,17 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
 
 Status Bus::ensure_flow_stream(std::string_view flow) {
   std::string f(flow);
-  return add_or_update_stream(layout::flow_stream(f), {"weir." + f + ".>"}, true, 0);
+  std::string name = layout::flow_stream(f);
+  // nats-server enforces a lowered MaxBytes by deleting stored messages, DiscardNew or
+  // not: refuse to shrink a stream below what it holds (those are acked events).
+  if (auto st = stream_state(name); st && options_.stream_max_bytes > 0 && st->bytes > options_.stream_max_bytes &&
+                                    st->max_bytes != options_.stream_max_bytes) {
+    return Status::invalid("stream " + name + " holds " + std::to_string(st->bytes) +
+                           " bytes, more than nats.stream_max_bytes (" + std::to_string(options_.stream_max_bytes) +
+                           "): shrinking it would delete stored events; raise nats.stream_max_bytes or let the flow "
+                           "drain first");
+  }
+  return add_or_update_stream(name, {"weir." + f + ".>"}, true, 0);
 }
 
 Status Bus::ensure_dlq_stream() {
@@ -468,6 +478,19 @@ Result<std::pair<uint64_t, uint64_t>> Bus::stream_bounds(const std::string& stre
   if (s != NATS_OK) return js_status(s, jerr, "stream info " + stream);
   std::pair<uint64_t, uint64_t> out{si->State.FirstSeq, si->State.LastSeq};
   if (si->State.Msgs == 0) out = {0, 0};
+  jsStreamInfo_Destroy(si);
+  return out;
+}
+
+Result<Bus::StreamState> Bus::stream_state(const std::string& stream) {
+  jsStreamInfo* si = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, &jerr);
+  if (s != NATS_OK) return js_status(s, jerr, "stream info " + stream);
+  StreamState out;
+  out.bytes = static_cast<int64_t>(si->State.Bytes);
+  out.messages = static_cast<int64_t>(si->State.Msgs);
+  if (si->Config) out.max_bytes = si->Config->MaxBytes;
   jsStreamInfo_Destroy(si);
   return out;
 }

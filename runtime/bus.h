@@ -138,6 +138,10 @@ class Bus {
 
   // Direct stream access (admin/DLQ; synchronous, not for hot paths).
   Result<std::pair<uint64_t, uint64_t>> stream_bounds(const std::string& stream);  // first, last
+  struct StreamState {
+    int64_t bytes = 0, messages = 0, max_bytes = -1;
+  };
+  Result<StreamState> stream_state(const std::string& stream);   // one STREAM.INFO request
   Result<StoredMessage> get_message(const std::string& stream, uint64_t seq);
   Status delete_message(const std::string& stream, uint64_t seq);
 

@@ -20,6 +20,7 @@ struct RuntimeConfig {
     std::string url;          // empty: spawn the embedded nats-server
     std::string creds;
     int replicas = 1;         // stream and KV replicas (3 on a NATS cluster)
+    int64_t stream_max_bytes = int64_t{1} << 30;   // each flow's stream (docs/adr/0080-backlog-admission.md)
   } nats;
   std::string data_dir = "./weir-data";
   struct Http {
@@ -46,6 +47,16 @@ struct RuntimeConfig {
     std::string format = "text";
   } log;
   std::chrono::milliseconds drain_timeout{10000};
+  // Ingress backpressure (spec §1.7, ADR 0080): a source's event is refused (http-in: 503
+  // + Retry-After) while its flow's stream holds `max_bytes` / `max_events`, or while the
+  // process has `max_pending` events waiting for their PubAck.
+  struct Backlog {
+    int64_t max_bytes = 0;          // 0: 3/4 of nats.stream_max_bytes
+    int64_t max_events = 100000;
+    int max_pending = 10000;
+    // The bound in force: max_bytes, or its default from the stream size.
+    int64_t bytes_bound(int64_t stream_max_bytes) const { return max_bytes > 0 ? max_bytes : stream_max_bytes / 4 * 3; }
+  } backlog;
   int max_deliver = 5;        // a stage dead-letters an event on this delivery (spec §1.6: poison events)
   std::string config_file;    // where it came from ("" = defaults only)
 };

@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "runtime/admin.h"
+#include "runtime/backpressure.h"
 #include "runtime/bus.h"
 #include "runtime/dlq.h"
 #include "runtime/embedded_nats.h"
@@ -105,6 +106,7 @@ struct Runtime::Impl final : AdminBackend {
   std::unique_ptr<EmbeddedNats> nats;
   std::unique_ptr<Bus> bus;
   std::unique_ptr<DeadLetters> dlq;
+  std::unique_ptr<BacklogMonitor> backlog;   // ingress backpressure (ADR 0080)
   std::unique_ptr<StateStore> state;   // poll: sources' durable state (weir_state KV)
 
   struct FlowRuntime;
@@ -428,6 +430,7 @@ struct Runtime::Impl final : AdminBackend {
     bo.url = url;
     bo.creds_file = config.nats.creds;
     bo.stream_replicas = config.nats.replicas;
+    bo.stream_max_bytes = config.nats.stream_max_bytes;
     bo.name = "weir";
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {
@@ -440,6 +443,11 @@ struct Runtime::Impl final : AdminBackend {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     dlq = std::make_unique<DeadLetters>(*bus);
+    BackpressureOptions bp;
+    bp.max_bytes = config.backlog.bytes_bound(config.nats.stream_max_bytes);
+    bp.max_messages = config.backlog.max_events;
+    bp.max_pending = config.backlog.max_pending;
+    backlog = std::make_unique<BacklogMonitor>(*bus, metrics, bp);
     if (Status s = bus->ensure_dlq_stream(); !s) return s;
     {  // poll: the KV bucket behind SourceState (poll cursors, ETags)
       StateStoreOptions so;
@@ -515,6 +523,7 @@ struct Runtime::Impl final : AdminBackend {
       fr->source = std::move(source.value());
     }
     fr->ingest = std::make_unique<FlowIngest>(*bus, metrics, flow->name());
+    fr->ingest->set_backlog(backlog->watch(layout::flow_stream(flow->name()), &metrics.stage(flow->name(), "ingress")));
     fr->source_ctx.flow = flow->name();
     fr->source_ctx.ingest = fr->ingest.get();
     fr->source_ctx.http = &router;
@@ -700,6 +709,7 @@ struct Runtime::Impl final : AdminBackend {
     admin.reset();
     running.clear();
     state.reset();   // poll: before the connection it borrows
+    backlog.reset();
     bus.reset();
     if (nats) nats->stop();
   }

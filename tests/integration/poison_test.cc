@@ -5,13 +5,11 @@
 // The deep event is written straight into the flow's stream with cnats (ingress refuses
 // such bodies, so this is the route by which one can still get there: an older weir,
 // another publisher on the subject, a replay).
-#include <nats/nats.h>
-
 #include <catch2/catch.hpp>
 #include <map>
-#include <stdexcept>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/jetstream.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;
@@ -27,28 +25,6 @@ std::string nested_event(const std::string& id, int depth) {
   out.append(static_cast<size_t>(depth - 1), '}');
   out += "}";
   return out;
-}
-
-// Publishes `body` into JetStream on `subject` with a Weir-Id header and waits for
-// the PubAck; throws when it is not stored.
-void js_publish(const std::string& url, const std::string& subject, const std::string& id, const std::string& body) {
-  natsConnection* nc = nullptr;
-  jsCtx* js = nullptr;
-  natsMsg* msg = nullptr;
-  jsPubAck* ack = nullptr;
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = natsConnection_ConnectTo(&nc, url.c_str());
-  if (s == NATS_OK) s = natsConnection_JetStream(&js, nc, nullptr);
-  if (s == NATS_OK) s = natsMsg_Create(&msg, subject.c_str(), nullptr, body.data(), static_cast<int>(body.size()));
-  if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Weir-Id", id.c_str());
-  if (s == NATS_OK) s = js_PublishMsg(&ack, js, msg, nullptr, &jerr);
-  std::string error = s == NATS_OK ? "" : std::string(natsStatus_GetText(s)) + " (JetStream error " +
-                                              std::to_string(static_cast<int>(jerr)) + ")";
-  if (ack) jsPubAck_Destroy(ack);
-  if (msg) natsMsg_Destroy(msg);
-  if (js) jsCtx_Destroy(js);
-  if (nc) natsConnection_Destroy(nc);
-  if (!error.empty()) throw std::runtime_error("publish to " + subject + ": " + error);
 }
 
 json dlq(const WeirProcess& weir) {
