@@ -52,6 +52,12 @@ Status nats_status(int s, std::string_view what) {
 }
 
 namespace {
+// Spec §6 / hot-path review C6: a publish failed after it was written may still be
+// stored (cnats' reconnect buffer replays it; a late PubAck is not waited for). Every
+// such failure says so, since it becomes the 503 body at http-in.
+constexpr const char* kMayBeStored =
+    " (a write already sent may still be stored: resend with the same Idempotency-Key, JetStream drops the duplicate)";
+
 Status js_status(natsStatus s, jsErrCode jerr, std::string_view what) {
   if (s == NATS_OK) return Status::ok();
   Status base = nats_status(s, what);
@@ -98,12 +104,12 @@ uint64_t BusMessage::pending() const {
 }
 // Acks are fire-and-forget: a lost ack means a redelivery, which the next hop's
 // Nats-Msg-Id deduplicates (docs/adr/0002-bus-layout.md).
-void BusMessage::ack() { natsMsg_Ack(msg_, nullptr); }
-void BusMessage::nak(std::chrono::milliseconds delay) {
-  if (delay.count() > 0) natsMsg_NakWithDelay(msg_, delay.count(), nullptr);
-  else natsMsg_Nak(msg_, nullptr);
+bool BusMessage::ack() { return natsMsg_Ack(msg_, nullptr) == NATS_OK; }
+bool BusMessage::nak(std::chrono::milliseconds delay) {
+  if (delay.count() > 0) return natsMsg_NakWithDelay(msg_, delay.count(), nullptr) == NATS_OK;
+  return natsMsg_Nak(msg_, nullptr) == NATS_OK;
 }
-void BusMessage::term() { natsMsg_Term(msg_, nullptr); }
+bool BusMessage::term() { return natsMsg_Term(msg_, nullptr) == NATS_OK; }
 
 // ---- PullConsumer --------------------------------------------------------------------
 
@@ -147,6 +153,7 @@ struct Bus::Publisher {
   uint64_t next_id = 1;                           // GUARDED_BY(mu)
   std::condition_variable cv;
   bool stopping = false;                          // GUARDED_BY(mu)
+  bool closed = false;                            // GUARDED_BY(mu): Bus::shutdown()
   std::thread sweeper;
 
   std::optional<Pending> take(uint64_t id) {
@@ -220,7 +227,7 @@ struct Bus::Publisher {
       }
       if (!expired.empty()) {
         lock.unlock();
-        for (auto& p : expired) p.done(Status::timeout("JetStream did not acknowledge in time"), PubAck{});
+        for (auto& p : expired) p.done(Status::timeout(std::string("JetStream did not acknowledge in time") + kMayBeStored), PubAck{});
         lock.lock();
         continue;
       }
@@ -320,7 +327,7 @@ Bus::~Bus() {
     if (publisher_->sub) {
       natsSubscription_Unsubscribe(publisher_->sub);
     }
-    publisher_->fail_all(Status::unavailable("bus closed"));
+    publisher_->fail_all(Status::unavailable(std::string("bus closed") + kMayBeStored));
   }
   if (js_) jsCtx_Destroy(js_);
   if (nc_) {
@@ -342,12 +349,22 @@ void Bus::set_connected(bool up) {
   // naks its input, and a retry is deduplicated by Nats-Msg-Id if the write did land.
   // A publish registers under the publisher's lock after reading `connected_`, so it
   // either saw `false` or is in the map fail_all swaps out.
-  if (!up && publisher_) publisher_->fail_all(Status::unavailable("NATS connection lost"));
+  if (!up && publisher_) publisher_->fail_all(Status::unavailable(std::string("NATS connection lost") + kMayBeStored));
   if (was != up) {
     if (up) log::info("nats connected", {{"url", options_.url}});
     else log::warn("nats disconnected", {{"url", options_.url}});
     if (options_.on_connection_change) options_.on_connection_change(up);
   }
+}
+
+void Bus::fail_pending(const std::string& why) { publisher_->fail_all(Status::unavailable(why + kMayBeStored)); }
+
+void Bus::shutdown() {
+  {
+    std::lock_guard lock(publisher_->mu);
+    publisher_->closed = true;
+  }
+  publisher_->fail_all(Status::unavailable(std::string("weir is shutting down") + kMayBeStored));
 }
 
 size_t Bus::pending_publishes() const {
@@ -362,7 +379,7 @@ void Bus::publish(std::string_view subject, std::string_view data, const Headers
   auto deadline = std::chrono::steady_clock::now() + timeout;
   {
     std::lock_guard lock(p.mu);
-    if (!connected_.load(std::memory_order_acquire)) {
+    if (p.closed || !connected_.load(std::memory_order_acquire)) {
       // fall through to the failure below without registering
       id = 0;
     } else {
@@ -374,7 +391,7 @@ void Bus::publish(std::string_view subject, std::string_view data, const Headers
     }
   }
   if (id == 0) {
-    done(Status::unavailable("NATS is not connected"), PubAck{});
+    done(Status::unavailable(connected() ? "weir is shutting down" : "NATS is not connected"), PubAck{});
     return;
   }
   char reply[96];

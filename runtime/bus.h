@@ -80,9 +80,11 @@ class BusMessage {
   uint64_t deliveries() const;                        // 1 on first delivery
   uint64_t stream_sequence() const;
   uint64_t pending() const;                           // messages left in the consumer after this one
-  void ack();
-  void nak(std::chrono::milliseconds delay);
-  void term();
+  // Fire-and-forget; false when the connection did not take it (e.g. the reconnect
+  // buffer is full): the message is then redelivered after AckWait.
+  bool ack();
+  bool nak(std::chrono::milliseconds delay);
+  bool term();
 
  private:
   void load_meta() const;
@@ -149,6 +151,13 @@ class Bus {
   __jsCtx* jetstream() { return js_; }
 
   size_t pending_publishes() const;
+  // Completes every publish waiting for its PubAck now, as unavailable with `why` and the
+  // note that it may still be stored (shutdown: their callbacks then run while the objects
+  // they capture are still alive).
+  void fail_pending(const std::string& why);
+  // From here on every publish fails at once, and what is pending is failed. Call before
+  // destroying anything a publish callback may touch (sources, stages); idempotent.
+  void shutdown();
 
  private:
   Bus() = default;

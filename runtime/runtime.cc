@@ -547,6 +547,8 @@ struct Runtime::Impl final : AdminBackend {
     while (bus && bus->pending_publishes() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    // Those still waiting get their 503 now, while the servers still write answers (C5).
+    if (bus && bus->pending_publishes() > 0) bus->fail_pending("weir is shutting down");
     // Stages stop together: each finishes the batch in hand; sinks finish what is in flight.
     for (auto& f : running) {
       if (f->stage) f->stage->request_stop();
@@ -697,6 +699,9 @@ struct Runtime::Impl final : AdminBackend {
   }
 
   ~Impl() {
+    // Publish callbacks capture sources, ingest and stages: fail what is pending while
+    // they exist, and every later publish at once (hot-path review C5).
+    if (bus) bus->shutdown();
     ingress_server.reset();
     for (auto& f : running) {
       if (f->source) f->source->stop();

@@ -43,6 +43,10 @@ std::string invalid_event_reason(const flows::JsonError& e, int max_depth) {
 }
 }  // namespace
 
+std::chrono::milliseconds flow_ack_wait(const StageOptions& o) {
+  return 2 * o.publish_timeout + std::chrono::seconds(2);
+}
+
 std::chrono::milliseconds retry_backoff(uint64_t attempt) {
   thread_local std::mt19937 rng{std::random_device{}()};
   uint64_t shift = attempt > 1 ? std::min<uint64_t>(attempt - 1, 8) : 0;
@@ -110,9 +114,11 @@ Status FlowStage::start() {
   co.durable = layout::flow_consumer(name_);
   co.filter_subject = input_subject_;
   co.max_ack_pending = 4096;
-  // A batch is handled in milliseconds; what a crashed instance had fetched comes back
-  // to the others after this (docs/adr/0002-bus-layout.md).
-  co.ack_wait = std::chrono::seconds(5);
+  // A batch is run in milliseconds, then waits for its outputs' PubAcks (up to one
+  // publish timeout; the DLQ's as long). AckWait must outlast that with margin, or a slow
+  // server gets the batch redelivered while it is still being finished; it is also how
+  // long a crashed instance's batch takes to reach the others (ADR 0082).
+  co.ack_wait = flow_ack_wait(options_);
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -165,7 +171,9 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
     }
     if (stopping_.load()) {
       // Stopped while paused: hand the batch back at once rather than after AckWait.
-      for (auto& m : batch) m->nak(std::chrono::milliseconds(0));
+      for (auto& m : batch) {
+        if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+      }
       return;
     }
     handling_ = true;
@@ -278,16 +286,17 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
     pending.cv.wait(lock, [&] { return pending.remaining == 0; });
   }
   // Publish before ack: only inputs whose outputs are all persisted are acked.
-  uint64_t acked = 0;
+  uint64_t acked = 0, ack_failures = 0;
   for (size_t i = 0; i < n; ++i) {
     if (pending.ok[i]) {
-      batch[i]->ack();
+      if (!batch[i]->ack()) ++ack_failures;
       ++acked;
     } else {
-      batch[i]->nak(retry_backoff(batch[i]->deliveries()));
+      if (!batch[i]->nak(retry_backoff(batch[i]->deliveries()))) ++ack_failures;
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  if (ack_failures) metrics_.ack_failures.fetch_add(ack_failures, std::memory_order_relaxed);
   metrics_.acked.fetch_add(acked - std::min(acked, dropped), std::memory_order_relaxed);
   metrics_.dropped.fetch_add(dropped, std::memory_order_relaxed);
   metrics_.in_flight.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
@@ -355,8 +364,14 @@ void SinkStage::stop() {
   }
   // Completes (as retries) whatever is still in flight; those are redelivered later.
   sink_->stop();
+  // Every delivery completes after sink_->stop() (the Sink contract) and a dead letter's
+  // publish within its deadline, so this ends. It must: a completion acks through the
+  // subscription (cnats messages do not keep it alive) and touches this stage.
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, std::chrono::seconds(6), [&] { return in_flight_ == 0; });
+  while (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return in_flight_ == 0; })) {
+    log::warn("sink stage stopping: waiting for deliveries in flight",
+              {{"flow", flow_}, {"sink", sink_name_}, {"in_flight", std::to_string(in_flight_)}});
+  }
   lock.unlock();
   consumer_.reset();
 }
@@ -419,7 +434,9 @@ void SinkStage::loop() {
     }
   }
   // Stopping: what was fetched but never handed to the sink goes back at once.
-  for (auto& m : ready) m->nak(std::chrono::milliseconds(0));
+  for (auto& m : ready) {
+    if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
@@ -433,7 +450,7 @@ void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
 void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
   switch (r.kind) {
     case DeliveryResult::Kind::kOk:
-      f->msg->ack();
+      if (!f->msg->ack()) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
       metrics_.acked.fetch_add(1, std::memory_order_relaxed);
       finish(f);
       return;
@@ -445,7 +462,7 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
       }
       auto delay = r.retry_after ? std::min(*r.retry_after, std::chrono::milliseconds(600'000))
                                  : retry_backoff(f->attempt);
-      f->msg->nak(delay);
+      if (!f->msg->nak(delay)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
       finish(f);
       return;
     }
@@ -471,12 +488,9 @@ void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
   d.source_sequence = f->msg->stream_sequence();
   d.source_stream = layout::flow_stream(flow_);
   dlq_.publish(d, [this, f](const Status& s, const PubAck&) {
-    if (s) {
-      f->msg->ack();
-      metrics_.dead.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      f->msg->nak(std::chrono::seconds(1));
-    }
+    bool taken = s ? f->msg->ack() : f->msg->nak(std::chrono::seconds(1));
+    if (s) metrics_.dead.fetch_add(1, std::memory_order_relaxed);
+    if (!taken) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
     finish(f);
   });
 }

@@ -125,6 +125,10 @@ class SinkStage {
   std::thread thread_;
 };
 
+// The flow consumer's AckWait: twice the publish timeout a batch waits at most for its
+// outputs' and dead letters' PubAcks, plus 2 s for running the batch (ADR 0082).
+std::chrono::milliseconds flow_ack_wait(const StageOptions& options);
+
 // Backoff before re-sending attempt `attempt` (1-based) when the sink gave no Retry-After.
 std::chrono::milliseconds retry_backoff(uint64_t attempt);
 

@@ -4,6 +4,7 @@
 // std::runtime_error on failure.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -13,6 +14,10 @@ namespace weir::itest {
 void js_publish(const std::string& url, const std::string& subject, const std::string& id, const std::string& body);
 // Deletes a durable consumer.
 void js_delete_consumer(const std::string& url, const std::string& stream, const std::string& consumer);
+
+// A durable consumer's AckWait.
+std::chrono::milliseconds js_consumer_ack_wait(const std::string& url, const std::string& stream,
+                                               const std::string& consumer);
 
 struct JsStreamState {
   int64_t bytes = 0, messages = 0, max_bytes = 0;
