@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
-#include <queue>
+#include <deque>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -136,10 +136,54 @@ Result<std::vector<std::unique_ptr<BusMessage>>> PullConsumer::fetch(int batch,
 
 // ---- Publisher: pipelined request/reply over one wildcard inbox ------------------------
 
+namespace {
+// A PubAck is {"stream":"…","seq":N[,"duplicate":true]} or {"error":{…}}. The success
+// case is read without a DOM (two publishes per event go through here); errors, rare, take
+// the DOM. Returns false when the text is neither.
+bool parse_puback(std::string_view data, PubAck* ack, Status* status) {
+  if (data.find("\"error\"") != std::string_view::npos) {
+    auto j = nlohmann::json::parse(data, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return false;
+    auto e = j.find("error");
+    if (e == j.end() || !e->is_object()) return false;
+    int code = e->value("code", 0);
+    std::string desc = e->value("description", std::string("error"));
+    *status = code == 503 ? Status::unavailable("JetStream: " + desc) : Status::internal("JetStream: " + desc);
+    return true;
+  }
+  // The value after "key", past the colon and blanks.
+  auto value_of = [&](std::string_view key) -> std::string_view {
+    size_t at = data.find(key);
+    if (at == std::string_view::npos) return {};
+    size_t i = at + key.size();
+    while (i < data.size() && (data[i] == ' ' || data[i] == ':')) ++i;
+    return data.substr(i);
+  };
+  std::string_view seq = value_of("\"seq\"");
+  if (seq.empty() || seq[0] < '0' || seq[0] > '9') return false;
+  uint64_t n = 0;
+  for (size_t i = 0; i < seq.size() && seq[i] >= '0' && seq[i] <= '9'; ++i) n = n * 10 + static_cast<uint64_t>(seq[i] - '0');
+  ack->sequence = n;
+  ack->duplicate = value_of("\"duplicate\"").substr(0, 4) == "true";
+  return true;
+}
+}  // namespace
+
 struct Bus::Publisher {
+  using Clock = std::chrono::steady_clock;
+  // How late a publish timeout may fire. The sweeper wakes once per tick while anything
+  // is pending, not once per publish (hot-path review §1.4).
+  static constexpr auto kTick = std::chrono::milliseconds(100);
+
   struct Pending {
     PublishCallback done;
-    std::chrono::steady_clock::time_point deadline;
+  };
+  // Every caller uses a fixed timeout, so deadlines arrive in order per timeout: one FIFO
+  // per distinct timeout instead of a heap. Entries of completed publishes are dropped
+  // when they reach the front.
+  struct Deadlines {
+    std::chrono::milliseconds timeout;
+    std::deque<std::pair<Clock::time_point, uint64_t>> fifo;
   };
 
   Bus* bus = nullptr;
@@ -147,14 +191,24 @@ struct Bus::Publisher {
   natsSubscription* sub = nullptr;
   mutable std::mutex mu;
   std::unordered_map<uint64_t, Pending> pending;  // GUARDED_BY(mu)
-  std::priority_queue<std::pair<std::chrono::steady_clock::time_point, uint64_t>,
-                      std::vector<std::pair<std::chrono::steady_clock::time_point, uint64_t>>,
-                      std::greater<>> deadlines;  // GUARDED_BY(mu); lazy: entries may be gone
+  std::vector<Deadlines> deadlines;               // GUARDED_BY(mu)
+  size_t queued = 0;                              // GUARDED_BY(mu): entries in all fifos
   uint64_t next_id = 1;                           // GUARDED_BY(mu)
   std::condition_variable cv;
   bool stopping = false;                          // GUARDED_BY(mu)
   bool closed = false;                            // GUARDED_BY(mu): Bus::shutdown()
   std::thread sweeper;
+
+  // Registers a publish; returns its id. Called with `mu` held.
+  uint64_t add(PublishCallback done, std::chrono::milliseconds timeout) {
+    uint64_t id = next_id++;
+    pending.emplace(id, Pending{std::move(done)});
+    auto q = std::find_if(deadlines.begin(), deadlines.end(), [&](const Deadlines& d) { return d.timeout == timeout; });
+    if (q == deadlines.end()) q = deadlines.insert(deadlines.end(), Deadlines{timeout, {}});
+    q->fifo.emplace_back(Clock::now() + timeout, id);
+    if (queued++ == 0) cv.notify_one();   // the sweeper sleeps without a deadline only when empty
+    return id;
+  }
 
   std::optional<Pending> take(uint64_t id) {
     std::lock_guard lock(mu);
@@ -186,18 +240,7 @@ struct Bus::Publisher {
       status = Status::unavailable("no JetStream stream answered (no responders)");
     } else {
       std::string_view data(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg)));
-      auto j = nlohmann::json::parse(data, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) {
-        status = Status::internal("unreadable PubAck");
-      } else if (auto e = j.find("error"); e != j.end()) {
-        int code = e->value("code", 0);
-        std::string desc = e->value("description", std::string("error"));
-        status = code == 503 ? Status::unavailable("JetStream: " + desc)
-                             : Status::internal("JetStream: " + desc);
-      } else {
-        ack.sequence = j.value("seq", uint64_t{0});
-        ack.duplicate = j.value("duplicate", false);
-      }
+      if (!parse_puback(data, &ack, &status)) status = Status::internal("unreadable PubAck");
     }
     natsMsg_Destroy(msg);
     p->done(status, ack);
@@ -212,27 +255,37 @@ struct Bus::Publisher {
     for (auto& [id, p] : failed) p.done(why, PubAck{});
   }
 
+  // Every publish completes exactly once: take() / the erase below under `mu` decide
+  // between the PubAck, this timeout, fail_all and the synchronous failure path.
   void sweep_loop() {
     std::unique_lock lock(mu);
     while (!stopping) {
-      auto now = std::chrono::steady_clock::now();
+      if (queued == 0) {
+        cv.wait(lock);
+        continue;
+      }
+      auto now = Clock::now();
       std::vector<Pending> expired;
-      while (!deadlines.empty() && deadlines.top().first <= now) {
-        auto id = deadlines.top().second;
-        deadlines.pop();
-        if (auto it = pending.find(id); it != pending.end()) {
-          expired.push_back(std::move(it->second));
-          pending.erase(it);
+      for (auto& d : deadlines) {
+        while (!d.fifo.empty()) {
+          auto [deadline, id] = d.fifo.front();
+          auto it = pending.find(id);
+          if (it != pending.end()) {
+            if (deadline > now) break;
+            expired.push_back(std::move(it->second));
+            pending.erase(it);
+          }
+          d.fifo.pop_front();
+          --queued;
         }
       }
       if (!expired.empty()) {
         lock.unlock();
         for (auto& p : expired) p.done(Status::timeout(std::string("JetStream did not acknowledge in time") + kMayBeStored), PubAck{});
+        expired.clear();
         lock.lock();
-        continue;
       }
-      if (deadlines.empty()) cv.wait(lock);
-      else cv.wait_until(lock, deadlines.top().first);
+      if (queued > 0) cv.wait_for(lock, kTick, [&] { return stopping; });
     }
   }
 };
@@ -375,20 +428,10 @@ size_t Bus::pending_publishes() const {
 void Bus::publish(std::string_view subject, std::string_view data, const Headers& headers,
                   std::chrono::milliseconds timeout, PublishCallback done) {
   auto& p = *publisher_;
-  uint64_t id;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  uint64_t id = 0;   // 0: not registered, fails below
   {
     std::lock_guard lock(p.mu);
-    if (p.closed || !connected_.load(std::memory_order_acquire)) {
-      // fall through to the failure below without registering
-      id = 0;
-    } else {
-      id = p.next_id++;
-      bool wake = p.deadlines.empty() || deadline < p.deadlines.top().first;
-      p.pending.emplace(id, Publisher::Pending{std::move(done), deadline});
-      p.deadlines.emplace(deadline, id);
-      if (wake) p.cv.notify_one();
-    }
+    if (!p.closed && connected_.load(std::memory_order_acquire)) id = p.add(std::move(done), timeout);
   }
   if (id == 0) {
     done(Status::unavailable(connected() ? "weir is shutting down" : "NATS is not connected"), PubAck{});

@@ -75,6 +75,12 @@ void FlowStage::set_flow(std::shared_ptr<const flows::Flow> flow) {
   flow_ = std::move(flow);
 }
 
+const std::string& FlowStage::output_subject(const std::string& sink) {
+  auto it = out_subjects_.find(sink);
+  if (it == out_subjects_.end()) it = out_subjects_.emplace(sink, layout::output_subject(name_, sink)).first;
+  return it->second;
+}
+
 std::shared_ptr<const flows::Flow> FlowStage::flow() const {
   std::lock_guard lock(flow_mu_);
   return flow_;
@@ -241,7 +247,28 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
       dead_letter(i, id, poison_reason(delivered, options_.max_deliver), delivered - 1);
       continue;
     }
+    // Publishes one output of input i to `sink`.
+    auto emit = [&](const std::string& sink, std::string_view body) {
+      Headers h;
+      h.reserve(4);
+      h.emplace_back(layout::kHeaderId, id);
+      h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
+      h.emplace_back(layout::kHeaderVersion, version);
+      if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
+      bus_.publish(output_subject(sink), body, h, options_.publish_timeout,
+                   [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
+    };
     flows::JsonError jerr;
+    if (const std::string& sink = flow->pass_through_sink(); !sink.empty()) {
+      // No steps: the stored bytes go out unchanged (spec §1.8), checked without a DOM.
+      if (!flows::check_json(m.data(), options_.max_depth, &jerr)) {
+        metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+        dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
+      } else {
+        emit(sink, m.data());
+      }
+      continue;
+    }
     auto event = flows::parse_json(m.data(), options_.max_depth, &jerr);
     if (!event) {
       // Not a flow error (on_error does not apply): the bytes cannot become an event.
@@ -253,16 +280,9 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
     }
     flows::Outcome outcome = flow->run(std::move(*event));
     switch (outcome.kind) {
-      case flows::Outcome::Kind::kEmit: {
-        Headers h = {{layout::kHeaderId, id},
-                     {layout::kHeaderMsgId, id + "#" + outcome.sink},
-                     {layout::kHeaderVersion, version}};
-        if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
-        std::string body = outcome.event.dump(-1, ' ', false, flows::Json::error_handler_t::replace);
-        bus_.publish(layout::output_subject(name_, outcome.sink), body, h, options_.publish_timeout,
-                     [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
+      case flows::Outcome::Kind::kEmit:
+        emit(outcome.sink, outcome.event.dump(-1, ' ', false, flows::Json::error_handler_t::replace));
         break;
-      }
       case flows::Outcome::Kind::kDropped:
         ++dropped;
         complete(i, true);

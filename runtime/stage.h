@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "flows/flow.h"
 #include "flows/json_limits.h"
@@ -72,6 +73,8 @@ class FlowStage {
  private:
   void loop();
   void process(std::vector<std::unique_ptr<BusMessage>>& batch);
+  // weir.<flow>.out.<sink>, built once per sink (stage thread only).
+  const std::string& output_subject(const std::string& sink);
 
   Bus& bus_;
   DeadLetters& dlq_;
@@ -86,6 +89,7 @@ class FlowStage {
   StageOptions options_;
   std::string input_stream_, input_subject_;
   std::unique_ptr<PullConsumer> consumer_;
+  std::unordered_map<std::string, std::string> out_subjects_;   // stage thread only
   std::atomic<bool> stopping_{false};
   std::atomic<bool> healthy_{false};
   std::thread thread_;

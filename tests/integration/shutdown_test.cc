@@ -91,3 +91,34 @@ TEST_CASE("SIGTERM with publishes stuck in a frozen NATS answers them 503 and ex
     CHECK(r.body.find("may still be stored") != std::string::npos);
   }
 }
+
+TEST_CASE("a publish nats-server never acknowledges is answered 503 once, after ack_timeout", "[integration][faults]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
+                .config = "http: { ack_timeout: 1s }\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/orders", json{{"id", "warm-1"}}.dump()).status == 202);
+
+  HttpReply r;
+  {
+    Frozen frozen(nats.pid());
+    // The deadline sweeper wakes on a coarse tick; the timeout still fires, once.
+    r = weir.post("/in/orders", json{{"id", "late-1"}}.dump(), {}, 10s);
+    CHECK(metric(weir, "weir_ingress_pending_publishes") == 0);
+  }
+  INFO("answer: " << r.status << " " << r.body);
+  CHECK(r.status == 503);
+  CHECK_FALSE(r.header("retry-after").empty());
+  CHECK(r.body.find("did not acknowledge in time") != std::string::npos);
+  CHECK(r.body.find("may still be stored") != std::string::npos);
+  // Once thawed, the write that was sent is stored after all (the 503 said it might be),
+  // and its late PubAck finds nothing to complete a second time.
+  CHECK(wait_until([&] { return sink.ids().count("late-1") == 1; }, 20s, 50ms));
+  REQUIRE(weir.post("/in/orders", json{{"id", "after-1"}}.dump()).status == 202);
+  CHECK(wait_until([&] { return sink.ids().count("after-1") == 1; }, 20s, 50ms));
+  CHECK(weir.running());
+}
