@@ -89,7 +89,7 @@ std::shared_ptr<const flows::Flow> FlowStage::flow() const {
 bool FlowStage::pause(std::chrono::milliseconds timeout) {
   std::unique_lock lock(flow_mu_);
   paused_ = true;
-  return pause_cv_.wait_for(lock, timeout, [&] { return !handling_; });
+  return pause_cv_.wait_for(lock, timeout, [&] { return in_flight_batches_ == 0; });
 }
 
 void FlowStage::resume(std::shared_ptr<const flows::Flow> flow) {
@@ -145,7 +145,14 @@ void FlowStage::loop() {
   // crashed the process, it is then run alone, and only its delivery count climbs to
   // max_deliver, not that of every event fetched with it (docs/adr/0081-poison-events.md).
   bool careful = true;
+  const int most = std::max(1, options_.batches_in_flight);
   while (!stopping_.load()) {
+    {
+      // The next batch is fetched while the last one waits for its PubAcks (ADR 0084).
+      std::unique_lock lock(flow_mu_);
+      pause_cv_.wait(lock, [&] { return stopping_.load() || in_flight_batches_ < (careful ? 1 : most); });
+      if (stopping_.load()) break;
+    }
     auto batch = consumer_->fetch(careful ? 1 : options_.batch, options_.fetch_wait);
     if (!batch) {
       if (healthy_.exchange(false)) log::warn("flow stage cannot fetch", {{"flow", name_}, {"error", batch.status().str()}});
@@ -157,14 +164,41 @@ void FlowStage::loop() {
       metrics_.lag.store(static_cast<int64_t>(batch->back()->pending()), std::memory_order_relaxed);
       careful = false;
       for (const auto& m : batch.value()) careful = careful || m->deliveries() > 1;
-      process(batch.value());
+      start_batch(std::move(batch.value()));
     } else {
       metrics_.lag.store(0, std::memory_order_relaxed);
     }
   }
+  // The batches still in flight complete by their PubAcks or deadlines (the Bus
+  // guarantees each callback once); the subscription they ack through lives until then.
+  std::unique_lock lock(flow_mu_);
+  pause_cv_.wait(lock, [&] { return in_flight_batches_ == 0; });
 }
 
-void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
+// One fetched batch from run to ack. Its outputs' callbacks run on bus threads and the
+// last one to complete acks the inputs (cnats acks are thread-safe), so the stage thread
+// can fetch and run the next batch meanwhile.
+struct FlowStage::Batch {
+  FlowStage* stage = nullptr;
+  std::vector<std::unique_ptr<BusMessage>> msgs;
+  std::shared_ptr<const flows::Flow> flow;
+  Clock::time_point started;
+  std::mutex mu;
+  size_t remaining = 0;        // GUARDED_BY(mu): outputs not completed, +1 while launching
+  std::vector<char> ok;        // GUARDED_BY(mu)
+  uint64_t dropped = 0;        // stage thread only, read after the last completion
+
+  static void complete(const std::shared_ptr<Batch>& b, size_t i, bool ok) {
+    {
+      std::lock_guard lock(b->mu);
+      if (!ok) b->ok[i] = 0;
+      if (--b->remaining != 0) return;
+    }
+    b->stage->finish_batch(*b);
+  }
+};
+
+void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
   std::shared_ptr<const flows::Flow> flow;
   {
     // The version that runs a batch is fixed when it starts; while paused, nothing starts.
@@ -182,44 +216,24 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
       }
       return;
     }
-    handling_ = true;
+    ++in_flight_batches_;
     flow = flow_;
   }
-  struct Done {
-    FlowStage* stage;
-    ~Done() {
-      {
-        std::lock_guard lock(stage->flow_mu_);
-        stage->handling_ = false;
-      }
-      stage->pause_cv_.notify_all();
-    }
-  } done{this};
-  auto started = Clock::now();
-  const size_t n = batch.size();
+  auto b = std::make_shared<Batch>();
+  b->stage = this;
+  b->msgs = std::move(batch);
+  b->flow = flow;
+  b->started = Clock::now();
+  const size_t n = b->msgs.size();
+  b->remaining = n + 1;   // +1: not finished before every output is launched
+  b->ok.assign(n, 1);
   metrics_.received.fetch_add(n, std::memory_order_relaxed);
   metrics_.in_flight.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
-
-  // Completion state for this batch; callbacks run on bus threads.
-  struct Pending {
-    std::mutex mu;
-    std::condition_variable cv;
-    size_t remaining = 0;
-    std::vector<char> ok;
-  } pending;
-  pending.remaining = n;
-  pending.ok.assign(n, 1);
-  auto complete = [&pending](size_t i, bool ok) {
-    std::lock_guard lock(pending.mu);
-    if (!ok) pending.ok[i] = 0;
-    if (--pending.remaining == 0) pending.cv.notify_one();
-  };
   const std::string version = std::to_string(flow->version());
-  uint64_t dropped = 0;
 
   // Dead-letters input i with `reason`; it is acked once the dead letter is stored.
   auto dead_letter = [&](size_t i, const std::string& id, std::string reason, uint64_t deliveries) {
-    BusMessage& m = *batch[i];
+    BusMessage& m = *b->msgs[i];
     DeadLetter d;
     d.flow = name_;
     d.version = flow->version();
@@ -232,11 +246,11 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
     d.source_sequence = m.stream_sequence();
     d.source_stream = input_stream_;
     metrics_.dead.fetch_add(1, std::memory_order_relaxed);
-    dlq_.publish(d, [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
+    dlq_.publish(d, [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
   };
 
   for (size_t i = 0; i < n; ++i) {
-    BusMessage& m = *batch[i];
+    BusMessage& m = *b->msgs[i];
     std::string id = event_id_of(m);
     if (uint64_t delivered = m.deliveries(); delivered > static_cast<uint64_t>(options_.max_deliver)) {
       // Checked before the event is touched: if handling it is what kills the process,
@@ -256,7 +270,7 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
       h.emplace_back(layout::kHeaderVersion, version);
       if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
       bus_.publish(output_subject(sink), body, h, options_.publish_timeout,
-                   [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
+                   [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
     };
     flows::JsonError jerr;
     if (const std::string& sink = flow->pass_through_sink(); !sink.empty()) {
@@ -284,15 +298,15 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
         emit(outcome.sink, outcome.event.dump(-1, ' ', false, flows::Json::error_handler_t::replace));
         break;
       case flows::Outcome::Kind::kDropped:
-        ++dropped;
-        complete(i, true);
+        ++b->dropped;
+        Batch::complete(b, i, true);
         break;
       case flows::Outcome::Kind::kError: {
         metrics_.errors.fetch_add(1, std::memory_order_relaxed);
         if (flow->on_error() == flows::OnError::kDrop) {
           log::debug("flow error, event dropped", {{"flow", name_}, {"id", id}, {"error", outcome.error.str()}});
-          ++dropped;
-          complete(i, true);
+          ++b->dropped;
+          Batch::complete(b, i, true);
           break;
         }
         dead_letter(i, id, outcome.error.str(), m.deliveries());
@@ -300,28 +314,35 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
       }
     }
   }
-  {
-    // Every publish completes: with its PubAck, an error, or its deadline.
-    std::unique_lock lock(pending.mu);
-    pending.cv.wait(lock, [&] { return pending.remaining == 0; });
-  }
-  // Publish before ack: only inputs whose outputs are all persisted are acked.
+  // Launched: drop the guard; whoever completes last (maybe this) acks the batch.
+  Batch::complete(b, 0, true);
+}
+
+void FlowStage::finish_batch(Batch& b) {
+  // Publish before ack: only inputs whose outputs are all persisted are acked. `ok` and
+  // `dropped` are final: every completion happened before this, under b.mu.
+  const size_t n = b.msgs.size();
   uint64_t acked = 0, ack_failures = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (pending.ok[i]) {
-      if (!batch[i]->ack()) ++ack_failures;
+    if (b.ok[i]) {
+      if (!b.msgs[i]->ack()) ++ack_failures;
       ++acked;
     } else {
-      if (!batch[i]->nak(retry_backoff(batch[i]->deliveries()))) ++ack_failures;
+      if (!b.msgs[i]->nak(retry_backoff(b.msgs[i]->deliveries()))) ++ack_failures;
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
   if (ack_failures) metrics_.ack_failures.fetch_add(ack_failures, std::memory_order_relaxed);
-  metrics_.acked.fetch_add(acked - std::min(acked, dropped), std::memory_order_relaxed);
-  metrics_.dropped.fetch_add(dropped, std::memory_order_relaxed);
+  metrics_.acked.fetch_add(acked - std::min(acked, b.dropped), std::memory_order_relaxed);
+  metrics_.dropped.fetch_add(b.dropped, std::memory_order_relaxed);
   metrics_.in_flight.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
-  auto per_event = (Clock::now() - started);
+  auto per_event = (Clock::now() - b.started);
   for (size_t i = 0; i < n; ++i) metrics_.latency.observe(per_event);
+  {
+    std::lock_guard lock(flow_mu_);
+    --in_flight_batches_;
+  }
+  pause_cv_.notify_all();
 }
 
 // ---- SinkStage -----------------------------------------------------------------------
