@@ -465,7 +465,10 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
   cfg.Retention = work_queue ? js_WorkQueuePolicy : js_LimitsPolicy;
   cfg.Replicas = options_.stream_replicas;
   cfg.Duplicates = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.dedup_window).count();
-  cfg.MaxBytes = options_.stream_max_bytes;
+  // The flow stream size (nats.stream_max_bytes) bounds flow streams only. The dead-letter
+  // stream keeps every dead letter (spec §3 dlq.max_bytes 0): with a byte limit and
+  // DiscardOld, a burst of dead letters would silently push out the oldest.
+  cfg.MaxBytes = work_queue ? options_.stream_max_bytes : -1;
   cfg.MaxAge = max_age_ns;
   // A full stream refuses new writes (ingress answers 503) instead of dropping old ones.
   cfg.Discard = work_queue ? js_DiscardNew : js_DiscardOld;

@@ -95,3 +95,82 @@ TEST_CASE("a stalled flow's ingress answers 503 at the backlog bound and drains 
   auto dead = weir.admin("GET", "/dlq");
   CHECK(json::parse(dead.body).empty());
 }
+
+TEST_CASE("a flow stream filled by another route: outputs that cannot be stored are dead-lettered at max_deliver, "
+          "nothing is lost",
+          "[integration][backpressure][dlq]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/out"), "retries: 8, timeout: 2s")}},
+                .config = "nats: { stream_max_bytes: 256KiB }\nhttp: { max_body: 16KiB }\n"
+                          "backlog: { max_bytes: 128KiB }\nmax_deliver: 2\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/full", json{{"id", "warm-1"}}.dump()).status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("warm-1") == 1; }, 20s, 50ms));
+  REQUIRE(weir.terminate() == 0);
+
+  // Ingress would stop at 128 KiB; a publisher writing straight into `.in` does not: fill
+  // the stream to its limit, so the flow's first outputs find no room.
+  std::set<std::string> stored;
+  std::string refused;
+  for (int i = 0; i < 2000 && refused.empty(); ++i) {
+    std::string id = "f" + std::to_string(i);
+    try {
+      js_publish(nats.url(), "weir.full.in", id, json{{"id", id}, {"pad", std::string(300, 'x')}}.dump());
+      stored.insert(id);
+    } catch (const std::runtime_error& e) {
+      refused = e.what();
+    }
+  }
+  INFO("stored " << stored.size() << ", then: " << refused);
+  REQUIRE_FALSE(refused.empty());
+  REQUIRE(stored.size() > 100);
+  REQUIRE(js_stream_state(nats.url(), "weir_full").bytes > (200 << 10));
+
+  weir.spawn();
+  REQUIRE(weir.wait_ready(30s));
+  // Every event ends delivered or dead-lettered, none both, none neither.
+  std::set<std::string> delivered, dead;
+  json letters;
+  bool settled = wait_until(
+      [&] {
+        delivered = sink.ids();
+        auto r = weir.admin("GET", "/dlq?limit=2000");
+        if (r.status != 200) return false;
+        letters = json::parse(r.body);
+        dead.clear();
+        for (const auto& d : letters) dead.insert(d.value("id", ""));
+        for (const auto& id : stored) {
+          if (!delivered.count(id) && !dead.count(id)) return false;
+        }
+        return true;
+      },
+      60s, 250ms);
+  JsStreamState left = js_stream_state(nats.url(), "weir_full");
+  INFO("stream left: " << left.messages << " messages, " << left.bytes << " bytes; dlq stream "
+                        << js_stream_state(nats.url(), "weir_dlq").messages << " messages; sink " << sink.stats().dump()
+                        << "; delivered " << delivered.size() << ", dead " << dead.size());
+  CHECK(settled);
+  size_t both = 0, neither = 0;
+  for (const auto& id : stored) {
+    both += delivered.count(id) && dead.count(id);
+    neither += !delivered.count(id) && !dead.count(id);
+  }
+  CHECK(both == 0);
+  CHECK(neither == 0);
+  CHECK_FALSE(dead.empty());
+  for (const auto& d : letters) {
+    INFO(d.dump().substr(0, 300));
+    CHECK(d.value("stage", "") == "flow");
+    CHECK(d.value("reason", "").find("failed 2 deliveries") != std::string::npos);
+  }
+  std::cout << "stream filled past the bound: " << stored.size() << " events, " << delivered.size() - 1
+            << " delivered, " << dead.size() << " dead-lettered after max_deliver\n";
+  // Recovered: the stream drained and ingress serves again.
+  CHECK(wait_until([&] { return js_stream_state(nats.url(), "weir_full").messages == 0; }, 20s, 100ms));
+  REQUIRE(weir.post("/in/full", json{{"id", "after-1"}}.dump()).status == 202);
+  CHECK(wait_until([&] { return sink.ids().count("after-1") == 1; }, 20s, 50ms));
+}
