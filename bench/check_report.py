@@ -5,8 +5,9 @@ a few seconds and checks its report, so the harness never rots. Not a performanc
   check_report.py -- bench/run.sh 3 8 --no-cold-start --ceiling-seconds 1 --js-count 2000
   check_report.py FILE.json
 
-Checks: exactly one JSON object on stdout; the keys of spec section 7; acked > 0; lost == 0;
-delivered >= acked; the command's exit status 0. Pictures go to a temporary BENCH_OUT_DIR,
+Checks: exactly one JSON object on stdout; the keys of spec section 7; the run's own verdict
+("valid": true, else its "invalid_reasons"); acked > 0; lost == 0; delivered >= acked; the
+command's exit status 0. Pictures go to a temporary BENCH_OUT_DIR,
 removed afterwards. Exit 0 when every check passes, 1 otherwise (the reasons on stderr).
 """
 import json
@@ -34,6 +35,9 @@ def check(report):
     for k in ("idle", "peak"):
         if not isinstance((report.get("rss_mb") or {}).get(k), (int, float)):
             bad.append(f"rss_mb.{k} missing")
+    if report.get("valid") is not True:
+        reasons = report.get("invalid_reasons") or ["the report has no \"valid\" verdict"]
+        bad.append("the run is not valid: " + "; ".join(reasons))
     if not report.get("acked", 0) > 0:
         bad.append(f"acked = {report.get('acked')}, nothing went through")
     if report.get("lost") != 0:

@@ -8,8 +8,16 @@ loadgen -> sink directly (HTTP), raw JetStream publish, consume and hop (weir-js
 the pipeline ceiling 1 / (1/http + 1/publish + 1/hop + 1/consume + 1/http).
 
 Prints one JSON object on stdout, progress on stderr, writes an SVG of delivered rate and
-latency over time next to the JSON in bench/out/. Exits 1 when lost > 0. Every process it
-starts is stopped by its PID; every load is bounded in time.
+latency over time next to the JSON in bench/out/. Every process it starts is stopped by its
+PID; every load is bounded in time.
+
+The run judges itself: "valid" is false, with every reason in "invalid_reasons", when the
+load generator saw errors other than backpressure 503s (those are counted in
+"rejected_503"), the sink did not get every acknowledged id within --drain, a ceiling could
+not be measured, a cold start failed, or nothing was acknowledged. Loss is always the set
+difference of acknowledged and delivered ids. A paced run is compared with a paced
+reference (the load generator straight into the sink at the same rate), never with the
+closed-loop ceilings. Exit 1 when lost > 0 or the run is not valid.
 """
 import argparse
 import json
@@ -201,7 +209,8 @@ class Bench(Stack):
         return env
 
     def cold_start_ms(self, flows_dir, runs=5):
-        """Spawn -> /healthz 200, with NATS already up; median of `runs`."""
+        """Spawn -> /healthz 200, with NATS already up; median of `runs`. "failed" counts the
+        starts that never answered (they are not in the median; the run is then invalid)."""
         times = []
         for _ in range(runs):
             hp, ap = free_port(), free_port()
@@ -219,8 +228,10 @@ class Bench(Stack):
             self.procs.stop(p)
             if ok:
                 times.append((t1 - t0) * 1000)
+        if not times:
+            return {"median": None, "runs": [], "failed": runs}
         return {"median": round(statistics.median(times), 2), "min": round(min(times), 2),
-                "max": round(max(times), 2), "runs": [round(t, 2) for t in times]} if times else None
+                "max": round(max(times), 2), "runs": [round(t, 2) for t in times], "failed": runs - len(times)}
 
     def start_weir(self, flows_dir):
         self.http_port, self.admin_port = free_port(), free_port()
@@ -271,7 +282,20 @@ class Bench(Stack):
                  c["jetstream_consume_per_s"], c["http_per_s"]]
         if all(parts):
             c["pipeline_per_s"] = round(1.0 / sum(1.0 / x for x in parts), 1)
+        c["failed"] = [k for k in ("http_per_s", "jetstream_publish_per_s", "jetstream_consume_per_s",
+                                   "jetstream_hop_per_s") if not c.get(k)]
         return c
+
+    def paced_reference(self, rate):
+        """The load generator straight into the sink at `rate`: the latency and delivery a
+        paced run is judged against (a closed-loop ceiling says nothing about a paced run)."""
+        http_post(self.sink_port, "/reset")
+        lg = self.loadgen(self.sink_port, "/reference", self.a.ceiling_seconds, concurrency=max(self.a.concurrency, 64),
+                          rate=rate, warmup="1s")
+        stats = self.sink_stats()
+        http_post(self.sink_port, "/reset")
+        return {"rate": rate, "ingest_per_s": lg["ingest_per_s"], "errors": lg.get("errors", {}),
+                "e2e_ms": {k: stats["e2e_ms"].get(k) for k in ("p50", "p90", "p99", "max")}}
 
     # ---- the run ------------------------------------------------------------------
     def run(self):
@@ -287,10 +311,13 @@ class Bench(Stack):
             result["rate"] = a.rate
         else:
             result["concurrency"] = a.concurrency
+        invalid = []
         result["cold_start_ms"] = None
         if not a.no_cold_start:
             result["cold_start_ms"] = self.cold_start_ms(flows_dir)
             log(f"cold start {result['cold_start_ms']}")
+            if result["cold_start_ms"]["failed"]:
+                invalid.append(f"{result['cold_start_ms']['failed']} of 5 cold starts never answered /healthz")
         self.start_weir(flows_dir)
         time.sleep(1.0)
         rss_idle = rss_mb(self.weir.pid)
@@ -305,18 +332,38 @@ class Bench(Stack):
         timeline = m.pop("timeline")
         rss_peak = rss_mb(self.weir.pid, "VmHWM")
         self.procs.stop(self.weir)
+        invalid += m.pop("invalid_reasons")
         result.update(m)
         result["rss_mb"] = {"idle": round(rss_idle, 2), "peak": round(rss_peak, 2)}
         if not a.no_ceilings:
             log("ceilings: loadgen -> sink, jetstream publish/consume/hop")
             c = self.ceilings()
             result["ceilings"] = c
+            if c["failed"]:
+                invalid.append(f"ceiling measurement failed: {', '.join(c['failed'])}")
             r = {}
-            if c.get("pipeline_per_s"):
-                r["delivered_vs_pipeline"] = round(result["delivered_per_s"] / c["pipeline_per_s"], 3)
-            if c.get("http_per_s"):
-                r["ingest_vs_http"] = round(result["ingest_per_s"] / c["http_per_s"], 3)
+            if a.rate:
+                # Paced: against the offered rate and a paced reference, not a closed-loop ceiling.
+                log(f"paced reference: loadgen -> sink at {a.rate}/s")
+                ref = self.paced_reference(a.rate)
+                result["paced_reference"] = ref
+                if ref["errors"]:
+                    invalid.append(f"paced reference load errors: {ref['errors']}")
+                r["delivered_vs_offered"] = round(result["delivered_per_s"] / a.rate, 3)
+                for q in ("p50", "p99"):
+                    mine, theirs = result["e2e_ms"].get(q), ref["e2e_ms"].get(q)
+                    if mine is not None and theirs:
+                        r[f"e2e_{q}_vs_direct"] = round(mine / theirs, 3)
+            else:
+                if c.get("pipeline_per_s"):
+                    r["delivered_vs_pipeline"] = round(result["delivered_per_s"] / c["pipeline_per_s"], 3)
+                if c.get("http_per_s"):
+                    r["ingest_vs_http"] = round(result["ingest_per_s"] / c["http_per_s"], 3)
             result["ratios"] = r
+        if not result["acked"]:
+            invalid.append("nothing was acknowledged")
+        result["valid"] = not invalid
+        result["invalid_reasons"] = invalid
         result["loadavg_after"] = os.getloadavg()[0]
         result["picture"] = self.picture(timeline, result)
         return result
@@ -337,19 +384,35 @@ class Bench(Stack):
         def delivered_all():
             return self.sink_stats()["unique"] >= len(acked)
 
-        drained = wait_for(delivered_all, self.a.drain, poll=0.1)
+        # The count first (cheap), then the ids: the sink may count events that were stored
+        # but not acknowledged, so only the id sets decide.
+        wait_for(delivered_all, self.a.drain, poll=0.1)
+        ids = set(json.loads(http_get(self.sink_port, "/ids", 10)[1]))
+        while acked - ids and time.monotonic() < load_end + self.a.drain:
+            time.sleep(1.0)
+            ids = set(json.loads(http_get(self.sink_port, "/ids", 10)[1]))
+        drained = not (acked - ids)
         drain_s = time.monotonic() - load_end
         cpu1 = {k: cpu_seconds(p) for k, p in cpu_pids.items()}
         stats = self.sink_stats()
-        ids = set(json.loads(http_get(self.sink_port, "/ids", 10)[1]))
         timeline = json.loads(http_get(self.sink_port, "/timeline", 10)[1])
         delivered = stats["unique"]
         # Delivered rate: the median of the sink's whole seconds (the first and the last one
         # are partial).
         window = [b["count"] for b in timeline][1:-1] if len(timeline) > 2 else [b["count"] for b in timeline]
+        errors = lg.get("errors", {}) or {}
+        # 503 is weir's backpressure answer (spec §6): allowed, counted, not a load error.
+        load_errors = {k: v for k, v in errors.items() if k != "503"}
+        invalid = []
+        if load_errors:
+            invalid.append(f"load errors{' ' + label if label else ''}: {load_errors}")
+        if not drained:
+            invalid.append(f"not drained{' ' + label if label else ''}: {len(acked - ids)} acknowledged ids "
+                           f"not delivered {self.a.drain}s after the load")
         m = {
             "sent": lg["total"]["sent"], "acked": lg["total"]["acked"], "delivered": delivered,
-            "lost": len(acked - ids), "duplicates": stats["duplicates"], "errors": lg.get("errors", {}),
+            "lost": len(acked - ids), "duplicates": stats["duplicates"], "errors": errors,
+            "rejected_503": errors.get("503", 0), "invalid_reasons": invalid,
             "ingest_per_s": lg["ingest_per_s"],
             "delivered_per_s": round(statistics.median(window), 1) if window else 0,
             "drain_s": round(drain_s, 2), "drained": drained,
@@ -393,10 +456,14 @@ def main():
     finally:
         b.close()
     print(json.dumps(result))
+    status = 0
     if result["lost"] > 0:
         log(f"LOST {result['lost']} acknowledged events")
-        return 1
-    return 0
+        status = 1
+    if not result["valid"]:
+        log("INVALID RUN: " + "; ".join(result["invalid_reasons"]))
+        status = 1
+    return status
 
 
 if __name__ == "__main__":

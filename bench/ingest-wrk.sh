@@ -4,8 +4,14 @@
 # in the same run, wrk against weir-sink alone (the HTTP ceiling) and a raw JetStream
 # async-publish rate (weir-jsbench publish), as ratios. Each repetition measures the
 # three one after the other on the same throwaway nats-server; medians and ranges over
-# the repetitions. One JSON object on stdout, progress on stderr. Exit 1 when an acked
-# event was not delivered.
+# the repetitions. One JSON object on stdout, progress on stderr.
+#
+# Loss is the set difference of the ids wrk saw acknowledged (202 {"id"}) and the ids the
+# sink received. A repetition is invalid ("valid": false, "invalid_reasons") when wrk had
+# connect/write/timeout errors, more read errors than connections (one cut answer per
+# connection at the end is expected), answers other than 2xx or 503 (backpressure, counted),
+# the sink did not get every acked id within 60 s, or a ceiling failed. Exit 1 when an
+# acked event was not delivered or a repetition is invalid.
 #
 #   bench/ingest-wrk.sh [seconds=10] [connections=32] [repetitions=3]
 #   BUILD=build-x bench/ingest-wrk.sh 5 32 1
@@ -86,43 +92,59 @@ for rep in $(seq 1 "$reps"); do
   wrk_sink=$(wrk -t2 -c"$conns" -d"${seconds}s" -s bench/wrk/post.lua "$sink/direct" | wrk_json)
   log "rep $rep: wrk → sink $(echo "$wrk_sink" | jq -c '{requests, duration_us}')"
 
-  # 2. Raw JetStream async publish on the same server.
-  js=$("$build/weir-jsbench" publish --nats "$nats_url" --count 200000 --size 300 2>/dev/null)
+  # 2. Raw JetStream async publish on the same server ({} when it failed: judged below).
+  js=$("$build/weir-jsbench" publish --nats "$nats_url" --count 200000 --size 300 2>/dev/null) || js='{}'
+  [ -n "$js" ] || js='{}'
   log "rep $rep: jetstream publish $(echo "$js" | jq -c '{rate, ok}')"
 
   # 3. weir: wrk → http-in → JetStream → flow stage → sink stage → weir-sink.
   curl -s -X POST "$sink/reset" >/dev/null
   cpu0=$(cpu_ticks "$weir_pid")
-  wrk_weir=$(wrk -t2 -c"$conns" -d"${seconds}s" -s bench/wrk/post.lua "http://127.0.0.1:$http_port/in/pass" | wrk_json)
-  requests=$(echo "$wrk_weir" | jq '.requests')
-  failed=$(echo "$wrk_weir" | jq '.non2xx + .connect + .read + .write + .timeout')
-  acked=$((requests - failed))
-  # Delivery finishes after the last 202: wait until the sink has them all (bounded).
-  for _ in $(seq 1 600); do
-    [ "$(sink_stat .unique)" -ge "$acked" ] && break
-    sleep 0.1
+  WRK_ACKED_IDS="$work/acked.ids" wrk -t2 -c"$conns" -d"${seconds}s" -s bench/wrk/post.lua \
+    "http://127.0.0.1:$http_port/in/pass" > "$work/wrk.out"
+  wrk_weir=$(wrk_json < "$work/wrk.out")
+  sort -u "$work/acked.ids" > "$work/acked.sorted"
+  acked=$(wc -l < "$work/acked.sorted")
+  # Delivery finishes after the last 202: wait for the count, then compare the ids
+  # (bounded: 60 s after the load).
+  deadline=$((SECONDS + 60))
+  while [ "$(sink_stat .unique)" -lt "$acked" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+  while :; do
+    curl -s "$sink/ids" | jq -r '.[]' | sort > "$work/delivered.sorted"
+    lost=$(comm -23 "$work/acked.sorted" "$work/delivered.sorted" | wc -l)
+    [ "$lost" -eq 0 ] || [ "$SECONDS" -ge "$deadline" ] && break
+    sleep 1
   done
+  drained=$([ "$lost" -eq 0 ] && echo true || echo false)
   cpu1=$(cpu_ticks "$weir_pid")
   stats=$(curl -s "$sink/stats")
-  unique=$(echo "$stats" | jq .unique)
-  # wrk counts a request whose answer it never read (cut at the end) as a read error;
-  # such an event may still have been stored and delivered, so lost = acked − delivered.
-  lost=$(( acked > unique ? acked - unique : 0 ))
   lost_total=$((lost_total + lost))
   run=$(jq -n --argjson s "$wrk_sink" --argjson js "$js" --argjson w "$wrk_weir" --argjson st "$stats" \
-    --argjson acked "$acked" --argjson lost "$lost" --argjson cpu "$((cpu1 - cpu0))" \
-    --argjson hz "$(getconf CLK_TCK)" '
+    --argjson acked "$acked" --argjson lost "$lost" --argjson drained "$drained" --argjson cpu "$((cpu1 - cpu0))" \
+    --argjson conns "$conns" --argjson hz "$(getconf CLK_TCK)" '
     ($s.requests / ($s.duration_us / 1e6)) as $http
     | ($acked / ($w.duration_us / 1e6)) as $ingest
     | ($st.unique / ((($st.last_us - $st.first_us) / 1e6) | if . > 0 then . else 1 end)) as $delivered
+    | ($w.statuses | to_entries | map(select((.key | startswith("2") | not) and .key != "503")) | from_entries)
+        as $bad_statuses
+    | ([if ($w.connect + $w.write + $w.timeout) > 0 then
+          "wrk errors: connect \($w.connect), write \($w.write), timeout \($w.timeout)" else empty end,
+        if $w.read > $conns then "wrk read errors \($w.read) > \($conns) connections" else empty end,
+        if ($bad_statuses | length) > 0 then "answers other than 2xx/503: \($bad_statuses)" else empty end,
+        if $drained | not then "not drained: \($lost) acked ids not delivered 60 s after the load" else empty end,
+        if ($js.rate // 0) <= 0 then "jetstream publish ceiling failed" else empty end,
+        if $s.non2xx > 0 or ($s.connect + $s.write + $s.timeout) > 0 then "http ceiling run had errors" else empty end,
+        if $acked == 0 then "nothing was acknowledged" else empty end]) as $invalid
     | {http_ceiling_per_s: $http, js_publish_per_s: $js.rate,
        ingest_per_s: $ingest, delivered_per_s: $delivered,
        sent: $w.requests, acked: $acked, delivered: $st.unique, lost: $lost, duplicates: $st.duplicates,
+       rejected_503: ($w.statuses["503"] // 0), drained: $drained,
+       valid: ($invalid | length == 0), invalid_reasons: $invalid,
        ingest_ms: {p50: ($w.p50_us / 1000), p90: ($w.p90_us / 1000), p99: ($w.p99_us / 1000), max: ($w.max_us / 1000)},
        weir_cpu_us_per_event: (if $st.unique > 0 then ($cpu / $hz * 1e6 / $st.unique) else null end),
        ratios: {ingest_over_http: ($ingest / $http), delivered_over_http: ($delivered / $http),
-                ingest_over_js_publish: ($ingest / $js.rate)}}')
-  log "rep $rep: $(echo "$run" | jq -c '{ingest_per_s, delivered_per_s, lost, ratios}')"
+                ingest_over_js_publish: (if ($js.rate // 0) > 0 then $ingest / $js.rate else null end)}}')
+  log "rep $rep: $(echo "$run" | jq -c '{ingest_per_s, delivered_per_s, lost, valid, invalid_reasons, ratios}')"
   results=$(echo "$results" | jq --argjson r "$run" '. + [$r]')
 done
 
@@ -139,5 +161,11 @@ echo "$results" | jq --arg conns "$conns" --arg secs "$seconds" --argjson rss "$
    ratio_ingest_over_js_publish: agg(.ratios.ingest_over_js_publish),
    ingest_p99_ms: agg(.ingest_ms.p99), weir_cpu_us_per_event: agg(.weir_cpu_us_per_event),
    weir_rss_peak_mb: ($rss / 1024), lost: ([.[] | .lost] | add), duplicates: ([.[] | .duplicates] | add),
+   rejected_503: ([.[] | .rejected_503] | add),
+   valid: (all(.[]; .valid)), invalid_reasons: [.[] | .invalid_reasons[]],
    runs: .}'
-[ "$lost_total" -eq 0 ]
+[ "$lost_total" -eq 0 ] || { log "LOST $lost_total acknowledged events"; exit 1; }
+if [ "$(echo "$results" | jq 'all(.[]; .valid)')" != true ]; then
+  log "INVALID RUN: $(echo "$results" | jq -c '[.[] | .invalid_reasons[]]')"
+  exit 1
+fi

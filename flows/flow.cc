@@ -35,6 +35,11 @@ Flow::~Flow() = default;
 Flow::Flow(Flow&&) noexcept = default;
 Flow& Flow::operator=(Flow&&) noexcept = default;
 
+const std::string& Flow::pass_through_sink() const {
+  static const std::string kNone;
+  return program_ && program_->steps.empty() ? program_->only_sink : kNone;
+}
+
 Outcome Flow::run(Json event) const {
   Outcome out;
   try {

@@ -184,6 +184,11 @@ class Flow {
   // Outcome::Kind::kError. Thread-safe.
   Outcome run(Json event) const;
 
+  // A flow without steps forwards each event unchanged to its one sink (spec §1.8): that
+  // sink's name; "" when the flow has steps. The runtime then skips run() and keeps the
+  // event's bytes.
+  const std::string& pass_through_sink() const;
+
   // Set by the runtime when a registry assigns versions (cluster deploys).
   void set_version(int64_t v) { version_ = v; }
 

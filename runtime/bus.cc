@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
-#include <queue>
+#include <deque>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +52,12 @@ Status nats_status(int s, std::string_view what) {
 }
 
 namespace {
+// Spec §6 / hot-path review C6: a publish failed after it was written may still be
+// stored (cnats' reconnect buffer replays it; a late PubAck is not waited for). Every
+// such failure says so, since it becomes the 503 body at http-in.
+constexpr const char* kMayBeStored =
+    " (a write already sent may still be stored: resend with the same Idempotency-Key, JetStream drops the duplicate)";
+
 Status js_status(natsStatus s, jsErrCode jerr, std::string_view what) {
   if (s == NATS_OK) return Status::ok();
   Status base = nats_status(s, what);
@@ -98,12 +104,12 @@ uint64_t BusMessage::pending() const {
 }
 // Acks are fire-and-forget: a lost ack means a redelivery, which the next hop's
 // Nats-Msg-Id deduplicates (docs/adr/0002-bus-layout.md).
-void BusMessage::ack() { natsMsg_Ack(msg_, nullptr); }
-void BusMessage::nak(std::chrono::milliseconds delay) {
-  if (delay.count() > 0) natsMsg_NakWithDelay(msg_, delay.count(), nullptr);
-  else natsMsg_Nak(msg_, nullptr);
+bool BusMessage::ack() { return natsMsg_Ack(msg_, nullptr) == NATS_OK; }
+bool BusMessage::nak(std::chrono::milliseconds delay) {
+  if (delay.count() > 0) return natsMsg_NakWithDelay(msg_, delay.count(), nullptr) == NATS_OK;
+  return natsMsg_Nak(msg_, nullptr) == NATS_OK;
 }
-void BusMessage::term() { natsMsg_Term(msg_, nullptr); }
+bool BusMessage::term() { return natsMsg_Term(msg_, nullptr) == NATS_OK; }
 
 // ---- PullConsumer --------------------------------------------------------------------
 
@@ -130,10 +136,54 @@ Result<std::vector<std::unique_ptr<BusMessage>>> PullConsumer::fetch(int batch,
 
 // ---- Publisher: pipelined request/reply over one wildcard inbox ------------------------
 
+namespace {
+// A PubAck is {"stream":"…","seq":N[,"duplicate":true]} or {"error":{…}}. The success
+// case is read without a DOM (two publishes per event go through here); errors, rare, take
+// the DOM. Returns false when the text is neither.
+bool parse_puback(std::string_view data, PubAck* ack, Status* status) {
+  if (data.find("\"error\"") != std::string_view::npos) {
+    auto j = nlohmann::json::parse(data, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return false;
+    auto e = j.find("error");
+    if (e == j.end() || !e->is_object()) return false;
+    int code = e->value("code", 0);
+    std::string desc = e->value("description", std::string("error"));
+    *status = code == 503 ? Status::unavailable("JetStream: " + desc) : Status::internal("JetStream: " + desc);
+    return true;
+  }
+  // The value after "key", past the colon and blanks.
+  auto value_of = [&](std::string_view key) -> std::string_view {
+    size_t at = data.find(key);
+    if (at == std::string_view::npos) return {};
+    size_t i = at + key.size();
+    while (i < data.size() && (data[i] == ' ' || data[i] == ':')) ++i;
+    return data.substr(i);
+  };
+  std::string_view seq = value_of("\"seq\"");
+  if (seq.empty() || seq[0] < '0' || seq[0] > '9') return false;
+  uint64_t n = 0;
+  for (size_t i = 0; i < seq.size() && seq[i] >= '0' && seq[i] <= '9'; ++i) n = n * 10 + static_cast<uint64_t>(seq[i] - '0');
+  ack->sequence = n;
+  ack->duplicate = value_of("\"duplicate\"").substr(0, 4) == "true";
+  return true;
+}
+}  // namespace
+
 struct Bus::Publisher {
+  using Clock = std::chrono::steady_clock;
+  // How late a publish timeout may fire. The sweeper wakes once per tick while anything
+  // is pending, not once per publish (hot-path review §1.4).
+  static constexpr auto kTick = std::chrono::milliseconds(100);
+
   struct Pending {
     PublishCallback done;
-    std::chrono::steady_clock::time_point deadline;
+  };
+  // Every caller uses a fixed timeout, so deadlines arrive in order per timeout: one FIFO
+  // per distinct timeout instead of a heap. Entries of completed publishes are dropped
+  // when they reach the front.
+  struct Deadlines {
+    std::chrono::milliseconds timeout;
+    std::deque<std::pair<Clock::time_point, uint64_t>> fifo;
   };
 
   Bus* bus = nullptr;
@@ -141,13 +191,24 @@ struct Bus::Publisher {
   natsSubscription* sub = nullptr;
   mutable std::mutex mu;
   std::unordered_map<uint64_t, Pending> pending;  // GUARDED_BY(mu)
-  std::priority_queue<std::pair<std::chrono::steady_clock::time_point, uint64_t>,
-                      std::vector<std::pair<std::chrono::steady_clock::time_point, uint64_t>>,
-                      std::greater<>> deadlines;  // GUARDED_BY(mu); lazy: entries may be gone
+  std::vector<Deadlines> deadlines;               // GUARDED_BY(mu)
+  size_t queued = 0;                              // GUARDED_BY(mu): entries in all fifos
   uint64_t next_id = 1;                           // GUARDED_BY(mu)
   std::condition_variable cv;
   bool stopping = false;                          // GUARDED_BY(mu)
+  bool closed = false;                            // GUARDED_BY(mu): Bus::shutdown()
   std::thread sweeper;
+
+  // Registers a publish; returns its id. Called with `mu` held.
+  uint64_t add(PublishCallback done, std::chrono::milliseconds timeout) {
+    uint64_t id = next_id++;
+    pending.emplace(id, Pending{std::move(done)});
+    auto q = std::find_if(deadlines.begin(), deadlines.end(), [&](const Deadlines& d) { return d.timeout == timeout; });
+    if (q == deadlines.end()) q = deadlines.insert(deadlines.end(), Deadlines{timeout, {}});
+    q->fifo.emplace_back(Clock::now() + timeout, id);
+    if (queued++ == 0) cv.notify_one();   // the sweeper sleeps without a deadline only when empty
+    return id;
+  }
 
   std::optional<Pending> take(uint64_t id) {
     std::lock_guard lock(mu);
@@ -179,18 +240,7 @@ struct Bus::Publisher {
       status = Status::unavailable("no JetStream stream answered (no responders)");
     } else {
       std::string_view data(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg)));
-      auto j = nlohmann::json::parse(data, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) {
-        status = Status::internal("unreadable PubAck");
-      } else if (auto e = j.find("error"); e != j.end()) {
-        int code = e->value("code", 0);
-        std::string desc = e->value("description", std::string("error"));
-        status = code == 503 ? Status::unavailable("JetStream: " + desc)
-                             : Status::internal("JetStream: " + desc);
-      } else {
-        ack.sequence = j.value("seq", uint64_t{0});
-        ack.duplicate = j.value("duplicate", false);
-      }
+      if (!parse_puback(data, &ack, &status)) status = Status::internal("unreadable PubAck");
     }
     natsMsg_Destroy(msg);
     p->done(status, ack);
@@ -205,27 +255,37 @@ struct Bus::Publisher {
     for (auto& [id, p] : failed) p.done(why, PubAck{});
   }
 
+  // Every publish completes exactly once: take() / the erase below under `mu` decide
+  // between the PubAck, this timeout, fail_all and the synchronous failure path.
   void sweep_loop() {
     std::unique_lock lock(mu);
     while (!stopping) {
-      auto now = std::chrono::steady_clock::now();
+      if (queued == 0) {
+        cv.wait(lock);
+        continue;
+      }
+      auto now = Clock::now();
       std::vector<Pending> expired;
-      while (!deadlines.empty() && deadlines.top().first <= now) {
-        auto id = deadlines.top().second;
-        deadlines.pop();
-        if (auto it = pending.find(id); it != pending.end()) {
-          expired.push_back(std::move(it->second));
-          pending.erase(it);
+      for (auto& d : deadlines) {
+        while (!d.fifo.empty()) {
+          auto [deadline, id] = d.fifo.front();
+          auto it = pending.find(id);
+          if (it != pending.end()) {
+            if (deadline > now) break;
+            expired.push_back(std::move(it->second));
+            pending.erase(it);
+          }
+          d.fifo.pop_front();
+          --queued;
         }
       }
       if (!expired.empty()) {
         lock.unlock();
-        for (auto& p : expired) p.done(Status::timeout("JetStream did not acknowledge in time"), PubAck{});
+        for (auto& p : expired) p.done(Status::timeout(std::string("JetStream did not acknowledge in time") + kMayBeStored), PubAck{});
+        expired.clear();
         lock.lock();
-        continue;
       }
-      if (deadlines.empty()) cv.wait(lock);
-      else cv.wait_until(lock, deadlines.top().first);
+      if (queued > 0) cv.wait_for(lock, kTick, [&] { return stopping; });
     }
   }
 };
@@ -320,7 +380,7 @@ Bus::~Bus() {
     if (publisher_->sub) {
       natsSubscription_Unsubscribe(publisher_->sub);
     }
-    publisher_->fail_all(Status::unavailable("bus closed"));
+    publisher_->fail_all(Status::unavailable(std::string("bus closed") + kMayBeStored));
   }
   if (js_) jsCtx_Destroy(js_);
   if (nc_) {
@@ -342,12 +402,22 @@ void Bus::set_connected(bool up) {
   // naks its input, and a retry is deduplicated by Nats-Msg-Id if the write did land.
   // A publish registers under the publisher's lock after reading `connected_`, so it
   // either saw `false` or is in the map fail_all swaps out.
-  if (!up && publisher_) publisher_->fail_all(Status::unavailable("NATS connection lost"));
+  if (!up && publisher_) publisher_->fail_all(Status::unavailable(std::string("NATS connection lost") + kMayBeStored));
   if (was != up) {
     if (up) log::info("nats connected", {{"url", options_.url}});
     else log::warn("nats disconnected", {{"url", options_.url}});
     if (options_.on_connection_change) options_.on_connection_change(up);
   }
+}
+
+void Bus::fail_pending(const std::string& why) { publisher_->fail_all(Status::unavailable(why + kMayBeStored)); }
+
+void Bus::shutdown() {
+  {
+    std::lock_guard lock(publisher_->mu);
+    publisher_->closed = true;
+  }
+  publisher_->fail_all(Status::unavailable(std::string("weir is shutting down") + kMayBeStored));
 }
 
 size_t Bus::pending_publishes() const {
@@ -358,23 +428,13 @@ size_t Bus::pending_publishes() const {
 void Bus::publish(std::string_view subject, std::string_view data, const Headers& headers,
                   std::chrono::milliseconds timeout, PublishCallback done) {
   auto& p = *publisher_;
-  uint64_t id;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  uint64_t id = 0;   // 0: not registered, fails below
   {
     std::lock_guard lock(p.mu);
-    if (!connected_.load(std::memory_order_acquire)) {
-      // fall through to the failure below without registering
-      id = 0;
-    } else {
-      id = p.next_id++;
-      bool wake = p.deadlines.empty() || deadline < p.deadlines.top().first;
-      p.pending.emplace(id, Publisher::Pending{std::move(done), deadline});
-      p.deadlines.emplace(deadline, id);
-      if (wake) p.cv.notify_one();
-    }
+    if (!p.closed && connected_.load(std::memory_order_acquire)) id = p.add(std::move(done), timeout);
   }
   if (id == 0) {
-    done(Status::unavailable("NATS is not connected"), PubAck{});
+    done(Status::unavailable(connected() ? "weir is shutting down" : "NATS is not connected"), PubAck{});
     return;
   }
   char reply[96];
@@ -435,7 +495,10 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
   cfg.Retention = work_queue ? js_WorkQueuePolicy : js_LimitsPolicy;
   cfg.Replicas = options_.stream_replicas;
   cfg.Duplicates = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.dedup_window).count();
-  cfg.MaxBytes = options_.stream_max_bytes;
+  // The flow stream size (nats.stream_max_bytes) bounds flow streams only. The dead-letter
+  // stream keeps every dead letter (spec §3 dlq.max_bytes 0): with a byte limit and
+  // DiscardOld, a burst of dead letters would silently push out the oldest.
+  cfg.MaxBytes = work_queue ? options_.stream_max_bytes : -1;
   cfg.MaxAge = max_age_ns;
   // A full stream refuses new writes (ingress answers 503) instead of dropping old ones.
   cfg.Discard = work_queue ? js_DiscardNew : js_DiscardOld;
@@ -574,7 +637,17 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
 
 Status Bus::ensure_flow_stream(std::string_view flow) {
   std::string f(flow);
-  return add_or_update_stream(layout::flow_stream(f), {"weir." + f + ".>"}, true, 0);
+  std::string name = layout::flow_stream(f);
+  // nats-server enforces a lowered MaxBytes by deleting stored messages, DiscardNew or
+  // not: refuse to shrink a stream below what it holds (those are acked events).
+  if (auto st = stream_state(name); st && options_.stream_max_bytes > 0 && st->bytes > options_.stream_max_bytes &&
+                                    st->max_bytes != options_.stream_max_bytes) {
+    return Status::invalid("stream " + name + " holds " + std::to_string(st->bytes) +
+                           " bytes, more than nats.stream_max_bytes (" + std::to_string(options_.stream_max_bytes) +
+                           "): shrinking it would delete stored events; raise nats.stream_max_bytes or let the flow "
+                           "drain first");
+  }
+  return add_or_update_stream(name, {"weir." + f + ".>"}, true, 0);
 }
 
 Status Bus::ensure_dlq_stream(std::chrono::milliseconds max_age, int64_t max_bytes) {
@@ -637,6 +710,19 @@ Result<std::pair<uint64_t, uint64_t>> Bus::stream_bounds(const std::string& stre
   if (s != NATS_OK) return js_status(s, jerr, "stream info " + stream);
   std::pair<uint64_t, uint64_t> out{si->State.FirstSeq, si->State.LastSeq};
   if (si->State.Msgs == 0) out = {0, 0};
+  jsStreamInfo_Destroy(si);
+  return out;
+}
+
+Result<Bus::StreamState> Bus::stream_state(const std::string& stream) {
+  jsStreamInfo* si = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, &jerr);
+  if (s != NATS_OK) return js_status(s, jerr, "stream info " + stream);
+  StreamState out;
+  out.bytes = static_cast<int64_t>(si->State.Bytes);
+  out.messages = static_cast<int64_t>(si->State.Msgs);
+  if (si->Config) out.max_bytes = si->Config->MaxBytes;
   jsStreamInfo_Destroy(si);
   return out;
 }

@@ -84,9 +84,11 @@ class BusMessage {
   uint64_t deliveries() const;                        // 1 on first delivery
   uint64_t stream_sequence() const;
   uint64_t pending() const;                           // messages left in the consumer after this one
-  void ack();
-  void nak(std::chrono::milliseconds delay);
-  void term();
+  // Fire-and-forget; false when the connection did not take it (e.g. the reconnect
+  // buffer is full): the message is then redelivered after AckWait.
+  bool ack();
+  bool nak(std::chrono::milliseconds delay);
+  bool term();
 
  private:
   void load_meta() const;
@@ -129,6 +131,8 @@ class Bus {
   ~Bus();
 
   bool connected() const { return connected_.load(std::memory_order_acquire); }
+  // The flow stream size in force: nats.stream_max_bytes, or its share after plan_stream_sizes.
+  int64_t stream_max_bytes() const { return options_.stream_max_bytes; }
   const std::string& url() const { return options_.url; }
 
   // Sizes the streams weir is about to ensure (`streams`: their names) to fit the server's
@@ -150,6 +154,10 @@ class Bus {
 
   // Direct stream access (admin/DLQ; synchronous, not for hot paths).
   Result<std::pair<uint64_t, uint64_t>> stream_bounds(const std::string& stream);  // first, last
+  struct StreamState {
+    int64_t bytes = 0, messages = 0, max_bytes = -1;
+  };
+  Result<StreamState> stream_state(const std::string& stream);   // one STREAM.INFO request
   Result<StoredMessage> get_message(const std::string& stream, uint64_t seq);
   Status delete_message(const std::string& stream, uint64_t seq);
 
@@ -157,6 +165,13 @@ class Bus {
   __jsCtx* jetstream() { return js_; }
 
   size_t pending_publishes() const;
+  // Completes every publish waiting for its PubAck now, as unavailable with `why` and the
+  // note that it may still be stored (shutdown: their callbacks then run while the objects
+  // they capture are still alive).
+  void fail_pending(const std::string& why);
+  // From here on every publish fails at once, and what is pending is failed. Call before
+  // destroying anything a publish callback may touch (sources, stages); idempotent.
+  void shutdown();
 
  private:
   Bus() = default;

@@ -93,7 +93,7 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   if (root.IsNull()) return c;   // an empty file means defaults
   Reader r(path);
   r.check_keys(root, "", {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout",
-                         "max_deliver", "dlq"});
+                         "max_deliver", "dlq", "backlog"});
   if (auto n = root["nats"]) {
     r.check_keys(n, "nats", {"url", "creds", "replicas", "stream_max_bytes"});
     if (n["url"]) c.nats.url = r.str(n["url"], "nats.url");
@@ -151,6 +151,23 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   }
   if (auto n = root["drain_timeout"]) c.drain_timeout = r.duration(n, "drain_timeout");
   if (auto n = root["max_deliver"]) c.max_deliver = r.integer(n, "max_deliver", 1, 1000);
+  if (auto n = root["backlog"]) {
+    r.check_keys(n, "backlog", {"max_bytes", "max_events", "max_pending"});
+    if (n["max_bytes"]) c.backlog.max_bytes = r.size(n["max_bytes"], "backlog.max_bytes");
+    if (n["max_events"]) c.backlog.max_events = r.integer(n["max_events"], "backlog.max_events", 1, 1 << 30);
+    if (n["max_pending"]) c.backlog.max_pending = r.integer(n["max_pending"], "backlog.max_pending", 1, 1 << 24);
+  }
+  // The stream must keep room above the backlog bound for the flow's own outputs, or a
+  // full input could block them (ADR 0080): at least one body of the largest size.
+  if (c.backlog.bytes_bound(c.nats.stream_max_bytes) + c.http.max_body > c.nats.stream_max_bytes) {
+    YAML::Node at = root["backlog"] && root["backlog"]["max_bytes"] ? root["backlog"]["max_bytes"]
+                    : root["nats"] && root["nats"]["stream_max_bytes"] ? root["nats"]["stream_max_bytes"]
+                                                                         : YAML::Node();
+    r.fail(at, root["backlog"] && root["backlog"]["max_bytes"] ? "backlog.max_bytes" : "nats.stream_max_bytes",
+           "backlog.max_bytes (" + std::to_string(c.backlog.bytes_bound(c.nats.stream_max_bytes)) +
+               ") + http.max_body (" + std::to_string(c.http.max_body) + ") must not exceed nats.stream_max_bytes (" +
+               std::to_string(c.nats.stream_max_bytes) + "): the stream keeps that room for the flow's outputs");
+  }
   return c;
 }
 

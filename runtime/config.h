@@ -20,9 +20,9 @@ struct RuntimeConfig {
     std::string url;          // empty: spawn the embedded nats-server
     std::string creds;
     int replicas = 1;         // stream and KV replicas (3 on a NATS cluster)
-    // Per stream; halved at start (down to 8 MiB, logged) when the server's JetStream
-    // storage (max_file_store) has less room.
-    int64_t stream_max_bytes = 1LL << 30;
+    // Each flow's stream (docs/adr/0080-backlog-admission.md); shared out at start (down
+    // to 8 MiB, logged) when the server's JetStream storage (max_file_store) has less room.
+    int64_t stream_max_bytes = int64_t{1} << 30;
   } nats;
   std::string data_dir = "./weir-data";
   struct Http {
@@ -53,6 +53,16 @@ struct RuntimeConfig {
     int64_t max_bytes = 0;                  // past it the stream refuses writes: stages hold
   } dlq;
   std::chrono::milliseconds drain_timeout{10000};
+  // Ingress backpressure (spec §1.7, ADR 0080): a source's event is refused (http-in: 503
+  // + Retry-After) while its flow's stream holds `max_bytes` / `max_events`, or while the
+  // process has `max_pending` events waiting for their PubAck.
+  struct Backlog {
+    int64_t max_bytes = 0;          // 0: 3/4 of nats.stream_max_bytes
+    int64_t max_events = 100000;
+    int max_pending = 10000;
+    // The bound in force: max_bytes, or its default from the stream size.
+    int64_t bytes_bound(int64_t stream_max_bytes) const { return max_bytes > 0 ? max_bytes : stream_max_bytes / 4 * 3; }
+  } backlog;
   int max_deliver = 5;        // a stage dead-letters an event on this delivery (spec §1.6: poison events)
   std::string config_file;    // where it came from ("" = defaults only)
 };

@@ -29,9 +29,20 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
   h.emplace_back(layout::kHeaderMsgId, event.id);
   h.emplace_back(layout::kHeaderIngestUs, std::to_string(now_us));
   metrics_.received.fetch_add(1, std::memory_order_relaxed);
+  int64_t size = 0;
+  if (backlog_) {
+    size = stored_size(subject_, event.body, h);
+    std::string why;
+    if (!backlog_->admit(size, &why)) {
+      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+      done(Status::unavailable(why), event.id);
+      return;
+    }
+  }
   metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
   bus_.publish(subject_, event.body, h, timeout,
-               [this, id = std::move(event.id), started, done = std::move(done)](const Status& s, const PubAck&) {
+               [this, id = std::move(event.id), started, size, done = std::move(done)](const Status& s, const PubAck&) {
+                 if (backlog_) backlog_->completed(size, s.is_ok());
                  metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
                  if (s) {
                    metrics_.acked.fetch_add(1, std::memory_order_relaxed);

@@ -3,8 +3,10 @@
 // Thread-safe; callbacks run on bus threads.
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "runtime/backpressure.h"
 #include "runtime/bus.h"
 #include "runtime/dlq.h"
 #include "runtime/metrics.h"
@@ -20,12 +22,17 @@ class FlowIngest final : public Ingest {
   void reject(IngestEvent event, std::string reason, std::chrono::milliseconds timeout,
               std::function<void(const Status&, const std::string& id)> done) override;
   bool ready() const override { return bus_.connected(); }
+  // Backpressure (ADR 0080): from now on each publish is admitted by `backlog` first and
+  // refused with Status::unavailable (http-in: 503 + Retry-After) past its bounds. Set
+  // before the source starts.
+  void set_backlog(std::shared_ptr<FlowBacklog> backlog) { backlog_ = std::move(backlog); }
 
  private:
   Bus& bus_;
   DeadLetters& dlq_;
   StageMetrics& metrics_;
   std::string flow_, subject_;
+  std::shared_ptr<FlowBacklog> backlog_;
 };
 
 // A new random event id: 28 hex digits — 12 of milliseconds since the epoch (so ids sort

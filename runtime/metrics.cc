@@ -73,6 +73,8 @@ std::string Metrics::render_prometheus() const {
       {"weir_events_errors_total", "Failed attempts (retried or answered with an error).", &StageMetrics::errors},
       {"weir_events_dlq_total", "Events sent to the dead-letter stream.", &StageMetrics::dead},
       {"weir_events_dropped_total", "Events filtered out or dropped on error.", &StageMetrics::dropped},
+      {"weir_ack_failures_total", "Acks and naks the NATS connection did not take (a redelivery follows).",
+       &StageMetrics::ack_failures},
   };
   std::lock_guard lock(mu_);
   auto labels = [](const StageMetrics& s) { return "flow=\"" + s.flow + "\",stage=\"" + s.stage + "\""; };
@@ -84,6 +86,24 @@ std::string Metrics::render_prometheus() const {
   for (const auto& s : stages_) out += "weir_events_in_flight{" + labels(s) + "} " + std::to_string(s.in_flight.load()) + "\n";
   out += "# HELP weir_consumer_lag Messages waiting in the stage's consumer.\n# TYPE weir_consumer_lag gauge\n";
   for (const auto& s : stages_) out += "weir_consumer_lag{" + labels(s) + "} " + std::to_string(s.lag.load()) + "\n";
+  out += "# HELP weir_ingress_rejected_total Events refused by backpressure (backlog or pending cap; 503 at http-in).\n"
+         "# TYPE weir_ingress_rejected_total counter\n";
+  for (const auto& s : stages_) {
+    if (s.stage == "ingress") out += "weir_ingress_rejected_total{" + labels(s) + "} " + std::to_string(s.rejected.load()) + "\n";
+  }
+  out += "# HELP weir_flow_backlog_bytes Bytes in the flow's stream not yet delivered, as ingress last saw them.\n"
+         "# TYPE weir_flow_backlog_bytes gauge\n";
+  for (const auto& s : stages_) {
+    if (s.stage == "ingress") out += "weir_flow_backlog_bytes{" + labels(s) + "} " + std::to_string(s.backlog_bytes.load()) + "\n";
+  }
+  out += "# HELP weir_flow_backlog_events Events in the flow's stream not yet delivered, as ingress last saw them.\n"
+         "# TYPE weir_flow_backlog_events gauge\n";
+  for (const auto& s : stages_) {
+    if (s.stage == "ingress") out += "weir_flow_backlog_events{" + labels(s) + "} " + std::to_string(s.backlog_events.load()) + "\n";
+  }
+  out += "# HELP weir_ingress_pending_publishes Source events waiting for their PubAck.\n"
+         "# TYPE weir_ingress_pending_publishes gauge\nweir_ingress_pending_publishes " +
+         std::to_string(ingress_pending.load()) + "\n";
   out += "# HELP weir_stage_latency_seconds Time an event spends in the stage.\n# TYPE weir_stage_latency_seconds histogram\n";
   for (const auto& s : stages_) s.latency.render(out, "weir_stage_latency_seconds", labels(s));
   out += "# HELP weir_process_resident_memory_bytes Resident set size.\n# TYPE weir_process_resident_memory_bytes gauge\n";

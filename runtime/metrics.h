@@ -37,6 +37,12 @@ struct StageMetrics {
   std::atomic<uint64_t> dropped{0};   // filtered out or dropped on error
   std::atomic<int64_t> in_flight{0};
   std::atomic<int64_t> lag{0};        // messages waiting in the consumer (last fetch)
+  // ingress only: refused by backpressure, and the flow's backlog as last checked (ADR 0080)
+  std::atomic<uint64_t> rejected{0};
+  std::atomic<int64_t> backlog_bytes{0};
+  std::atomic<int64_t> backlog_events{0};
+  // acks/naks the connection refused (e.g. past the reconnect buffer): a redelivery follows
+  std::atomic<uint64_t> ack_failures{0};
   Histogram latency;
 };
 
@@ -46,6 +52,8 @@ class Metrics {
   std::string render_prometheus() const;
   // Sum of `acked` over all stages named `stage` of `flow` (for status output).
   uint64_t acked(const std::string& flow, const std::string& stage) const;
+  // Events sources handed to JetStream and still waiting for their PubAck (whole process).
+  std::atomic<int64_t> ingress_pending{0};
 
  private:
   mutable std::mutex mu_;

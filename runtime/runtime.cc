@@ -18,6 +18,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "runtime/admin.h"
+#include "runtime/backpressure.h"
 #include "runtime/bus.h"
 #include "runtime/dlq.h"
 #include "runtime/embedded_nats.h"
@@ -107,6 +108,7 @@ struct Runtime::Impl final : AdminBackend {
   std::unique_ptr<EmbeddedNats> nats;
   std::unique_ptr<Bus> bus;
   std::unique_ptr<DeadLetters> dlq;
+  std::unique_ptr<BacklogMonitor> backlog;   // ingress backpressure (ADR 0080)
   std::unique_ptr<StateStore> state;   // poll: sources' durable state (weir_state KV)
 
   struct FlowRuntime;
@@ -476,6 +478,16 @@ struct Runtime::Impl final : AdminBackend {
       for (const auto& f : flows) streams.push_back(layout::flow_stream(f->name()));
       if (Status s = bus->plan_stream_sizes(streams); !s) return s;
     }
+    BackpressureOptions bp;
+    // The backlog bound follows the stream size in force (it may have been shared out).
+    bp.max_bytes = config.backlog.bytes_bound(bus->stream_max_bytes());
+    if (bp.max_bytes + config.http.max_body > bus->stream_max_bytes()) {
+      bp.max_bytes = std::max<int64_t>(bus->stream_max_bytes() / 4 * 3, 1);
+      log::warn("backlog.max_bytes lowered to fit the flow streams", {{"max_bytes", std::to_string(bp.max_bytes)}});
+    }
+    bp.max_messages = config.backlog.max_events;
+    bp.max_pending = config.backlog.max_pending;
+    backlog = std::make_unique<BacklogMonitor>(*bus, metrics, bp);
     if (Status s = bus->ensure_dlq_stream(config.dlq.max_age, config.dlq.max_bytes); !s) return s;
     {  // The KV bucket behind SourceState (poll cursors, ETags); a fresh server or
        // cluster may not answer at once, and a peer may be creating it right now.
@@ -512,6 +524,8 @@ struct Runtime::Impl final : AdminBackend {
     if (Status s = bus->ensure_flow_stream(flow->name()); !s) return s;
     StageOptions so;
     so.drain_timeout = config.drain_timeout;
+    so.max_deliver = config.max_deliver;
+    so.max_depth = config.http.max_depth;
     for (const auto& spec : flow->sinks()) {
       // A `flow` sink has no stage: the chained flow's stage reads weir.<flow>.out.<sink>.
       if (std::holds_alternative<flows::FlowSinkSpec>(spec.kind)) continue;
@@ -560,6 +574,7 @@ struct Runtime::Impl final : AdminBackend {
       fr->source = std::move(source.value());
     }
     fr->ingest = std::make_unique<FlowIngest>(*bus, *dlq, metrics, flow->name());
+    fr->ingest->set_backlog(backlog->watch(layout::flow_stream(flow->name()), &metrics.stage(flow->name(), "ingress")));
     fr->source_ctx.flow = flow->name();
     fr->source_ctx.ingest = fr->ingest.get();
     fr->source_ctx.http = &router;
@@ -584,6 +599,8 @@ struct Runtime::Impl final : AdminBackend {
     while (bus && bus->pending_publishes() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    // Those still waiting get their 503 now, while the servers still write answers (C5).
+    if (bus && bus->pending_publishes() > 0) bus->fail_pending("weir is shutting down");
     // Stages stop together: each finishes the batch in hand; sinks finish what is in flight.
     for (auto& f : running) {
       if (f->stage) f->stage->request_stop();
@@ -789,6 +806,9 @@ struct Runtime::Impl final : AdminBackend {
   }
 
   ~Impl() {
+    // Publish callbacks capture sources, ingest and stages: fail what is pending while
+    // they exist, and every later publish at once (hot-path review C5).
+    if (bus) bus->shutdown();
     ingress_server.reset();
     for (auto& f : running) {
       if (f->source) f->source->stop();
@@ -801,6 +821,7 @@ struct Runtime::Impl final : AdminBackend {
     admin.reset();
     running.clear();
     state.reset();   // poll: before the connection it borrows
+    backlog.reset();
     bus.reset();
     if (nats) nats->stop();
   }

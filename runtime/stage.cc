@@ -28,7 +28,24 @@ std::string event_id_of(const BusMessage& m) {
   if (!id.empty()) return std::string(id);
   return "seq-" + std::to_string(m.stream_sequence());
 }
+
+// `delivered` is the delivery in hand: the ones before it all failed.
+std::string poison_reason(uint64_t delivered, int max_deliver) {
+  return "failed " + std::to_string(delivered - 1) + " deliveries (max_deliver " + std::to_string(max_deliver) +
+         "): dead-lettered before another attempt";
+}
+
+std::string invalid_event_reason(const flows::JsonError& e, int max_depth) {
+  if (e.too_deep) {
+    return "event JSON nested deeper than " + std::to_string(max_depth) + " levels (http.max_depth)";
+  }
+  return "event is not valid JSON: " + e.message;
+}
 }  // namespace
+
+std::chrono::milliseconds flow_ack_wait(const StageOptions& o) {
+  return 2 * o.publish_timeout + std::chrono::seconds(2);
+}
 
 std::chrono::milliseconds retry_backoff(uint64_t attempt) {
   thread_local std::mt19937 rng{std::random_device{}()};
@@ -58,6 +75,12 @@ void FlowStage::set_flow(std::shared_ptr<const flows::Flow> flow) {
   flow_ = std::move(flow);
 }
 
+const std::string& FlowStage::output_subject(const std::string& sink) {
+  auto it = out_subjects_.find(sink);
+  if (it == out_subjects_.end()) it = out_subjects_.emplace(sink, layout::output_subject(name_, sink)).first;
+  return it->second;
+}
+
 std::shared_ptr<const flows::Flow> FlowStage::flow() const {
   std::lock_guard lock(flow_mu_);
   return flow_;
@@ -66,7 +89,7 @@ std::shared_ptr<const flows::Flow> FlowStage::flow() const {
 bool FlowStage::pause(std::chrono::milliseconds timeout) {
   std::unique_lock lock(flow_mu_);
   paused_ = true;
-  return pause_cv_.wait_for(lock, timeout, [&] { return !handling_; });
+  return pause_cv_.wait_for(lock, timeout, [&] { return in_flight_batches_ == 0; });
 }
 
 void FlowStage::resume(std::shared_ptr<const flows::Flow> flow) {
@@ -97,9 +120,11 @@ Status FlowStage::start() {
   co.durable = layout::flow_consumer(name_);
   co.filter_subject = input_subject_;
   co.max_ack_pending = 4096;
-  // A batch is handled in milliseconds; what a crashed instance had fetched comes back
-  // to the others after this (docs/adr/0002-bus-layout.md).
-  co.ack_wait = std::chrono::seconds(5);
+  // A batch is run in milliseconds, then waits for its outputs' PubAcks (up to one
+  // publish timeout; the DLQ's as long). AckWait must outlast that with margin, or a slow
+  // server gets the batch redelivered while it is still being finished; it is also how
+  // long a crashed instance's batch takes to reach the others (ADR 0082).
+  co.ack_wait = flow_ack_wait(options_);
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -116,8 +141,19 @@ void FlowStage::stop() {
 }
 
 void FlowStage::loop() {
+  // One message at a time after a start and while redeliveries come back: if an event
+  // crashed the process, it is then run alone, and only its delivery count climbs to
+  // max_deliver, not that of every event fetched with it (docs/adr/0081-poison-events.md).
+  bool careful = true;
+  const int most = std::max(1, options_.batches_in_flight);
   while (!stopping_.load()) {
-    auto batch = consumer_->fetch(options_.batch, options_.fetch_wait);
+    {
+      // The next batch is fetched while the last one waits for its PubAcks (ADR 0084).
+      std::unique_lock lock(flow_mu_);
+      pause_cv_.wait(lock, [&] { return stopping_.load() || in_flight_batches_ < (careful ? 1 : most); });
+      if (stopping_.load()) break;
+    }
+    auto batch = consumer_->fetch(careful ? 1 : options_.batch, options_.fetch_wait);
     if (!batch) {
       if (healthy_.exchange(false)) log::warn("flow stage cannot fetch", {{"flow", name_}, {"error", batch.status().str()}});
       weir::pause(stopping_, std::chrono::milliseconds(250));
@@ -126,14 +162,43 @@ void FlowStage::loop() {
     healthy_ = true;
     if (!batch->empty()) {
       metrics_.lag.store(static_cast<int64_t>(batch->back()->pending()), std::memory_order_relaxed);
-      process(batch.value());
+      careful = false;
+      for (const auto& m : batch.value()) careful = careful || m->deliveries() > 1;
+      start_batch(std::move(batch.value()));
     } else {
       metrics_.lag.store(0, std::memory_order_relaxed);
     }
   }
+  // The batches still in flight complete by their PubAcks or deadlines (the Bus
+  // guarantees each callback once); the subscription they ack through lives until then.
+  std::unique_lock lock(flow_mu_);
+  pause_cv_.wait(lock, [&] { return in_flight_batches_ == 0; });
 }
 
-void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
+// One fetched batch from run to ack. Its outputs' callbacks run on bus threads and the
+// last one to complete acks the inputs (cnats acks are thread-safe), so the stage thread
+// can fetch and run the next batch meanwhile.
+struct FlowStage::Batch {
+  FlowStage* stage = nullptr;
+  std::vector<std::unique_ptr<BusMessage>> msgs;
+  std::shared_ptr<const flows::Flow> flow;
+  Clock::time_point started;
+  std::mutex mu;
+  size_t remaining = 0;        // GUARDED_BY(mu): outputs not completed, +1 while launching
+  std::vector<char> ok;        // GUARDED_BY(mu)
+  uint64_t dropped = 0;        // stage thread only, read after the last completion
+
+  static void complete(const std::shared_ptr<Batch>& b, size_t i, bool ok) {
+    {
+      std::lock_guard lock(b->mu);
+      if (!ok) b->ok[i] = 0;
+      if (--b->remaining != 0) return;
+    }
+    b->stage->finish_batch(*b);
+  }
+};
+
+void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
   std::shared_ptr<const flows::Flow> flow;
   {
     // The version that runs a batch is fixed when it starts; while paused, nothing starts.
@@ -146,116 +211,138 @@ void FlowStage::process(std::vector<std::unique_ptr<BusMessage>>& batch) {
     }
     if (stopping_.load()) {
       // Stopped while paused: hand the batch back at once rather than after AckWait.
-      for (auto& m : batch) m->nak(std::chrono::milliseconds(0));
+      for (auto& m : batch) {
+        if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+      }
       return;
     }
-    handling_ = true;
+    ++in_flight_batches_;
     flow = flow_;
   }
-  struct Done {
-    FlowStage* stage;
-    ~Done() {
-      {
-        std::lock_guard lock(stage->flow_mu_);
-        stage->handling_ = false;
-      }
-      stage->pause_cv_.notify_all();
-    }
-  } done{this};
-  auto started = Clock::now();
-  const size_t n = batch.size();
+  auto b = std::make_shared<Batch>();
+  b->stage = this;
+  b->msgs = std::move(batch);
+  b->flow = flow;
+  b->started = Clock::now();
+  const size_t n = b->msgs.size();
+  b->remaining = n + 1;   // +1: not finished before every output is launched
+  b->ok.assign(n, 1);
   metrics_.received.fetch_add(n, std::memory_order_relaxed);
   metrics_.in_flight.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
-
-  // Completion state for this batch; callbacks run on bus threads.
-  struct Pending {
-    std::mutex mu;
-    std::condition_variable cv;
-    size_t remaining = 0;
-    std::vector<char> ok;
-  } pending;
-  pending.remaining = n;
-  pending.ok.assign(n, 1);
-  auto complete = [&pending](size_t i, bool ok) {
-    std::lock_guard lock(pending.mu);
-    if (!ok) pending.ok[i] = 0;
-    if (--pending.remaining == 0) pending.cv.notify_one();
-  };
   const std::string version = std::to_string(flow->version());
-  uint64_t dropped = 0;
+
+  // Dead-letters input i with `reason`; it is acked once the dead letter is stored.
+  auto dead_letter = [&](size_t i, const std::string& id, std::string reason, uint64_t deliveries) {
+    BusMessage& m = *b->msgs[i];
+    DeadLetter d;
+    d.flow = name_;
+    d.version = flow->version();
+    d.stage = "flow";
+    d.reason = std::move(reason);
+    d.deliveries = deliveries;
+    d.event_id = id;
+    d.replay_subject = input_subject_;
+    d.body = m.data();
+    d.source_sequence = m.stream_sequence();
+    d.source_stream = input_stream_;
+    metrics_.dead.fetch_add(1, std::memory_order_relaxed);
+    dlq_.publish(d, [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
+  };
 
   for (size_t i = 0; i < n; ++i) {
-    BusMessage& m = *batch[i];
+    BusMessage& m = *b->msgs[i];
     std::string id = event_id_of(m);
-    flows::Outcome outcome;
-    auto event = flows::Json::parse(m.data(), nullptr, false);
-    if (event.is_discarded()) {
-      outcome.kind = flows::Outcome::Kind::kError;
-      outcome.error = flows::FlowError{flow->name(), flow->version(), -1, "", "event is not valid JSON"};
-    } else {
-      outcome = flow->run(std::move(event));
+    if (uint64_t delivered = m.deliveries(); delivered > static_cast<uint64_t>(options_.max_deliver)) {
+      // Checked before the event is touched: if handling it is what kills the process,
+      // this is the only place that can still act on it (spec §1.6).
+      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+      log::warn("event dead-lettered after too many deliveries",
+                {{"flow", name_}, {"id", id}, {"deliveries", std::to_string(delivered - 1)}});
+      dead_letter(i, id, poison_reason(delivered, options_.max_deliver), delivered - 1);
+      continue;
     }
-    switch (outcome.kind) {
-      case flows::Outcome::Kind::kEmit: {
-        Headers h = {{layout::kHeaderId, id},
-                     {layout::kHeaderMsgId, id + "#" + outcome.sink},
-                     {layout::kHeaderVersion, version}};
-        if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
-        std::string body = outcome.event.dump(-1, ' ', false, flows::Json::error_handler_t::replace);
-        bus_.publish(layout::output_subject(name_, outcome.sink), body, h, options_.publish_timeout,
-                     [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
-        break;
+    // Publishes one output of input i to `sink`.
+    auto emit = [&](const std::string& sink, std::string_view body) {
+      Headers h;
+      h.reserve(4);
+      h.emplace_back(layout::kHeaderId, id);
+      h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
+      h.emplace_back(layout::kHeaderVersion, version);
+      if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
+      bus_.publish(output_subject(sink), body, h, options_.publish_timeout,
+                   [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
+    };
+    flows::JsonError jerr;
+    if (const std::string& sink = flow->pass_through_sink(); !sink.empty()) {
+      // No steps: the stored bytes go out unchanged (spec §1.8), checked without a DOM.
+      if (!flows::check_json(m.data(), options_.max_depth, &jerr)) {
+        metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+        dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
+      } else {
+        emit(sink, m.data());
       }
+      continue;
+    }
+    auto event = flows::parse_json(m.data(), options_.max_depth, &jerr);
+    if (!event) {
+      // Not a flow error (on_error does not apply): the bytes cannot become an event.
+      // Ingress refuses such bodies; these came by another route (an older weir, a
+      // direct publish into the stream, a replay).
+      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+      dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
+      continue;
+    }
+    flows::Outcome outcome = flow->run(std::move(*event));
+    switch (outcome.kind) {
+      case flows::Outcome::Kind::kEmit:
+        emit(outcome.sink, outcome.event.dump(-1, ' ', false, flows::Json::error_handler_t::replace));
+        break;
       case flows::Outcome::Kind::kDropped:
-        ++dropped;
-        complete(i, true);
+        ++b->dropped;
+        Batch::complete(b, i, true);
         break;
       case flows::Outcome::Kind::kError: {
         metrics_.errors.fetch_add(1, std::memory_order_relaxed);
         if (flow->on_error() == flows::OnError::kDrop) {
           log::debug("flow error, event dropped", {{"flow", name_}, {"id", id}, {"error", outcome.error.str()}});
-          ++dropped;
-          complete(i, true);
+          ++b->dropped;
+          Batch::complete(b, i, true);
           break;
         }
-        DeadLetter d;
-        d.flow = name_;
-        d.version = flow->version();
-        d.stage = "flow";
-        d.reason = outcome.error.str();
-        d.deliveries = m.deliveries();
-        d.event_id = id;
-        d.replay_subject = input_subject_;
-        d.body = m.data();
-        d.source_sequence = m.stream_sequence();
-        d.source_stream = input_stream_;
-        metrics_.dead.fetch_add(1, std::memory_order_relaxed);
-        dlq_.publish(d, [&complete, i](const Status& s, const PubAck&) { complete(i, s.is_ok()); });
+        dead_letter(i, id, outcome.error.str(), m.deliveries());
         break;
       }
     }
   }
-  {
-    // Every publish completes: with its PubAck, an error, or its deadline.
-    std::unique_lock lock(pending.mu);
-    pending.cv.wait(lock, [&] { return pending.remaining == 0; });
-  }
-  // Publish before ack: only inputs whose outputs are all persisted are acked.
-  uint64_t acked = 0;
+  // Launched: drop the guard; whoever completes last (maybe this) acks the batch.
+  Batch::complete(b, 0, true);
+}
+
+void FlowStage::finish_batch(Batch& b) {
+  // Publish before ack: only inputs whose outputs are all persisted are acked. `ok` and
+  // `dropped` are final: every completion happened before this, under b.mu.
+  const size_t n = b.msgs.size();
+  uint64_t acked = 0, ack_failures = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (pending.ok[i]) {
-      batch[i]->ack();
+    if (b.ok[i]) {
+      if (!b.msgs[i]->ack()) ++ack_failures;
       ++acked;
     } else {
-      batch[i]->nak(retry_backoff(batch[i]->deliveries()));
+      if (!b.msgs[i]->nak(retry_backoff(b.msgs[i]->deliveries()))) ++ack_failures;
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  metrics_.acked.fetch_add(acked - std::min(acked, dropped), std::memory_order_relaxed);
-  metrics_.dropped.fetch_add(dropped, std::memory_order_relaxed);
+  if (ack_failures) metrics_.ack_failures.fetch_add(ack_failures, std::memory_order_relaxed);
+  metrics_.acked.fetch_add(acked - std::min(acked, b.dropped), std::memory_order_relaxed);
+  metrics_.dropped.fetch_add(b.dropped, std::memory_order_relaxed);
   metrics_.in_flight.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
-  auto per_event = (Clock::now() - started);
+  auto per_event = (Clock::now() - b.started);
   for (size_t i = 0; i < n; ++i) metrics_.latency.observe(per_event);
+  {
+    std::lock_guard lock(flow_mu_);
+    --in_flight_batches_;
+  }
+  pause_cv_.notify_all();
 }
 
 // ---- SinkStage -----------------------------------------------------------------------
@@ -321,8 +408,14 @@ void SinkStage::stop_within(std::chrono::milliseconds budget) {
   }
   // Completes (as retries) whatever is still in flight; those are redelivered later.
   sink_->stop();
+  // Every delivery completes after sink_->stop() (the Sink contract) and a dead letter's
+  // publish within its deadline, so this ends. It must: a completion acks through the
+  // subscription (cnats messages do not keep it alive) and touches this stage.
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, std::chrono::seconds(6), [&] { return in_flight_ == 0; });
+  while (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return in_flight_ == 0; })) {
+    log::warn("sink stage stopping: waiting for deliveries in flight",
+              {{"flow", flow_}, {"sink", sink_name_}, {"in_flight", std::to_string(in_flight_)}});
+  }
   lock.unlock();
   consumer_.reset();
 }
@@ -361,19 +454,33 @@ void SinkStage::loop() {
       f->id = event_id_of(*m);
       f->attempt = m->deliveries();
       f->started = Clock::now();
-      Delivery d{f->id, std::string(m->data()), f->attempt};
-      f->msg = std::move(m);
       {
         std::lock_guard lock(mu_);
         ++in_flight_;
       }
       metrics_.received.fetch_add(1, std::memory_order_relaxed);
       metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
+      if (f->attempt > static_cast<uint64_t>(options_.max_deliver)) {
+        // Before the sink sees it again: a delivery that crashes or wedges the process
+        // must not be retried forever (spec §1.6).
+        metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+        log::warn("event dead-lettered after too many deliveries",
+                  {{"flow", flow_}, {"sink", sink_name_}, {"id", f->id}, {"deliveries", std::to_string(f->attempt - 1)}});
+        std::string reason = poison_reason(f->attempt, options_.max_deliver);
+        f->attempt -= 1;   // the attempts that were made
+        f->msg = std::move(m);
+        dead_letter(f, std::move(reason));
+        continue;
+      }
+      Delivery d{f->id, std::string(m->data()), f->attempt};
+      f->msg = std::move(m);
       sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
     }
   }
   // Stopping: what was fetched but never handed to the sink goes back at once.
-  for (auto& m : ready) m->nak(std::chrono::milliseconds(0));
+  for (auto& m : ready) {
+    if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
@@ -387,7 +494,7 @@ void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
 void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
   switch (r.kind) {
     case DeliveryResult::Kind::kOk:
-      f->msg->ack();
+      if (!f->msg->ack()) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
       metrics_.acked.fetch_add(1, std::memory_order_relaxed);
       finish(f);
       return;
@@ -399,7 +506,7 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
       }
       auto delay = r.retry_after ? std::min(*r.retry_after, std::chrono::milliseconds(600'000))
                                  : retry_backoff(f->attempt);
-      f->msg->nak(delay);
+      if (!f->msg->nak(delay)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
       finish(f);
       return;
     }
@@ -425,12 +532,9 @@ void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
   d.source_sequence = f->msg->stream_sequence();
   d.source_stream = layout::flow_stream(flow_);
   dlq_.publish(d, [this, f](const Status& s, const PubAck&) {
-    if (s) {
-      f->msg->ack();
-      metrics_.dead.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      f->msg->nak(std::chrono::seconds(1));
-    }
+    bool taken = s ? f->msg->ack() : f->msg->nak(std::chrono::seconds(1));
+    if (s) metrics_.dead.fetch_add(1, std::memory_order_relaxed);
+    if (!taken) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
     finish(f);
   });
 }

@@ -1,6 +1,8 @@
 // Stages: the data plane. Each runs on its own named thread, reading a durable pull
 // consumer in batches and acknowledging each input only after everything it produced
-// is acknowledged (spec §1.2; docs/adr/0003-threading-model.md).
+// is acknowledged (spec §1.2; docs/adr/0003-threading-model.md). The flow stage keeps up
+// to two batches in flight; the last output callback of a batch acks its inputs on the
+// bus thread it runs on (docs/adr/0084-two-flow-batches-in-flight.md).
 //
 //  FlowStage  weir.<flow>.in  → Flow::run → weir.<flow>.out.<sink> (or the DLQ)
 //  SinkStage  weir.<flow>.out.<sink> → Sink::deliver → ack / nak with backoff / DLQ
@@ -17,8 +19,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "flows/flow.h"
+#include "flows/json_limits.h"
 #include "runtime/bus.h"
 #include "runtime/dlq.h"
 #include "runtime/metrics.h"
@@ -32,6 +36,17 @@ struct StageOptions {
   std::chrono::milliseconds publish_timeout{5000};
   std::chrono::milliseconds drain_timeout{10000};
   std::chrono::milliseconds sink_ack_wait{10000};
+  // Poison events (spec §1.6): a message delivered more than `max_deliver` times is
+  // dead-lettered before it is handled again, so an event that crashes or wedges the
+  // process ends in the DLQ after that many restarts instead of looping.
+  int max_deliver = 5;
+  // Nesting bound for events parsed by the flow stage (http.max_depth): events that
+  // reached the stream by another route than ingress are bounded here too.
+  int max_depth = flows::kDefaultMaxDepth;
+  // Flow stage: batches between fetch and ack at once. With 2 the next batch is fetched
+  // and run while the last one waits for its PubAcks; outputs still leave in fetch order
+  // (docs/adr/0084-two-flow-batches-in-flight.md). 1 restores one batch at a time.
+  int batches_in_flight = 2;
 };
 
 class FlowStage {
@@ -50,7 +65,7 @@ class FlowStage {
   std::shared_ptr<const flows::Flow> flow() const;
 
   // The pause barrier of a promote (docs/adr/0042-version-registry.md). pause() stops
-  // handling: it returns true once the batch in hand (if any) is run, published and
+  // handling: it returns true once the batches in hand (if any) are run, published and
   // acked, and no batch starts until resume(); false when that took longer than
   // `timeout` (the stage stays paused). A batch fetched while paused waits and is run by
   // the flow given to resume(). May be called before start() and from any thread.
@@ -62,8 +77,12 @@ class FlowStage {
   void set_gate(std::function<bool()> gate) { gate_ = std::move(gate); }
 
  private:
+  struct Batch;
   void loop();
-  void process(std::vector<std::unique_ptr<BusMessage>>& batch);
+  void start_batch(std::vector<std::unique_ptr<BusMessage>> batch);
+  void finish_batch(Batch& b);
+  // weir.<flow>.out.<sink>, built once per sink (stage thread only).
+  const std::string& output_subject(const std::string& sink);
 
   Bus& bus_;
   DeadLetters& dlq_;
@@ -72,12 +91,13 @@ class FlowStage {
   std::shared_ptr<const flows::Flow> flow_;   // GUARDED_BY(flow_mu_)
   std::condition_variable pause_cv_;
   bool paused_ = false;                       // GUARDED_BY(flow_mu_)
-  bool handling_ = false;                     // GUARDED_BY(flow_mu_): a batch is being run
+  int in_flight_batches_ = 0;                 // GUARDED_BY(flow_mu_): started, not yet acked
   std::function<bool()> gate_;                // set before start(); read by the stage thread
   std::string name_;
   StageOptions options_;
   std::string input_stream_, input_subject_;
   std::unique_ptr<PullConsumer> consumer_;
+  std::unordered_map<std::string, std::string> out_subjects_;   // stage thread only
   std::atomic<bool> stopping_{false};
   std::atomic<bool> healthy_{false};
   std::thread thread_;
@@ -119,6 +139,10 @@ class SinkStage {
   std::atomic<bool> healthy_{false};
   std::thread thread_;
 };
+
+// The flow consumer's AckWait: twice the publish timeout a batch waits at most for its
+// outputs' and dead letters' PubAcks, plus 2 s for running the batch (ADR 0082).
+std::chrono::milliseconds flow_ack_wait(const StageOptions& options);
 
 // Backoff before re-sending attempt `attempt` (1-based) when the sink gave no Retry-After.
 std::chrono::milliseconds retry_backoff(uint64_t attempt);

@@ -1,0 +1,176 @@
+// Must show (spec §1.7, issue 10 item 6): when a flow stalls, http-in answers 503 with
+// Retry-After once the flow's backlog reaches its bound — below the stream size, so the
+// flow's own outputs still fit — and after the flow is released everything acknowledged
+// is delivered (loss counted by id).
+#include <catch2/catch.hpp>
+#include <iostream>
+
+#include "tests/integration/harness.h"
+#include "tests/integration/jetstream.h"
+
+using namespace weir::itest;
+using weir::testing::NatsServer;
+using weir::testing::wait_until;
+
+namespace {
+
+double metric(const WeirProcess& weir, const std::string& name, const std::string& labels) {
+  auto r = weir.admin("GET", "/metrics");
+  for (const auto& [key, sample] : parse_metrics(r.body)) {
+    if (key == name && sample.first == labels) return sample.second;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a stalled flow's ingress answers 503 at the backlog bound and drains everything after release",
+          "[integration][backpressure]") {
+  NatsServer nats;
+  SinkProcess sink;
+  constexpr int64_t kStream = 1 << 20, kBound = 256 << 10;
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
+                .config = "nats: { stream_max_bytes: 1MiB }\nhttp: { max_body: 64KiB }\nbacklog: { max_bytes: 256KiB }\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/orders", json{{"id", "warm-1"}}.dump()).status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("warm-1") == 1; }, 20s, 50ms));
+
+  // Stall the flow: without its consumer the flow stage fetches nothing, `.in` only grows.
+  js_delete_consumer(nats.url(), "weir_orders", "orders");
+
+  Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(500));
+  REQUIRE(wait_until([&] { return posters.status_counts()[503] >= 50; }, 30s, 20ms));
+  posters.stop();
+
+  // The 503 says why and when to come back; nothing of it was stored. (16 KiB: more than
+  // the room a poster's last refused event may have left under the bound.)
+  HttpReply full = weir.post("/in/orders", json{{"id", "refused-1"}, {"pad", std::string(16 << 10, 'x')}}.dump());
+  CHECK(full.status == 503);
+  CHECK_FALSE(full.header("retry-after").empty());
+  CHECK(full.body.find("backlog") != std::string::npos);
+  // The stream stopped at the bound, far from its own limit: the outputs have room.
+  JsStreamState st = js_stream_state(nats.url(), "weir_orders");
+  INFO("stream bytes " << st.bytes << ", messages " << st.messages);
+  CHECK(st.max_bytes == kStream);
+  CHECK(st.bytes <= kBound);
+  CHECK(st.bytes > kBound / 2);
+  CHECK(metric(weir, "weir_ingress_rejected_total", "flow=\"orders\",stage=\"ingress\"") >= 51);
+  CHECK(metric(weir, "weir_flow_backlog_bytes", "flow=\"orders\",stage=\"ingress\"") > kBound / 2);
+  for (auto [status, n] : posters.status_counts()) {
+    INFO("HTTP " << status << " x" << n);
+    CHECK((status == 202 || status == 503));
+  }
+  for (const auto& r : posters.records()) {
+    if (r.status == 503) CHECK(r.has_retry_after);
+  }
+
+  // Release: a restart creates the consumer again; the flow runs the whole backlog.
+  REQUIRE(weir.terminate() == 0);
+  weir.spawn();
+  REQUIRE(weir.wait_ready(30s));
+  std::set<std::string> acked = posters.acked_ids();
+  acked.insert("warm-1");
+  std::vector<std::string> lost;
+  bool all = wait_until(
+      [&] {
+        lost = missing(acked, sink.ids());
+        return lost.empty();
+      },
+      60s, 200ms);
+  CHECK(all);
+  if (!lost.empty()) FAIL_CHECK("lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
+  CHECK_FALSE(sink.ids().count("refused-1"));
+  std::cout << "backpressure: " << acked.size() << " acked before the bound, "
+            << posters.status_counts()[503] << " answered 503, stream held " << st.bytes << " of " << kStream
+            << " bytes\n";
+
+  // Drained: the stream is empty again and ingress takes events.
+  CHECK(wait_until([&] { return js_stream_state(nats.url(), "weir_orders").messages == 0; }, 20s, 100ms));
+  REQUIRE(wait_until([&] { return weir.post("/in/orders", json{{"id", "after-1"}}.dump()).status == 202; }, 5s,
+                     100ms));
+  CHECK(wait_until([&] { return sink.ids().count("after-1") == 1; }, 20s, 50ms));
+  auto dead = weir.admin("GET", "/dlq");
+  CHECK(json::parse(dead.body).empty());
+}
+
+TEST_CASE("a flow stream filled by another route: outputs that cannot be stored are dead-lettered at max_deliver, "
+          "nothing is lost",
+          "[integration][backpressure][dlq]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/out"), "retries: 8, timeout: 2s")}},
+                .config = "nats: { stream_max_bytes: 256KiB }\nhttp: { max_body: 16KiB }\n"
+                          "backlog: { max_bytes: 128KiB }\nmax_deliver: 2\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/full", json{{"id", "warm-1"}}.dump()).status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("warm-1") == 1; }, 20s, 50ms));
+  REQUIRE(weir.terminate() == 0);
+
+  // Ingress would stop at 128 KiB; a publisher writing straight into `.in` does not: fill
+  // the stream to its limit, so the flow's first outputs find no room.
+  std::set<std::string> stored;
+  std::string refused;
+  for (int i = 0; i < 2000 && refused.empty(); ++i) {
+    std::string id = "f" + std::to_string(i);
+    try {
+      js_publish(nats.url(), "weir.full.in", id, json{{"id", id}, {"pad", std::string(300, 'x')}}.dump());
+      stored.insert(id);
+    } catch (const std::runtime_error& e) {
+      refused = e.what();
+    }
+  }
+  INFO("stored " << stored.size() << ", then: " << refused);
+  REQUIRE_FALSE(refused.empty());
+  REQUIRE(stored.size() > 100);
+  REQUIRE(js_stream_state(nats.url(), "weir_full").bytes > (200 << 10));
+
+  weir.spawn();
+  REQUIRE(weir.wait_ready(30s));
+  // Every event ends delivered or dead-lettered, none both, none neither.
+  std::set<std::string> delivered, dead;
+  json letters;
+  bool settled = wait_until(
+      [&] {
+        delivered = sink.ids();
+        auto r = weir.admin("GET", "/dlq?limit=2000");
+        if (r.status != 200) return false;
+        letters = json::parse(r.body);
+        dead.clear();
+        for (const auto& d : letters) dead.insert(d.value("id", ""));
+        for (const auto& id : stored) {
+          if (!delivered.count(id) && !dead.count(id)) return false;
+        }
+        return true;
+      },
+      60s, 250ms);
+  JsStreamState left = js_stream_state(nats.url(), "weir_full");
+  INFO("stream left: " << left.messages << " messages, " << left.bytes << " bytes; dlq stream "
+                        << js_stream_state(nats.url(), "weir_dlq").messages << " messages; sink " << sink.stats().dump()
+                        << "; delivered " << delivered.size() << ", dead " << dead.size());
+  CHECK(settled);
+  size_t both = 0, neither = 0;
+  for (const auto& id : stored) {
+    both += delivered.count(id) && dead.count(id);
+    neither += !delivered.count(id) && !dead.count(id);
+  }
+  CHECK(both == 0);
+  CHECK(neither == 0);
+  CHECK_FALSE(dead.empty());
+  for (const auto& d : letters) {
+    INFO(d.dump().substr(0, 300));
+    CHECK(d.value("stage", "") == "flow");
+    CHECK(d.value("reason", "").find("failed 2 deliveries") != std::string::npos);
+  }
+  std::cout << "stream filled past the bound: " << stored.size() << " events, " << delivered.size() - 1
+            << " delivered, " << dead.size() << " dead-lettered after max_deliver\n";
+  // Recovered: the stream drained and ingress serves again.
+  CHECK(wait_until([&] { return js_stream_state(nats.url(), "weir_full").messages == 0; }, 20s, 100ms));
+  REQUIRE(weir.post("/in/full", json{{"id", "after-1"}}.dump()).status == 202);
+  CHECK(wait_until([&] { return sink.ids().count("after-1") == 1; }, 20s, 50ms));
+}

@@ -1,0 +1,82 @@
+#include "tests/integration/jetstream.h"
+
+#include <nats/nats.h>
+
+#include <stdexcept>
+
+namespace weir::itest {
+namespace {
+
+// One connection + JetStream context for the length of a call.
+struct Js {
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  explicit Js(const std::string& url) {
+    natsStatus s = natsConnection_ConnectTo(&nc, url.c_str());
+    if (s == NATS_OK) s = natsConnection_JetStream(&js, nc, nullptr);
+    if (s != NATS_OK) {
+      close();
+      throw std::runtime_error("connect to " + url + ": " + natsStatus_GetText(s));
+    }
+  }
+  ~Js() { close(); }
+  void close() {
+    if (js) jsCtx_Destroy(js);
+    if (nc) natsConnection_Destroy(nc);
+    js = nullptr;
+    nc = nullptr;
+  }
+};
+
+void check(natsStatus s, jsErrCode jerr, const std::string& what) {
+  if (s == NATS_OK) return;
+  throw std::runtime_error(what + ": " + natsStatus_GetText(s) + " (JetStream error " +
+                           std::to_string(static_cast<int>(jerr)) + ")");
+}
+
+}  // namespace
+
+void js_publish(const std::string& url, const std::string& subject, const std::string& id, const std::string& body) {
+  Js c(url);
+  natsMsg* msg = nullptr;
+  jsPubAck* ack = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, body.data(), static_cast<int>(body.size()));
+  if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Weir-Id", id.c_str());
+  if (s == NATS_OK) s = js_PublishMsg(&ack, c.js, msg, nullptr, &jerr);
+  if (ack) jsPubAck_Destroy(ack);
+  if (msg) natsMsg_Destroy(msg);
+  check(s, jerr, "publish to " + subject);
+}
+
+void js_delete_consumer(const std::string& url, const std::string& stream, const std::string& consumer) {
+  Js c(url);
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  check(js_DeleteConsumer(c.js, stream.c_str(), consumer.c_str(), nullptr, &jerr), jerr,
+        "delete consumer " + stream + "/" + consumer);
+}
+
+std::chrono::milliseconds js_consumer_ack_wait(const std::string& url, const std::string& stream,
+                                               const std::string& consumer) {
+  Js c(url);
+  jsConsumerInfo* ci = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  check(js_GetConsumerInfo(&ci, c.js, stream.c_str(), consumer.c_str(), nullptr, &jerr), jerr,
+        "consumer info " + stream + "/" + consumer);
+  auto out = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(ci->Config->AckWait));
+  jsConsumerInfo_Destroy(ci);
+  return out;
+}
+
+JsStreamState js_stream_state(const std::string& url, const std::string& stream) {
+  Js c(url);
+  jsStreamInfo* si = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  check(js_GetStreamInfo(&si, c.js, stream.c_str(), nullptr, &jerr), jerr, "stream info " + stream);
+  JsStreamState out{static_cast<int64_t>(si->State.Bytes), static_cast<int64_t>(si->State.Msgs),
+                    si->Config ? si->Config->MaxBytes : 0};
+  jsStreamInfo_Destroy(si);
+  return out;
+}
+
+}  // namespace weir::itest

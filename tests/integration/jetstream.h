@@ -1,0 +1,27 @@
+// Direct JetStream access for tests that must reach past weir: write into a flow's
+// stream without ingress, stall a flow by removing its consumer, read a stream's state.
+// Each call opens its own connection (slow path, test setup only) and throws
+// std::runtime_error on failure.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace weir::itest {
+
+// Publishes `body` with a Weir-Id header and waits for the PubAck.
+void js_publish(const std::string& url, const std::string& subject, const std::string& id, const std::string& body);
+// Deletes a durable consumer.
+void js_delete_consumer(const std::string& url, const std::string& stream, const std::string& consumer);
+
+// A durable consumer's AckWait.
+std::chrono::milliseconds js_consumer_ack_wait(const std::string& url, const std::string& stream,
+                                               const std::string& consumer);
+
+struct JsStreamState {
+  int64_t bytes = 0, messages = 0, max_bytes = 0;
+};
+JsStreamState js_stream_state(const std::string& url, const std::string& stream);
+
+}  // namespace weir::itest

@@ -1,0 +1,117 @@
+// Must show (spec §1.6): an event no stage can handle — nested deeper than
+// http.max_depth, or failing every delivery — ends in the dead-letter stream with the
+// reason after at most `max_deliver` deliveries, and weir keeps serving.
+//
+// The deep event is written straight into the flow's stream with cnats (ingress refuses
+// such bodies, so this is the route by which one can still get there: an older weir,
+// another publisher on the subject, a replay).
+#include <catch2/catch.hpp>
+#include <map>
+
+#include "tests/integration/harness.h"
+#include "tests/integration/jetstream.h"
+
+using namespace weir::itest;
+using weir::testing::NatsServer;
+using weir::testing::wait_until;
+
+namespace {
+
+// `{"id": id, "a": {"a": … 1 …}}` with `depth` nested objects in all.
+std::string nested_event(const std::string& id, int depth) {
+  std::string out = "{\"id\":\"" + id + "\"";
+  for (int i = 1; i < depth; ++i) out += ",\"a\":{\"n\":" + std::to_string(i);
+  out += ",\"leaf\":1";
+  out.append(static_cast<size_t>(depth - 1), '}');
+  out += "}";
+  return out;
+}
+
+json dlq(const WeirProcess& weir) {
+  auto r = weir.admin("GET", "/dlq");
+  REQUIRE(r.status == 200);
+  return json::parse(r.body);
+}
+
+}  // namespace
+
+TEST_CASE("an event deeper than max_depth found in a flow's stream is dead-lettered, weir keeps serving",
+          "[integration][dlq]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"deep.yaml", http_flow("deep", "/in/deep", sink.url("/out"), "retries: 2, timeout: 2s")}}});
+  weir.start();
+  INFO(weir.describe());
+
+  // At the limit (128, the default) an event is an event; one level more is not.
+  js_publish(nats.url(), "weir.deep.in", "edge-1", nested_event("edge-1", 128));
+  js_publish(nats.url(), "weir.deep.in", "deep-1", nested_event("deep-1", 129));
+  js_publish(nats.url(), "weir.deep.in", "deep-2", nested_event("deep-2", 5000));
+  auto r = weir.post("/in/deep", json{{"id", "after-1"}}.dump());
+  REQUIRE(r.status == 202);
+
+  REQUIRE(wait_until([&] { return sink.ids().count("edge-1") && sink.ids().count("after-1"); }, 20s, 50ms));
+  json dead;
+  REQUIRE(wait_until(
+      [&] {
+        dead = dlq(weir);
+        return dead.size() >= 2;
+      },
+      20s, 100ms));
+  INFO("dlq: " << dead.dump().substr(0, 800));
+  REQUIRE(dead.size() == 2);
+  std::set<std::string> ids;
+  for (const auto& d : dead) {
+    ids.insert(d.value("id", ""));
+    CHECK(d.value("flow", "") == "deep");
+    CHECK(d.value("stage", "") == "flow");
+    CHECK(d.value("reason", "").find("nested deeper than 128 levels") != std::string::npos);
+    CHECK(d.value("deliveries", 0) == 1);
+  }
+  CHECK(ids == std::set<std::string>{"deep-1", "deep-2"});
+  CHECK_FALSE(sink.ids().count("deep-1"));
+  CHECK_FALSE(sink.ids().count("deep-2"));
+
+  // Still serving, nothing redelivered: the dead letters were acked.
+  REQUIRE(weir.running());
+  REQUIRE(weir.post("/in/deep", json{{"id", "after-2"}}.dump()).status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("after-2") == 1; }, 20s, 50ms));
+  CHECK(dlq(weir).size() == 2);
+}
+
+TEST_CASE("an event failing its sink more than max_deliver times is dead-lettered at max_deliver",
+          "[integration][sink][dlq]") {
+  NatsServer nats;
+  SinkProcess sink({"--status", "500"});
+  // The sink would retry 8 times; max_deliver 3 ends it after the third attempt.
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 8, timeout: 2s")}},
+                    .config = "max_deliver: 3\n"});
+  weir.start();
+  INFO(weir.describe());
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(weir.post("/in/orders", json{{"id", "p" + std::to_string(i)}}.dump()).status == 202);
+  }
+  json dead;
+  REQUIRE(wait_until(
+      [&] {
+        dead = dlq(weir);
+        return dead.size() >= 3;
+      },
+      30s, 100ms));
+  INFO("dlq: " << dead.dump().substr(0, 1500));
+  CHECK(dead.size() == 3);
+  for (const auto& d : dead) {
+    CHECK(d.value("flow", "") == "orders");
+    CHECK(d.value("stage", "") == "sink:out");
+    CHECK(d.value("reason", "").find("failed 3 deliveries") != std::string::npos);
+    CHECK(d.value("deliveries", 0) == 3);
+  }
+  // Exactly max_deliver attempts per event reached the sink, no fourth.
+  std::map<std::string, int> attempts;
+  for (const auto& a : sink.requests(1000)) ++attempts[body_of(a).value("id", "")];
+  CHECK(attempts == std::map<std::string, int>{{"p0", 3}, {"p1", 3}, {"p2", 3}});
+  CHECK(sink.stat("rejected") == 9);
+}

@@ -1,0 +1,124 @@
+// Must show (issue 10 item 7, hot-path review C2/C5/C6): the flow consumer's AckWait
+// outlasts the stage's publish waits; on SIGTERM with publishes stuck in a frozen
+// nats-server, the clients waiting for them get a 503 with Retry-After saying the event
+// may still be stored — before the flows are torn down — and weir exits 0.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <thread>
+
+#include "tests/integration/harness.h"
+#include "tests/integration/jetstream.h"
+
+using namespace weir::itest;
+using weir::testing::NatsServer;
+using weir::testing::wait_until;
+
+namespace {
+
+double metric(const WeirProcess& weir, const std::string& name, const std::string& labels = "") {
+  auto r = weir.admin("GET", "/metrics");
+  for (const auto& [key, sample] : parse_metrics(r.body)) {
+    if (key == name && sample.first == labels) return sample.second;
+  }
+  return -1;
+}
+
+// Process state letter from /proc/<pid>/stat ('T' when stopped).
+char proc_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '?';
+}
+
+// SIGSTOP for the length of a scope: the server keeps its sockets but answers nothing.
+struct Frozen {
+  pid_t pid;
+  explicit Frozen(pid_t p) : pid(p) {
+    ::kill(pid, SIGSTOP);
+    // Stopping is asynchronous: wait until it took effect before relying on it.
+    if (!wait_until([&] { return proc_state(pid) == 'T'; }, 5s, 1ms)) {
+      throw std::runtime_error("nats-server did not stop");
+    }
+  }
+  ~Frozen() { ::kill(pid, SIGCONT); }
+};
+
+}  // namespace
+
+TEST_CASE("SIGTERM with publishes stuck in a frozen NATS answers them 503 and exits 0", "[integration][faults]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
+                .config = "http: { ack_timeout: 30s }\ndrain_timeout: 1s\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/orders", json{{"id", "warm-1"}}.dump()).status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("warm-1") == 1; }, 20s, 50ms));
+
+  // C2: a batch waits at most one publish timeout (5 s) for its PubAcks; AckWait is twice
+  // that plus the time to run it, so a slow server does not get it redelivered meanwhile.
+  CHECK(js_consumer_ack_wait(nats.url(), "weir_orders", "orders") >= std::chrono::seconds(12));
+  CHECK(metric(weir, "weir_ack_failures_total", "flow=\"orders\",stage=\"flow\"") == 0);
+
+  std::vector<HttpReply> replies(3);
+  std::vector<std::thread> clients;
+  std::optional<int> code;
+  {
+    Frozen frozen(nats.pid());
+    for (size_t i = 0; i < replies.size(); ++i) {
+      clients.emplace_back([&, i] {
+        replies[i] = weir.post("/in/orders", json{{"id", "stuck-" + std::to_string(i)}}.dump(), {}, 20s);
+      });
+    }
+    // Written to the socket, waiting for PubAcks that cannot come (cnats notices the dead
+    // server only after two missed pings, ~4 s).
+    CHECK(wait_until([&] { return metric(weir, "weir_ingress_pending_publishes") == 3; }, 3s, 20ms));
+    code = weir.terminate(20s);
+    for (auto& t : clients) t.join();
+  }
+  CHECK(code == std::optional<int>(0));
+  for (const auto& r : replies) {
+    INFO("answer: " << r.status << " " << r.body);
+    CHECK(r.status == 503);
+    CHECK_FALSE(r.header("retry-after").empty());
+    CHECK(r.body.find("may still be stored") != std::string::npos);
+  }
+}
+
+TEST_CASE("a publish nats-server never acknowledges is answered 503 once, after ack_timeout", "[integration][faults]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
+                .config = "http: { ack_timeout: 1s }\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/orders", json{{"id", "warm-1"}}.dump()).status == 202);
+
+  HttpReply r;
+  {
+    Frozen frozen(nats.pid());
+    // The deadline sweeper wakes on a coarse tick; the timeout still fires, once.
+    r = weir.post("/in/orders", json{{"id", "late-1"}}.dump(), {}, 10s);
+    CHECK(metric(weir, "weir_ingress_pending_publishes") == 0);
+  }
+  INFO("answer: " << r.status << " " << r.body);
+  CHECK(r.status == 503);
+  CHECK_FALSE(r.header("retry-after").empty());
+  CHECK(r.body.find("did not acknowledge in time") != std::string::npos);
+  CHECK(r.body.find("may still be stored") != std::string::npos);
+  // Once thawed, the write that was sent is stored after all (the 503 said it might be),
+  // and its late PubAck finds nothing to complete a second time.
+  CHECK(wait_until([&] { return sink.ids().count("late-1") == 1; }, 20s, 50ms));
+  REQUIRE(weir.post("/in/orders", json{{"id", "after-1"}}.dump()).status == 202);
+  CHECK(wait_until([&] { return sink.ids().count("after-1") == 1; }, 20s, 50ms));
+  CHECK(weir.running());
+}
