@@ -47,7 +47,7 @@ TEST_CASE("an event deeper than max_depth found in a flow's stream is dead-lette
   // At the limit (128, the default) an event is an event; one level more is not.
   js_publish(nats.url(), "weir.deep.in", "edge-1", nested_event("edge-1", 128));
   js_publish(nats.url(), "weir.deep.in", "deep-1", nested_event("deep-1", 129));
-  js_publish(nats.url(), "weir.deep.in", "deep-2", nested_event("deep-2", 5000));
+  js_publish(nats.url(), "weir.deep.in", "deep-2", nested_event("deep-2", 1000));
   auto r = weir.post("/in/deep", json{{"id", "after-1"}}.dump());
   REQUIRE(r.status == 202);
 

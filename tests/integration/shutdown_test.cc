@@ -122,3 +122,40 @@ TEST_CASE("a publish nats-server never acknowledges is answered 503 once, after 
   CHECK(wait_until([&] { return sink.ids().count("after-1") == 1; }, 20s, 50ms));
   CHECK(weir.running());
 }
+
+TEST_CASE("past backlog.max_pending events waiting for a PubAck, ingress answers 503 at once", "[integration][backpressure]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
+                .config = "http: { ack_timeout: 10s }\nbacklog: { max_pending: 2 }\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/orders", json{{"id", "warm-1"}}.dump()).status == 202);
+
+  std::vector<HttpReply> waiting(2);
+  std::vector<std::thread> clients;
+  HttpReply third;
+  {
+    Frozen frozen(nats.pid());
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      clients.emplace_back([&, i] {
+        waiting[i] = weir.post("/in/orders", json{{"id", "wait-" + std::to_string(i)}}.dump(), {}, 20s);
+      });
+    }
+    REQUIRE(wait_until([&] { return metric(weir, "weir_ingress_pending_publishes") == 2; }, 3s, 20ms));
+    // The cap is reached: refused without waiting for anything.
+    third = weir.post("/in/orders", json{{"id", "third-1"}}.dump(), {}, 5s);
+    CHECK(metric(weir, "weir_ingress_rejected_total", "flow=\"orders\",stage=\"ingress\"") == 1);
+  }
+  for (auto& t : clients) t.join();
+  INFO("third: " << third.status << " " << third.body);
+  CHECK(third.status == 503);
+  CHECK_FALSE(third.header("retry-after").empty());
+  CHECK(third.body.find("too many events waiting to be stored") != std::string::npos);
+  // The two that waited are stored once NATS is back (their PubAcks come within ack_timeout).
+  for (const auto& r : waiting) CHECK(r.status == 202);
+  CHECK(wait_until([&] { return sink.ids().count("wait-0") && sink.ids().count("wait-1"); }, 20s, 50ms));
+  CHECK_FALSE(sink.ids().count("third-1"));
+}
