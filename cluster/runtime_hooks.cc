@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "cluster/lease.h"
 #include "runtime/log.h"
 
 namespace weir::cluster {
@@ -29,7 +30,8 @@ Status ClusterRuntime::start(Bus& bus, const RuntimeConfig& config) {
   lease_options_ = LeaseOptions::for_ttl(config.cluster.lease_ttl);
   if (Status s = lease_options_.validate(); !s) return Status::invalid("cluster.lease_ttl: " + s.message());
   NatsKvOptions o;
-  o.bucket = "weir_leases_" + std::to_string(config.cluster.lease_ttl.count());
+  // One lease bucket per cluster and TTL: two clusters on one NATS never share a lease.
+  o.bucket = lease_bucket_name(config.cluster.name, config.cluster.lease_ttl);
   o.ttl = config.cluster.lease_ttl;
   o.replicas = config.nats.replicas;
   auto kv = NatsKv::open(bus.connection(), o);

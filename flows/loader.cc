@@ -937,6 +937,9 @@ std::shared_ptr<const Flow> Loader::load(const SrcNode& root, const std::string&
   program_ = std::make_unique<Program>();
   if (get_string(root, "flow", "the flow file", &flow_name_, true) && !valid_name(flow_name_)) {
     error(*root.get("flow"), "flow name " + quote(flow_name_) + " must match ^[a-z][a-z0-9_-]{0,62}$");
+  } else if (flow_name_ == "dlq") {
+    // The dead-letter stream and subjects use this name (docs/adr/0112-cluster-namespaces.md).
+    error(*root.get("flow"), "flow name \"dlq\" is reserved for the dead-letter stream; choose another name");
   }
   if (const SrcNode* d = root.get("description")) {
     std::string unused;

@@ -33,15 +33,35 @@ namespace weir {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
-// Names of the bus layout. One stream per flow holds its input and its sinks' queues.
+// Names of the bus layout (docs/adr/0002-bus-layout.md, 0112-cluster-namespaces.md). One
+// stream per flow holds its input and its sinks' queues. Standalone names are as they have
+// always been; in a cluster C every stream, subject and bucket carries C, so two clusters
+// on one NATS never share anything:
+//                 standalone                 cluster C
+//   flow stream   weir_<flow>                weirc_<C>__<flow>
+//   subjects      weir.<flow>.in|out.<sink>  weirc.<C>.<flow>.in|out.<sink>
+//   dead letters  weir_dlq, weir.dlq.>       weirc_<C>__dlq, weirc.<C>.dlq.>
+//   source state  weir_state (KV)            weir_state_<C>
+// (Cluster names have no "__" and flows may not be named "dlq", so no two names meet.)
 namespace layout {
-std::string flow_stream(std::string_view flow);                  // weir_<flow>
-std::string input_subject(std::string_view flow);                // weir.<flow>.in
-std::string output_subject(std::string_view flow, std::string_view sink);  // weir.<flow>.out.<sink>
+// The cluster this process belongs to ("" = standalone). Set once at start, before any
+// name is made and before any thread that uses names runs; read-only after.
+void set_cluster(std::string_view cluster);
+const std::string& cluster();
+// Why `name` cannot be a cluster name ("" when it can): [A-Za-z0-9_-]{1,32}, no "__".
+std::string invalid_cluster_name(std::string_view name);
+std::string flow_stream(std::string_view flow);
+std::string flow_subjects(std::string_view flow);                // <prefix>.<flow>.>
+std::string input_subject(std::string_view flow);
+std::string output_subject(std::string_view flow, std::string_view sink);
 std::string flow_consumer(std::string_view flow);                // <flow>
 std::string sink_consumer(std::string_view flow, std::string_view sink);   // <flow>-to-<sink>
-inline constexpr const char* kDlqStream = "weir_dlq";
-std::string dlq_subject(std::string_view flow, std::string_view stage);    // weir.dlq.<flow>.<stage>
+std::string dlq_stream();
+std::string dlq_subjects();                                      // <prefix>.dlq.>
+std::string dlq_subject(std::string_view flow, std::string_view stage);
+std::string state_bucket();
+// True when `subject` lies in any weir namespace (weir.> or weirc.>): sinks may not write there.
+bool is_internal_subject(std::string_view subject);
 // Header names carried on bus messages.
 inline constexpr const char* kHeaderId = "Weir-Id";             // stable event id
 inline constexpr const char* kHeaderMsgId = "Nats-Msg-Id";      // per-hop dedup key

@@ -109,7 +109,7 @@ void DeadLetters::render_metrics(std::string& out) const {
 }
 
 Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
-  auto bounds = bus_.stream_bounds(layout::kDlqStream);
+  auto bounds = bus_.stream_bounds(layout::dlq_stream());
   if (!bounds) return bounds.status();
   DeadLetterPage page;
   auto [first, last] = bounds.value();
@@ -123,7 +123,7 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
     // two sinks; after_seq is the exact cursor and what the Link header gives).
     bool found = false;
     for (uint64_t s = first; s <= last; ++s) {
-      auto m = bus_.get_message(layout::kDlqStream, s);
+      auto m = bus_.get_message(layout::dlq_stream(), s);
       if (m && header_of(m.value(), layout::kHeaderId) == *q.after_id) {
         seq = std::max(seq, s + 1);
         found = true;
@@ -134,7 +134,7 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
   }
   const size_t limit = std::clamp<size_t>(q.limit, 1, kMaxPage);
   for (; seq <= last; ++seq) {
-    auto m = bus_.get_message(layout::kDlqStream, seq);
+    auto m = bus_.get_message(layout::dlq_stream(), seq);
     if (!m) continue;   // deleted (replayed) sequences leave gaps
     std::string f = header_of(m.value(), kFlow);
     if (q.flow && f != *q.flow) continue;
@@ -170,12 +170,12 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
 }
 
 Result<size_t> DeadLetters::replay(const std::optional<std::string>& flow, const std::vector<std::string>& ids) {
-  auto bounds = bus_.stream_bounds(layout::kDlqStream);
+  auto bounds = bus_.stream_bounds(layout::dlq_stream());
   if (!bounds) return bounds.status();
   auto [first, last] = bounds.value();
   size_t replayed = 0;
   for (uint64_t seq = first; seq != 0 && seq <= last; ++seq) {
-    auto m = bus_.get_message(layout::kDlqStream, seq);
+    auto m = bus_.get_message(layout::dlq_stream(), seq);
     if (!m) continue;
     std::string id = header_of(m.value(), layout::kHeaderId);
     if (flow && header_of(m.value(), kFlow) != *flow) continue;
@@ -189,7 +189,7 @@ Result<size_t> DeadLetters::replay(const std::optional<std::string>& flow, const
                  [&done](const Status& s, const PubAck&) { done.set_value(s); });
     Status s = done.get_future().get();
     if (!s) return Status(s);
-    if (Status d = bus_.delete_message(layout::kDlqStream, seq); !d) return d;
+    if (Status d = bus_.delete_message(layout::dlq_stream(), seq); !d) return d;
     ++replayed;
   }
   return replayed;

@@ -471,6 +471,20 @@ struct Runtime::Impl final : AdminBackend {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     dlq = std::make_unique<DeadLetters>(*bus);
+    if (clustered()) {
+      // Before ADR 0112 clustered instances used the standalone names. Events left in such
+      // a stream would never be read again: say so rather than start beside them.
+      for (const auto& f : flows) {
+        const std::string old = "weir_" + f->name();
+        if (auto st = bus->stream_state(old); st && st->messages > 0) {
+          return Status::invalid("stream " + old + " (the layout before cluster namespaces, ADR 0112) holds " +
+                                 std::to_string(st->messages) + " events of flow " + f->name() +
+                                 ": drain it with the previous weir, or delete it (nats stream rm " + old +
+                                 "), then start again; cluster " + config.cluster.name + " now uses " +
+                                 layout::flow_stream(f->name()));
+        }
+      }
+    }
     {
       // Flow streams share what the server can reserve; dead letters are unlimited unless
       // dlq.max_bytes says otherwise (ADR 0090, 0110).
@@ -492,6 +506,7 @@ struct Runtime::Impl final : AdminBackend {
     {  // The KV bucket behind SourceState (poll cursors, ETags); a fresh server or
        // cluster may not answer at once, and a peer may be creating it right now.
       StateStoreOptions so;
+      so.bucket = layout::state_bucket();
       so.replicas = config.nats.replicas;
       auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
       for (int attempt = 1;; ++attempt) {
@@ -631,6 +646,16 @@ struct Runtime::Impl final : AdminBackend {
     log::parse_level(config.log.level, &level);
     log::parse_format(config.log.format, &format);
     log::configure(level, format);
+    // Every stream, subject and bucket name carries the cluster (ADR 0112): fixed before
+    // anything makes a name.
+    if (!config.cluster.name.empty()) {
+      if (std::string why = layout::invalid_cluster_name(config.cluster.name); !why.empty()) {
+        std::fprintf(stderr, "%s: cluster.name: \"%s\" %s\n", config.config_file.empty() ? "weir" : config.config_file.c_str(),
+                     config.cluster.name.c_str(), why.c_str());
+        return 2;
+      }
+    }
+    layout::set_cluster(config.cluster.name);
 
     auto loaded = load_flows();
     if (!loaded) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "connectors/nats/nats_connection.h"
+#include "runtime/bus.h"
 #include "runtime/log.h"
 
 namespace weir::connectors {
@@ -119,7 +120,7 @@ Result<std::unique_ptr<weir::Sink>> make_nats_sink(const flows::NatsSinkSpec& sp
     return Status::invalid("flow " + flow + ": sink " + sink_name +
                            ": nats.subject must be a plain subject (no spaces or wildcards)");
   }
-  if (spec.subject.rfind("weir.", 0) == 0 || spec.subject.rfind("$JS.", 0) == 0) {
+  if (layout::is_internal_subject(spec.subject) || spec.subject.rfind("$JS.", 0) == 0) {
     return Status::invalid("flow " + flow + ": sink " + sink_name + ": nats.subject \"" + spec.subject +
                            "\" is inside weir's own or JetStream's subjects; use a flow sink to chain flows");
   }

@@ -17,6 +17,7 @@
 #include <openssl/evp.h>
 
 #include "connectors/nats/nats_connection.h"
+#include "runtime/bus.h"
 #include "runtime/log.h"
 
 namespace weir::connectors {
@@ -98,7 +99,7 @@ class NatsSource final : public Source {
     if (started_) return Status::invalid("nats source: started twice");
     if (!ctx.ingest) return Status::internal("nats source: no ingest");
     if (options_.url.empty()) return Status::internal("nats source: the runtime gave no NATS URL");
-    const std::string own = "weir." + ctx.flow + ".in";
+    const std::string own = layout::input_subject(ctx.flow);
     if (subject_matches(spec_.subject, own)) {
       return Status::invalid("flow " + ctx.flow + ": nats.subject \"" + spec_.subject +
                              "\" would receive the flow's own input (" + own + "): a loop");

@@ -531,3 +531,12 @@ TEST_CASE("load_flow_file: unreadable paths", "[loader][errors]") {
   REQUIRE(r.diagnostics.size() == 1);
   CHECK(r.diagnostics[0].message.find("is a directory") != std::string::npos);
 }
+
+TEST_CASE("the flow name dlq is reserved for the dead-letter stream", "[loader]") {
+  auto r = weir::flows::load_flow_text("flow: dlq\nfrom: { http: { path: /in/x } }\nsteps: []\nto: { out: { http: { url: \"http://127.0.0.1:9/x\" } } }\n",
+                                       "dlq.yaml");
+  REQUIRE_FALSE(r.flow);
+  REQUIRE(r.diagnostics.size() == 1);
+  CHECK(r.diagnostics[0].str().find("reserved for the dead-letter stream") != std::string::npos);
+}
+

@@ -216,7 +216,7 @@ TEST_CASE("on a three-node NATS cluster with R3 streams stopping the stream lead
   std::string leader;
   REQUIRE(wait_until(
       [&] {
-        leader = stream_leader(nats.monitor_port(0), "weir_orders");
+        leader = stream_leader(nats.monitor_port(0), "weirc_c1__orders");
         return !leader.empty();
       },
       10s, 50ms));
@@ -234,7 +234,7 @@ TEST_CASE("on a three-node NATS cluster with R3 streams stopping the stream lead
   const size_t other = victim == 0 ? 1 : 0;
   bool moved = wait_until(
       [&] {
-        new_leader = stream_leader(nats.monitor_port(other), "weir_orders");
+        new_leader = stream_leader(nats.monitor_port(other), "weirc_c1__orders");
         return !new_leader.empty() && new_leader != leader;
       },
       10s, 20ms);
