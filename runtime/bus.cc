@@ -618,7 +618,9 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
   const std::string probe = "weir_probe" + token.substr(token.find('_', 1));
   const std::string subject = probe + ".x";
   int64_t free_bytes = -1;
-  for (int64_t size = want - ours; size >= kMinStreamBytes / 2; size /= 2) {
+  // The smallest share worth having: 8 MiB, or the configured size when that is smaller.
+  const int64_t floor = std::min(kMinStreamBytes, options_.stream_max_bytes);
+  for (int64_t size = want - ours; size > 0 && size >= floor / 2; size /= 2) {
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);
     cfg.Name = probe.c_str();
@@ -646,9 +648,9 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
   // One share stays unreserved: streams without a size limit (dead letters, KV buckets) are
   // refused by the server once reservations take all of its storage.
   int64_t share = (budget / (n + 1)) & ~((int64_t{1} << 20) - 1);   // whole MiB
-  if (share < kMinStreamBytes) {
+  if (share < floor) {
     return Status::unavailable("JetStream storage is too small for weir: " + std::to_string(n) +
-                               " streams need at least " + size_text(kMinStreamBytes) + " each (and as much left "
+                               " streams need at least " + size_text(floor) + " each (and as much left "
                                "unreserved), the server can give " +
                                size_text(budget) + " in all; raise the server's jetstream max_file_store or free "
                                "space (weir sizes its streams with nats.stream_max_bytes)");

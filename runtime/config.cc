@@ -101,7 +101,7 @@ RuntimeConfig load_runtime_config(const std::string& path) {
     if (n["replicas"]) c.nats.replicas = r.integer(n["replicas"], "nats.replicas", 1, 5);
     if (n["stream_max_bytes"]) {
       c.nats.stream_max_bytes = r.size(n["stream_max_bytes"], "nats.stream_max_bytes");
-      if (c.nats.stream_max_bytes < (8LL << 20)) r.fail(n["stream_max_bytes"], "nats.stream_max_bytes", "must be at least 8MiB");
+      if (c.nats.stream_max_bytes < (64LL << 10)) r.fail(n["stream_max_bytes"], "nats.stream_max_bytes", "must be at least 64KiB");
     }
   }
   if (auto n = root["data_dir"]) c.data_dir = r.str(n, "data_dir");

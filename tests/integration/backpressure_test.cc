@@ -138,9 +138,16 @@ TEST_CASE("a flow stream filled by another route: outputs that cannot be stored 
   bool settled = wait_until(
       [&] {
         delivered = sink.ids();
-        auto r = weir.admin("GET", "/dlq?limit=2000");
-        if (r.status != 200) return false;
-        letters = json::parse(r.body);
+        // Every page of dead letters (GET /dlq pages at most 1000 per answer).
+        letters = json::array();
+        std::string cursor;
+        for (;;) {
+          auto r = weir.admin("GET", "/dlq?limit=1000" + (cursor.empty() ? "" : "&after_seq=" + cursor));
+          if (r.status != 200) return false;
+          for (auto& d : json::parse(r.body)) letters.push_back(std::move(d));
+          if (r.header("x-more") != "true") break;
+          cursor = r.header("x-next-after-seq");
+        }
         dead.clear();
         for (const auto& d : letters) dead.insert(d.value("id", ""));
         for (const auto& id : stored) {
