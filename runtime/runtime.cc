@@ -25,6 +25,7 @@
 #include "runtime/http_server.h"
 #include "runtime/ingest.h"
 #include "runtime/log.h"
+#include "runtime/kv_tables.h"
 #include "runtime/metrics.h"
 #include "runtime/stage.h"
 #include "runtime/state_store.h"  // poll: SourceState
@@ -108,6 +109,7 @@ struct Runtime::Impl final : AdminBackend {
   std::unique_ptr<Bus> bus;
   std::unique_ptr<DeadLetters> dlq;
   std::unique_ptr<StateStore> state;   // poll: sources' durable state (weir_state KV)
+  std::unique_ptr<KvTables> kv_tables;   // `tables: {t: {kv: NAME}}` (ADR 0120)
 
   struct FlowRuntime;
   // The registry's handle on one running flow (FlowControl; ADR 0042): compiled versions
@@ -495,6 +497,12 @@ struct Runtime::Impl final : AdminBackend {
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
       }
     }
+    {  // KV lookup tables: every table a flow names is read before the flows start.
+      KvTablesOptions to;
+      to.replicas = config.nats.replicas;
+      kv_tables = std::make_unique<KvTables>(bus->connection(), to);
+      if (Status s = kv_tables->start(std::chrono::seconds(30)); !s) return s;
+    }
     if (clustered()) return cluster->start(*bus, config);
     return Status::ok();
   }
@@ -711,6 +719,7 @@ struct Runtime::Impl final : AdminBackend {
       return exit_code_for(s);
     }
     admin->set_dead_letters(dlq.get());
+    admin->set_tables(kv_tables.get());
     if (stopped_during_start()) return 0;
 
     for (auto& f : loaded.value()) {
@@ -801,6 +810,7 @@ struct Runtime::Impl final : AdminBackend {
     admin.reset();
     running.clear();
     state.reset();   // poll: before the connection it borrows
+    kv_tables.reset();
     bus.reset();
     if (nats) nats->stop();
   }
