@@ -127,6 +127,7 @@ nlohmann::json metrics_json(const std::string& text) {
   std::map<std::pair<std::string, std::string>, Stage> stages;
   nlohmann::json out = nlohmann::json::object();
   nlohmann::json dlq = nlohmann::json::object();
+  nlohmann::json tables = nlohmann::json::object();
   auto label = [](std::string_view labels, std::string_view name) -> std::string {
     std::string key = std::string(name) + "=\"";
     auto at = labels.find(key);
@@ -150,6 +151,12 @@ nlohmann::json metrics_json(const std::string& text) {
       else if (name == "weir_dlq_written_total") dlq["written"] = value;
       else if (name == "weir_dlq_write_failures_total") dlq["write_failures"] = value;
       else if (name == "weir_dlq_holding") dlq["holding"] = value != 0;
+      continue;
+    }
+    if (name.rfind("weir_table_", 0) == 0) {   // KV lookup tables: {"tables": {name: {...}}}
+      std::string field = name.substr(std::string_view("weir_table_").size());
+      if (field == "updated_timestamp_seconds") field = "updated_s";
+      tables[label(labels, "table")][field] = value;
       continue;
     }
     std::string flow = label(labels, "flow"), stage = label(labels, "stage");
@@ -197,6 +204,7 @@ nlohmann::json metrics_json(const std::string& text) {
   }
   out["stages"] = std::move(list);
   out["dlq"] = std::move(dlq);
+  if (!tables.empty()) out["tables"] = std::move(tables);
   return out;
 }
 }  // namespace
