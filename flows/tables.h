@@ -37,6 +37,7 @@ struct TextHash {
 // between snapshots so that one changed row does not copy the others.
 struct TableSnapshot {
   uint64_t generation = 0;   // the import generation the rows belong to (0: none yet)
+  uint64_t revision = 0;     // the last KV revision folded in (a writer waits for its own)
   std::unordered_map<std::string, std::shared_ptr<const Json>, TextHash, std::equal_to<>> rows;
 
   const Json* find_text(std::string_view key) const {

@@ -161,6 +161,7 @@ class KvTables::Watcher {
         continue;
       }
       bool changed = apply(e);
+      revision_ = std::max(revision_, kvEntry_Revision(e));
       kvEntry_Destroy(e);
       if (changed && !dirty) {
         dirty = true;
@@ -210,6 +211,7 @@ class KvTables::Watcher {
   void publish() {
     auto snapshot = std::make_shared<flows::TableSnapshot>();
     snapshot->generation = current_;
+    snapshot->revision = revision_;
     if (auto it = gens_.find(current_); it != gens_.end()) snapshot->rows = it->second;
     live_->publish(std::move(snapshot));
   }
@@ -217,6 +219,7 @@ class KvTables::Watcher {
   kvWatcher* w_;
   std::shared_ptr<flows::LiveTable> live_;
   uint64_t current_ = 0;             // watcher thread only
+  uint64_t revision_ = 0;            // watcher thread only
   std::map<uint64_t, Rows> gens_;    // watcher thread only
   std::thread thread_;
 };
@@ -254,8 +257,17 @@ Status KvTables::start(std::chrono::milliseconds wait) {
   for (const auto& live : flows::LiveTables::instance().all()) {
     if (Status s = watch(live); !s) return s;
   }
+  return wait_loaded(wait);
+}
+
+Status KvTables::wait_loaded(std::chrono::milliseconds wait) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   for (const auto& live : flows::LiveTables::instance().all()) {
+    if (live->loaded()) continue;
+    {
+      std::lock_guard lock(mu_);
+      if (!watchers_.count(live->name())) return Status::unavailable("table " + live->name() + " is not watched (see the log)");
+    }
     while (!live->loaded()) {
       if (std::chrono::steady_clock::now() > deadline) {
         return Status::timeout("table " + live->name() + ": its rows did not arrive from NATS KV within " +
@@ -351,6 +363,15 @@ Result<std::pair<uint64_t, uint64_t>> KvTables::current(kvStore* kv) {
   return out;
 }
 
+bool KvTables::wait_applied(const std::shared_ptr<flows::LiveTable>& live, uint64_t revision) {
+  const auto deadline = std::chrono::steady_clock::now() + kWaitForFlip;
+  while (live->current()->revision < revision) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 KvTables::Reply KvTables::list() {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& live : flows::LiveTables::instance().all()) {
@@ -401,7 +422,9 @@ KvTables::Reply KvTables::put(const std::string& table, const std::string& key, 
   natsStatus s = kvStore_Put(&revision, kv.value(), row_key(cur->first, key).c_str(), text.data(),
                              static_cast<int>(text.size()));
   if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": put"));
-  return {200, {{"table", table}, {"key", key}, {"generation", cur->first}, {"revision", revision}}};
+  // Answer once this instance's flows read the row (so the client's next event sees it).
+  const bool applied = wait_applied(live.value(), revision);
+  return {200, {{"table", table}, {"key", key}, {"generation", cur->first}, {"revision", revision}, {"applied", applied}}};
 }
 
 KvTables::Reply KvTables::erase(const std::string& table, const std::string& key) {
@@ -415,9 +438,22 @@ KvTables::Reply KvTables::erase(const std::string& table, const std::string& key
   if (s == NATS_NOT_FOUND) return error_reply(404, "table " + table + " has no row \"" + key + "\"");
   if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": get"));
   kvEntry_Destroy(e);
-  s = kvStore_Delete(kv.value(), k.c_str());
+  auto live = loaded(table, options_.timeout);
+  if (!live) return status_reply(live.status());
+  // The delete marker kvStore_Delete writes, published here for its revision (PubAck).
+  const std::string subject = "$KV." + bucket_name(table) + "." + k;
+  natsMsg* msg = nullptr;
+  s = natsMsg_Create(&msg, subject.c_str(), nullptr, nullptr, 0);
+  if (s == NATS_OK) s = natsMsgHeader_Set(msg, "KV-Operation", "DEL");
+  jsPubAck* ack = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  if (s == NATS_OK) s = js_PublishMsg(&ack, js_, msg, nullptr, &jerr);
+  natsMsg_Destroy(msg);
   if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": delete"));
-  return {200, {{"table", table}, {"key", key}, {"deleted", true}}};
+  const uint64_t revision = ack->Sequence;
+  jsPubAck_Destroy(ack);
+  const bool applied = wait_applied(live.value(), revision);
+  return {200, {{"table", table}, {"key", key}, {"deleted", true}, {"applied", applied}}};
 }
 
 namespace {

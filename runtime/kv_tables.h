@@ -61,6 +61,9 @@ class KvTables {
   // until each has its first snapshot, at most `wait`; from then on a table first named
   // by a flow deployed later is watched as it is loaded.
   Status start(std::chrono::milliseconds wait);
+  // Waits until every live table known has its first snapshot (a flow deployed at run
+  // time starts once its tables are read), at most `wait`.
+  Status wait_loaded(std::chrono::milliseconds wait);
 
   // Admin calls (docs/admin-api.md, "Tables").
   Reply list();
@@ -87,6 +90,8 @@ class KvTables {
   Status watch(const std::shared_ptr<flows::LiveTable>& live);
   // The table's live copy, watched and loaded (waits at most `wait`).
   Result<std::shared_ptr<flows::LiveTable>> loaded(const std::string& table, std::chrono::milliseconds wait);
+  // Waits (at most 2 s) until this instance's snapshot holds KV revision `revision`.
+  static bool wait_applied(const std::shared_ptr<flows::LiveTable>& live, uint64_t revision);
   // The generation in `current` and its revision (0, 0 when there is none).
   Result<std::pair<uint64_t, uint64_t>> current(__kvStore* kv);
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <shared_mutex>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -164,7 +165,12 @@ struct Runtime::Impl final : AdminBackend {
     std::unique_ptr<FlowStage> stage;
     std::vector<std::unique_ptr<SinkStage>> sinks;
   };
-  std::vector<std::unique_ptr<FlowRuntime>> running;
+  std::vector<std::unique_ptr<FlowRuntime>> running;   // GUARDED_BY(running_mu) once serving
+  // A deploy of a new flow adds to `running` while the io thread (/readyz) and the admin
+  // worker read it: writers hold running_mu exclusively, readers shared. lifecycle_mu
+  // orders such a start against drain() (no flow starts once draining).
+  mutable std::shared_mutex running_mu;
+  std::mutex lifecycle_mu;
   std::atomic<bool> serving{false};   // set once http-in listens; cleared on drain
   std::atomic<bool> draining{false};
   // SIGTERM/SIGINT, taken by the signal thread from the start, so a signal during start-up
@@ -192,6 +198,7 @@ struct Runtime::Impl final : AdminBackend {
   bool clustered() const { return cluster != nullptr; }
 
   FlowRuntime* find_running(const std::string& name) const {
+    std::shared_lock lock(running_mu);
     for (const auto& f : running) {
       if (f->flow->name() == name) return f.get();
     }
@@ -208,6 +215,7 @@ struct Runtime::Impl final : AdminBackend {
       *why = "NATS is not connected";
       return false;
     }
+    std::shared_lock lock(running_mu);
     for (const auto& f : running) {
       if (!f->stage || !f->stage->healthy()) {
         *why = "flow " + f->flow->name() + " is not running";
@@ -257,11 +265,13 @@ struct Runtime::Impl final : AdminBackend {
   }
   nlohmann::json flows_json() const {
     nlohmann::json out = nlohmann::json::array();
+    std::shared_lock lock(running_mu);
     for (const auto& f : running) out.push_back(flow_json(*f));
     return out;
   }
   nlohmann::json flows() const override { return flows_json(); }
   std::optional<nlohmann::json> flow(const std::string& name) const override {
+    std::shared_lock lock(running_mu);
     for (const auto& f : running) {
       if (f->flow->name() == name) return flow_json(*f);
     }
@@ -304,11 +314,12 @@ struct Runtime::Impl final : AdminBackend {
                     {"errors", {name + ".yaml: flow: " + flow.name() + " does not match /flows/" + name}}}};
     }
     FlowRuntime* fr = find_running(name);
+    if (!fr && !clustered()) return start_new_flow(name, body);   // ADR 0121
     if (!fr) {
-      // Starting a flow live would wire a new source, consumers and http route into a running
-      // process, which is built once at start (docs/admin-api.md, ADR 0092).
-      return {404, {{"error", "no flow named " + name + " runs here: deploy replaces a running flow's steps; a new "
-                                  "flow starts from the flows dir (add its file there and restart weir)"}}};
+      // Cluster: the registry does not carry flows no instance runs yet (issue #14 item 2
+      // is done for standalone only; ADR 0121).
+      return {404, {{"error", "no flow named " + name + " runs here: in a cluster a new flow starts from the flows "
+                                  "dir of each instance (add its file there and restart the instances)"}}};
     }
     std::string running_text;
     {
@@ -318,11 +329,96 @@ struct Runtime::Impl final : AdminBackend {
     if (Status s = same_wiring(running_text, body); !s) {
       return {422, {{"error", "cannot switch to this version live"}, {"errors", {name + ".yaml: " + s.message()}}}};
     }
+    // A `kv:` table the new version names first is read before it runs here.
+    if (Status s = kv_tables->wait_loaded(std::chrono::seconds(10)); !s) return {503, {{"error", s.message()}}};
     if (clustered()) {
       auto a = cluster->deploy(name, body, flow.content_hash());
       return {a.code, a.body};
     }
     return deploy_to_file(*fr, body);
+  }
+
+  // Standalone deploy of a flow that does not run yet (ADR 0121): the file is written into
+  // the flows dir (so a restart runs it too) and the flow is started like one loaded at
+  // start. Checked first, so a refused flow leaves no file and starts nothing: the http
+  // path and the flow name are not taken (running, or by another file in the flows dir),
+  // a chained source reads a running flow's `flow` sink no other flow reads.
+  std::pair<int, nlohmann::json> start_new_flow(const std::string& name, const std::string& body) {
+    std::lock_guard life(lifecycle_mu);
+    if (draining.load() || !serving.load()) {
+      return {503, {{"error", "weir is starting or shutting down; deploy again once it is ready"}}};
+    }
+    if (find_running(name)) {
+      return {409, {{"error", "flow " + name + " was started by another deploy meanwhile; deploy again to replace it"}}};
+    }
+    const std::string path = (fs::path(config.flows) / (name + ".yaml")).string();
+    auto compiled = compile(body, path, 1, false);
+    if (!compiled) return {422, {{"error", compiled.status().message()}}};
+    auto flow = compiled.value();
+    auto conflict = [](std::string message) { return std::pair<int, nlohmann::json>{409, {{"error", std::move(message)}}}; };
+    {
+      std::shared_lock lock(running_mu);
+      for (const auto& f : running) {
+        const auto* mine = std::get_if<flows::HttpSourceSpec>(&flow->source());
+        const auto* theirs = std::get_if<flows::HttpSourceSpec>(&f->flow->source());
+        if (mine && theirs && mine->path == theirs->path) {
+          return conflict("from.http.path: " + mine->path + " is used by flow " + f->flow->name());
+        }
+      }
+      if (const auto* c = std::get_if<flows::FlowSourceSpec>(&flow->source())) {
+        const FlowRuntime* from = nullptr;
+        for (const auto& f : running) {
+          if (f->flow->name() == c->flow) from = f.get();
+          const auto* other = std::get_if<flows::FlowSourceSpec>(&f->flow->source());
+          if (other && other->flow == c->flow && other->sink == c->sink) {
+            return conflict("from.flow: " + c->flow + "." + c->sink + " is read by flow " + f->flow->name() +
+                            " already (a flow sink feeds one flow)");
+          }
+        }
+        bool has_sink = false;
+        if (from) {
+          for (const auto& spec : from->flow->sinks()) {
+            has_sink = has_sink || (spec.name == c->sink && std::holds_alternative<flows::FlowSinkSpec>(spec.kind));
+          }
+        }
+        if (!has_sink) {
+          return {422, {{"error", "from.flow: " + c->flow + "." + c->sink + " is not a running flow's `flow: {}` sink"}}};
+        }
+      }
+    }
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(config.flows, ec)) {
+      const auto ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".yaml" && ext != ".yml" && ext != ".json") || e.path() == fs::path(path)) {
+        continue;
+      }
+      auto other = flows::load_flow_file(e.path().string());
+      if (other.flow && other.flow->name() == name) {
+        return conflict("the flows dir holds flow " + name + " in " + e.path().string() +
+                        " (it does not run: fix or remove that file first)");
+      }
+    }
+    // Its KV tables (watched since the compile named them) are read before it starts.
+    if (Status s = kv_tables->wait_loaded(std::chrono::seconds(10)); !s) return {503, {{"error", s.message()}}};
+    const std::string tmp = path + ".tmp-deploy";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << body;
+      if (!out.flush()) return {500, {{"error", "cannot write " + tmp}}};
+    }
+    fs::rename(tmp, path, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      return {500, {{"error", "cannot write " + path}}};
+    }
+    if (Status s = start_flow(flow, body); !s) {
+      fs::remove(path, ec);   // a restart must not start what did not start now
+      log::warn("new flow not started", {{"flow", name}, {"error", s.message()}});
+      return {s.code() == Status::Code::kConflict ? 409 : s.code() == Status::Code::kInvalid ? 422 : 503,
+              {{"error", "flow " + name + " did not start: " + s.message() + " (its file was not kept)"}}};
+    }
+    log::info("flow started", {{"flow", name}, {"file", path}});
+    return {201, {{"flow", name}, {"version", 1}, {"file", path}, {"started", true}}};
   }
 
   std::pair<int, nlohmann::json> deploy_to_file(FlowRuntime& fr, const std::string& body) {
@@ -545,6 +641,7 @@ struct Runtime::Impl final : AdminBackend {
       if (clustered()) {
         if (Status s = cluster->follow_flow(flow->name(), &fr->control); !s) return s;
       }
+      std::unique_lock lock(running_mu);
       running.push_back(std::move(fr));
       return Status::ok();
     }
@@ -574,12 +671,14 @@ struct Runtime::Impl final : AdminBackend {
     fr->source_ctx.state = state.get();   // a singleton's inner sources get it too
     fr->source_ctx.max_depth = config.http.max_depth;
     if (Status s = fr->source->start(fr->source_ctx); !s) return s;
+    std::unique_lock lock(running_mu);
     running.push_back(std::move(fr));
     return Status::ok();
   }
 
   void drain() {
     auto started = std::chrono::steady_clock::now();
+    std::lock_guard life(lifecycle_mu);   // a flow being started live finishes first; none after
     draining = true;
     serving = false;
     router.set_draining();
@@ -762,21 +861,23 @@ struct Runtime::Impl final : AdminBackend {
       if (stopped_during_start()) return 0;
     }
 
-    serving = true;
-    router.set_serving();
-
     std::string routes;
-    for (const auto& f : running) {
+    for (const auto& f : running) {   // before serving: no deploy adds to `running` yet
       if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow->source())) {
         routes += (routes.empty() ? "" : " ") + h->path + "=" + f->flow->name();
       }
     }
+    const size_t started_flows = running.size();
+    serving = true;
+    router.set_serving();
+
     log::info("weir ready", {{"ingress", ingress_server->address()}, {"admin", admin_server->address()},
-                             {"nats", bus->url()}, {"flows", std::to_string(running.size())}, {"routes", routes}});
+                             {"nats", bus->url()}, {"flows", std::to_string(started_flows)}, {"routes", routes}});
     if (format == log::Format::kText) {
       // For a person at a terminal: where to POST. (With JSON logs the line above says it.)
       std::printf("weir ready — ingress http://%s  admin http://%s  nats %s\n", ingress_server->address().c_str(),
                   admin_server->address().c_str(), bus->url().c_str());
+      std::shared_lock lock(running_mu);
       for (const auto& f : running) {
         if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow->source())) {
           std::printf("  POST http://%s%s  → flow %s\n", ingress_server->address().c_str(), h->path.c_str(),
