@@ -214,3 +214,47 @@ TEST_CASE("kv tables: imports under load — every event read one whole generati
   CHECK(rows["k0"]["gen"] == kImports);
   CHECK(weir.terminate() == 0);
 }
+
+TEST_CASE("kv tables: every instance of a cluster reads the table; a change made through one reaches the other",
+          "[integration][tables][cluster]") {
+  weir::testing::NatsServer nats;
+  SinkProcess sink({"--record", "10000"});
+  const std::string flow =
+      "flow: tiered\nfrom: { http: { path: /in } }\ntables:\n  tiers: { kv: ctiers, key: customer }\n"
+      "steps:\n  - lookup: { table: tiers, key: this.customer, as: tier, default: { tier: none } }\n"
+      "to:\n  out: { http: { url: \"" + sink.url() + "\", retries: 8, timeout: 2s } }\n";
+  WeirProcess a({.nats_url = nats.url(), .flows = {{"tiered.yaml", flow}}, .args = {"--cluster", "c1"}});
+  WeirProcess b({.nats_url = nats.url(), .flows = {{"tiered.yaml", flow}}, .args = {"--cluster", "c1"}});
+  a.start();
+  b.start();
+  INFO(a.describe() << "\n" << b.describe());
+  // The event posted to `to` after the change made on `from` was answered sees it within 1 s.
+  auto seen_on = [&](WeirProcess& to, const std::string& customer, const json& expected, const std::string& tag) {
+    const auto changed = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::duration> after;
+    int n = 0;
+    REQUIRE(wait_until(
+        [&] {
+          const std::string id = tag + "-" + std::to_string(n++);
+          const auto posted = std::chrono::steady_clock::now();
+          REQUIRE(to.post("/in", json{{"id", id}, {"customer", customer}}.dump()).status == 202);
+          if (!wait_until([&] { return delivered_with_id(sink, id).has_value(); }, 10s, 2ms)) return false;
+          if ((*delivered_with_id(sink, id))["tier"] != expected) return false;
+          after = posted - changed;
+          return true;
+        },
+        5s, 20ms));
+    CHECK(*after < 1s);
+  };
+  REQUIRE(a.admin("PUT", "/tables/ctiers/c1", R"({"tier": "gold"})").status == 200);
+  seen_on(b, "c1", json{{"tier", "gold"}}, "b-gold");
+  REQUIRE(b.admin("PUT", "/tables/ctiers?format=csv&key=customer", "customer,tier\nc1,silver\nc2,gold\n").status == 200);
+  seen_on(a, "c1", json{{"customer", "c1"}, {"tier", "silver"}}, "a-silver");
+  REQUIRE(b.admin("DELETE", "/tables/ctiers/c1").status == 200);
+  seen_on(a, "c1", json{{"tier", "none"}}, "a-deleted");
+  auto exported = a.admin("GET", "/tables/ctiers");
+  REQUIRE(exported.status == 200);
+  CHECK(json::parse(exported.body) == json{{"c2", {{"customer", "c2"}, {"tier", "gold"}}}});
+  CHECK(a.terminate() == 0);
+  CHECK(b.terminate() == 0);
+}
