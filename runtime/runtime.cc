@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <fstream>
@@ -171,6 +172,7 @@ struct Runtime::Impl final : AdminBackend {
   // orders such a start against drain() (no flow starts once draining).
   mutable std::shared_mutex running_mu;
   std::mutex lifecycle_mu;
+  std::vector<std::unique_ptr<FlowRuntime>> parked;   // failed to start after the registry followed them
   std::atomic<bool> serving{false};   // set once http-in listens; cleared on drain
   std::atomic<bool> draining{false};
   // SIGTERM/SIGINT, taken by the signal thread from the start, so a signal during start-up
@@ -316,10 +318,14 @@ struct Runtime::Impl final : AdminBackend {
     FlowRuntime* fr = find_running(name);
     if (!fr && !clustered()) return start_new_flow(name, body);   // ADR 0121
     if (!fr) {
-      // Cluster: the registry does not carry flows no instance runs yet (issue #14 item 2
-      // is done for standalone only; ADR 0121).
-      return {404, {{"error", "no flow named " + name + " runs here: in a cluster a new flow starts from the flows "
-                                  "dir of each instance (add its file there and restart the instances)"}}};
+      // Cluster: stored as the flow's next version; a promote makes it active and every
+      // instance starts it (they watch the registry, ADR 0121).
+      if (auto bad = wiring_conflict(flow)) return *bad;
+      auto a = cluster->deploy(name, body, flow.content_hash());
+      if (a.code < 300) {
+        a.body["hint"] = "flow " + name + " runs on no instance yet: promote this version to start it on every instance";
+      }
+      return {a.code, a.body};
     }
     std::string running_text;
     {
@@ -343,6 +349,82 @@ struct Runtime::Impl final : AdminBackend {
   // start. Checked first, so a refused flow leaves no file and starts nothing: the http
   // path and the flow name are not taken (running, or by another file in the flows dir),
   // a chained source reads a running flow's `flow` sink no other flow reads.
+  // Why a flow that does not run yet could not start next to the running ones: its http
+  // path is taken (409), or its chained source is not a running flow's free `flow` sink.
+  std::optional<std::pair<int, nlohmann::json>> wiring_conflict(const flows::Flow& flow) const {
+    using Answer = std::pair<int, nlohmann::json>;
+    std::shared_lock lock(running_mu);
+    for (const auto& f : running) {
+      const auto* mine = std::get_if<flows::HttpSourceSpec>(&flow.source());
+      const auto* theirs = std::get_if<flows::HttpSourceSpec>(&f->flow->source());
+      if (mine && theirs && mine->path == theirs->path) {
+        return Answer{409, {{"error", "from.http.path: " + mine->path + " is used by flow " + f->flow->name()}}};
+      }
+    }
+    if (const auto* c = std::get_if<flows::FlowSourceSpec>(&flow.source())) {
+      const FlowRuntime* from = nullptr;
+      for (const auto& f : running) {
+        if (f->flow->name() == c->flow) from = f.get();
+        const auto* other = std::get_if<flows::FlowSourceSpec>(&f->flow->source());
+        if (other && other->flow == c->flow && other->sink == c->sink) {
+          return Answer{409, {{"error", "from.flow: " + c->flow + "." + c->sink + " is read by flow " +
+                                            f->flow->name() + " already (a flow sink feeds one flow)"}}};
+        }
+      }
+      bool has_sink = false;
+      if (from) {
+        for (const auto& spec : from->flow->sinks()) {
+          has_sink = has_sink || (spec.name == c->sink && std::holds_alternative<flows::FlowSinkSpec>(spec.kind));
+        }
+      }
+      if (!has_sink) {
+        return Answer{422, {{"error", "from.flow: " + c->flow + "." + c->sink + " is not a running flow's `flow: {}` sink"}}};
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Cluster (ADR 0121): a flow active in the registry that this instance does not run —
+  // activated by a promote after start, or active before this instance started without a
+  // file in its flows dir — is started here from the registry's text (no file is written:
+  // the registry is the source of truth, ADR 0043). Runs on the registry's watch thread.
+  void start_registry_flow(const std::string& name) {
+    if (find_running(name)) return;
+    // Never block a drain: it stops this watch (and waits for this call) while holding
+    // lifecycle_mu.
+    std::unique_lock life(lifecycle_mu, std::defer_lock);
+    while (!life.try_lock()) {
+      if (draining.load()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (draining.load() || find_running(name)) return;
+    auto active = cluster->attach_flow(name, "", "");
+    if (!active) {
+      log::warn("cannot read a flow from the registry", {{"flow", name}, {"error", active.status().message()}});
+      return;
+    }
+    const std::string path = (fs::path(config.flows) / (name + ".yaml")).string();
+    auto compiled = compile(active->text, path, active->version, false);
+    if (!compiled) {
+      log::error("a flow active in the registry cannot run here",
+                 {{"flow", name}, {"version", std::to_string(active->version)}, {"error", compiled.status().message()}});
+      return;
+    }
+    if (auto bad = wiring_conflict(*compiled.value())) {
+      log::error("a flow active in the registry cannot run here",
+                 {{"flow", name}, {"error", bad->second.value("error", std::string())}});
+      return;
+    }
+    if (Status s = kv_tables->wait_loaded(std::chrono::seconds(10)); !s) {
+      log::warn("flow starts before its tables are read", {{"flow", name}, {"error", s.message()}});
+    }
+    if (Status s = start_flow(compiled.value(), active->text, active->pausing); !s) {
+      log::error("cannot start a flow from the registry", {{"flow", name}, {"error", s.message()}});
+      return;
+    }
+    log::info("flow started from the registry", {{"flow", name}, {"version", std::to_string(active->version)}});
+  }
+
   std::pair<int, nlohmann::json> start_new_flow(const std::string& name, const std::string& body) {
     std::lock_guard life(lifecycle_mu);
     if (draining.load() || !serving.load()) {
@@ -356,36 +438,7 @@ struct Runtime::Impl final : AdminBackend {
     if (!compiled) return {422, {{"error", compiled.status().message()}}};
     auto flow = compiled.value();
     auto conflict = [](std::string message) { return std::pair<int, nlohmann::json>{409, {{"error", std::move(message)}}}; };
-    {
-      std::shared_lock lock(running_mu);
-      for (const auto& f : running) {
-        const auto* mine = std::get_if<flows::HttpSourceSpec>(&flow->source());
-        const auto* theirs = std::get_if<flows::HttpSourceSpec>(&f->flow->source());
-        if (mine && theirs && mine->path == theirs->path) {
-          return conflict("from.http.path: " + mine->path + " is used by flow " + f->flow->name());
-        }
-      }
-      if (const auto* c = std::get_if<flows::FlowSourceSpec>(&flow->source())) {
-        const FlowRuntime* from = nullptr;
-        for (const auto& f : running) {
-          if (f->flow->name() == c->flow) from = f.get();
-          const auto* other = std::get_if<flows::FlowSourceSpec>(&f->flow->source());
-          if (other && other->flow == c->flow && other->sink == c->sink) {
-            return conflict("from.flow: " + c->flow + "." + c->sink + " is read by flow " + f->flow->name() +
-                            " already (a flow sink feeds one flow)");
-          }
-        }
-        bool has_sink = false;
-        if (from) {
-          for (const auto& spec : from->flow->sinks()) {
-            has_sink = has_sink || (spec.name == c->sink && std::holds_alternative<flows::FlowSinkSpec>(spec.kind));
-          }
-        }
-        if (!has_sink) {
-          return {422, {{"error", "from.flow: " + c->flow + "." + c->sink + " is not a running flow's `flow: {}` sink"}}};
-        }
-      }
-    }
+    if (auto bad = wiring_conflict(*flow)) return *bad;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(config.flows, ec)) {
       const auto ext = e.path().extension().string();
@@ -453,7 +506,8 @@ struct Runtime::Impl final : AdminBackend {
                               "the one version of a flow and PUT /flows/" + name + " (weir deploy) replaces it. "
                               "Versions, promote and rollback need the cluster registry (run with --cluster NAME)"}}};
     }
-    if (!find_running(name)) return {404, {{"error", "no flow named " + name + " runs here"}}};
+    // A flow no instance runs yet is promoted too: its first active version starts it
+    // everywhere (ADR 0121); the registry answers 404 for a flow it does not know.
     auto a = cluster->promote(name, version, expected_active);
     return {a.code, a.body};
   }
@@ -653,8 +707,14 @@ struct Runtime::Impl final : AdminBackend {
       // From here on the registry decides which version runs (watch + pause barrier).
       if (Status s = cluster->follow_flow(flow->name(), &fr->control); !s) return s;
     }
+    // Followed by the registry from here: on a failure `fr` is parked, not destroyed (the
+    // registry keeps its FlowControl until stop()).
+    auto park = [&](Status s) {
+      if (clustered()) parked.push_back(std::move(fr));
+      return s;
+    };
     auto source = connectors.make_source(*flow, config);
-    if (!source) return source.status();
+    if (!source) return park(source.status());
     if (source.value()->singleton() && clustered()) {
       // One instance of the cluster runs it: a fresh inner source per lease term.
       fr->source = cluster->singleton("source." + flow->name(), [this, flow]() -> std::unique_ptr<Source> {
@@ -670,7 +730,7 @@ struct Runtime::Impl final : AdminBackend {
     fr->source_ctx.http = &router;
     fr->source_ctx.state = state.get();   // a singleton's inner sources get it too
     fr->source_ctx.max_depth = config.http.max_depth;
-    if (Status s = fr->source->start(fr->source_ctx); !s) return s;
+    if (Status s = fr->source->start(fr->source_ctx); !s) return park(s);
     std::unique_lock lock(running_mu);
     running.push_back(std::move(fr));
     return Status::ok();
@@ -678,8 +738,8 @@ struct Runtime::Impl final : AdminBackend {
 
   void drain() {
     auto started = std::chrono::steady_clock::now();
+    draining = true;                      // first: a registry start waiting for the lock gives up
     std::lock_guard life(lifecycle_mu);   // a flow being started live finishes first; none after
-    draining = true;
     serving = false;
     router.set_draining();
     if (ingress_server) ingress_server->stop_accepting();
@@ -870,6 +930,13 @@ struct Runtime::Impl final : AdminBackend {
     const size_t started_flows = running.size();
     serving = true;
     router.set_serving();
+    if (clustered()) {
+      // Flows active in the registry but not in this flows dir start now; flows promoted for
+      // the first time later start as they are (ADR 0121).
+      if (Status s = cluster->watch_flows([this](const std::string& name) { start_registry_flow(name); }); !s) {
+        log::warn("cannot watch the registry for new flows", {{"error", s.message()}});
+      }
+    }
 
     log::info("weir ready", {{"ingress", ingress_server->address()}, {"admin", admin_server->address()},
                              {"nats", bus->url()}, {"flows", std::to_string(started_flows)}, {"routes", routes}});

@@ -124,3 +124,60 @@ TEST_CASE("deploy: a new flow starts at once on a standalone weir and runs after
   CHECK((*delivered_with_id(sink, "t2"))["tier"]["tier"] == "gold");
   CHECK(weir.terminate() == 0);
 }
+
+TEST_CASE("deploy in a cluster: a new flow stored, then promoted, starts on every instance and after a restart",
+          "[integration][deploy][cluster]") {
+  weir::testing::NatsServer nats;
+  SinkProcess sink;
+  const std::vector<std::string> cluster{"--cluster", "c1"};
+  WeirProcess a({.nats_url = nats.url(), .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}},
+                 .args = cluster});
+  WeirProcess b({.nats_url = nats.url(), .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}},
+                 .args = cluster});
+  a.start();
+  b.start();
+  INFO(a.describe() << "\n" << b.describe());
+  std::string fresh = "flow: fresh\nfrom: { http: { path: /in/fresh } }\nsteps:\n  - set: { v: 1 }\n"
+                      "to: { out: { http: { url: \"" + sink.url("/fresh") + "\", retries: 8, timeout: 2s } } }\n";
+  // Stored, not started: the answer says to promote.
+  auto stored = a.admin("PUT", "/flows/fresh", fresh);
+  INFO(stored.body);
+  REQUIRE(stored.status == 201);
+  CHECK(contains(stored.body, "promote"));
+  CHECK(b.post("/in/fresh", R"({"id": "n0"})").status == 404);
+  CHECK_FALSE(std::filesystem::exists(a.flow_path("fresh.yaml")));   // the registry is the source of truth
+  // A taken path is refused before it is stored.
+  CHECK(a.admin("PUT", "/flows/other", http_flow("other", "/in/good", sink.url("/other"))).status == 409);
+  // Promoted through the other instance: both start it.
+  auto promoted = b.admin("POST", "/flows/fresh/promote", R"({"version": 1})");
+  INFO(promoted.body);
+  REQUIRE(promoted.status == 200);
+  for (WeirProcess* w : {&a, &b}) {
+    REQUIRE(wait_until([&] { return w->admin("GET", "/flows/fresh").status == 200; }, 10s, 20ms));
+  }
+  REQUIRE(a.post("/in/fresh", R"({"id": "n1"})").status == 202);
+  REQUIRE(b.post("/in/fresh", R"({"id": "n2"})").status == 202);
+  for (const char* id : {"n1", "n2"}) {
+    REQUIRE(wait_until([&] { return delivered_with_id(sink, id).has_value(); }, 10s, 10ms));
+    CHECK((*delivered_with_id(sink, id))["v"] == 1);
+  }
+  CHECK(a.admin("GET", "/readyz").status == 200);
+  CHECK(b.admin("GET", "/readyz").status == 200);
+  // A later version switches both, as for any running flow.
+  std::string v2 = fresh;
+  v2.replace(v2.find("v: 1"), 4, "v: 2");
+  REQUIRE(a.admin("PUT", "/flows/fresh", v2).status == 201);
+  REQUIRE(a.admin("POST", "/flows/fresh/promote", R"({"version": 2})").status == 200);
+  REQUIRE(b.post("/in/fresh", R"({"id": "n3"})").status == 202);
+  REQUIRE(wait_until([&] { return delivered_with_id(sink, "n3").has_value(); }, 10s, 10ms));
+  CHECK((*delivered_with_id(sink, "n3"))["v"] == 2);
+  // A restarted instance starts it from the registry (its flows dir does not have it).
+  REQUIRE(a.terminate() == 0);
+  a.start();
+  REQUIRE(wait_until([&] { return a.admin("GET", "/flows/fresh").status == 200; }, 10s, 20ms));
+  REQUIRE(a.post("/in/fresh", R"({"id": "n4"})").status == 202);
+  REQUIRE(wait_until([&] { return delivered_with_id(sink, "n4").has_value(); }, 10s, 10ms));
+  CHECK((*delivered_with_id(sink, "n4"))["v"] == 2);
+  CHECK(a.terminate() == 0);
+  CHECK(b.terminate() == 0);
+}

@@ -42,7 +42,7 @@ std::optional<json> delivered_with_id(const SinkProcess& sink, const std::string
 
 }  // namespace
 
-TEST_CASE("kv tables: rows put, changed and deleted while the flow runs; CLI; limits; metrics",
+TEST_CASE("kv tables: rows put, changed and deleted while the flow runs, the CLI, limits and metrics",
           "[integration][tables]") {
   SinkProcess sink({"--record", "10000"});
   WeirOptions o;
@@ -215,7 +215,7 @@ TEST_CASE("kv tables: imports under load — every event read one whole generati
   CHECK(weir.terminate() == 0);
 }
 
-TEST_CASE("kv tables: every instance of a cluster reads the table; a change made through one reaches the other",
+TEST_CASE("kv tables: every instance of a cluster reads the table, a change made through one reaches the other",
           "[integration][tables][cluster]") {
   weir::testing::NatsServer nats;
   SinkProcess sink({"--record", "10000"});
