@@ -128,18 +128,19 @@ void FlowRegistry::stop() {
   }
   hb_cv_.notify_all();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
-  std::map<std::string, std::unique_ptr<Followed>> followed;
-  {
-    std::lock_guard lock(mu_);
-    followed.swap(followed_);
-  }
-  for (auto& [name, f] : followed) f->watch.reset();   // joins the watch thread
+  // First the watch that starts new flows (its call in progress may still follow one).
   std::unique_ptr<KvWatch> flows_watch;
   {
     std::lock_guard lock(mu_);
     flows_watch.swap(flows_watch_);
   }
   flows_watch.reset();
+  std::map<std::string, std::unique_ptr<Followed>> followed;
+  {
+    std::lock_guard lock(mu_);
+    followed.swap(followed_);
+  }
+  for (auto& [name, f] : followed) f->watch.reset();   // joins the watch thread
   if (member_revision_ != 0) (void)members_.erase(member_key(options_.instance), member_revision_);
 }
 

@@ -344,11 +344,6 @@ struct Runtime::Impl final : AdminBackend {
     return deploy_to_file(*fr, body);
   }
 
-  // Standalone deploy of a flow that does not run yet (ADR 0121): the file is written into
-  // the flows dir (so a restart runs it too) and the flow is started like one loaded at
-  // start. Checked first, so a refused flow leaves no file and starts nothing: the http
-  // path and the flow name are not taken (running, or by another file in the flows dir),
-  // a chained source reads a running flow's `flow` sink no other flow reads.
   // Why a flow that does not run yet could not start next to the running ones: its http
   // path is taken (409), or its chained source is not a running flow's free `flow` sink.
   std::optional<std::pair<int, nlohmann::json>> wiring_conflict(const flows::Flow& flow) const {
@@ -425,6 +420,11 @@ struct Runtime::Impl final : AdminBackend {
     log::info("flow started from the registry", {{"flow", name}, {"version", std::to_string(active->version)}});
   }
 
+  // Standalone deploy of a flow that does not run yet (ADR 0121): the file is written into
+  // the flows dir (so a restart runs it too) and the flow is started like one loaded at
+  // start. Checked first, so a refused flow leaves no file and starts nothing: the http
+  // path and the flow name are not taken (running, or by another file in the flows dir),
+  // a chained source reads a running flow's `flow` sink no other flow reads.
   std::pair<int, nlohmann::json> start_new_flow(const std::string& name, const std::string& body) {
     std::lock_guard life(lifecycle_mu);
     if (draining.load() || !serving.load()) {
