@@ -650,6 +650,8 @@ struct Runtime::Impl final : AdminBackend {
     {  // KV lookup tables: every table a flow names is read before the flows start.
       KvTablesOptions to;
       to.replicas = config.nats.replicas;
+      to.max_entries = static_cast<size_t>(config.tables.max_entries);
+      to.max_value_bytes = static_cast<size_t>(config.tables.max_value_bytes);
       kv_tables = std::make_unique<KvTables>(bus->connection(), to);
       if (Status s = kv_tables->start(std::chrono::seconds(30)); !s) return s;
     }

@@ -258,3 +258,39 @@ TEST_CASE("kv tables: every instance of a cluster reads the table, a change made
   CHECK(a.terminate() == 0);
   CHECK(b.terminate() == 0);
 }
+
+TEST_CASE("kv tables: tables.max_entries and tables.max_value_bytes bound writes, bad values are exit 2",
+          "[integration][tables][config]") {
+  {
+    WeirOptions o;
+    o.config = "tables: { max_entries: 2, max_value_bytes: 100 }\n";
+    WeirProcess weir(o);
+    weir.start();
+    CHECK(weir.admin("PUT", "/tables/small/a", R"({"v": 1})").status == 200);
+    CHECK(weir.admin("PUT", "/tables/small/b", R"({"v": 2})").status == 200);
+    auto full = weir.admin("PUT", "/tables/small/c", R"({"v": 3})");
+    CHECK(full.status == 413);
+    CHECK(full.body.find("holds 2 rows, the limit is 2") != std::string::npos);
+    CHECK(weir.admin("PUT", "/tables/small/a", R"({"v": 11})").status == 200);   // a replacement fits
+    auto big = weir.admin("PUT", "/tables/small/a", json{{"pad", std::string(120, 'x')}}.dump());
+    CHECK(big.status == 413);
+    CHECK(big.body.find("at most 100 bytes") != std::string::npos);
+    auto import = weir.admin("PUT", "/tables/small?format=json", R"({"a": {}, "b": {}, "c": {}})");
+    CHECK(import.status == 413);
+    CHECK(import.body.find("import of 3 rows refused, the limit is 2") != std::string::npos);
+    auto rows = weir.admin("GET", "/tables/small");
+    REQUIRE(rows.status == 200);
+    CHECK(json::parse(rows.body) == json{{"a", {{"v", 11}}}, {"b", {{"v", 2}}}});
+    CHECK(weir.terminate() == 0);
+  }
+  for (const std::string& bad : {std::string("tables: { max_value_bytes: 2MiB }\n"),
+                                 std::string("tables: { max_entries: 0 }\n"), std::string("tables: { rows: 5 }\n")}) {
+    INFO(bad);
+    WeirOptions o;
+    o.config = bad;
+    WeirProcess weir(o);
+    weir.spawn();
+    CHECK(weir.process().wait_exit(20s) == std::optional<int>(2));
+    CHECK(weir.log().find("tables.") != std::string::npos);
+  }
+}
