@@ -128,6 +128,13 @@ void FlowRegistry::stop() {
   }
   hb_cv_.notify_all();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  // First the watch that starts new flows (its call in progress may still follow one).
+  std::unique_ptr<KvWatch> flows_watch;
+  {
+    std::lock_guard lock(mu_);
+    flows_watch.swap(flows_watch_);
+  }
+  flows_watch.reset();
   std::map<std::string, std::unique_ptr<Followed>> followed;
   {
     std::lock_guard lock(mu_);
@@ -179,6 +186,9 @@ void FlowRegistry::unfence_all() {
 
 Result<ActiveFlow> FlowRegistry::attach(const std::string& flow, const std::string& text, const std::string& hash) {
   auto e = flows_.get(active_key(flow));
+  if (!e && e.status().code() == Status::Code::kNotFound && text.empty()) {
+    return Status::not_found("flow registry: " + flow + " has no active version");   // nothing to seed from
+  }
   if (!e && e.status().code() == Status::Code::kNotFound) {
     // The first instance to start with this flow seeds version 1 from its file; the
     // others' creates lose and they read what it wrote.
@@ -207,7 +217,7 @@ Result<ActiveFlow> FlowRegistry::attach(const std::string& flow, const std::stri
   if (rec.is_null() || !rec.contains("text") || !rec["text"].is_string()) {
     return Status::invalid("flow registry: malformed record of " + flow + " v" + std::to_string(a->version));
   }
-  if (rec.value("hash", std::string()) != hash) {
+  if (!hash.empty() && rec.value("hash", std::string()) != hash) {
     log::info("the flows dir file differs from the active version in the registry; the registry wins",
               {{"flow", flow}, {"active_version", std::to_string(a->version)}});
   }
@@ -215,6 +225,20 @@ Result<ActiveFlow> FlowRegistry::attach(const std::string& flow, const std::stri
   std::lock_guard lock(mu_);
   attached_[flow] = out;
   return out;
+}
+
+Status FlowRegistry::watch_flows(std::function<void(const std::string& flow)> on_flow) {
+  auto w = flows_.watch("*.active", [on_flow = std::move(on_flow)](const KvEvent& e) {
+    if (e.kind != KvEvent::Kind::kPut) return;
+    constexpr std::string_view kSuffix = ".active";
+    if (e.key.size() <= kSuffix.size()) return;
+    on_flow(e.key.substr(0, e.key.size() - kSuffix.size()));
+  });
+  if (!w) return w.status();
+  std::lock_guard lock(mu_);
+  if (flows_watch_) return Status::invalid("flow registry: flows are watched already");
+  flows_watch_ = std::move(w.value());
+  return Status::ok();
 }
 
 Status FlowRegistry::follow(const std::string& flow, FlowControl* control) {
@@ -402,6 +426,27 @@ AdminAnswer FlowRegistry::promote(const std::string& flow, int64_t version, cons
     return unavailable(v.status());
   }
   auto e = flows_.get(active_key(flow));
+  if (!e && e.status().code() == Status::Code::kNotFound) {
+    // A flow deployed but never active: no instance runs it, so there is no barrier to
+    // pass — the first active record starts it on every instance (they watch for it,
+    // ADR 0121). A peer's concurrent first promote wins the create; then this one is an
+    // ordinary promote below.
+    if (expected_active != 0) {
+      return error(409, "flow " + flow + ": no version is active yet, not v" + std::to_string(expected_active));
+    }
+    ActiveRecord first;
+    first.version = version;
+    first.promoted_by = by;
+    first.promoted_at = wall_ms();
+    first.history.push_back({{"action", "start"}, {"to", version}, {"by", by}, {"at", first.promoted_at}});
+    auto c = flows_.create(active_key(flow), first.to_json().dump());
+    if (c) {
+      log::info("flow activated", {{"flow", flow}, {"version", std::to_string(version)}, {"by", by}});
+      return answer(200, {{"flow", flow}, {"version", version}, {"started", true}});
+    }
+    if (c.status().code() != Status::Code::kConflict) return unavailable(c.status());
+    e = flows_.get(active_key(flow));
+  }
   if (!e) {
     if (e.status().code() == Status::Code::kNotFound) return error(404, "no flow named " + flow + " in the registry");
     return unavailable(e.status());

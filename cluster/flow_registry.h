@@ -105,6 +105,10 @@ class FlowRegistry {
   AdminAnswer promote(const std::string& flow, int64_t version, const std::string& by, int64_t expected_active = 0);
   AdminAnswer rollback(const std::string& flow, const std::string& by);
   nlohmann::json describe(const std::string& flow);
+  // Calls `on_flow(name)` for each flow that has an active record — those there are now,
+  // then each change of one (a flow activated for the first time included), on the watch's
+  // thread; the caller ignores flows it runs already (ADR 0121). Once; stop() ends it.
+  Status watch_flows(std::function<void(const std::string& flow)> on_flow);
 
   // The version this instance runs, 0 when it does not follow the flow or is paused.
   int64_t running_version(const std::string& flow) const;
@@ -161,6 +165,7 @@ class FlowRegistry {
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Followed>> followed_;   // GUARDED_BY(mu_); entries never removed before stop()
   std::map<std::string, ActiveFlow> attached_;                  // GUARDED_BY(mu_): what attach() returned
+  std::unique_ptr<KvWatch> flows_watch_;                        // GUARDED_BY(mu_): watch_flows()
   uint64_t member_revision_ = 0;                                // heartbeat thread (and stop)
   std::atomic<bool> fenced_{false};
   std::atomic<int64_t> fresh_until_ns_{0};                      // steady clock

@@ -94,6 +94,11 @@ Result<ActiveFlow> ClusterRuntime::attach_flow(const std::string& flow, const st
   }
 }
 
+Status ClusterRuntime::watch_flows(std::function<void(const std::string& flow)> on_flow) {
+  if (!registry_) return Status::unavailable("not in a cluster yet");
+  return registry_->watch_flows(std::move(on_flow));
+}
+
 Status ClusterRuntime::follow_flow(const std::string& flow, FlowControl* control) {
   if (!registry_) return Status::unavailable("not in a cluster yet");
   return registry_->follow(flow, control);

@@ -35,6 +35,7 @@ class ClusterRuntime final : public ClusterHooks {
   bool may_handle() const override { return registry_ && registry_->member_fresh(); }
   AdminAnswer rollback(const std::string& flow) override;
   nlohmann::json describe(const std::string& flow) override;
+  Status watch_flows(std::function<void(const std::string& flow)> on_flow) override;
   void stop() override;
 
  private:

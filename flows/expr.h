@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,8 @@ namespace weir::flows {
 using Json = nlohmann::json;
 
 class TableSet;
+class LiveTable;
+struct TableSnapshot;
 
 inline constexpr int kMaxLambdaDepth = 16;     // nested lambdas in one expression
 inline constexpr int kMaxExpressionDepth = 200;  // AST depth (guards the C++ stack)
@@ -55,6 +58,10 @@ struct EvalContext {
   int64_t budget = kEvalBudget;        // units left for this event (see kEvalBudget)
   const TableSet* tables = nullptr;    // for lookup(); null: no tables
   std::array<const Json*, kMaxLambdaDepth> vars{};  // lambda parameters, by slot
+  // Live tables' snapshots this event has read (flows/tables.h): one per table, taken at
+  // its first lookup and held until the event is done, so that the rows looked up stay
+  // valid and every lookup of the event sees the same version of the table.
+  std::vector<std::pair<const LiveTable*, std::shared_ptr<const TableSnapshot>>> pinned;
   std::string error;                   // set when eval returns nullptr
 };
 

@@ -451,7 +451,7 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       if (!key->is_string() && !key->is_number()) {
         return fail(n, ctx, std::string("lookup() key must be a string or a number, got ") + type_name(*key));
       }
-      const Json* row = table->find(*key);
+      const Json* row = table->find(*key, ctx);
       return row ? row : &kNull;
     }
   }

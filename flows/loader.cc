@@ -724,9 +724,24 @@ void Loader::tables(const SrcNode& n) {
     get_string(t, "key", what, &key);
     const SrcNode* file = t.get("file");
     const SrcNode* rows = t.get("rows");
+    const SrcNode* kv = t.get("kv");
     Table& table = program_->tables.add(name);
-    if ((file != nullptr) == (rows != nullptr)) {
-      error(t, what + " needs `file` or `rows` (one of them)");
+    if ((file != nullptr) + (rows != nullptr) + (kv != nullptr) != 1) {
+      error(t, what + " needs `file`, `rows` or `kv` (one of them)");
+      continue;
+    }
+    if (kv) {
+      // A live table in NATS KV (docs/adr/0120): the rows come from the runtime's
+      // watcher, so nothing is read here; `key` is the column imports key rows by.
+      std::string kv_name;
+      if (!scalar_text(*kv, what + ".kv", &kv_name)) continue;
+      if (!valid_kv_table_name(kv_name)) {
+        error(*kv, what + ".kv: " + quote(kv_name) + " must be a KV table name (letters, digits, _ and -, at most 64)");
+        continue;
+      }
+      auto live = LiveTables::instance().get(kv_name);
+      if (!key.empty()) live->set_key_column(key);
+      table.set_live(std::move(live));
       continue;
     }
     if (rows) {

@@ -77,7 +77,7 @@ Next run_steps(const std::vector<Step>& steps, Json& event, RunState& st) {
         if (key == nullptr) return fail(st, step, step.key, st.ctx.error);
         const Json* row = nullptr;
         if (key->is_string() || key->is_number()) {
-          row = step.table->find(*key);
+          row = step.table->find(*key, st.ctx);
         } else if (!key->is_null()) {
           return fail(st, step, step.key,
                       std::string("lookup key must be a string or a number, got ") + type_name(*key));

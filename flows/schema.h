@@ -34,7 +34,7 @@ inline constexpr std::string_view kMqttSink[] = {"broker",       "topic",       
                                                  "username_env", "password_env", "retries"};
 inline constexpr std::string_view kNatsSink[] = {"subject"};
 // Tables and the steps with mappings.
-inline constexpr std::string_view kTable[] = {"file", "key", "rows"};
+inline constexpr std::string_view kTable[] = {"file", "key", "rows", "kv"};
 inline constexpr std::string_view kLookupStep[] = {"table", "key", "as", "default"};
 inline constexpr std::string_view kBranchArm[] = {"when", "steps", "to"};
 

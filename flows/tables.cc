@@ -1,6 +1,7 @@
 #include "flows/tables.h"
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 
 #include "flows/source_tree.h"
@@ -30,22 +31,116 @@ bool key_text(const Json& key, std::string* out) {
   return false;
 }
 
+namespace {
+
+// Calls `find(text)` with the key's text form without allocating for strings and
+// integers; nullptr for keys that have no text form.
+template <typename F>
+const Json* by_text(const Json& key, F find) {
+  if (key.is_string()) return find(std::string_view(key.get_ref<const std::string&>()));
+  int64_t i;
+  if (get_int(key, &i)) {
+    char buf[24];
+    auto r = std::to_chars(buf, buf + sizeof buf, i);
+    return find(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+  }
+  std::string text;
+  if (!key_text(key, &text)) return nullptr;
+  return find(std::string_view(text));
+}
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+LiveTable::LiveTable(std::string name) : name_(std::move(name)), current_(std::make_shared<const TableSnapshot>()) {}
+
+void LiveTable::publish(std::shared_ptr<const TableSnapshot> snapshot) {
+  const size_t n = snapshot->rows.size();
+  current_.store(std::move(snapshot), std::memory_order_release);
+  entries_.store(n, std::memory_order_relaxed);
+  updated_ms_.store(unix_ms_now(), std::memory_order_relaxed);
+  loaded_.store(true, std::memory_order_release);
+}
+
+std::string LiveTable::key_column() const {
+  std::lock_guard lock(mu_);
+  return key_column_;
+}
+
+void LiveTable::set_key_column(const std::string& column) {
+  std::lock_guard lock(mu_);
+  key_column_ = column;
+}
+
+LiveTables& LiveTables::instance() {
+  static LiveTables tables;
+  return tables;
+}
+
+std::shared_ptr<LiveTable> LiveTables::get(const std::string& name) {
+  std::function<void(const std::shared_ptr<LiveTable>&)> on_new;
+  std::shared_ptr<LiveTable> table;
+  {
+    std::lock_guard lock(mu_);
+    auto it = tables_.find(name);
+    if (it != tables_.end()) return it->second;
+    table = std::make_shared<LiveTable>(name);
+    tables_.emplace(name, table);
+    on_new = on_new_;
+  }
+  if (on_new) on_new(table);
+  return table;
+}
+
+std::vector<std::shared_ptr<LiveTable>> LiveTables::all() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<LiveTable>> out;
+  for (const auto& [name, t] : tables_) out.push_back(t);
+  return out;
+}
+
+void LiveTables::set_on_new(std::function<void(const std::shared_ptr<LiveTable>&)> on_new) {
+  std::lock_guard lock(mu_);
+  on_new_ = std::move(on_new);
+}
+
+bool valid_kv_table_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 const Json* Table::find_text(std::string_view key) const {
   auto it = rows_.find(key);
   return it == rows_.end() ? nullptr : &it->second;
 }
 
 const Json* Table::find(const Json& key) const {
-  if (key.is_string()) return find_text(key.get_ref<const std::string&>());
-  int64_t i;
-  if (get_int(key, &i)) {
-    char buf[24];
-    auto r = std::to_chars(buf, buf + sizeof buf, i);
-    return find_text(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+  if (live_) return nullptr;
+  return by_text(key, [this](std::string_view k) { return find_text(k); });
+}
+
+const Json* Table::find(const Json& key, EvalContext& ctx) const {
+  if (!live_) return find(key);
+  const TableSnapshot* snapshot = nullptr;
+  for (const auto& [table, pinned] : ctx.pinned) {
+    if (table == live_.get()) {
+      snapshot = pinned.get();
+      break;
+    }
   }
-  std::string text;
-  if (!key_text(key, &text)) return nullptr;
-  return find_text(text);
+  if (snapshot == nullptr) {
+    ctx.pinned.emplace_back(live_.get(), live_->current());
+    snapshot = ctx.pinned.back().second.get();
+  }
+  return by_text(key, [snapshot](std::string_view k) { return snapshot->find_text(k); });
 }
 
 bool Table::insert(std::string key, Json row) {
@@ -55,6 +150,14 @@ bool Table::insert(std::string key, Json row) {
 const Table* TableSet::find(std::string_view name) const {
   auto it = tables_.find(name);
   return it == tables_.end() ? nullptr : &it->second;
+}
+
+std::vector<const LiveTable*> TableSet::live_tables() const {
+  std::vector<const LiveTable*> out;
+  for (const auto& [name, table] : tables_) {
+    if (table.live()) out.push_back(table.live());
+  }
+  return out;
 }
 
 std::vector<std::string> TableSet::names() const {

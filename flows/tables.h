@@ -1,36 +1,122 @@
-// Lookup tables: rows keyed by one column, loaded once at flow load from CSV (header
-// row) or JSON, read by the `lookup` step and the `lookup(table, key)` function.
+// Lookup tables: rows keyed by one column, read by the `lookup` step and the
+// `lookup(table, key)` function. Two kinds:
+// - static: loaded once at flow load from a file (CSV with a header row, or JSON) or
+//   from `rows:`; immutable after loading.
+// - live (`kv: NAME`): the rows of a NATS KV table (runtime/kv_tables.h keeps them
+//   current). A LiveTable holds an immutable TableSnapshot behind one atomic
+//   shared_ptr: an update builds a whole new snapshot and swaps it in, so a reader
+//   never waits for a writer and never sees half of an import (docs/adr/0120).
+//   A lookup pins the snapshot in the event's EvalContext on first use, so every
+//   lookup of one event reads the same snapshot.
 //
-// Immutable after loading; safe to read from any number of threads.
+// Thread safety: Table, TableSet and TableSnapshot are read-only after loading and safe
+// from any number of threads; LiveTable::publish/current and LiveTables from any thread.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "flows/expr.h"
 #include "flows/flow.h"
 
 namespace weir::flows {
 
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// The rows of a live table at one moment. Immutable once published; rows are shared
+// between snapshots so that one changed row does not copy the others.
+struct TableSnapshot {
+  uint64_t generation = 0;   // the import generation the rows belong to (0: none yet)
+  uint64_t revision = 0;     // the last KV revision folded in (a writer waits for its own)
+  std::unordered_map<std::string, std::shared_ptr<const Json>, TextHash, std::equal_to<>> rows;
+
+  const Json* find_text(std::string_view key) const {
+    auto it = rows.find(key);
+    return it == rows.end() ? nullptr : it->second.get();
+  }
+};
+
+// The swap point of one KV table, shared by every flow (and version) that names it.
+class LiveTable {
+ public:
+  explicit LiveTable(std::string name);
+  const std::string& name() const { return name_; }
+  // The snapshot to read; never null (empty until the first publish).
+  std::shared_ptr<const TableSnapshot> current() const { return current_.load(std::memory_order_acquire); }
+  // Swaps in `snapshot` (from the one watcher thread of this table).
+  void publish(std::shared_ptr<const TableSnapshot> snapshot);
+  bool loaded() const { return loaded_.load(std::memory_order_acquire); }
+  // Unix time in ms of the last publish; 0: never.
+  int64_t updated_unix_ms() const { return updated_ms_.load(std::memory_order_relaxed); }
+  size_t entries() const { return entries_.load(std::memory_order_relaxed); }
+  // The key column a flow declared (`key:`), the default for imports; "" when none did.
+  std::string key_column() const;
+  void set_key_column(const std::string& column);
+
+ private:
+  std::string name_;
+  std::atomic<std::shared_ptr<const TableSnapshot>> current_;
+  std::atomic<bool> loaded_{false};
+  std::atomic<int64_t> updated_ms_{0};
+  std::atomic<size_t> entries_{0};
+  mutable std::mutex mu_;
+  std::string key_column_;   // GUARDED_BY(mu_)
+};
+
+// The process's live tables by name: one LiveTable per KV table, created by the loader
+// when a flow names it (`kv:`) and kept for the life of the process. `on_new` (set by
+// the runtime once NATS is up) hears of each table created after it was set, so a flow
+// deployed at run time with a new KV table gets a watcher.
+class LiveTables {
+ public:
+  static LiveTables& instance();
+  std::shared_ptr<LiveTable> get(const std::string& name);
+  std::vector<std::shared_ptr<LiveTable>> all() const;
+  // Called outside the lock, on the thread that called get().
+  void set_on_new(std::function<void(const std::shared_ptr<LiveTable>&)> on_new);
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<LiveTable>, std::less<>> tables_;        // GUARDED_BY(mu_)
+  std::function<void(const std::shared_ptr<LiveTable>&)> on_new_;               // GUARDED_BY(mu_)
+};
+
+// True for a KV table name: [A-Za-z0-9_-], 1..64 characters (it becomes part of a
+// bucket name).
+bool valid_kv_table_name(std::string_view name);
+
 class Table {
  public:
   // Keys are compared as text: the number 7 and the string "7" find the same row.
-  // nullptr when the key is absent or is not a string or number.
+  // nullptr when the key is absent or is not a string or number. Static tables only
+  // (a live table answers nullptr here: use the EvalContext form).
   const Json* find(const Json& key) const;
   const Json* find_text(std::string_view key) const;
+  // Any table: a live table's snapshot is pinned in `ctx` on first use, so the row
+  // stays valid, and every lookup through `ctx` reads the same snapshot.
+  const Json* find(const Json& key, EvalContext& ctx) const;
   // False when the key is already present.
   bool insert(std::string key, Json row);
-  size_t size() const { return rows_.size(); }
+  size_t size() const { return live_ ? live_->entries() : rows_.size(); }
+  // Makes this a live table reading `live`.
+  void set_live(std::shared_ptr<LiveTable> live) { live_ = std::move(live); }
+  const LiveTable* live() const { return live_.get(); }
+  // A static table's rows (an import parses its body into a static Table first).
+  const std::unordered_map<std::string, Json, TextHash, std::equal_to<>>& rows() const { return rows_; }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, Json, Hash, std::equal_to<>> rows_;
+  std::unordered_map<std::string, Json, TextHash, std::equal_to<>> rows_;
+  std::shared_ptr<LiveTable> live_;
 };
 
 // The tables of one flow, by name.
@@ -40,6 +126,8 @@ class TableSet {
   Table& add(const std::string& name) { return tables_[name]; }
   bool empty() const { return tables_.empty(); }
   std::vector<std::string> names() const;
+  // The live tables among them (for status and metrics).
+  std::vector<const LiveTable*> live_tables() const;
 
  private:
   std::map<std::string, Table, std::less<>> tables_;  // node-based: Table* stay valid

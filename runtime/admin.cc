@@ -127,6 +127,7 @@ nlohmann::json metrics_json(const std::string& text) {
   std::map<std::pair<std::string, std::string>, Stage> stages;
   nlohmann::json out = nlohmann::json::object();
   nlohmann::json dlq = nlohmann::json::object();
+  nlohmann::json tables = nlohmann::json::object();
   auto label = [](std::string_view labels, std::string_view name) -> std::string {
     std::string key = std::string(name) + "=\"";
     auto at = labels.find(key);
@@ -150,6 +151,12 @@ nlohmann::json metrics_json(const std::string& text) {
       else if (name == "weir_dlq_written_total") dlq["written"] = value;
       else if (name == "weir_dlq_write_failures_total") dlq["write_failures"] = value;
       else if (name == "weir_dlq_holding") dlq["holding"] = value != 0;
+      continue;
+    }
+    if (name.rfind("weir_table_", 0) == 0) {   // KV lookup tables: {"tables": {name: {...}}}
+      std::string field = name.substr(std::string_view("weir_table_").size());
+      if (field == "updated_timestamp_seconds") field = "updated_s";
+      tables[label(labels, "table")][field] = value;
       continue;
     }
     std::string flow = label(labels, "flow"), stage = label(labels, "stage");
@@ -197,6 +204,7 @@ nlohmann::json metrics_json(const std::string& text) {
   }
   out["stages"] = std::move(list);
   out["dlq"] = std::move(dlq);
+  if (!tables.empty()) out["tables"] = std::move(tables);
   return out;
 }
 }  // namespace
@@ -293,12 +301,14 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     r.content_type = "text/plain; version=0.0.4";
     r.body = metrics_.render_prometheus();
     if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(r.body);
+    if (KvTables* tables = tables_.load()) tables->render_metrics(r.body);
     respond(std::move(r));
     return;
   }
   if (path == "/status/metrics" && method == "GET") {
     std::string text = metrics_.render_prometheus();
     if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(text);
+    if (KvTables* tables = tables_.load()) tables->render_metrics(text);
     respond(json_reply(200, metrics_json(text)));
     return;
   }
@@ -355,6 +365,7 @@ void Admin::handle(HttpRequest& req, Responder respond) {
       return;
     }
   }
+  if (handle_tables(req, respond)) return;
   if (path == "/dlq" && method == "GET") {
     DeadLetters* dlq = dlq_.load();
     if (!dlq) {
@@ -427,6 +438,74 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     return;
   }
   respond(HttpResponse::error(404, "no admin call " + std::string(method) + " " + std::string(path)));
+}
+
+// /tables, /tables/{name}, /tables/{name}/{key} (docs/admin-api.md, ADR 0120). Every
+// call makes NATS round trips: on the worker thread. False when the path is not ours.
+bool Admin::handle_tables(HttpRequest& req, const Responder& respond) {
+  constexpr std::string_view kPrefix = "/tables";
+  std::string_view path = req.path();
+  if (path.substr(0, kPrefix.size()) != kPrefix || (path.size() > kPrefix.size() && path[kPrefix.size()] != '/')) {
+    return false;
+  }
+  const std::string method(req.method());
+  KvTables* tables = tables_.load();
+  if (!tables) {
+    respond(HttpResponse::error(503, "not connected to NATS yet"));
+    return true;
+  }
+  std::string rest = path.size() > kPrefix.size() + 1 ? std::string(path.substr(kPrefix.size() + 1)) : "";
+  const auto slash = rest.find('/');
+  const std::string name = url_decode(rest.substr(0, slash));
+  const bool has_key = slash != std::string::npos;
+  const std::string key = has_key ? url_decode(rest.substr(slash + 1)) : "";
+  auto reply = [respond](const KvTables::Reply& r) {
+    if (r.first >= 400) respond(HttpResponse::error(r.first, r.second.value("error", std::string("error"))));
+    else respond(json_reply(r.first, r.second));
+  };
+  if (name.empty()) {
+    if (method != "GET") {
+      respond(HttpResponse::error(405, "GET /tables lists the tables; rows are under /tables/{name}"));
+      return true;
+    }
+    on_worker([tables, reply] { reply(tables->list()); });
+    return true;
+  }
+  if (has_key) {
+    if (key.empty()) {
+      respond(HttpResponse::error(400, "empty row key"));
+      return true;
+    }
+    if (method == "GET") {
+      on_worker([tables, name, key, reply] { reply(tables->get(name, key)); });
+    } else if (method == "PUT") {
+      on_worker([tables, name, key, body = req.body(), reply] { reply(tables->put(name, key, body)); });
+    } else if (method == "DELETE") {
+      on_worker([tables, name, key, reply] { reply(tables->erase(name, key)); });
+    } else {
+      respond(HttpResponse::error(405, "a table row takes GET, PUT or DELETE"));
+    }
+    return true;
+  }
+  if (method == "GET") {
+    on_worker([tables, name, reply] { reply(tables->export_rows(name)); });
+    return true;
+  }
+  if (method == "PUT") {
+    // The format: ?format=csv|json, else the Content-Type (text/csv is CSV), else JSON.
+    std::string format = query_param(req.target(), "format");
+    if (format.empty()) {
+      std::string_view ct = req.header("Content-Type");
+      format = ct.substr(0, 8) == "text/csv" ? "csv" : "json";
+    }
+    std::string key_column = query_param(req.target(), "key");
+    on_worker([tables, name, body = req.body(), format, key_column, reply] {
+      reply(tables->import(name, body, format, key_column));
+    });
+    return true;
+  }
+  respond(HttpResponse::error(405, "a table takes GET (export) or PUT (import)"));
+  return true;
 }
 
 }  // namespace weir

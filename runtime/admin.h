@@ -1,4 +1,5 @@
-// Admin: the admin HTTP API of spec §5 (/healthz, /readyz, /metrics, /status, /flows, /dlq)
+// Admin: the admin HTTP API of spec §5 (/healthz, /readyz, /metrics, /status, /flows, /dlq,
+// /tables)
 // and the dashboard at `/` (runtime/dashboard/; docs/admin-api.md, docs/dashboard.md).
 // Handlers run on the io thread; slow calls (dead-letter listing and replay, which
 // read the stream message by message) run on the admin worker thread and answer
@@ -18,6 +19,7 @@
 
 #include "runtime/dlq.h"
 #include "runtime/http_server.h"
+#include "runtime/kv_tables.h"
 #include "runtime/metrics.h"
 
 namespace weir {
@@ -47,15 +49,19 @@ class Admin {
   Handler handler();
   // The dead-letter stream becomes available once NATS is connected.
   void set_dead_letters(DeadLetters* dlq) { dlq_.store(dlq); }
+  // KV lookup tables (/tables), likewise once NATS is connected.
+  void set_tables(KvTables* tables) { tables_.store(tables); }
 
  private:
   void handle(HttpRequest& req, Responder respond);
   bool serve_dashboard(std::string_view path, const Responder& respond);
   void on_worker(std::function<void()> job);
+  bool handle_tables(HttpRequest& req, const Responder& respond);
 
   AdminBackend& backend_;
   Metrics& metrics_;
   std::atomic<DeadLetters*> dlq_;
+  std::atomic<KvTables*> tables_{nullptr};
   std::string token_;   // never logged
   std::mutex mu_;
   std::condition_variable cv_;

@@ -79,6 +79,14 @@ class ClusterHooks {
   // The registry's view of a flow: active, latest, phase, history (an empty object when
   // the registry cannot be read).
   virtual nlohmann::json describe(const std::string& flow) = 0;
+  // Calls `on_flow(name)` on a thread of cluster/'s for each flow the registry has active —
+  // at once for those active now, later for each one activated or switched — so that an
+  // instance starts the flows it does not run yet (ADR 0121). Called once, after start-up;
+  // stop() ends it (waiting for a call in progress).
+  virtual Status watch_flows(std::function<void(const std::string& flow)> on_flow) {
+    (void)on_flow;
+    return Status::ok();
+  }
   // Stops following flows and leaves the cluster (the member key is removed).
   virtual void stop() = 0;
   // True while this instance's member key is known to be alive: flow stages start a batch

@@ -93,7 +93,7 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   if (root.IsNull()) return c;   // an empty file means defaults
   Reader r(path);
   r.check_keys(root, "", {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout",
-                         "max_deliver", "dlq", "backlog"});
+                         "max_deliver", "dlq", "backlog", "tables"});
   if (auto n = root["nats"]) {
     r.check_keys(n, "nats", {"url", "creds", "replicas", "stream_max_bytes"});
     if (n["url"]) c.nats.url = r.str(n["url"], "nats.url");
@@ -148,6 +148,17 @@ RuntimeConfig load_runtime_config(const std::string& path) {
     if (n["max_age"] && !zero(n["max_age"], "dlq.max_age")) c.dlq.max_age = r.duration(n["max_age"], "dlq.max_age");
     if (n["max_bytes"] && !zero(n["max_bytes"], "dlq.max_bytes"))
       c.dlq.max_bytes = r.size(n["max_bytes"], "dlq.max_bytes");
+  }
+  if (auto n = root["tables"]) {
+    r.check_keys(n, "tables", {"max_entries", "max_value_bytes"});
+    if (n["max_entries"]) c.tables.max_entries = r.integer(n["max_entries"], "tables.max_entries", 1, 100'000'000);
+    if (n["max_value_bytes"]) {
+      // A row is one NATS message: the server's max_payload (1 MiB by default) bounds it.
+      c.tables.max_value_bytes = r.size(n["max_value_bytes"], "tables.max_value_bytes");
+      if (c.tables.max_value_bytes < 64 || c.tables.max_value_bytes > (1 << 20)) {
+        r.fail(n["max_value_bytes"], "tables.max_value_bytes", "must be from 64B to 1MiB");
+      }
+    }
   }
   if (auto n = root["drain_timeout"]) c.drain_timeout = r.duration(n, "drain_timeout");
   if (auto n = root["max_deliver"]) c.max_deliver = r.integer(n, "max_deliver", 1, 1000);

@@ -52,6 +52,10 @@ struct RuntimeConfig {
     std::chrono::milliseconds max_age{0};   // dead letters older than this expire
     int64_t max_bytes = 0;                  // past it the stream refuses writes: stages hold
   } dlq;
+  struct Tables {             // KV lookup tables (ADR 0120); past a limit a write is 413
+    int max_entries = 1'000'000;         // rows per table
+    int64_t max_value_bytes = 64 << 10;  // one row, as JSON
+  } tables;
   std::chrono::milliseconds drain_timeout{10000};
   // Ingress backpressure (spec §1.7, ADR 0080): a source's event is refused (http-in: 503
   // + Retry-After) while its flow's stream holds `max_bytes` / `max_events`, or while the

@@ -150,6 +150,54 @@ int dlq_list_command(const std::string& server, const std::string& flow, const s
   return 0;
 }
 
+// weir table ACTION ARGS: one admin call under /tables (docs/admin-api.md#tables).
+int table_command(const std::string& server, const std::string& action, const std::vector<std::string>& args,
+                  const std::string& key_column) {
+  auto need = [&](size_t n, const char* usage) {
+    if (args.size() == n) return true;
+    std::fprintf(stderr, "weir table %s: usage: weir table %s %s\n", action.c_str(), action.c_str(), usage);
+    return false;
+  };
+  auto seg = [](const std::string& s) { return url_encode(s); };
+  if (action == "list") return need(0, "") ? weir::admin_command(server, "GET", "/tables") : 2;
+  if (action == "get") return need(2, "NAME KEY") ? weir::admin_command(server, "GET", "/tables/" + seg(args[0]) + "/" + seg(args[1])) : 2;
+  if (action == "delete") {
+    return need(2, "NAME KEY") ? weir::admin_command(server, "DELETE", "/tables/" + seg(args[0]) + "/" + seg(args[1])) : 2;
+  }
+  if (action == "put") {
+    if (!need(3, "NAME KEY JSON")) return 2;
+    auto row = nlohmann::json::parse(args[2], nullptr, false);
+    if (row.is_discarded() || !row.is_object()) {
+      std::fprintf(stderr, "weir table put: the row must be a JSON object, e.g. '{\"tier\": \"gold\"}'\n");
+      return 2;
+    }
+    return weir::admin_command(server, "PUT", "/tables/" + seg(args[0]) + "/" + seg(args[1]), args[2]);
+  }
+  if (action == "export") return need(1, "NAME") ? weir::admin_command(server, "GET", "/tables/" + seg(args[0])) : 2;
+  // import
+  if (!need(2, "NAME FILE.csv|FILE.json [--key COLUMN]")) return 2;
+  const std::string& file = args[1];
+  std::string format;
+  if (file.size() > 4 && (file.substr(file.size() - 4) == ".csv" || file.substr(file.size() - 4) == ".CSV")) format = "csv";
+  if (file.size() > 5 && (file.substr(file.size() - 5) == ".json" || file.substr(file.size() - 5) == ".JSON")) format = "json";
+  if (format.empty()) {
+    std::fprintf(stderr, "weir table import: %s must end in .csv or .json\n", file.c_str());
+    return 2;
+  }
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (!f) {
+    std::fprintf(stderr, "weir table import: cannot read %s\n", file.c_str());
+    return 2;
+  }
+  std::string body;
+  char buf[8192];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) body.append(buf, n);
+  std::fclose(f);
+  std::string path = "/tables/" + seg(args[0]) + "?format=" + format;
+  if (!key_column.empty()) path += "&key=" + url_encode(key_column);
+  return weir::admin_command(server, "PUT", path, body);
+}
+
 // The admin token for the client commands: --token-env NAME, else the config's
 // admin.token_env, else WEIR_ADMIN_TOKEN when set. A named variable that is unset is a
 // usage error (the call would only answer 401).
@@ -244,9 +292,20 @@ int main(int argc, char** argv) {
   dlq->add_option("--page-size", dlq_page, "dead letters per GET /dlq request (list and show read every page)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  auto* table = app.add_subcommand(
+      "table", "KV lookup tables (`kv:` in a flow's tables): list | get NAME KEY | put NAME KEY JSON | "
+               "delete NAME KEY | import NAME FILE.csv|FILE.json | export NAME");
+  std::string table_action;
+  std::vector<std::string> table_args;
+  std::string table_key;
+  table->add_option("action", table_action, "list, get, put, delete, import or export")
+      ->required()
+      ->check(CLI::IsMember({"list", "get", "put", "delete", "import", "export"}));
+  table->add_option("args", table_args, "NAME [KEY [JSON]] or NAME FILE");
+  table->add_option("--key", table_key, "import: the column rows are keyed by (default: the `key` a running flow declares)");
   std::string token_env, client_config;
   std::vector<CLI::Option*> server_options;
-  for (auto* sc : {deploy, promote, rollback, status, dlq}) {
+  for (auto* sc : {deploy, promote, rollback, status, dlq, table}) {
     server_options.push_back(
         sc->add_option("--server", server, "admin API of a running weir (default: the config's admin.listen, "
                                            "else http://127.0.0.1:8081)"));
@@ -273,7 +332,7 @@ int main(int argc, char** argv) {
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
   if (app.got_subcommand(deploy) || app.got_subcommand(promote) || app.got_subcommand(rollback) ||
-      app.got_subcommand(status) || app.got_subcommand(dlq)) {
+      app.got_subcommand(status) || app.got_subcommand(dlq) || app.got_subcommand(table)) {
     bool server_given = false;
     for (auto* o : server_options) server_given = server_given || o->count() > 0;
     if (int rc = resolve_token(token_env, client_config, &server, server_given); rc != 0) return rc;
@@ -316,6 +375,8 @@ int main(int argc, char** argv) {
     if (!dlq_id.empty()) body["ids"] = {dlq_id};
     return weir::admin_command(server, "POST", "/dlq/replay", body.dump());
   }
+
+  if (app.got_subcommand(table)) return table_command(server, table_action, table_args, table_key);
 
   // weir run
   weir::RuntimeConfig config;

@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
+#include <shared_mutex>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -26,6 +28,7 @@
 #include "runtime/http_server.h"
 #include "runtime/ingest.h"
 #include "runtime/log.h"
+#include "runtime/kv_tables.h"
 #include "runtime/metrics.h"
 #include "runtime/stage.h"
 #include "runtime/state_store.h"  // poll: SourceState
@@ -110,6 +113,7 @@ struct Runtime::Impl final : AdminBackend {
   std::unique_ptr<DeadLetters> dlq;
   std::unique_ptr<BacklogMonitor> backlog;   // ingress backpressure (ADR 0080)
   std::unique_ptr<StateStore> state;   // poll: sources' durable state (weir_state KV)
+  std::unique_ptr<KvTables> kv_tables;   // `tables: {t: {kv: NAME}}` (ADR 0120)
 
   struct FlowRuntime;
   // The registry's handle on one running flow (FlowControl; ADR 0042): compiled versions
@@ -164,7 +168,13 @@ struct Runtime::Impl final : AdminBackend {
     std::unique_ptr<FlowStage> stage;
     std::vector<std::unique_ptr<SinkStage>> sinks;
   };
-  std::vector<std::unique_ptr<FlowRuntime>> running;
+  std::vector<std::unique_ptr<FlowRuntime>> running;   // GUARDED_BY(running_mu) once serving
+  // A deploy of a new flow adds to `running` while the io thread (/readyz) and the admin
+  // worker read it: writers hold running_mu exclusively, readers shared. lifecycle_mu
+  // orders such a start against drain() (no flow starts once draining).
+  mutable std::shared_mutex running_mu;
+  std::mutex lifecycle_mu;
+  std::vector<std::unique_ptr<FlowRuntime>> parked;   // failed to start after the registry followed them
   std::atomic<bool> serving{false};   // set once http-in listens; cleared on drain
   std::atomic<bool> draining{false};
   // SIGTERM/SIGINT, taken by the signal thread from the start, so a signal during start-up
@@ -192,6 +202,7 @@ struct Runtime::Impl final : AdminBackend {
   bool clustered() const { return cluster != nullptr; }
 
   FlowRuntime* find_running(const std::string& name) const {
+    std::shared_lock lock(running_mu);
     for (const auto& f : running) {
       if (f->flow->name() == name) return f.get();
     }
@@ -208,6 +219,7 @@ struct Runtime::Impl final : AdminBackend {
       *why = "NATS is not connected";
       return false;
     }
+    std::shared_lock lock(running_mu);
     for (const auto& f : running) {
       if (!f->stage || !f->stage->healthy()) {
         *why = "flow " + f->flow->name() + " is not running";
@@ -257,11 +269,13 @@ struct Runtime::Impl final : AdminBackend {
   }
   nlohmann::json flows_json() const {
     nlohmann::json out = nlohmann::json::array();
+    std::shared_lock lock(running_mu);
     for (const auto& f : running) out.push_back(flow_json(*f));
     return out;
   }
   nlohmann::json flows() const override { return flows_json(); }
   std::optional<nlohmann::json> flow(const std::string& name) const override {
+    std::shared_lock lock(running_mu);
     for (const auto& f : running) {
       if (f->flow->name() == name) return flow_json(*f);
     }
@@ -304,11 +318,16 @@ struct Runtime::Impl final : AdminBackend {
                     {"errors", {name + ".yaml: flow: " + flow.name() + " does not match /flows/" + name}}}};
     }
     FlowRuntime* fr = find_running(name);
+    if (!fr && !clustered()) return start_new_flow(name, body);   // ADR 0121
     if (!fr) {
-      // Starting a flow live would wire a new source, consumers and http route into a running
-      // process, which is built once at start (docs/admin-api.md, ADR 0092).
-      return {404, {{"error", "no flow named " + name + " runs here: deploy replaces a running flow's steps; a new "
-                                  "flow starts from the flows dir (add its file there and restart weir)"}}};
+      // Cluster: stored as the flow's next version; a promote makes it active and every
+      // instance starts it (they watch the registry, ADR 0121).
+      if (auto bad = wiring_conflict(flow)) return *bad;
+      auto a = cluster->deploy(name, body, flow.content_hash());
+      if (a.code < 300) {
+        a.body["hint"] = "flow " + name + " runs on no instance yet: promote this version to start it on every instance";
+      }
+      return {a.code, a.body};
     }
     std::string running_text;
     {
@@ -318,11 +337,143 @@ struct Runtime::Impl final : AdminBackend {
     if (Status s = same_wiring(running_text, body); !s) {
       return {422, {{"error", "cannot switch to this version live"}, {"errors", {name + ".yaml: " + s.message()}}}};
     }
+    // A `kv:` table the new version names first is read before it runs here.
+    if (Status s = kv_tables->wait_loaded(std::chrono::seconds(10)); !s) return {503, {{"error", s.message()}}};
     if (clustered()) {
       auto a = cluster->deploy(name, body, flow.content_hash());
       return {a.code, a.body};
     }
     return deploy_to_file(*fr, body);
+  }
+
+  // Why a flow that does not run yet could not start next to the running ones: its http
+  // path is taken (409), or its chained source is not a running flow's free `flow` sink.
+  std::optional<std::pair<int, nlohmann::json>> wiring_conflict(const flows::Flow& flow) const {
+    using Answer = std::pair<int, nlohmann::json>;
+    std::shared_lock lock(running_mu);
+    for (const auto& f : running) {
+      const auto* mine = std::get_if<flows::HttpSourceSpec>(&flow.source());
+      const auto* theirs = std::get_if<flows::HttpSourceSpec>(&f->flow->source());
+      if (mine && theirs && mine->path == theirs->path) {
+        return Answer{409, {{"error", "from.http.path: " + mine->path + " is used by flow " + f->flow->name()}}};
+      }
+    }
+    if (const auto* c = std::get_if<flows::FlowSourceSpec>(&flow.source())) {
+      const FlowRuntime* from = nullptr;
+      for (const auto& f : running) {
+        if (f->flow->name() == c->flow) from = f.get();
+        const auto* other = std::get_if<flows::FlowSourceSpec>(&f->flow->source());
+        if (other && other->flow == c->flow && other->sink == c->sink) {
+          return Answer{409, {{"error", "from.flow: " + c->flow + "." + c->sink + " is read by flow " +
+                                            f->flow->name() + " already (a flow sink feeds one flow)"}}};
+        }
+      }
+      bool has_sink = false;
+      if (from) {
+        for (const auto& spec : from->flow->sinks()) {
+          has_sink = has_sink || (spec.name == c->sink && std::holds_alternative<flows::FlowSinkSpec>(spec.kind));
+        }
+      }
+      if (!has_sink) {
+        return Answer{422, {{"error", "from.flow: " + c->flow + "." + c->sink + " is not a running flow's `flow: {}` sink"}}};
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Cluster (ADR 0121): a flow active in the registry that this instance does not run —
+  // activated by a promote after start, or active before this instance started without a
+  // file in its flows dir — is started here from the registry's text (no file is written:
+  // the registry is the source of truth, ADR 0043). Runs on the registry's watch thread.
+  void start_registry_flow(const std::string& name) {
+    if (find_running(name)) return;
+    // Never block a drain: it stops this watch (and waits for this call) while holding
+    // lifecycle_mu.
+    std::unique_lock life(lifecycle_mu, std::defer_lock);
+    while (!life.try_lock()) {
+      if (draining.load()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (draining.load() || find_running(name)) return;
+    auto active = cluster->attach_flow(name, "", "");
+    if (!active) {
+      log::warn("cannot read a flow from the registry", {{"flow", name}, {"error", active.status().message()}});
+      return;
+    }
+    const std::string path = (fs::path(config.flows) / (name + ".yaml")).string();
+    auto compiled = compile(active->text, path, active->version, false);
+    if (!compiled) {
+      log::error("a flow active in the registry cannot run here",
+                 {{"flow", name}, {"version", std::to_string(active->version)}, {"error", compiled.status().message()}});
+      return;
+    }
+    if (auto bad = wiring_conflict(*compiled.value())) {
+      log::error("a flow active in the registry cannot run here",
+                 {{"flow", name}, {"error", bad->second.value("error", std::string())}});
+      return;
+    }
+    if (Status s = kv_tables->wait_loaded(std::chrono::seconds(10)); !s) {
+      log::warn("flow starts before its tables are read", {{"flow", name}, {"error", s.message()}});
+    }
+    if (Status s = start_flow(compiled.value(), active->text, active->pausing); !s) {
+      log::error("cannot start a flow from the registry", {{"flow", name}, {"error", s.message()}});
+      return;
+    }
+    log::info("flow started from the registry", {{"flow", name}, {"version", std::to_string(active->version)}});
+  }
+
+  // Standalone deploy of a flow that does not run yet (ADR 0121): the file is written into
+  // the flows dir (so a restart runs it too) and the flow is started like one loaded at
+  // start. Checked first, so a refused flow leaves no file and starts nothing: the http
+  // path and the flow name are not taken (running, or by another file in the flows dir),
+  // a chained source reads a running flow's `flow` sink no other flow reads.
+  std::pair<int, nlohmann::json> start_new_flow(const std::string& name, const std::string& body) {
+    std::lock_guard life(lifecycle_mu);
+    if (draining.load() || !serving.load()) {
+      return {503, {{"error", "weir is starting or shutting down; deploy again once it is ready"}}};
+    }
+    if (find_running(name)) {
+      return {409, {{"error", "flow " + name + " was started by another deploy meanwhile; deploy again to replace it"}}};
+    }
+    const std::string path = (fs::path(config.flows) / (name + ".yaml")).string();
+    auto compiled = compile(body, path, 1, false);
+    if (!compiled) return {422, {{"error", compiled.status().message()}}};
+    auto flow = compiled.value();
+    auto conflict = [](std::string message) { return std::pair<int, nlohmann::json>{409, {{"error", std::move(message)}}}; };
+    if (auto bad = wiring_conflict(*flow)) return *bad;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(config.flows, ec)) {
+      const auto ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".yaml" && ext != ".yml" && ext != ".json") || e.path() == fs::path(path)) {
+        continue;
+      }
+      auto other = flows::load_flow_file(e.path().string());
+      if (other.flow && other.flow->name() == name) {
+        return conflict("the flows dir holds flow " + name + " in " + e.path().string() +
+                        " (it does not run: fix or remove that file first)");
+      }
+    }
+    // Its KV tables (watched since the compile named them) are read before it starts.
+    if (Status s = kv_tables->wait_loaded(std::chrono::seconds(10)); !s) return {503, {{"error", s.message()}}};
+    const std::string tmp = path + ".tmp-deploy";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << body;
+      if (!out.flush()) return {500, {{"error", "cannot write " + tmp}}};
+    }
+    fs::rename(tmp, path, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      return {500, {{"error", "cannot write " + path}}};
+    }
+    if (Status s = start_flow(flow, body); !s) {
+      fs::remove(path, ec);   // a restart must not start what did not start now
+      log::warn("new flow not started", {{"flow", name}, {"error", s.message()}});
+      return {s.code() == Status::Code::kConflict ? 409 : s.code() == Status::Code::kInvalid ? 422 : 503,
+              {{"error", "flow " + name + " did not start: " + s.message() + " (its file was not kept)"}}};
+    }
+    log::info("flow started", {{"flow", name}, {"file", path}});
+    return {201, {{"flow", name}, {"version", 1}, {"file", path}, {"started", true}}};
   }
 
   std::pair<int, nlohmann::json> deploy_to_file(FlowRuntime& fr, const std::string& body) {
@@ -357,7 +508,8 @@ struct Runtime::Impl final : AdminBackend {
                               "the one version of a flow and PUT /flows/" + name + " (weir deploy) replaces it. "
                               "Versions, promote and rollback need the cluster registry (run with --cluster NAME)"}}};
     }
-    if (!find_running(name)) return {404, {{"error", "no flow named " + name + " runs here"}}};
+    // A flow no instance runs yet is promoted too: its first active version starts it
+    // everywhere (ADR 0121); the registry answers 404 for a flow it does not know.
     auto a = cluster->promote(name, version, expected_active);
     return {a.code, a.body};
   }
@@ -522,6 +674,14 @@ struct Runtime::Impl final : AdminBackend {
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
       }
     }
+    {  // KV lookup tables: every table a flow names is read before the flows start.
+      KvTablesOptions to;
+      to.replicas = config.nats.replicas;
+      to.max_entries = static_cast<size_t>(config.tables.max_entries);
+      to.max_value_bytes = static_cast<size_t>(config.tables.max_value_bytes);
+      kv_tables = std::make_unique<KvTables>(bus->connection(), to);
+      if (Status s = kv_tables->start(std::chrono::seconds(30)); !s) return s;
+    }
     if (clustered()) return cluster->start(*bus, config);
     return Status::ok();
   }
@@ -566,6 +726,7 @@ struct Runtime::Impl final : AdminBackend {
       if (clustered()) {
         if (Status s = cluster->follow_flow(flow->name(), &fr->control); !s) return s;
       }
+      std::unique_lock lock(running_mu);
       running.push_back(std::move(fr));
       return Status::ok();
     }
@@ -577,8 +738,14 @@ struct Runtime::Impl final : AdminBackend {
       // From here on the registry decides which version runs (watch + pause barrier).
       if (Status s = cluster->follow_flow(flow->name(), &fr->control); !s) return s;
     }
+    // Followed by the registry from here: on a failure `fr` is parked, not destroyed (the
+    // registry keeps its FlowControl until stop()).
+    auto park = [&](Status s) {
+      if (clustered()) parked.push_back(std::move(fr));
+      return s;
+    };
     auto source = connectors.make_source(*flow, config);
-    if (!source) return source.status();
+    if (!source) return park(source.status());
     if (source.value()->singleton() && clustered()) {
       // One instance of the cluster runs it: a fresh inner source per lease term.
       fr->source = cluster->singleton("source." + flow->name(), [this, flow]() -> std::unique_ptr<Source> {
@@ -595,14 +762,16 @@ struct Runtime::Impl final : AdminBackend {
     fr->source_ctx.http = &router;
     fr->source_ctx.state = state.get();   // a singleton's inner sources get it too
     fr->source_ctx.max_depth = config.http.max_depth;
-    if (Status s = fr->source->start(fr->source_ctx); !s) return s;
+    if (Status s = fr->source->start(fr->source_ctx); !s) return park(s);
+    std::unique_lock lock(running_mu);
     running.push_back(std::move(fr));
     return Status::ok();
   }
 
   void drain() {
     auto started = std::chrono::steady_clock::now();
-    draining = true;
+    draining = true;                      // first: a registry start waiting for the lock gives up
+    std::lock_guard life(lifecycle_mu);   // a flow being started live finishes first; none after
     serving = false;
     router.set_draining();
     if (ingress_server) ingress_server->stop_accepting();
@@ -753,6 +922,7 @@ struct Runtime::Impl final : AdminBackend {
       return exit_code_for(s);
     }
     admin->set_dead_letters(dlq.get());
+    admin->set_tables(kv_tables.get());
     if (stopped_during_start()) return 0;
 
     for (auto& f : loaded.value()) {
@@ -795,21 +965,30 @@ struct Runtime::Impl final : AdminBackend {
       if (stopped_during_start()) return 0;
     }
 
-    serving = true;
-    router.set_serving();
-
     std::string routes;
-    for (const auto& f : running) {
+    for (const auto& f : running) {   // before serving: no deploy adds to `running` yet
       if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow->source())) {
         routes += (routes.empty() ? "" : " ") + h->path + "=" + f->flow->name();
       }
     }
+    const size_t started_flows = running.size();
+    serving = true;
+    router.set_serving();
+    if (clustered()) {
+      // Flows active in the registry but not in this flows dir start now; flows promoted for
+      // the first time later start as they are (ADR 0121).
+      if (Status s = cluster->watch_flows([this](const std::string& name) { start_registry_flow(name); }); !s) {
+        log::warn("cannot watch the registry for new flows", {{"error", s.message()}});
+      }
+    }
+
     log::info("weir ready", {{"ingress", ingress_server->address()}, {"admin", admin_server->address()},
-                             {"nats", bus->url()}, {"flows", std::to_string(running.size())}, {"routes", routes}});
+                             {"nats", bus->url()}, {"flows", std::to_string(started_flows)}, {"routes", routes}});
     if (format == log::Format::kText) {
       // For a person at a terminal: where to POST. (With JSON logs the line above says it.)
       std::printf("weir ready — ingress http://%s  admin http://%s  nats %s\n", ingress_server->address().c_str(),
                   admin_server->address().c_str(), bus->url().c_str());
+      std::shared_lock lock(running_mu);
       for (const auto& f : running) {
         if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow->source())) {
           std::printf("  POST http://%s%s  → flow %s\n", ingress_server->address().c_str(), h->path.c_str(),
@@ -847,6 +1026,7 @@ struct Runtime::Impl final : AdminBackend {
     running.clear();
     state.reset();   // poll: before the connection it borrows
     backlog.reset();
+    kv_tables.reset();
     bus.reset();
     if (nats) nats->stop();
   }

@@ -401,7 +401,7 @@ TEST_CASE("tables in a flow file", "[loader][tables]") {
   CHECK(p[0].find("5:14: tables.a.file: cannot read " + kData + "/missing.csv") == 0);
   CHECK(p[1] == "6:14: tables.b.file must end in .csv or .json, got \"x.txt\"");
   CHECK(p[2] == "7:6: tables.c needs `key` (the column to look rows up by)");
-  CHECK(p[3] == "8:6: tables.d needs `file` or `rows` (one of them)");
+  CHECK(p[3] == "8:6: tables.d needs `file`, `rows` or `kv` (one of them)");
   CHECK(p[4] == "9:3: table name \"e-f\" must be a name (letters, digits, _)");
   CHECK(p[5] == "10:14: tables.g.rows: row 0 has no string or number field \"k\"");
   CHECK(p[6] == "1:1: key column \"nope\" is not in the header row");

@@ -1,0 +1,645 @@
+#include "runtime/kv_tables.h"
+
+#include <nats/nats.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <thread>
+#include <unordered_map>
+
+#include "runtime/bus.h"
+#include "runtime/log.h"
+
+namespace weir {
+
+namespace {
+
+constexpr std::string_view kCurrent = "current";
+// How long the watcher gathers changes to the current generation before it publishes a
+// snapshot: a burst of puts costs one snapshot, and a put is seen within this.
+constexpr std::chrono::milliseconds kBatch{20};
+// After the first change of a burst, the snapshot goes out no later than this even while
+// changes keep coming.
+constexpr std::chrono::milliseconds kMaxBatch{250};
+constexpr std::chrono::milliseconds kWaitForFlip{2000};
+
+// weir_table_<name>, or weir_table_<cluster>__<name> in a cluster (ADR 0112): tables are
+// shared by every instance and flow of one cluster, never across clusters.
+std::string bucket_name(const std::string& table) {
+  const std::string& c = layout::cluster();
+  return c.empty() ? "weir_table_" + table : "weir_table_" + c + "__" + table;
+}
+
+bool raw_key_ok(std::string_view key) {
+  if (key.empty() || key.size() > 200) return false;
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+std::string base64url(std::string_view in) {
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return out;
+}
+
+bool unbase64url(std::string_view in, std::string* out) {
+  std::string s(in);
+  for (char& c : s) c = c == '-' ? '+' : c == '_' ? '/' : c;
+  size_t pad = (4 - s.size() % 4) % 4;
+  if (pad == 3) return false;
+  s.append(pad, '=');
+  out->assign(3 * s.size() / 4 + 1, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out->data()),
+                          reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
+  if (n < 0) return false;
+  out->resize(static_cast<size_t>(n) - pad);   // DecodeBlock counts the padding as zero bytes
+  return true;
+}
+
+std::string entry_value(kvEntry* e) {
+  const void* data = kvEntry_Value(e);
+  const int len = kvEntry_ValueLen(e);
+  return data && len > 0 ? std::string(static_cast<const char*>(data), static_cast<size_t>(len)) : std::string();
+}
+
+uint64_t parse_generation(const std::string& value) {
+  auto j = nlohmann::json::parse(value, nullptr, false);
+  if (j.is_object() && j.contains("generation") && j["generation"].is_number_unsigned()) {
+    return j["generation"].get<uint64_t>();
+  }
+  return 0;
+}
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+KvTables::Reply error_reply(int code, std::string message) { return {code, {{"error", std::move(message)}}}; }
+
+KvTables::Reply status_reply(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kNotFound: return error_reply(404, s.message());
+    case Status::Code::kInvalid: return error_reply(400, s.message());
+    case Status::Code::kConflict: return error_reply(409, s.message());
+    default: return error_reply(503, s.message());
+  }
+}
+
+}  // namespace
+
+// ---- keys --------------------------------------------------------------------------
+
+std::string KvTables::row_key(uint64_t generation, std::string_view key) {
+  return "g" + std::to_string(generation) + "." + (raw_key_ok(key) ? std::string(key) : "=" + base64url(key));
+}
+
+bool KvTables::parse_row_key(std::string_view kv_key, uint64_t* generation, std::string* key) {
+  if (kv_key.size() < 3 || kv_key[0] != 'g') return false;
+  size_t dot = kv_key.find('.');
+  if (dot == std::string_view::npos || dot == 1 || dot + 1 > kv_key.size()) return false;
+  uint64_t g = 0;
+  for (size_t i = 1; i < dot; ++i) {
+    if (kv_key[i] < '0' || kv_key[i] > '9') return false;
+    g = g * 10 + static_cast<uint64_t>(kv_key[i] - '0');
+  }
+  std::string_view rest = kv_key.substr(dot + 1);
+  if (!rest.empty() && rest[0] == '=') {
+    if (!unbase64url(rest.substr(1), key)) return false;
+  } else {
+    key->assign(rest);
+  }
+  *generation = g;
+  return true;
+}
+
+// ---- the watcher -------------------------------------------------------------------
+
+class KvTables::Watcher {
+ public:
+  Watcher(kvWatcher* w, std::shared_ptr<flows::LiveTable> live) : w_(w), live_(std::move(live)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Watcher() {
+    kvWatcher_Stop(w_);   // wakes kvWatcher_Next with NATS_ILLEGAL_STATE
+    thread_.join();
+    kvWatcher_Destroy(w_);
+  }
+
+ private:
+  using Rows = std::unordered_map<std::string, std::shared_ptr<const flows::Json>, flows::TextHash, std::equal_to<>>;
+
+  void run() {
+    pthread_setname_np(pthread_self(), "weir-table");
+    bool initial_done = false, dirty = false, warned = false;
+    auto first_dirty = std::chrono::steady_clock::now();
+    for (;;) {
+      int64_t wait = dirty && initial_done ? kBatch.count() : 1000;
+      kvEntry* e = nullptr;
+      natsStatus s = kvWatcher_Next(&e, w_, wait);
+      if (s == NATS_ILLEGAL_STATE) return;   // stopped
+      if (s == NATS_TIMEOUT) {
+        if (dirty && initial_done) {
+          publish();
+          dirty = false;
+        }
+        continue;
+      }
+      if (s != NATS_OK) {
+        if (!warned) log::warn("table watch failed", {{"table", live_->name()}, {"error", nats_status(s, "kv watch").message()}});
+        warned = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      warned = false;
+      if (e == nullptr) {   // the initial state is in
+        initial_done = true;
+        publish();
+        dirty = false;
+        continue;
+      }
+      bool changed = apply(e);
+      revision_ = std::max(revision_, kvEntry_Revision(e));
+      kvEntry_Destroy(e);
+      if (changed && !dirty) {
+        dirty = true;
+        first_dirty = std::chrono::steady_clock::now();
+      }
+      if (dirty && initial_done && std::chrono::steady_clock::now() - first_dirty > kMaxBatch) {
+        publish();
+        dirty = false;
+      }
+    }
+  }
+
+  // Folds one entry in; true when the current generation's rows (or which generation is
+  // current) changed.
+  bool apply(kvEntry* e) {
+    const std::string_view key = kvEntry_Key(e);
+    const kvOperation op = kvEntry_Operation(e);
+    const bool removed = op == kvOp_Delete || op == kvOp_Purge;
+    if (key == kCurrent) {
+      if (removed) return false;
+      uint64_t g = parse_generation(entry_value(e));
+      if (g == current_) return false;
+      current_ = g;
+      // Older generations are gone for good (the importer purges them); newer ones may
+      // be an import under way.
+      for (auto it = gens_.begin(); it != gens_.end();) it = it->first < g ? gens_.erase(it) : std::next(it);
+      return true;
+    }
+    uint64_t g = 0;
+    std::string row_key;
+    if (!KvTables::parse_row_key(key, &g, &row_key)) return false;
+    if (g < current_) return false;
+    Rows& rows = gens_[g];
+    if (removed) {
+      rows.erase(row_key);
+    } else {
+      auto row = nlohmann::json::parse(entry_value(e), nullptr, false);
+      if (row.is_discarded() || !row.is_object()) {
+        log::warn("table row is not a JSON object, ignored", {{"table", live_->name()}, {"key", row_key}});
+        return false;
+      }
+      rows[row_key] = std::make_shared<const flows::Json>(std::move(row));
+    }
+    return g == current_;
+  }
+
+  void publish() {
+    auto snapshot = std::make_shared<flows::TableSnapshot>();
+    snapshot->generation = current_;
+    snapshot->revision = revision_;
+    if (auto it = gens_.find(current_); it != gens_.end()) snapshot->rows = it->second;
+    live_->publish(std::move(snapshot));
+  }
+
+  kvWatcher* w_;
+  std::shared_ptr<flows::LiveTable> live_;
+  uint64_t current_ = 0;             // watcher thread only
+  uint64_t revision_ = 0;            // watcher thread only
+  std::map<uint64_t, Rows> gens_;    // watcher thread only
+  std::thread thread_;
+};
+
+// ---- KvTables ----------------------------------------------------------------------
+
+KvTables::KvTables(natsConnection* connection, KvTablesOptions options)
+    : connection_(connection), options_(options) {}
+
+KvTables::~KvTables() {
+  flows::LiveTables::instance().set_on_new(nullptr);
+  std::map<std::string, std::unique_ptr<Watcher>> watchers;
+  {
+    std::lock_guard lock(mu_);
+    watchers.swap(watchers_);
+  }
+  watchers.clear();
+  for (auto& [name, kv] : buckets_) kvStore_Destroy(kv);
+  if (js_) jsCtx_Destroy(js_);
+}
+
+Status KvTables::start(std::chrono::milliseconds wait) {
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = options_.timeout.count();
+  if (natsStatus s = natsConnection_JetStream(&js_, connection_, &jo); s != NATS_OK) {
+    return nats_status(s, "tables: jetstream context");
+  }
+  // Tables named by flows loaded from now on (a deploy) get a watcher as they are loaded.
+  flows::LiveTables::instance().set_on_new([this](const std::shared_ptr<flows::LiveTable>& live) {
+    if (Status s = watch(live); !s) {
+      log::warn("cannot watch table", {{"table", live->name()}, {"error", s.message()}});
+    }
+  });
+  for (const auto& live : flows::LiveTables::instance().all()) {
+    if (Status s = watch(live); !s) return s;
+  }
+  return wait_loaded(wait);
+}
+
+Status KvTables::wait_loaded(std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (const auto& live : flows::LiveTables::instance().all()) {
+    if (live->loaded()) continue;
+    {
+      std::lock_guard lock(mu_);
+      if (!watchers_.count(live->name())) return Status::unavailable("table " + live->name() + " is not watched (see the log)");
+    }
+    while (!live->loaded()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status::timeout("table " + live->name() + ": its rows did not arrive from NATS KV within " +
+                               std::to_string(wait.count()) + " ms");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    log::info("table loaded", {{"table", live->name()}, {"entries", std::to_string(live->entries())},
+                               {"generation", std::to_string(live->current()->generation)}});
+  }
+  return Status::ok();
+}
+
+Result<kvStore*> KvTables::bucket(const std::string& table, bool create) {
+  if (!flows::valid_kv_table_name(table)) {
+    return Status::invalid("table name '" + table + "' must be letters, digits, _ and -, at most 64");
+  }
+  std::lock_guard lock(mu_);
+  if (auto it = buckets_.find(table); it != buckets_.end()) return it->second;
+  if (js_ == nullptr) return Status::unavailable("tables: not connected to NATS yet");
+  const std::string name = bucket_name(table);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int attempt = 1;; ++attempt) {
+    kvStore* kv = nullptr;
+    natsStatus s = js_KeyValue(&kv, js_, name.c_str());
+    if (s == NATS_NOT_FOUND && !create) return Status::not_found("no table " + table);
+    if (s == NATS_NOT_FOUND) {
+      kvConfig config;
+      kvConfig_Init(&config);
+      config.Bucket = name.c_str();
+      config.History = 1;
+      config.Replicas = options_.replicas;
+      config.StorageType = js_FileStorage;
+      // The server refuses a larger row too (one more byte for safety over our own check).
+      config.MaxValueSize = static_cast<int32_t>(options_.max_value_bytes + 1);
+      s = js_CreateKeyValue(&kv, js_, &config);
+      if (s != NATS_OK) s = js_KeyValue(&kv, js_, name.c_str());   // a peer created it first
+    }
+    if (s == NATS_OK) {
+      buckets_[table] = kv;
+      return kv;
+    }
+    Status error = nats_status(s, "table " + table + ": open bucket " + name);
+    bool transient = error.code() == Status::Code::kTimeout || error.code() == Status::Code::kUnavailable;
+    if (!transient || std::chrono::steady_clock::now() > deadline) return error;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
+  }
+}
+
+Status KvTables::watch(const std::shared_ptr<flows::LiveTable>& live) {
+  {
+    std::lock_guard lock(mu_);
+    if (watchers_.count(live->name())) return Status::ok();
+  }
+  // A flow that names a table creates it (empty): the flow runs, and rows come later.
+  auto kv = bucket(live->name(), true);
+  if (!kv) return kv.status();
+  kvWatcher* w = nullptr;
+  if (natsStatus s = kvStore_Watch(&w, kv.value(), ">", nullptr); s != NATS_OK) {
+    return nats_status(s, "table " + live->name() + ": watch");
+  }
+  std::lock_guard lock(mu_);
+  auto [it, fresh] = watchers_.emplace(live->name(), nullptr);
+  if (fresh) {
+    it->second = std::make_unique<Watcher>(w, live);
+  } else {
+    kvWatcher_Destroy(w);
+  }
+  return Status::ok();
+}
+
+Result<std::shared_ptr<flows::LiveTable>> KvTables::loaded(const std::string& table, std::chrono::milliseconds wait) {
+  auto live = flows::LiveTables::instance().get(table);   // may start the watch (on_new)
+  if (Status s = watch(live); !s) return s;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (!live->loaded()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::timeout("table " + table + ": rows not read from NATS KV within " +
+                             std::to_string(wait.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return live;
+}
+
+Result<std::pair<uint64_t, uint64_t>> KvTables::current(kvStore* kv) {
+  kvEntry* e = nullptr;
+  natsStatus s = kvStore_Get(&e, kv, std::string(kCurrent).c_str());
+  if (s == NATS_NOT_FOUND) return std::pair<uint64_t, uint64_t>{0, 0};
+  if (s != NATS_OK) return nats_status(s, "table: read current generation");
+  std::pair<uint64_t, uint64_t> out{parse_generation(entry_value(e)), kvEntry_Revision(e)};
+  kvEntry_Destroy(e);
+  return out;
+}
+
+bool KvTables::wait_applied(const std::shared_ptr<flows::LiveTable>& live, uint64_t revision) {
+  const auto deadline = std::chrono::steady_clock::now() + kWaitForFlip;
+  while (live->current()->revision < revision) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+KvTables::Reply KvTables::list() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& live : flows::LiveTables::instance().all()) {
+    out.push_back({{"name", live->name()},
+                   {"entries", live->entries()},
+                   {"generation", live->current()->generation},
+                   {"updated_unix_ms", live->updated_unix_ms()},
+                   {"key", live->key_column()}});
+  }
+  return {200, out};
+}
+
+KvTables::Reply KvTables::get(const std::string& table, const std::string& key) {
+  auto kv = bucket(table, false);
+  if (!kv) return status_reply(kv.status());
+  auto cur = current(kv.value());
+  if (!cur) return status_reply(cur.status());
+  kvEntry* e = nullptr;
+  natsStatus s = kvStore_Get(&e, kv.value(), row_key(cur->first, key).c_str());
+  if (s == NATS_NOT_FOUND) return error_reply(404, "table " + table + " has no row \"" + key + "\"");
+  if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": get"));
+  auto row = nlohmann::json::parse(entry_value(e), nullptr, false);
+  kvEntry_Destroy(e);
+  if (row.is_discarded()) return error_reply(500, "table " + table + ": row \"" + key + "\" is not JSON");
+  return {200, row};
+}
+
+KvTables::Reply KvTables::put(const std::string& table, const std::string& key, const std::string& body) {
+  if (body.size() > options_.max_value_bytes) {
+    return error_reply(413, "row \"" + key + "\" is " + std::to_string(body.size()) + " bytes; a table row may be at most " +
+                                std::to_string(options_.max_value_bytes) + " bytes");
+  }
+  auto row = nlohmann::json::parse(body, nullptr, false);
+  if (row.is_discarded() || !row.is_object()) return error_reply(400, "the body must be a JSON object (the row)");
+  auto kv = bucket(table, true);
+  if (!kv) return status_reply(kv.status());
+  auto live = loaded(table, options_.timeout);
+  if (!live) return status_reply(live.status());
+  auto snapshot = live.value()->current();
+  if (snapshot->find_text(key) == nullptr && snapshot->rows.size() >= options_.max_entries) {
+    return error_reply(413, "table " + table + " holds " + std::to_string(snapshot->rows.size()) +
+                                " rows, the limit is " + std::to_string(options_.max_entries));
+  }
+  auto cur = current(kv.value());
+  if (!cur) return status_reply(cur.status());
+  const std::string text = row.dump();
+  uint64_t revision = 0;
+  natsStatus s = kvStore_Put(&revision, kv.value(), row_key(cur->first, key).c_str(), text.data(),
+                             static_cast<int>(text.size()));
+  if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": put"));
+  // Answer once this instance's flows read the row (so the client's next event sees it).
+  const bool applied = wait_applied(live.value(), revision);
+  return {200, {{"table", table}, {"key", key}, {"generation", cur->first}, {"revision", revision}, {"applied", applied}}};
+}
+
+KvTables::Reply KvTables::erase(const std::string& table, const std::string& key) {
+  auto kv = bucket(table, false);
+  if (!kv) return status_reply(kv.status());
+  auto cur = current(kv.value());
+  if (!cur) return status_reply(cur.status());
+  const std::string k = row_key(cur->first, key);
+  kvEntry* e = nullptr;
+  natsStatus s = kvStore_Get(&e, kv.value(), k.c_str());
+  if (s == NATS_NOT_FOUND) return error_reply(404, "table " + table + " has no row \"" + key + "\"");
+  if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": get"));
+  kvEntry_Destroy(e);
+  auto live = loaded(table, options_.timeout);
+  if (!live) return status_reply(live.status());
+  // The delete marker kvStore_Delete writes, published here for its revision (PubAck).
+  const std::string subject = "$KV." + bucket_name(table) + "." + k;
+  natsMsg* msg = nullptr;
+  s = natsMsg_Create(&msg, subject.c_str(), nullptr, nullptr, 0);
+  if (s == NATS_OK) s = natsMsgHeader_Set(msg, "KV-Operation", "DEL");
+  jsPubAck* ack = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  if (s == NATS_OK) s = js_PublishMsg(&ack, js_, msg, nullptr, &jerr);
+  natsMsg_Destroy(msg);
+  if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": delete"));
+  const uint64_t revision = ack->Sequence;
+  jsPubAck_Destroy(ack);
+  const bool applied = wait_applied(live.value(), revision);
+  return {200, {{"table", table}, {"key", key}, {"deleted", true}, {"applied", applied}}};
+}
+
+namespace {
+
+struct AsyncErrors {
+  std::atomic<int> failed{0};
+  std::mutex mu;
+  std::string first;
+};
+
+void on_async_error(jsCtx*, jsPubAckErr* pae, void* closure) {
+  auto* errors = static_cast<AsyncErrors*>(closure);
+  if (errors->failed.fetch_add(1) == 0) {
+    std::lock_guard lock(errors->mu);
+    errors->first = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
+  }
+}
+
+}  // namespace
+
+KvTables::Reply KvTables::import(const std::string& table, const std::string& body, const std::string& format,
+                                 const std::string& key_column) {
+  if (!flows::valid_kv_table_name(table)) {
+    return error_reply(400, "table name '" + table + "' must be letters, digits, _ and -, at most 64");
+  }
+  std::string key = key_column;
+  if (key.empty()) key = flows::LiveTables::instance().get(table)->key_column();
+  // Parse and check everything before the first write.
+  flows::Table rows;
+  std::vector<flows::Diagnostic> diagnostics;
+  bool parsed = false;
+  if (format == "csv") {
+    if (key.empty()) return error_reply(400, "a CSV import needs the key column: ?key=COLUMN (no flow declares one)");
+    parsed = flows::load_csv_table(body, "body", key, &rows, &diagnostics);
+  } else if (format == "json") {
+    parsed = flows::load_json_table(body, "body", key, &rows, &diagnostics);
+  } else {
+    return error_reply(400, "format must be csv or json");
+  }
+  if (!parsed) {
+    std::string errors;
+    for (size_t i = 0; i < diagnostics.size() && i < 20; ++i) errors += (i ? "; " : "") + diagnostics[i].str();
+    return error_reply(400, "import refused, nothing changed: " + errors);
+  }
+  if (rows.size() > options_.max_entries) {
+    return error_reply(413, "import of " + std::to_string(rows.size()) + " rows refused, the limit is " +
+                                std::to_string(options_.max_entries) + " rows per table; nothing changed");
+  }
+  std::vector<std::pair<std::string, std::string>> values;
+  values.reserve(rows.size());
+  for (const auto& [k, row] : rows.rows()) {
+    std::string text = row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (text.size() > options_.max_value_bytes) {
+      return error_reply(413, "row \"" + k + "\" is " + std::to_string(text.size()) +
+                                  " bytes; a table row may be at most " + std::to_string(options_.max_value_bytes) +
+                                  " bytes; nothing changed");
+    }
+    values.emplace_back(k, std::move(text));
+  }
+
+  std::lock_guard import_lock(import_mu_);
+  auto kv = bucket(table, true);
+  if (!kv) return status_reply(kv.status());
+  auto cur = current(kv.value());
+  if (!cur) return status_reply(cur.status());
+  const uint64_t old_gen = cur->first;
+  // Later imports get larger generations, also across instances (the watcher drops every
+  // generation below the current one).
+  const uint64_t gen = std::max<uint64_t>(old_gen + 1, static_cast<uint64_t>(unix_ms()));
+  const std::string stream = "KV_" + bucket_name(table);
+  const std::string prefix = "$KV." + bucket_name(table) + ".";
+  auto purge = [&](uint64_t g) {
+    jsOptions po;
+    jsOptions_Init(&po);
+    const std::string filter = prefix + "g" + std::to_string(g) + ".>";
+    po.Stream.Purge.Subject = filter.c_str();
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    return nats_status(js_PurgeStream(js_, stream.c_str(), &po, &jerr), "table " + table + ": purge generation " +
+                                                                             std::to_string(g));
+  };
+
+  // 1. The rows, under the new generation (nobody reads it yet).
+  AsyncErrors errors;
+  jsOptions ao;
+  jsOptions_Init(&ao);
+  ao.Wait = options_.timeout.count();
+  ao.PublishAsync.MaxPending = 1024;
+  ao.PublishAsync.StallWait = options_.timeout.count();
+  ao.PublishAsync.ErrHandler = on_async_error;
+  ao.PublishAsync.ErrHandlerClosure = &errors;
+  jsCtx* ajs = nullptr;
+  if (natsStatus s = natsConnection_JetStream(&ajs, connection_, &ao); s != NATS_OK) {
+    return status_reply(nats_status(s, "table " + table + ": jetstream context"));
+  }
+  natsStatus s = NATS_OK;
+  for (const auto& [k, text] : values) {
+    const std::string subject = prefix + row_key(gen, k);
+    s = js_PublishAsync(ajs, subject.c_str(), text.data(), static_cast<int>(text.size()), nullptr);
+    if (s != NATS_OK) break;
+  }
+  if (s == NATS_OK) {
+    jsPubOptions wait;
+    jsPubOptions_Init(&wait);
+    wait.MaxWait = 60000;
+    s = js_PublishAsyncComplete(ajs, &wait);
+  }
+  jsCtx_Destroy(ajs);
+  if (s != NATS_OK || errors.failed.load() > 0) {
+    (void)purge(gen);
+    std::string why = s != NATS_OK ? nats_status(s, "publish").message() : errors.first;
+    return error_reply(503, "import of table " + table + " failed while writing rows (" + why +
+                                "); the table is unchanged");
+  }
+  // 2. The switch: one compare-and-set of `current`.
+  const std::string pointer =
+      nlohmann::json({{"generation", gen}, {"entries", values.size()}, {"key", key}, {"imported_unix_ms", unix_ms()}})
+          .dump();
+  uint64_t revision = 0;
+  if (cur->second == 0) {
+    s = kvStore_Create(&revision, kv.value(), std::string(kCurrent).c_str(), pointer.data(),
+                       static_cast<int>(pointer.size()));
+  } else {
+    s = kvStore_Update(&revision, kv.value(), std::string(kCurrent).c_str(), pointer.data(),
+                       static_cast<int>(pointer.size()), cur->second);
+  }
+  if (s != NATS_OK) {
+    (void)purge(gen);
+    return error_reply(s == NATS_ERR ? 409 : 503, "import of table " + table +
+                                                      ": another import switched the table meanwhile, or NATS did "
+                                                      "not answer (" + nats_status(s, "switch").message() +
+                                                      "); this import was not applied");
+  }
+  // 3. The old generation's rows.
+  if (Status p = purge(old_gen); !p) {
+    log::warn("table: old generation not purged", {{"table", table}, {"error", p.message()}});
+  }
+  // Answer once this instance's flows read the new rows (so a client's next event sees
+  // them here); other instances follow within their watch delay.
+  bool applied = false;
+  auto live = loaded(table, options_.timeout);
+  if (live) {
+    const auto deadline = std::chrono::steady_clock::now() + kWaitForFlip;
+    while (!(applied = live.value()->current()->generation >= gen) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  log::info("table imported", {{"table", table}, {"entries", std::to_string(values.size())},
+                               {"generation", std::to_string(gen)}});
+  return {200,
+          {{"table", table}, {"entries", values.size()}, {"generation", gen}, {"replaced", old_gen}, {"applied", applied}}};
+}
+
+KvTables::Reply KvTables::export_rows(const std::string& table) {
+  auto kv = bucket(table, false);
+  if (!kv) return status_reply(kv.status());
+  auto live = loaded(table, options_.timeout);
+  if (!live) return status_reply(live.status());
+  auto snapshot = live.value()->current();
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [k, row] : snapshot->rows) out[k] = *row;
+  return {200, out};
+}
+
+void KvTables::render_metrics(std::string& out) const {
+  auto tables = flows::LiveTables::instance().all();
+  if (tables.empty()) return;
+  out += "# HELP weir_table_entries Rows in a KV lookup table as this instance reads it.\n"
+         "# TYPE weir_table_entries gauge\n";
+  for (const auto& t : tables) out += "weir_table_entries{table=\"" + t->name() + "\"} " + std::to_string(t->entries()) + "\n";
+  out += "# HELP weir_table_generation The import generation of a KV lookup table this instance reads.\n"
+         "# TYPE weir_table_generation gauge\n";
+  for (const auto& t : tables) {
+    out += "weir_table_generation{table=\"" + t->name() + "\"} " + std::to_string(t->current()->generation) + "\n";
+  }
+  out += "# HELP weir_table_updated_timestamp_seconds When this instance last applied a change to the table (Unix time).\n"
+         "# TYPE weir_table_updated_timestamp_seconds gauge\n";
+  for (const auto& t : tables) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(t->updated_unix_ms()) / 1000.0);
+    out += "weir_table_updated_timestamp_seconds{table=\"" + t->name() + "\"} " + buf + "\n";
+  }
+}
+
+}  // namespace weir

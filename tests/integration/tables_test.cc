@@ -1,0 +1,296 @@
+// KV lookup tables (issue #14 item 1, ADR 0120) through the real weir binary, its admin
+// API and CLI, an embedded nats-server and weir-sink: rows changed while a flow runs are
+// seen without a restart; a bulk import under load switches the table for every event at
+// once (each delivered event read one generation, never a mix); limits answer clearly.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "tests/integration/harness.h"
+
+using namespace weir::itest;
+using weir::testing::wait_until;
+
+namespace {
+
+struct CliResult {
+  int code = -1;
+  std::string output;
+};
+
+CliResult run_cli(std::vector<std::string> args) {
+  weir::testing::TempDir dir;
+  args.insert(args.begin(), weir_binary());
+  auto p = weir::testing::Process::spawn(args, {{"WEIR_ADMIN_TOKEN", ""}}, dir.file("out"));
+  auto code = p.wait_exit(60s);
+  return {code ? *code : -1, p.read_log()};
+}
+
+// Bodies delivered to the sink, oldest first.
+std::vector<json> delivered(const SinkProcess& sink) {
+  std::vector<json> out;
+  for (const auto& req : sink.requests(100000)) out.push_back(body_of(req));
+  return out;
+}
+
+std::optional<json> delivered_with_id(const SinkProcess& sink, const std::string& id) {
+  for (const auto& b : delivered(sink)) {
+    if (b.is_object() && b.value("id", "") == id) return b;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("kv tables: rows put, changed and deleted while the flow runs, the CLI, limits and metrics",
+          "[integration][tables]") {
+  SinkProcess sink({"--record", "10000"});
+  WeirOptions o;
+  o.flows["tiers.yaml"] = "flow: tiered\nfrom: { http: { path: /in } }\ntables:\n  tiers: { kv: tiers, key: customer }\n"
+                          "steps:\n  - lookup: { table: tiers, key: this.customer, as: tier, default: { tier: none } }\n"
+                          "to:\n  out: { http: { url: \"" + sink.url() + "\", retries: 8, timeout: 2s } }\n";
+  WeirProcess weir(o);
+  weir.start();
+  const std::string server = weir.admin_url("");
+
+  // An empty table: the default row.
+  REQUIRE(weir.post("/in", R"({"id": "e0", "customer": "c1"})").status == 202);
+  REQUIRE(wait_until([&] { return delivered_with_id(sink, "e0").has_value(); }, 10s, 10ms));
+  CHECK((*delivered_with_id(sink, "e0"))["tier"] == json{{"tier", "none"}});
+
+  // A put is seen by the running flow within a second of its answer.
+  auto seen_within = [&](const std::string& customer, const json& expected, const std::string& tag) {
+    const auto put_answered = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> first_post_seeing;
+    int n = 0;
+    REQUIRE(wait_until(
+        [&] {
+          const std::string id = tag + "-" + std::to_string(n++);
+          const auto posted = std::chrono::steady_clock::now();
+          REQUIRE(weir.post("/in", json{{"id", id}, {"customer", customer}}.dump()).status == 202);
+          if (!wait_until([&] { return delivered_with_id(sink, id).has_value(); }, 10s, 2ms)) return false;
+          if ((*delivered_with_id(sink, id))["tier"] != expected) return false;
+          first_post_seeing = posted;
+          return true;
+        },
+        5s, 20ms));
+    CHECK(*first_post_seeing - put_answered < 1s);
+  };
+  auto put = weir.admin("PUT", "/tables/tiers/c1", R"({"customer": "c1", "tier": "gold"})");
+  REQUIRE(put.status == 200);
+  seen_within("c1", json{{"customer", "c1"}, {"tier", "gold"}}, "gold");
+  REQUIRE(weir.admin("PUT", "/tables/tiers/c1", R"({"customer": "c1", "tier": "platinum"})").status == 200);
+  seen_within("c1", json{{"customer", "c1"}, {"tier", "platinum"}}, "platinum");
+
+  auto got = weir.admin("GET", "/tables/tiers/c1");
+  REQUIRE(got.status == 200);
+  CHECK(json::parse(got.body)["tier"] == "platinum");
+  // A key that is not a plain KV token (space, dot, slash, unicode) round-trips.
+  REQUIRE(weir.admin("PUT", "/tables/tiers/a%20b.c%2Fd%C3%A9", R"({"tier": "odd"})").status == 200);
+  got = weir.admin("GET", "/tables/tiers/a%20b.c%2Fd%C3%A9");
+  REQUIRE(got.status == 200);
+  CHECK(json::parse(got.body)["tier"] == "odd");
+  seen_within("a b.c/d\xC3\xA9", json{{"tier", "odd"}}, "odd");
+
+  REQUIRE(weir.admin("DELETE", "/tables/tiers/c1").status == 200);
+  CHECK(weir.admin("GET", "/tables/tiers/c1").status == 404);
+  CHECK(weir.admin("DELETE", "/tables/tiers/c1").status == 404);
+  seen_within("c1", json{{"tier", "none"}}, "deleted");
+
+  // Limits and bad input: clear answers, nothing changed.
+  auto big = weir.admin("PUT", "/tables/tiers/big", json{{"pad", std::string(70000, 'x')}}.dump());
+  CHECK(big.status == 413);
+  CHECK(big.body.find("at most 65536 bytes") != std::string::npos);
+  CHECK(weir.admin("PUT", "/tables/tiers/x", "[1,2]").status == 400);
+  auto bad_csv = weir.admin("PUT", "/tables/tiers?format=csv", "customer,tier\nc9,gold,extra\n");
+  CHECK(bad_csv.status == 400);
+  CHECK(bad_csv.body.find("row has 3 fields, the header has 2") != std::string::npos);
+  CHECK(weir.admin("PUT", "/tables/no.such", "{}").status == 400);
+  CHECK(weir.admin("GET", "/tables/never_made").status == 404);
+  CHECK(weir.admin("GET", "/tables/tiers/odd-missing").status == 404);
+
+  // The CLI: import a CSV (the key column comes from the flow), get, export, delete.
+  weir::testing::TempDir files;
+  {
+    std::ofstream f(files.file("tiers.csv"));
+    f << "customer,tier,limit\nc1,silver,100\nc2,gold,500\n\"c,3\",bronze,7\n";
+  }
+  auto imported = run_cli({"table", "import", "tiers", files.file("tiers.csv"), "--server", server});
+  INFO(imported.output);
+  REQUIRE(imported.code == 0);
+  CHECK(imported.output.find("\"entries\": 3") != std::string::npos);
+  CHECK(imported.output.find("\"applied\": true") != std::string::npos);
+  // The import replaced every row: the odd key is gone, c1 is back as silver.
+  seen_within("c1", json{{"customer", "c1"}, {"tier", "silver"}, {"limit", 100}}, "imported");
+  CHECK(weir.admin("GET", "/tables/tiers/a%20b.c%2Fd%C3%A9").status == 404);
+  auto cli_get = run_cli({"table", "get", "tiers", "c,3", "--server", server});
+  CHECK(cli_get.code == 0);
+  CHECK(cli_get.output.find("\"bronze\"") != std::string::npos);
+  auto exported = run_cli({"table", "export", "tiers", "--server", server});
+  REQUIRE(exported.code == 0);
+  json rows = json::parse(exported.output);
+  CHECK(rows.size() == 3);
+  CHECK(rows["c2"]["limit"] == 500);
+  CHECK(run_cli({"table", "put", "tiers", "c4", "{\"tier\": \"gold\"}", "--server", server}).code == 0);
+  CHECK(run_cli({"table", "delete", "tiers", "c4", "--server", server}).code == 0);
+  auto missing = run_cli({"table", "get", "tiers", "c4", "--server", server});
+  CHECK(missing.code == 2);
+  CHECK(run_cli({"table", "put", "tiers", "c5", "not json", "--server", server}).code == 2);
+
+  // Metrics: entries, generation, last update.
+  REQUIRE(wait_until([&] { return weir.admin("GET", "/metrics").body.find("weir_table_entries{table=\"tiers\"} 3") !=
+                                  std::string::npos; },
+                     5s, 20ms));
+  auto metrics = weir.admin("GET", "/metrics").body;
+  CHECK(metrics.find("weir_table_updated_timestamp_seconds{table=\"tiers\"} 1") != std::string::npos);
+  CHECK(metrics.find("weir_table_generation{table=\"tiers\"} ") != std::string::npos);
+  auto list = weir.admin("GET", "/tables");
+  REQUIRE(list.status == 200);
+  CHECK(json::parse(list.body)[0]["name"] == "tiers");
+  CHECK(weir.terminate() == 0);
+}
+
+TEST_CASE("kv tables: imports under load — every event read one whole generation", "[integration][tables]") {
+  constexpr int kRows = 300;
+  constexpr int kImports = 6;
+  SinkProcess sink({"--record", "200000"});
+  WeirOptions o;
+  // Two lookups of different keys per event: if an event could read half of an import,
+  // the two rows would carry different generations.
+  o.flows["gens.yaml"] =
+      "flow: gens\nfrom: { http: { path: /in } }\ntables:\n  g: { kv: gens, key: k }\n"
+      "steps:\n  - set: { ka: \"'k' + string(this.n % " + std::to_string(kRows) + ")\", kb: \"'k' + string((this.n * 7 + 3) % " +
+      std::to_string(kRows) + ")\" }\n"
+      "  - lookup: { table: g, key: this.ka, as: ra }\n"
+      "  - set: { gb: \"lookup(g, this.kb).gen\" }\n"
+      "to:\n  out: { http: { url: \"" + sink.url() + "\", retries: 8, timeout: 2s } }\n";
+  WeirProcess weir(o);
+  weir.start();
+  auto import_gen = [&](int gen) {
+    json rows = json::array();
+    for (int i = 0; i < kRows; ++i) rows.push_back({{"k", "k" + std::to_string(i)}, {"gen", gen}, {"i", i}});
+    auto r = weir.admin("PUT", "/tables/gens?format=json", rows.dump());
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    CHECK(json::parse(r.body)["entries"] == kRows);
+  };
+  import_gen(1);
+  std::set<std::string> acked;
+  {
+    Posters posters(weir.ingress_url("/in"), 4);
+    REQUIRE(wait_until([&] { return posters.acked() > 200; }, 20s, 10ms));
+    for (int gen = 2; gen <= kImports; ++gen) {
+      const size_t before = posters.acked();
+      import_gen(gen);
+      // Some load between two switches.
+      REQUIRE(wait_until([&] { return posters.acked() > before + 100; }, 20s, 5ms));
+    }
+    posters.stop();
+    acked = posters.acked_ids();
+  }
+  REQUIRE(wait_until([&] { return sink.ids().size() >= acked.size(); }, 60s, 20ms));
+  std::map<int, size_t> per_gen;
+  size_t mixed = 0, missing = 0;
+  for (const auto& b : delivered(sink)) {
+    if (!b.contains("ra") || !b["ra"].is_object()) {
+      ++missing;
+      continue;
+    }
+    const int ga = b["ra"]["gen"].get<int>();
+    if (!b["gb"].is_number() || b["gb"].get<int>() != ga) ++mixed;
+    per_gen[ga]++;
+  }
+  INFO("events per generation: " << json(per_gen).dump());
+  CHECK(mixed == 0);
+  CHECK(missing == 0);
+  // The switches happened under load: events read several generations, the last included.
+  CHECK(per_gen.size() >= 3);
+  CHECK(per_gen.count(kImports) == 1);
+  // The table reads as the last import, whole.
+  auto exported = weir.admin("GET", "/tables/gens");
+  REQUIRE(exported.status == 200);
+  json rows = json::parse(exported.body);
+  CHECK(rows.size() == kRows);
+  CHECK(rows["k0"]["gen"] == kImports);
+  CHECK(weir.terminate() == 0);
+}
+
+TEST_CASE("kv tables: every instance of a cluster reads the table, a change made through one reaches the other",
+          "[integration][tables][cluster]") {
+  weir::testing::NatsServer nats;
+  SinkProcess sink({"--record", "10000"});
+  const std::string flow =
+      "flow: tiered\nfrom: { http: { path: /in } }\ntables:\n  tiers: { kv: ctiers, key: customer }\n"
+      "steps:\n  - lookup: { table: tiers, key: this.customer, as: tier, default: { tier: none } }\n"
+      "to:\n  out: { http: { url: \"" + sink.url() + "\", retries: 8, timeout: 2s } }\n";
+  WeirProcess a({.nats_url = nats.url(), .flows = {{"tiered.yaml", flow}}, .args = {"--cluster", "c1"}});
+  WeirProcess b({.nats_url = nats.url(), .flows = {{"tiered.yaml", flow}}, .args = {"--cluster", "c1"}});
+  a.start();
+  b.start();
+  INFO(a.describe() << "\n" << b.describe());
+  // The event posted to `to` after the change made on `from` was answered sees it within 1 s.
+  auto seen_on = [&](WeirProcess& to, const std::string& customer, const json& expected, const std::string& tag) {
+    const auto changed = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::duration> after;
+    int n = 0;
+    REQUIRE(wait_until(
+        [&] {
+          const std::string id = tag + "-" + std::to_string(n++);
+          const auto posted = std::chrono::steady_clock::now();
+          REQUIRE(to.post("/in", json{{"id", id}, {"customer", customer}}.dump()).status == 202);
+          if (!wait_until([&] { return delivered_with_id(sink, id).has_value(); }, 10s, 2ms)) return false;
+          if ((*delivered_with_id(sink, id))["tier"] != expected) return false;
+          after = posted - changed;
+          return true;
+        },
+        5s, 20ms));
+    CHECK(*after < 1s);
+  };
+  REQUIRE(a.admin("PUT", "/tables/ctiers/c1", R"({"tier": "gold"})").status == 200);
+  seen_on(b, "c1", json{{"tier", "gold"}}, "b-gold");
+  REQUIRE(b.admin("PUT", "/tables/ctiers?format=csv&key=customer", "customer,tier\nc1,silver\nc2,gold\n").status == 200);
+  seen_on(a, "c1", json{{"customer", "c1"}, {"tier", "silver"}}, "a-silver");
+  REQUIRE(b.admin("DELETE", "/tables/ctiers/c1").status == 200);
+  seen_on(a, "c1", json{{"tier", "none"}}, "a-deleted");
+  auto exported = a.admin("GET", "/tables/ctiers");
+  REQUIRE(exported.status == 200);
+  CHECK(json::parse(exported.body) == json{{"c2", {{"customer", "c2"}, {"tier", "gold"}}}});
+  CHECK(a.terminate() == 0);
+  CHECK(b.terminate() == 0);
+}
+
+TEST_CASE("kv tables: tables.max_entries and tables.max_value_bytes bound writes, bad values are exit 2",
+          "[integration][tables][config]") {
+  {
+    WeirOptions o;
+    o.config = "tables: { max_entries: 2, max_value_bytes: 100 }\n";
+    WeirProcess weir(o);
+    weir.start();
+    CHECK(weir.admin("PUT", "/tables/small/a", R"({"v": 1})").status == 200);
+    CHECK(weir.admin("PUT", "/tables/small/b", R"({"v": 2})").status == 200);
+    auto full = weir.admin("PUT", "/tables/small/c", R"({"v": 3})");
+    CHECK(full.status == 413);
+    CHECK(full.body.find("holds 2 rows, the limit is 2") != std::string::npos);
+    CHECK(weir.admin("PUT", "/tables/small/a", R"({"v": 11})").status == 200);   // a replacement fits
+    auto big = weir.admin("PUT", "/tables/small/a", json{{"pad", std::string(120, 'x')}}.dump());
+    CHECK(big.status == 413);
+    CHECK(big.body.find("at most 100 bytes") != std::string::npos);
+    auto import = weir.admin("PUT", "/tables/small?format=json", R"({"a": {}, "b": {}, "c": {}})");
+    CHECK(import.status == 413);
+    CHECK(import.body.find("import of 3 rows refused, the limit is 2") != std::string::npos);
+    auto rows = weir.admin("GET", "/tables/small");
+    REQUIRE(rows.status == 200);
+    CHECK(json::parse(rows.body) == json{{"a", {{"v", 11}}}, {"b", {{"v", 2}}}});
+    CHECK(weir.terminate() == 0);
+  }
+  for (const std::string& bad : {std::string("tables: { max_value_bytes: 2MiB }\n"),
+                                 std::string("tables: { max_entries: 0 }\n"), std::string("tables: { rows: 5 }\n")}) {
+    INFO(bad);
+    WeirOptions o;
+    o.config = bad;
+    WeirProcess weir(o);
+    weir.spawn();
+    CHECK(weir.process().wait_exit(20s) == std::optional<int>(2));
+    CHECK(weir.log().find("tables.") != std::string::npos);
+  }
+}
