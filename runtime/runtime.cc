@@ -586,6 +586,7 @@ struct Runtime::Impl final : AdminBackend {
     ao.name = "admin";
     ao.listen = config.admin.listen;
     ao.max_body = 4 << 20;
+    ao.max_connections = static_cast<size_t>(config.admin.max_connections);
     auto as = HttpServer::create(io, ao, admin->handler());
     if (!as) {
       log::error("cannot start the admin API", {{"error", as.status().message()}});
@@ -644,6 +645,7 @@ struct Runtime::Impl final : AdminBackend {
     io_opts.max_body = config.http.max_body;
     io_opts.max_header = config.http.max_header;
     io_opts.read_timeout = config.http.read_timeout;
+    io_opts.max_connections = static_cast<size_t>(config.http.max_connections);
     auto is = HttpServer::create(io, io_opts, [this](HttpRequest& req, Responder r) { router.handle(req, std::move(r)); });
     if (!is) {
       log::error("cannot start http-in", {{"error", is.status().message()}});
