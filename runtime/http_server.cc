@@ -3,6 +3,7 @@
 
 #include "runtime/http_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <thread>
@@ -49,6 +50,21 @@ HeaderScan scan_header_block(std::string_view s, size_t from) {
     ++i;  // past the LF
   }
   return {HeaderScan::kNeedMore, s.size(), ""};
+}
+
+bool is_loopback_listen(std::string_view listen) {
+  std::string host;
+  if (!listen.empty() && listen.front() == '[') {  // [v6] or [v6]:port
+    auto close = listen.find(']');
+    if (close == std::string_view::npos) return false;
+    host = listen.substr(1, close - 1);
+  } else {
+    host = listen.substr(0, std::min(listen.rfind(':'), listen.size()));
+  }
+  if (host.empty() || host == "localhost") return true;
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  return !ec && addr.is_loopback();
 }
 
 // ---- IoLoop --------------------------------------------------------------------------

@@ -69,6 +69,10 @@ struct HttpServerOptions {
   size_t max_connections = 4096;                   // open at once; past it 503 and close
 };
 
+// True when the host of a listen address ("host:port") is a loopback address (127/8,
+// ::1, "localhost", or empty, which binds 127.0.0.1).
+bool is_loopback_listen(std::string_view listen);
+
 // What the raw-byte check of a header block found (exposed for the unit tests).
 struct HeaderScan {
   enum State { kNeedMore, kComplete, kBad } state = kNeedMore;
