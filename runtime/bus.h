@@ -54,7 +54,7 @@ struct BusOptions {
   std::string name = "weir";
   std::chrono::milliseconds reconnect_wait{250};
   int stream_replicas = 1;
-  std::chrono::seconds dedup_window{120};
+  std::chrono::seconds dedup_window{360};  // ≥ webhook timestamp tolerance (5 min) + 1 min skew: replays dedup (ADR 0102)
   int64_t stream_max_bytes = 1LL << 30;   // per flow stream; the bound on a stalled sink's backlog
   std::function<void(bool connected)> on_connection_change;
 };
