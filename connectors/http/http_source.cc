@@ -132,6 +132,14 @@ class HttpSource final : public Source {
       respond(HttpResponse::error(400, std::string(key_header) + " longer than 200 characters"));
       return;
     }
+    // The id travels on as a NATS header and the sinks' Idempotency-Key: printable ASCII
+    // only, or the sink would dead-letter what we acknowledged (review B11).
+    for (char c : key) {
+      if (c < 0x20 || c > 0x7e) {
+        respond(HttpResponse::error(400, std::string(key_header) + " must be printable ASCII"));
+        return;
+      }
+    }
     ev.id = std::string(key);
     if (!ctx_->ingest->ready()) {
       respond(unavailable("JetStream is unavailable"));

@@ -100,6 +100,16 @@ TEST_CASE("replayed webhooks are stored once: webhook-id and X-GitHub-Delivery a
                    "X-GitHub-Delivery: " + std::string(201, 'd')})
             .status == 400);
 
+  // An id the sinks could not send on (not printable ASCII) is refused at the door.
+  CHECK(weir.post("/in/github", gh_body2,
+                  {"X-Hub-Signature-256: sha256=" + hmac_sha256_hex(kGithubSecret, gh_body2),
+                   "Idempotency-Key: key\x01with-control"})
+            .status == 400);
+  CHECK(weir.post("/in/github", gh_body2,
+                  {"X-Hub-Signature-256: sha256=" + hmac_sha256_hex(kGithubSecret, gh_body2),
+                   "Idempotency-Key: caf\xc3\xa9"})
+            .status == 400);
+
   // Each event reached the sink once: the replays stored nothing.
   std::set<std::string> want{"sw-replayed", "sw-second", "gh-replayed", "gh-keyed"};
   REQUIRE(wait_until([&] { return missing(want, sink.ids()).empty(); }, 20s, 50ms));
