@@ -225,7 +225,10 @@ struct Bus::Publisher {
         continue;
       }
       if (deadlines.empty()) cv.wait(lock);
-      else cv.wait_until(lock, deadlines.top().first);
+      else {
+        const auto next = deadlines.top().first;  // a copy: publish() may grow the queue while we wait
+        cv.wait_until(lock, next);
+      }
     }
   }
 };
