@@ -99,6 +99,9 @@ struct ExecSourceSpec {
   std::vector<std::string> command;     // argv; no shell
   std::string format = "json";          // json | text
   int64_t max_line = 1 << 20;           // bytes
+  // Names of weir's environment variables the command sees besides PATH, HOME and LANG
+  // (`env:`); nothing else is passed, so secrets meant for weir stay with weir.
+  std::vector<std::string> env;
 };
 
 struct FlowSourceSpec {
@@ -227,6 +230,11 @@ struct LoadOptions {
   // false: `tables:` may only give rows inline, no `file:` is read. A flow deployed
   // over the network should not name files on the server (it could read any of them).
   bool allow_table_files = true;
+  // false (a flow sent over the network, docs/adr/0101): `${NAME}` is substituted only
+  // under `from:` and `to:` — which a deploy must keep as the running version has them,
+  // checked before compiling — and is an error anywhere else. The error names the
+  // variable, never a value: a deploy cannot read the server's environment back.
+  bool substitute_env = true;
 };
 LoadResult load_flow_file(const std::string& path, const LoadOptions& options);
 LoadResult load_flow_text(const std::string& text, const std::string& name, const LoadOptions& options);

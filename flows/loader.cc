@@ -1,6 +1,7 @@
 // The flow file schema: YAML/JSON source tree → validated specs and compiled steps.
 // Every problem becomes a Diagnostic with file:line:column; loading goes on after a
 // problem so that one run reports all of them.
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <algorithm>
@@ -594,6 +595,17 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     if (!is_map(n, what)) return false;
     check_keys(n, what, schema::kExecSource);
     ExecSourceSpec s;
+    if (const SrcNode* e = n.get("env")) {
+      size_t at = d_.size();
+      get_string_list(*e, what + ".env", &s.env);
+      if (d_.size() == at) {
+        for (const auto& name : s.env) {
+          bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+          for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
+          if (!ok) error(*e, what + ".env: " + quote(name) + " is not an environment variable name");
+        }
+      }
+    }
     if (const SrcNode* c = n.get("command")) {
       if (c->is_scalar()) {
         // A string is split on whitespace; there is no shell and no quoting.
@@ -1004,6 +1016,35 @@ std::shared_ptr<const Flow> Loader::load(const SrcNode& root, const std::string&
   return flow;
 }
 
+// A scalar outside `from:`/`to:` of a flow sent over the network: `$$` still means `$`
+// (as when the file is loaded again from disk), any `${NAME}` is an error.
+void forbid_env_refs(SrcNode* n, const std::string& file, std::vector<Diagnostic>* diagnostics) {
+  if (n->kind == SrcNode::Kind::kScalar) {
+    if (n->text.find('$') == std::string::npos) return;
+    std::string asked;
+    EnvLookup none = [&asked](const std::string& name) -> std::optional<std::string> {
+      if (asked.empty()) asked = name;
+      return std::nullopt;
+    };
+    std::string error;
+    auto v = substitute_env(n->text, none, &error);
+    if (!asked.empty()) {
+      diagnostics->push_back({{file, n->line, n->column},
+                              "${" + asked + "}: a flow deployed over the admin API gets no environment "
+                              "substitution outside from: and to: (write the value, or put it in the flow "
+                              "file on the server)"});
+      n->bad = true;
+    } else if (v) {
+      n->text = std::move(*v);
+    } else {
+      diagnostics->push_back({{file, n->line, n->column}, error});
+      n->bad = true;
+    }
+    return;
+  }
+  for (auto& item : n->items) forbid_env_refs(&item, file, diagnostics);
+}
+
 LoadResult load_text(const std::string& text, const std::string& file, const std::string& dir,
                      const LoadOptions& options) {
   LoadResult r;
@@ -1014,7 +1055,16 @@ LoadResult load_text(const std::string& text, const std::string& file, const std
     return r;
   }
   EnvLookup env = options.env ? EnvLookup(options.env) : process_env();
-  substitute_tree(&doc.root, env, file, &r.diagnostics);
+  if (options.substitute_env || !doc.root.is_map()) {
+    if (options.substitute_env) substitute_tree(&doc.root, env, file, &r.diagnostics);
+    else forbid_env_refs(&doc.root, file, &r.diagnostics);
+  } else {
+    for (size_t i = 0; i < doc.root.items.size(); ++i) {
+      const std::string& key = doc.root.keys[i].text;
+      if (key == "from" || key == "to") substitute_tree(&doc.root.items[i], env, file, &r.diagnostics);
+      else forbid_env_refs(&doc.root.items[i], file, &r.diagnostics);
+    }
+  }
   Loader loader(text, file, dir, options.allow_table_files, &r.diagnostics);
   try {
     auto flow = loader.load(doc.root, sha256_hex(text));

@@ -112,6 +112,45 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return CRYPTO_memcmp(da, db, sizeof da) == 0;
 }
 
+// Guard rails against a browser on the operator's machine (docs/adr/0100): a page from
+// another origin (CSRF) gets 403 when it sends an Origin other than the admin's own
+// (the origin the request addressed: http://<Host>); without a token the Host must name
+// loopback, so a DNS-rebound name is refused too; a write with a body must say it is
+// JSON (PUT /flows/{name} may also send YAML), which no HTML form can; a write without a
+// body may have any type. nullopt: go on.
+std::optional<HttpResponse> browser_guard(const HttpRequest& req, bool has_token) {
+  auto lower = [](std::string_view v) {
+    std::string s(v);
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  std::string host = lower(req.header("Host"));
+  if (!has_token && !host.empty() && !is_loopback_listen(host)) {  // an address, not "127.0.0.1.evil.example"
+    return HttpResponse::error(403, "Host " + host.substr(0, 100) +
+                                        " is not a loopback name; without an admin token only loopback is served");
+  }
+  std::string_view origin = req.header("Origin");
+  if (!origin.empty() && lower(origin) != "http://" + host) {
+    return HttpResponse::error(403, "cross-origin request refused (Origin is not this admin API's own)");
+  }
+  std::string_view method = req.method();
+  if (method == "PUT" || method == "POST") {
+    std::string type = lower(req.header("Content-Type"));
+    type = type.substr(0, type.find(';'));
+    while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
+    bool yaml_ok = method == "PUT" && req.path().substr(0, kFlowsPrefix.size()) == kFlowsPrefix;
+    bool ok = type == "application/json" ||
+              (yaml_ok && (type == "application/yaml" || type == "text/yaml" || type == "application/x-yaml")) ||
+              req.body().empty();  // nothing to interpret (CSRF: the Origin check above)
+    if (!ok) {
+      return HttpResponse::error(415, yaml_ok ? "Content-Type must be application/json or a YAML type "
+                                                "(application/yaml, text/yaml, application/x-yaml)"
+                                              : "Content-Type must be application/json");
+    }
+  }
+  return std::nullopt;
+}
+
 HttpResponse json_reply(int status, const nlohmann::json& j) {
   return HttpResponse::json(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
@@ -273,6 +312,10 @@ bool Admin::serve_dashboard(std::string_view path, const Responder& respond) {
 void Admin::handle(HttpRequest& req, Responder respond) {
   std::string_view path = req.path();
   std::string_view method = req.method();
+  if (auto refused = browser_guard(req, !token_.empty())) {
+    respond(std::move(*refused));
+    return;
+  }
   if (path == "/healthz") {
     respond(json_reply(200, {{"status", "ok"}}));
     return;

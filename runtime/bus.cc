@@ -431,8 +431,8 @@ void Bus::set_connected(bool up) {
   // either saw `false` or is in the map fail_all swaps out.
   if (!up && publisher_) publisher_->fail_all(Status::unavailable(std::string("NATS connection lost") + kMayBeStored));
   if (was != up) {
-    if (up) log::info("nats connected", {{"url", options_.url}});
-    else log::warn("nats disconnected", {{"url", options_.url}});
+    if (up) log::info("nats connected", {{"url", log::redact_url(options_.url)}});
+    else log::warn("nats disconnected", {{"url", log::redact_url(options_.url)}});
     if (options_.on_connection_change) options_.on_connection_change(up);
   }
 }

@@ -75,7 +75,7 @@ struct BusOptions {
   std::string name = "weir";
   std::chrono::milliseconds reconnect_wait{250};
   int stream_replicas = 1;
-  std::chrono::seconds dedup_window{120};
+  std::chrono::seconds dedup_window{360};  // ≥ webhook timestamp tolerance (5 min) + 1 min skew: replays dedup (ADR 0102)
   int64_t stream_max_bytes = 1LL << 30;   // per flow stream; the bound on a stalled sink's backlog
   // Stream/consumer set-up calls are retried with backoff this long while JetStream is not
   // ready (fresh server or cluster electing leaders) or a peer is creating the same thing.

@@ -3,6 +3,7 @@
 
 #include "runtime/http_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <thread>
@@ -29,6 +30,41 @@ HttpResponse HttpResponse::error(int status, std::string_view message) {
   r.body = nlohmann::json{{"error", std::string(message)}}.dump(-1, ' ', false,
                                                                nlohmann::json::error_handler_t::replace);
   return r;
+}
+
+HeaderScan scan_header_block(std::string_view s, size_t from) {
+  for (size_t i = from; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '\n') return {HeaderScan::kBad, i, "bare LF line ending"};  // a valid LF is skipped with its CR
+    if (c != '\r') continue;
+    if (i + 1 >= s.size()) return {HeaderScan::kNeedMore, i, ""};
+    if (s[i + 1] != '\n') return {HeaderScan::kBad, i, "CR without LF"};
+    if (i + 2 >= s.size()) return {HeaderScan::kNeedMore, i, ""};
+    char next = s[i + 2];
+    if (next == ' ' || next == '\t') return {HeaderScan::kBad, i, "obs-fold (a header line starting with whitespace)"};
+    if (next == '\r') {
+      if (i + 3 >= s.size()) return {HeaderScan::kNeedMore, i, ""};
+      if (s[i + 3] != '\n') return {HeaderScan::kBad, i + 2, "CR without LF"};
+      return {HeaderScan::kComplete, i + 4, ""};
+    }
+    ++i;  // past the LF
+  }
+  return {HeaderScan::kNeedMore, s.size(), ""};
+}
+
+bool is_loopback_listen(std::string_view listen) {
+  std::string host;
+  if (!listen.empty() && listen.front() == '[') {  // [v6] or [v6]:port
+    auto close = listen.find(']');
+    if (close == std::string_view::npos) return false;
+    host = listen.substr(1, close - 1);
+  } else {
+    host = listen.substr(0, std::min(listen.rfind(':'), listen.size()));
+  }
+  if (host.empty() || host == "localhost") return true;
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  return !ec && addr.is_loopback();
 }
 
 // ---- IoLoop --------------------------------------------------------------------------
@@ -157,17 +193,43 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
+      // Counted here, on the io thread, before the session starts: a burst of accepts
+      // cannot overshoot the cap while sessions wait to be scheduled.
+      if (connections_.load() >= options_.max_connections) {
+        if (refusing_ >= kMaxRefusing) {
+          socket.close(ec);  // a flood: not even a 503 for these
+          continue;
+        }
+        ++refusing_;
+        asio::co_spawn(ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable {
+          return self->refuse(std::move(s));
+        }, asio::detached);
+        continue;
+      }
+      ++connections_;
       asio::co_spawn(ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable {
         return self->session(std::move(s));
       }, asio::detached);
     }
   }
 
+  // A connection past max_connections: 503 with Retry-After, closed without reading the
+  // request (the drain in reject_and_close only keeps the answer from being reset).
+  awaitable<void> refuse(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    std::vector<std::pair<std::string, std::string>> headers;  // (a braced list here trips g++ 12's coroutines)
+    headers.emplace_back("Retry-After", "1");
+    co_await reject_and_close(stream, 503, "too many open connections", std::move(headers));
+    --refusing_;
+  }
+
   // Writes an error answer, then closes politely: shut the send side and drain what the
   // client is still sending, so it reads our answer instead of a reset (platform notes).
-  awaitable<void> reject_and_close(beast::tcp_stream& stream, int status, std::string_view message) {
+  awaitable<void> reject_and_close(beast::tcp_stream& stream, int status, std::string_view message,
+                                   std::vector<std::pair<std::string, std::string>> headers = {}) {
     http::response<http::string_body> res{static_cast<http::status>(status), 11};
     res.set(http::field::content_type, "application/json");
+    for (auto& [k, v] : headers) res.set(k, v);
     res.set(http::field::connection, "close");
     res.body() = HttpResponse::error(status, message).body;
     res.prepare_payload();
@@ -183,9 +245,89 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
     stream.socket().close(ec);
   }
 
+  // Reads one request into `parser`. Returns 0 when it is complete, -1 when the
+  // connection should just close (client gone, slow client), or the status to reject
+  // it with (`*why` says why) before closing.
+  awaitable<int> read_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                              http::request_parser<http::string_body>& parser, std::string* why) {
+    boost::system::error_code ec;
+    // Empty lines before a request line are allowed (RFC 9112 §2.2); some clients send
+    // a CRLF after a body.
+    // 1. The whole header block, checked on the raw bytes (Beast unfolds obs-fold and
+    //    waits for ever on bare LF line endings).
+    size_t from = 0;
+    for (;;) {
+      std::string_view data(static_cast<const char*>(buffer.data().data()), buffer.size());
+      while (from == 0 && data.size() >= 2 && data[0] == '\r' && data[1] == '\n') {
+        buffer.consume(2);
+        data.remove_prefix(2);
+      }
+      HeaderScan scan = scan_header_block(data, from);
+      if (scan.state == HeaderScan::kBad) {
+        *why = std::string("malformed HTTP request: ") + scan.why;
+        co_return 400;
+      }
+      if (scan.state == HeaderScan::kComplete) break;
+      from = scan.offset;
+      if (data.size() > static_cast<size_t>(options_.max_header)) {
+        *why = "request headers too large";
+        co_return 431;
+      }
+      size_t n = co_await stream.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+      if (ec) co_return -1;  // closed, reset or too slow
+      buffer.commit(n);
+    }
+    // 2. Beast parses the header (from the buffer: no further read).
+    co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    if (!ec) {
+      // 3. Framing (RFC 9112 §6.1, §6.3): exactly one `chunked` coding or one
+      //    Content-Length, never both. Beast 1.74 reads `chunked, identity` or any other
+      //    coding as "no body" and would parse the body as the next request.
+      const auto& h = parser.get();
+      size_t te = h.count(http::field::transfer_encoding);
+      size_t cl = h.count(http::field::content_length);
+      if (te > 1) {
+        *why = "more than one Transfer-Encoding";
+        co_return 400;
+      }
+      if (te == 1) {
+        auto v = h[http::field::transfer_encoding];
+        if (!beast::iequals(v, "chunked")) {
+          *why = "Transfer-Encoding other than chunked";
+          co_return 400;
+        }
+      }
+      if (te && cl) {
+        *why = "Transfer-Encoding together with Content-Length";
+        co_return 400;
+      }
+      if (cl > 1 || (cl == 1 && h[http::field::content_length].find(',') != beast::string_view::npos)) {
+        *why = "more than one Content-Length";
+        co_return 400;
+      }
+      // 4. The body.
+      if (!parser.is_done()) co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    }
+    if (!ec) co_return 0;
+    if (ec == http::error::body_limit) {
+      *why = "body larger than " + std::to_string(options_.max_body) + " bytes";
+      co_return 413;
+    }
+    if (ec == http::error::header_limit) {
+      *why = "request headers too large";
+      co_return 431;
+    }
+    // end_of_stream (client closed), timeout (slow client), reset: just close. A
+    // malformed request gets a 400 first.
+    bool malformed = ec.category() == http::make_error_code(http::error::bad_target).category() &&
+                     ec != http::error::end_of_stream && ec != http::error::partial_message;
+    if (!malformed) co_return -1;
+    *why = "malformed HTTP request: " + ec.message();
+    co_return 400;
+  }
+
   awaitable<void> session(tcp::socket socket) {
-    ++connections_;
-    struct Count {
+    struct Count {  // incremented by accept_loop
       std::atomic<size_t>& n;
       ~Count() { --n; }
     } count{connections_};
@@ -195,23 +337,16 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(options_.max_header));
       parser.body_limit(static_cast<std::uint64_t>(options_.max_body));
+      // One deadline for the whole request (header and body): slowloris gets read_timeout.
       stream.expires_after(options_.read_timeout);
       boost::system::error_code ec;
-      co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-      if (ec == http::error::body_limit) {
-        co_await reject_and_close(stream, 413, "body larger than " + std::to_string(options_.max_body) + " bytes");
+      std::string why;
+      int rejected = co_await read_request(stream, buffer, parser, &why);
+      if (rejected > 0) {
+        co_await reject_and_close(stream, rejected, why);
         co_return;
       }
-      if (ec == http::error::header_limit) {
-        co_await reject_and_close(stream, 431, "request headers too large");
-        co_return;
-      }
-      if (ec) {
-        // end_of_stream (client closed), timeout (slow client), reset: just close. A
-        // malformed request gets a 400 first.
-        bool malformed = ec.category() == http::make_error_code(http::error::bad_target).category() &&
-                         ec != http::error::end_of_stream && ec != http::error::partial_message;
-        if (malformed) co_await reject_and_close(stream, 400, "malformed HTTP request: " + ec.message());
+      if (rejected < 0) {
         stream.socket().close(ec);
         co_return;
       }
@@ -260,6 +395,10 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
   Handler handler_;
   std::string address_;
   std::atomic<size_t> connections_{0};
+  // Refusals in progress (io thread only); past kMaxRefusing a refused socket is closed
+  // without an answer so a flood cannot use up descriptors on 503s.
+  static constexpr size_t kMaxRefusing = 64;
+  size_t refusing_ = 0;
 };
 
 // Keeps the shared_ptr-owned server alive behind the unique_ptr the API hands out.

@@ -8,6 +8,13 @@
 //
 // Limits: header and body limits answer 431 / 413 and close; a client slower than
 // `read_timeout` is disconnected. Keep-alive and TCP_NODELAY are on.
+// Framing (RFC 9112, request smuggling): the header block is checked on the raw bytes
+// before Beast parses it: a bare LF, a CR without LF or an obs-fold line is a 400 and
+// close. Then any Transfer-Encoding other than exactly one `chunked`, Transfer-Encoding
+// with Content-Length, or more than one Content-Length (even with equal values) is a
+// 400 and close (spec §6); Beast's own errors (bad chunk sizes, …) are 400 and close.
+// Connections: past `max_connections` open ones a new connection gets 503 with
+// Retry-After and is closed without reading its request (spec §1.7, §6).
 #pragma once
 
 #include <chrono>
@@ -59,7 +66,22 @@ struct HttpServerOptions {
   int64_t max_body = 1 << 20;
   int64_t max_header = 16 * 1024;
   std::chrono::milliseconds read_timeout{10000};
+  size_t max_connections = 4096;                   // open at once; past it 503 and close
 };
+
+// True when the host of a listen address ("host:port") is a loopback address (127/8,
+// ::1, "localhost", or empty, which binds 127.0.0.1).
+bool is_loopback_listen(std::string_view listen);
+
+// What the raw-byte check of a header block found (exposed for the unit tests).
+struct HeaderScan {
+  enum State { kNeedMore, kComplete, kBad } state = kNeedMore;
+  size_t offset = 0;         // kComplete: length of the header block; kNeedMore: where to resume
+  const char* why = "";      // kBad: the reason, for the 400
+};
+// Scans `data` (a request starting at its request line) from `from` for the end of the
+// header block ("\r\n\r\n"), rejecting bare LF, CR without LF and obs-fold.
+HeaderScan scan_header_block(std::string_view data, size_t from = 0);
 
 class HttpServer {
  public:

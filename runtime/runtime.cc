@@ -83,11 +83,16 @@ Status same_wiring(const std::string& old_text, const std::string& new_text) {
   return Status::ok();
 }
 
-// The compiled flow of one version; `path` places its tables' files.
+// The compiled flow of one version; `path` places its tables' files. `local`: the text
+// is the flow file on this server (its tables may name files, `${NAME}` reads the
+// environment); otherwise it came over the network — a deploy or a registry version
+// other than the file — and gets inline tables only and `${NAME}` only in from:/to:
+// (docs/adr/0101-network-deploys.md).
 Result<std::shared_ptr<const flows::Flow>> compile(const std::string& text, const std::string& path, int64_t version,
-                                                    bool allow_table_files) {
+                                                    bool local) {
   flows::LoadOptions lo;
-  lo.allow_table_files = allow_table_files;
+  lo.allow_table_files = local;
+  lo.substitute_env = local;
   auto r = flows::load_flow_text(text, path, lo);
   if (!r.flow) {
     std::string errors;
@@ -135,7 +140,8 @@ struct Runtime::Impl final : AdminBackend {
       if (!running_text.empty()) {
         if (Status s = same_wiring(running_text, text); !s) return s;
       }
-      auto f = compile(text, fr->path, version, true);
+      auto file = read_file(fr->path);
+      auto f = compile(text, fr->path, version, file && file.value() == text);
       if (!f) return f.status();
       std::lock_guard lock(mu);
       ready[version] = f.value();
@@ -298,7 +304,20 @@ struct Runtime::Impl final : AdminBackend {
     if (!clustered() && target == "registry") {
       return {409, {{"error", "the version registry needs cluster mode (--cluster NAME)"}}};
     }
-    // A flow sent over the network may not name files on the server (tables inline only).
+    FlowRuntime* fr = find_running(name);
+    if (fr) {
+      std::string running_text;
+      {
+        std::lock_guard lock(fr->control.mu);
+        running_text = fr->control.texts[fr->version.load()];
+      }
+      // Before compiling: from:/to: (the only place `${NAME}` is substituted in a network
+      // deploy) must be the running version's, so no error can quote a substituted value.
+      if (Status s = same_wiring(running_text, body); !s) {
+        return {422, {{"error", "cannot switch to this version live"}, {"errors", {name + ".yaml: " + s.message()}}}};
+      }
+    }
+    // Sent over the network: no table files, no environment outside from:/to:.
     auto compiled = compile(body, name + ".yaml", 0, false);
     if (!compiled) {
       nlohmann::json errors = nlohmann::json::array();
@@ -317,7 +336,6 @@ struct Runtime::Impl final : AdminBackend {
       return {422, {{"error", "the file's flow is named " + flow.name() + ", not " + name},
                     {"errors", {name + ".yaml: flow: " + flow.name() + " does not match /flows/" + name}}}};
     }
-    FlowRuntime* fr = find_running(name);
     if (!fr && !clustered()) return start_new_flow(name, body);   // ADR 0121
     if (!fr) {
       // Cluster: stored as the flow's next version; a promote makes it active and every
@@ -328,14 +346,6 @@ struct Runtime::Impl final : AdminBackend {
         a.body["hint"] = "flow " + name + " runs on no instance yet: promote this version to start it on every instance";
       }
       return {a.code, a.body};
-    }
-    std::string running_text;
-    {
-      std::lock_guard lock(fr->control.mu);
-      running_text = fr->control.texts[fr->version.load()];
-    }
-    if (Status s = same_wiring(running_text, body); !s) {
-      return {422, {{"error", "cannot switch to this version live"}, {"errors", {name + ".yaml: " + s.message()}}}};
     }
     // A `kv:` table the new version names first is read before it runs here.
     if (Status s = kv_tables->wait_loaded(std::chrono::seconds(10)); !s) return {503, {{"error", s.message()}}};
@@ -525,7 +535,7 @@ struct Runtime::Impl final : AdminBackend {
   }
   nlohmann::json status() const override {
     nlohmann::json j = {{"flows", flows_json()},
-                        {"nats", bus ? bus->url() : ""},
+                        {"nats", bus ? log::redact_url(bus->url()) : ""},
                         {"connected", bus && bus->connected()},
                         {"rss_bytes", process_rss_bytes()},
                         {"cluster", config.cluster.name},
@@ -879,6 +889,14 @@ struct Runtime::Impl final : AdminBackend {
       }
       token = t;
     }
+    if (token.empty() && !is_loopback_listen(config.admin.listen)) {
+      std::fprintf(stderr,
+                   "%s: admin.listen %s is not a loopback address and no admin token is set: anyone who can "
+                   "reach it could deploy flows and read dead letters. Set admin.token_env (Bearer token) or "
+                   "listen on 127.0.0.1\n",
+                   config.config_file.empty() ? "weir" : config.config_file.c_str(), config.admin.listen.c_str());
+      return 2;
+    }
 
     io.start();
     // Admin first: /healthz answers while NATS and the flows come up (the cold-start mark).
@@ -887,6 +905,7 @@ struct Runtime::Impl final : AdminBackend {
     ao.name = "admin";
     ao.listen = config.admin.listen;
     ao.max_body = 4 << 20;
+    ao.max_connections = static_cast<size_t>(config.admin.max_connections);
     auto as = HttpServer::create(io, ao, admin->handler());
     if (!as) {
       log::error("cannot start the admin API", {{"error", as.status().message()}});
@@ -901,6 +920,7 @@ struct Runtime::Impl final : AdminBackend {
     io_opts.max_body = config.http.max_body;
     io_opts.max_header = config.http.max_header;
     io_opts.read_timeout = config.http.read_timeout;
+    io_opts.max_connections = static_cast<size_t>(config.http.max_connections);
     auto is = HttpServer::create(io, io_opts, [this](HttpRequest& req, Responder r) { router.handle(req, std::move(r)); });
     if (!is) {
       log::error("cannot start http-in", {{"error", is.status().message()}});
@@ -942,7 +962,7 @@ struct Runtime::Impl final : AdminBackend {
           drain();
           return exit_code_for(active.status());
         }
-        auto compiled = compile(active->text, f->file(), active->version, true);
+        auto compiled = compile(active->text, f->file(), active->version, active->text == file_text.value());
         if (!compiled) {
           log::error("the active version does not compile here",
                      {{"flow", f->name()}, {"version", std::to_string(active->version)},
@@ -983,11 +1003,11 @@ struct Runtime::Impl final : AdminBackend {
     }
 
     log::info("weir ready", {{"ingress", ingress_server->address()}, {"admin", admin_server->address()},
-                             {"nats", bus->url()}, {"flows", std::to_string(started_flows)}, {"routes", routes}});
+                             {"nats", log::redact_url(bus->url())}, {"flows", std::to_string(started_flows)}, {"routes", routes}});
     if (format == log::Format::kText) {
       // For a person at a terminal: where to POST. (With JSON logs the line above says it.)
       std::printf("weir ready — ingress http://%s  admin http://%s  nats %s\n", ingress_server->address().c_str(),
-                  admin_server->address().c_str(), bus->url().c_str());
+                  admin_server->address().c_str(), log::redact_url(bus->url()).c_str());
       std::shared_lock lock(running_mu);
       for (const auto& f : running) {
         if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow->source())) {

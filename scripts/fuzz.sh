@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Fuzzes the flows/ library: builds the libFuzzer targets with clang, ASan and UBSan in
-# build-fuzz/ (or $FUZZ_BUILD_DIR), then runs each target for SECONDS (default 30) on a
-# copy of its seed corpus in flows/fuzz/corpus/<target>/ (the corpus in the repo is not
-# modified). Exits non-zero when a target crashes, leaks, hangs or trips a sanitizer;
-# the input that did it is kept in build-fuzz/fuzz-artifacts/.
+# Fuzzes the flows/ library (flow loader, expressions), the HTTP request path (raw bytes
+# through the real server on loopback) and the webhook signature verifiers: builds the
+# libFuzzer targets with clang, ASan and UBSan in build-fuzz/ (or $FUZZ_BUILD_DIR), then
+# runs each target for SECONDS (default 30) on a copy of its seed corpus
+# (<folder>/fuzz/corpus/<target>/; the corpus in the repo is not modified). Inputs are
+# up to 8 KiB for the flow targets and 2 MiB where the input carries a body. Exits
+# non-zero when a target crashes, leaks, hangs or trips a sanitizer; the input that did
+# it is kept in build-fuzz/fuzz-artifacts/.
 #   scripts/fuzz.sh          # 30 s per target
 #   scripts/fuzz.sh 300      # longer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
-targets=(flow_loader expr)
+targets=(${FUZZ_TARGETS:-flow_loader expr http_request signature})
+declare -A corpus=([flow_loader]=flows/fuzz [expr]=flows/fuzz [http_request]=runtime/fuzz [signature]=connectors/http/fuzz)
+declare -A max_len=([flow_loader]=8192 [expr]=8192 [http_request]=2097152 [signature]=2097152)
+declare -A timeout=([flow_loader]=10 [expr]=10 [http_request]=60 [signature]=10)  # http: a socket round trip
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++ -DWEIR_FUZZ=ON -DWEIR_SANITIZE=ON -DWEIR_TESTS=ON -DWEIR_BENCH=OFF >&2
@@ -22,10 +28,10 @@ mkdir -p "$build/fuzz-artifacts"
 failed=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"
-  cp -r "flows/fuzz/corpus/$t/." "$work/$t/"
+  cp -r "${corpus[$t]}/corpus/$t/." "$work/$t/"
   echo "fuzz: $t for ${seconds}s" >&2
-  if ! "$build/weir-fuzz-$t" "$work/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -max_len=8192 -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" 2> "$work/$t.log"; then
+  if ! "$build/weir-fuzz-$t" "$work/$t" -max_total_time="$seconds" -timeout="${timeout[$t]}" -rss_limit_mb=2048 \
+      -max_len="${max_len[$t]}" -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" 2> "$work/$t.log"; then
     failed=1
     echo "fuzz: $t FAILED; last lines of its log:" >&2
     tail -n 60 "$work/$t.log" >&2

@@ -29,8 +29,6 @@
 #include "connectors/exec/line_splitter.h"
 #include "runtime/log.h"
 
-extern char** environ;
-
 namespace weir::connectors {
 namespace {
 
@@ -69,10 +67,11 @@ std::string describe_exit(int status) {
   return "status " + std::to_string(status);
 }
 
+// For logs: the program and how many arguments, never the arguments (a `${TOKEN}` in
+// the command would be logged otherwise).
 std::string joined(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
-  return s.size() > 300 ? s.substr(0, 300) + "..." : s;
+  if (argv.empty()) return "";
+  return argv[0] + " (" + std::to_string(argv.size() - 1) + " arguments)";
 }
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
@@ -288,6 +287,20 @@ struct ExecSource::Impl {
     std::vector<char*> argv;
     for (auto& a : spec.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    // The environment allowlist (`env:`), built before fork: the child only execs.
+    std::vector<std::string> env_strings;
+    for (const auto& names : {std::vector<std::string>{"PATH", "HOME", "LANG"}, spec.env}) {
+      for (const auto& name : names) {
+        const char* v = std::getenv(name.c_str());
+        std::string entry = name + "=";
+        bool dup = false;
+        for (const auto& e : env_strings) dup = dup || e.compare(0, entry.size(), entry) == 0;
+        if (v && !dup) env_strings.push_back(entry + v);
+      }
+    }
+    std::vector<char*> envp;
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const pid_t parent = ::getpid();
     const char* path = program.c_str();
     pid_t pid = ::fork();
@@ -305,7 +318,7 @@ struct ExecSource::Impl {
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
       ::syscall(SYS_close_range, 3U, ~0U, 0U);   // weir's sockets and files stay weir's
-      ::execve(path, argv.data(), environ);
+      ::execve(path, argv.data(), envp.data());
       static const char kMsg[] = "weir exec: cannot execute the command\n";
       [[maybe_unused]] ssize_t w = ::write(2, kMsg, sizeof kMsg - 1);
       ::_exit(127);

@@ -18,7 +18,8 @@
 // again after a backoff that doubles from `restart_min` to `restart_max` and resets once a
 // run lasted a minute. stop(): SIGTERM to the command's PID, SIGKILL after `stop_grace`,
 // reaped; writes still in flight get a short grace. If weir dies, the kernel kills the
-// command (PR_SET_PDEATHSIG). The command gets weir's environment, stdin from /dev/null,
+// command (PR_SET_PDEATHSIG). The command gets PATH, HOME, LANG and the variables its
+// spec's `env:` names from weir's environment (nothing else), stdin from /dev/null,
 // default signal dispositions and an empty signal mask.
 //
 // Threading: start/stop from the owner's thread; one thread per source ("exec-src") runs,

@@ -115,11 +115,29 @@ class HttpSource final : public Source {
       ev.body = nlohmann::json{{"body", body}, {"content_type", std::string(req.header("Content-Type"))}}.dump(
           -1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
-    std::string_view key = req.header("Idempotency-Key");
-    if (key.empty()) key = req.header("webhook-id");
+    // The event id is the JetStream dedup key, so a replay inside the dedup window
+    // (ADR 0102) stores nothing new. Standard Webhooks: the signed webhook-id, always — an
+    // unsigned Idempotency-Key must not let a captured request be stored again. GitHub:
+    // X-GitHub-Delivery when sent (unsigned too: it only catches verbatim replays and
+    // GitHub's own redeliveries; the scheme has no timestamp, see docs).
+    std::string_view key_header = "Idempotency-Key";
+    if (spec_.hmac && spec_.hmac->scheme == flows::HmacSpec::Scheme::kStandard) {
+      key_header = "webhook-id";
+    } else if (spec_.hmac && !req.header("X-GitHub-Delivery").empty()) {
+      key_header = "X-GitHub-Delivery";
+    }
+    std::string_view key = req.header(key_header);
     if (key.size() > 200) {
-      respond(HttpResponse::error(400, "Idempotency-Key longer than 200 characters"));
+      respond(HttpResponse::error(400, std::string(key_header) + " longer than 200 characters"));
       return;
+    }
+    // The id travels on as a NATS header and the sinks' Idempotency-Key: printable ASCII
+    // only, or the sink would dead-letter what we acknowledged (review B11).
+    for (char c : key) {
+      if (c < 0x20 || c > 0x7e) {
+        respond(HttpResponse::error(400, std::string(key_header) + " must be printable ASCII"));
+        return;
+      }
     }
     ev.id = std::string(key);
     if (!ctx_->ingest->ready()) {

@@ -540,3 +540,46 @@ TEST_CASE("the flow name dlq is reserved for the dead-letter stream", "[loader]"
   CHECK(r.diagnostics[0].str().find("reserved for the dead-letter stream") != std::string::npos);
 }
 
+TEST_CASE("exec env: a list of variable names", "[loader][exec]") {
+  auto e = must_load("flow: f\nfrom: { exec: { command: [x], env: [API_KEY, _B2] } }\n" + kSink);
+  CHECK(std::get<ExecSourceSpec>(e->source()).env == std::vector<std::string>{"API_KEY", "_B2"});
+  CHECK(std::get<ExecSourceSpec>(must_load("flow: f\nfrom: { exec: { command: [x] } }\n" + kSink)->source()).env.empty());
+  CHECK(one_problem("flow: f\nfrom: { exec: { command: [x], env: [\"A-B\"] } }\n" + kSink)
+            .find("from.exec.env: \"A-B\" is not an environment variable name") != std::string::npos);
+  CHECK(one_problem("flow: f\nfrom: { exec: { command: [x], env: [\"1A\"] } }\n" + kSink)
+            .find("is not an environment variable name") != std::string::npos);
+  CHECK(one_problem("flow: f\nfrom: { exec: { command: [x], env: PATH } }\n" + kSink).find("from.exec.env") !=
+        std::string::npos);
+}
+
+TEST_CASE("substitute_env = false: ${NAME} only under from: and to:, an error elsewhere naming no value",
+          "[loader]") {
+  LoadOptions net = env_options({{"SINK", "http://127.0.0.1:9"}, {"SECRET", "s3cr3t-v4lue"}, {"P", "/in/p"}});
+  net.substitute_env = false;
+  auto ok = load_flow_text("flow: f\nfrom: { http: { path: \"${P}\" } }\n"
+                           "steps:\n  - set: { price: \"'$$5'\" }\n"
+                           "to: { out: { http: { url: \"${SINK}/x\" } } }\n",
+                           "t.yaml", net);
+  REQUIRE(ok.diagnostics.empty());
+  CHECK(std::get<HttpSourceSpec>(ok.flow->source()).path == "/in/p");
+  CHECK(std::get<HttpSinkSpec>(ok.flow->sinks().at(0).kind).url == "http://127.0.0.1:9/x");
+  for (const std::string& text :
+       {std::string("flow: f\nfrom: { http: { path: /in } }\nsteps:\n  - set: { x: \"'${SECRET}'\" }\n") + kSink,
+        std::string("flow: f\nfrom: { http: { path: /in } }\nsteps:\n  - set: { x: \"'${SECRET:-d}'\" }\n") + kSink,
+        std::string("flow: \"${SECRET}\"\nfrom: { http: { path: /in } }\n") + kSink}) {
+    INFO(text);
+    auto r = load_flow_text(text, "t.yaml", net);
+    REQUIRE_FALSE(r.diagnostics.empty());
+    CHECK(r.flow == nullptr);
+    bool named = false;
+    for (const auto& d : r.diagnostics) {
+      CHECK(d.message.find("s3cr3t-v4lue") == std::string::npos);
+      named = named || d.message.find("${SECRET}: a flow deployed over the admin API") == 0;
+    }
+    CHECK(named);
+  }
+  // The same text loaded as a local file substitutes everywhere.
+  auto local = load_flow_text("flow: f\nfrom: { http: { path: /in } }\nsteps:\n  - set: { x: \"'${SECRET}'\" }\n" + kSink,
+                              "t.yaml", env_options({{"SECRET", "v"}}));
+  CHECK(local.diagnostics.empty());
+}

@@ -101,7 +101,7 @@ TEST_CASE("configuration errors exit 2 naming the file, the line and the field",
                                                             "steps: []\nto: { out: { http: { url: \"http://x/\" } } }\n"}}});
     INFO(out);
     CHECK(contains(out, "bad.yaml"));
-    CHECK(contains(out, "flow"));
+    CHECK(contains(out, "flow name \"Orders!\""));  // the field and the value, not just the word
     CHECK(names_line(out, 1));
   }
   SECTION("invalid JSON flow file") {

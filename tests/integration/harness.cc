@@ -90,7 +90,11 @@ json SinkProcess::stats() const { return parse_json_reply(http_request("GET", ur
 
 int64_t SinkProcess::stat(const std::string& key) const {
   json s = stats();
-  if (!s.contains(key) || !s[key].is_number()) return 0;
+  // A missing key is a failure, not 0: a check like stat("duplicates") == 0 must not pass
+  // because weir-sink stopped reporting (or renamed) the count.
+  if (!s.contains(key) || !s[key].is_number()) {
+    throw std::runtime_error("weir-sink /stats has no number \"" + key + "\": " + s.dump().substr(0, 500));
+  }
   return s[key].get<int64_t>();
 }
 

@@ -56,7 +56,7 @@ class SinkProcess {
   json requests(int limit) const;           // GET /requests?limit=N → array
   // GET /ids: the top-level "id" of every delivered (2xx-answered) body, once each.
   std::set<std::string> ids() const;
-  int64_t stat(const std::string& key) const;  // stats()[key] as a number, 0 when absent
+  int64_t stat(const std::string& key) const;  // stats()[key] as a number; throws when absent
   std::string log() const { return proc_.read_log(); }
 
  private:

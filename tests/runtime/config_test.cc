@@ -1,0 +1,67 @@
+// load_runtime_config (runtime/config.h): every key of spec §3 read with its spelling,
+// defaults for an empty file, and a ConfigError naming file:line and the field for
+// unknown keys and bad values.
+#include <catch2/catch.hpp>
+
+#include "runtime/config.h"
+#include "tests/support/support.h"
+
+using weir::ConfigError;
+using weir::load_runtime_config;
+using weir::testing::TempDir;
+using weir::testing::write_file;
+
+namespace {
+std::string error_of(const std::string& path) {
+  try {
+    load_runtime_config(path);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
+  TempDir dir;
+  write_file(dir.file("empty.yaml"), "");
+  auto d = load_runtime_config(dir.file("empty.yaml"));
+  CHECK(d.http.listen == "127.0.0.1:8080");
+  CHECK(d.admin.listen == "127.0.0.1:8081");
+  CHECK(d.http.max_connections == 4096);
+  CHECK(d.admin.max_connections == 256);
+  CHECK(d.http.max_body == 1 << 20);
+
+  write_file(dir.file("w.yaml"),
+             "http: { listen: 127.0.0.1:0, max_body: 512KiB, max_header: 4096, read_timeout: 250ms,\n"
+             "        max_connections: 12 }\n"
+             "admin: { listen: 127.0.0.1:0, token_env: TOKEN_NAME, max_connections: 3 }\n"
+             "log: { level: warn, format: json }\n"
+             "drain_timeout: 1m\n");
+  auto c = load_runtime_config(dir.file("w.yaml"));
+  CHECK(c.http.max_body == 512 * 1024);
+  CHECK(c.http.max_header == 4096);
+  CHECK(c.http.read_timeout == std::chrono::milliseconds(250));
+  CHECK(c.http.max_connections == 12);
+  CHECK(c.admin.max_connections == 3);
+  CHECK(c.admin.token_env == "TOKEN_NAME");
+  CHECK(c.log.format == "json");
+  CHECK(c.drain_timeout == std::chrono::minutes(1));
+}
+
+TEST_CASE("config: unknown keys and bad values are errors naming the place", "[config]") {
+  TempDir dir;
+  write_file(dir.file("a.yaml"), "http:\n  max_conections: 5\n");
+  std::string e = error_of(dir.file("a.yaml"));
+  INFO(e);
+  CHECK(e.find("a.yaml:2:") != std::string::npos);
+  CHECK(e.find("max_conections") != std::string::npos);
+  write_file(dir.file("b.yaml"), "http: { max_connections: 0 }\n");
+  CHECK(error_of(dir.file("b.yaml")).find("http.max_connections") != std::string::npos);
+  write_file(dir.file("c.yaml"), "admin: { max_connections: lots }\n");
+  CHECK(error_of(dir.file("c.yaml")).find("admin.max_connections") != std::string::npos);
+  write_file(dir.file("d.yaml"), "http: { read_timeout: soon }\n");
+  CHECK(error_of(dir.file("d.yaml")).find("http.read_timeout") != std::string::npos);
+  write_file(dir.file("e.yaml"), "log: { format: xml }\n");
+  CHECK(error_of(dir.file("e.yaml")).find("log.format") != std::string::npos);
+}

@@ -1,0 +1,228 @@
+// HttpServer (runtime/http_server.h) on a real loopback socket: answers, limits, framing
+// (request smuggling), the connection cap, a Responder called from another thread, a
+// handler that throws. Raw bytes through TcpClient; curl for well-formed requests.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "runtime/http_server.h"
+#include "tests/support/support.h"
+
+using namespace std::chrono_literals;
+using weir::HeaderScan;
+using weir::HttpResponse;
+using weir::HttpServer;
+using weir::HttpServerOptions;
+using weir::IoLoop;
+using weir::scan_header_block;
+using weir::testing::http_request;
+using weir::testing::parse_status_line;
+using weir::testing::TcpClient;
+using weir::testing::wait_until;
+
+namespace {
+
+// An io thread and one server on 127.0.0.1:0; the handler echoes method, path and body
+// length unless the test gives its own.
+struct Server {
+  explicit Server(HttpServerOptions o = {}, weir::Handler h = nullptr) {
+    o.listen = "127.0.0.1:0";
+    if (!h) {
+      h = [this](weir::HttpRequest& req, weir::Responder respond) {
+        ++requests;
+        respond(HttpResponse::json(200, "{\"method\":\"" + std::string(req.method()) + "\",\"path\":\"" +
+                                            std::string(req.path()) + "\",\"body\":" +
+                                            std::to_string(req.body().size()) + "}"));
+      };
+    }
+    loop.start();
+    auto r = HttpServer::create(loop, o, std::move(h));
+    if (!r) throw std::runtime_error(r.status().message());
+    server = std::move(r.value());
+  }
+  ~Server() {
+    server.reset();
+    loop.stop();
+  }
+  int port() const { return std::stoi(server->address().substr(server->address().rfind(':') + 1)); }
+  std::string url(const std::string& path) const { return "http://" + server->address() + path; }
+
+  IoLoop loop;
+  std::unique_ptr<HttpServer> server;
+  std::atomic<int> requests{0};
+};
+
+const std::string kHead = "POST /p HTTP/1.1\r\nHost: x\r\n";
+
+// Sends raw bytes on a fresh connection; returns what came back until the server closed
+// (empty when it did not close within 5 s).
+std::string exchange_until_closed(int port, const std::string& bytes, bool* closed) {
+  TcpClient c(port);
+  c.send(bytes);
+  std::string got;
+  *closed = c.wait_closed(5s, &got);
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("scan_header_block finds the end of the header and rejects bad line endings", "[http_server]") {
+  CHECK(scan_header_block("GET / HTTP/1.1\r\nHost: x\r\n\r\n").state == HeaderScan::kComplete);
+  CHECK(scan_header_block("GET / HTTP/1.1\r\nHost: x\r\n\r\nBODY").offset == 27);
+  CHECK(scan_header_block("GET / HTTP/1.1\r\nHost: x\r\n").state == HeaderScan::kNeedMore);
+  CHECK(scan_header_block("GET / HTTP/1.1\r").state == HeaderScan::kNeedMore);
+  CHECK(scan_header_block("GET / HTTP/1.1\r\nHost: x\r\n\r").state == HeaderScan::kNeedMore);
+  // Resuming where the last scan stopped gives the same answer as a full scan.
+  std::string full = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  auto partial = scan_header_block(full.substr(0, 20));
+  REQUIRE(partial.state == HeaderScan::kNeedMore);
+  auto resumed = scan_header_block(full, partial.offset);
+  CHECK(resumed.state == HeaderScan::kComplete);
+  CHECK(resumed.offset == full.size());
+  // Bad: bare LF (anywhere in the header), CR without LF, obs-fold.
+  CHECK(scan_header_block("GET / HTTP/1.1\nHost: x\n\n").state == HeaderScan::kBad);
+  CHECK(scan_header_block("GET / HTTP/1.1\r\nHost: x\n\r\n").state == HeaderScan::kBad);
+  CHECK(scan_header_block("GET / HTTP/1.1\r\nA: 1\rB: 2\r\n\r\n").state == HeaderScan::kBad);
+  CHECK(scan_header_block("GET / HTTP/1.1\r\nA: 1\r\n 2\r\n\r\n").state == HeaderScan::kBad);
+  CHECK(scan_header_block("GET / HTTP/1.1\r\nA: 1\r\n\t2\r\n\r\n").state == HeaderScan::kBad);
+  CHECK(std::string(scan_header_block("GET / HTTP/1.1\r\nA: 1\r\n 2\r\n\r\n").why).find("obs-fold") !=
+        std::string::npos);
+}
+
+TEST_CASE("is_loopback_listen", "[http_server]") {
+  CHECK(weir::is_loopback_listen("127.0.0.1:8081"));
+  CHECK(weir::is_loopback_listen("127.1.2.3:0"));
+  CHECK(weir::is_loopback_listen("localhost:8081"));
+  CHECK(weir::is_loopback_listen(":8081"));
+  CHECK(weir::is_loopback_listen("[::1]:8081"));
+  CHECK_FALSE(weir::is_loopback_listen("0.0.0.0:8081"));
+  CHECK_FALSE(weir::is_loopback_listen("10.0.0.5:8081"));
+  CHECK_FALSE(weir::is_loopback_listen("[::]:8081"));
+  CHECK_FALSE(weir::is_loopback_listen("example.com:8081"));
+  CHECK_FALSE(weir::is_loopback_listen("127.0.0.1.evil.example:8081"));
+  CHECK(weir::is_loopback_listen("[::1]"));
+  CHECK(weir::is_loopback_listen("127.0.0.1"));
+}
+
+TEST_CASE("http server: requests, keep-alive, limits and a slow client", "[http_server]") {
+  HttpServerOptions o;
+  o.max_body = 1000;
+  o.max_header = 2000;
+  o.read_timeout = 500ms;
+  Server s(o);
+  auto r = http_request("POST", s.url("/a?x=1"), "hello", {"Content-Type: text/plain"});
+  CHECK(r.status == 200);
+  CHECK(r.body == R"({"method":"POST","path":"/a","body":5})");
+  // Two pipelined requests, one of them chunked: two answers in order on one connection.
+  {
+    TcpClient c(s.port());
+    c.send("GET /one HTTP/1.1\r\nHost: x\r\n\r\n" + kHead + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    std::string got = c.recv(5s, "\"body\":3}");
+    CHECK(got.find("/one") != std::string::npos);
+    CHECK(got.find("\"body\":3") != std::string::npos);
+  }
+  bool closed = false;
+  // Body over max_body: 413 and close; header over max_header: 431.
+  CHECK(parse_status_line(exchange_until_closed(s.port(), kHead + "Content-Length: 1001\r\n\r\n" + std::string(1001, 'b'),
+                                                &closed)) == 413);
+  CHECK(closed);
+  CHECK(parse_status_line(exchange_until_closed(s.port(), kHead + "X: " + std::string(3000, 'h') + "\r\n\r\n", &closed)) ==
+        431);
+  CHECK(closed);
+  // A client that stops halfway is disconnected after read_timeout.
+  {
+    TcpClient slow(s.port());
+    slow.send(kHead + "Content-Length: 10\r\n\r\nabc");
+    CHECK(slow.wait_closed(3s));
+  }
+  CHECK(s.requests.load() == 2 + 1);  // the curl POST and the two pipelined ones
+}
+
+TEST_CASE("http server: ambiguous framing is a 400 and a closed connection", "[http_server]") {
+  Server s;
+  const std::string chunk = "3\r\nabc\r\n0\r\n\r\n";
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"TE chunked, identity", kHead + "Transfer-Encoding: chunked, identity\r\n\r\n" + chunk + smuggled},
+      {"TE identity", kHead + "Transfer-Encoding: identity\r\n\r\n" + chunk + smuggled},
+      {"TE gzip, chunked", kHead + "Transfer-Encoding: gzip, chunked\r\n\r\n" + chunk + smuggled},
+      {"two TE fields", kHead + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk + smuggled},
+      {"CL + TE", kHead + "Content-Length: 13\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk + smuggled},
+      {"TE + CL", kHead + "Transfer-Encoding: chunked\r\nContent-Length: 13\r\n\r\n" + chunk + smuggled},
+      {"TE identity + CL", kHead + "Transfer-Encoding: identity\r\nContent-Length: 3\r\n\r\nabc" + smuggled},
+      {"CL twice, same", kHead + "Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc" + smuggled},
+      {"CL list", kHead + "Content-Length: 3, 3\r\n\r\nabc" + smuggled},
+      {"CL twice, different", kHead + "Content-Length: 3\r\nContent-Length: 0\r\n\r\nabc" + smuggled},
+      {"chunk size -1", kHead + "Transfer-Encoding: chunked\r\n\r\n-1\r\nabc\r\n0\r\n\r\n" + smuggled},
+      {"chunk size 0x3", kHead + "Transfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n" + smuggled},
+      {"chunk size overflow", kHead + "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\nabc\r\n" + smuggled},
+      {"chunk size empty", kHead + "Transfer-Encoding: chunked\r\n\r\n\r\nabc\r\n0\r\n\r\n" + smuggled},
+      {"chunk longer than its size", kHead + "Transfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n" + smuggled},
+      {"bare LF", "POST /p HTTP/1.1\nHost: x\nContent-Length: 3\n\nabc" + smuggled},
+      {"obs-fold", kHead + "X-A: 1\r\n 2\r\nContent-Length: 3\r\n\r\nabc" + smuggled},
+  };
+  for (const auto& [name, bytes] : cases) {
+    INFO(name);
+    bool closed = false;
+    std::string got = exchange_until_closed(s.port(), bytes, &closed);
+    INFO(got);
+    CHECK(parse_status_line(got) == 400);
+    CHECK(closed);
+    CHECK(got.find("/smuggled") == std::string::npos);
+  }
+  CHECK(s.requests.load() == 0);  // no case reached the handler
+  // Exactly "chunked" in any case, and surrounding whitespace, is fine.
+  TcpClient c(s.port());
+  c.send(kHead + "Transfer-Encoding:  CHUNKED \r\n\r\n" + chunk);
+  CHECK(parse_status_line(c.recv(5s, "}")) == 200);
+}
+
+TEST_CASE("http server: past max_connections a connection gets 503 with Retry-After and is closed",
+          "[http_server]") {
+  HttpServerOptions o;
+  o.max_connections = 3;
+  Server s(o);
+  std::vector<std::unique_ptr<TcpClient>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<TcpClient>(s.port()));
+    // A request answered on each proves the server counted it before the next connect.
+    held.back()->send("GET /held HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(parse_status_line(held.back()->recv(5s, "}")) == 200);
+  }
+  CHECK(s.server->open_connections() == 3);
+  bool closed = false;
+  std::string got = exchange_until_closed(s.port(), "GET /extra HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+  CHECK(parse_status_line(got) == 503);
+  CHECK(got.find("Retry-After: 1") != std::string::npos);
+  CHECK(closed);
+  CHECK(s.requests.load() == 3);
+  // A freed slot is usable again.
+  held.pop_back();
+  CHECK(wait_until([&] { return s.server->open_connections() == 2; }, 5s));
+  CHECK(http_request("GET", s.url("/again")).status == 200);
+}
+
+TEST_CASE("http server: a Responder may answer from another thread; a throwing handler is a 500", "[http_server]") {
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  Server s({}, [&](weir::HttpRequest& req, weir::Responder respond) {
+    if (req.path() == "/throw") throw std::runtime_error("boom");
+    std::lock_guard lock(mu);
+    threads.emplace_back([respond = std::move(respond)] {
+      std::this_thread::sleep_for(50ms);  // the scenario: an answer that comes later
+      HttpResponse r = HttpResponse::json(202, "{}");
+      r.headers.emplace_back("X-From", "worker");
+      respond(std::move(r));
+    });
+  });
+  auto r = http_request("POST", s.url("/later"), "{}", {"Content-Type: application/json"});
+  CHECK(r.status == 202);
+  CHECK(r.header("x-from") == "worker");
+  auto boom = http_request("GET", s.url("/throw"));
+  CHECK(boom.status == 500);
+  CHECK(boom.body.find("boom") == std::string::npos);  // no internals in the answer
+  std::lock_guard lock(mu);
+  for (auto& t : threads) t.join();
+}

@@ -1,0 +1,57 @@
+// runtime/log: text lines escape control characters (a value cannot forge a line), and
+// redact_url keeps credentials out of what is logged or shown in /status.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "runtime/log.h"
+#include "tests/support/support.h"
+
+using weir::log::redact_url;
+
+namespace {
+// What one log::write puts on stderr.
+std::string logged(weir::log::Format format, const std::string& value) {
+  weir::testing::TempDir dir;
+  std::fflush(stderr);
+  int saved = ::dup(2);
+  FILE* f = std::fopen(dir.file("log").c_str(), "w");
+  ::dup2(::fileno(f), 2);
+  weir::log::configure(weir::log::Level::kInfo, format);
+  weir::log::info("msg", {{"v", value}});
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::fclose(f);
+  weir::log::configure(weir::log::Level::kInfo, weir::log::Format::kText);
+  return weir::testing::read_file(dir.file("log"));
+}
+}  // namespace
+
+TEST_CASE("text log lines escape control characters", "[log]") {
+  std::string forged = logged(weir::log::Format::kText, "id\n2026-12-01T00:00:00Z ERROR forged");
+  INFO(forged);
+  CHECK(forged.find('\n') == forged.size() - 1);  // one line
+  CHECK(forged.find("v=\"id\\n2026") != std::string::npos);
+  for (std::string v : {std::string("a\rb"), std::string("a\x1b[31mb"), std::string("a\tb"), std::string("a\x7f")}) {
+    std::string line = logged(weir::log::Format::kText, v);
+    INFO(line);
+    CHECK(line.find(v) == std::string::npos);
+    CHECK(line.find("v=\"a") != std::string::npos);
+  }
+  CHECK(logged(weir::log::Format::kText, "plain").find(" v=plain\n") != std::string::npos);
+  CHECK(logged(weir::log::Format::kJson, "a\nb").find("\"v\":\"a\\nb\"") != std::string::npos);
+}
+
+TEST_CASE("redact_url drops userinfo and query values", "[log]") {
+  CHECK(redact_url("nats://127.0.0.1:4222") == "nats://127.0.0.1:4222");
+  CHECK(redact_url("nats://user:pass@127.0.0.1:4222") == "nats://***@127.0.0.1:4222");
+  CHECK(redact_url("nats://s3cr3ttoken@n1:4222,nats://u:p@n2:4222,nats://n3:4222") ==
+        "nats://***@n1:4222,nats://***@n2:4222,nats://n3:4222");
+  CHECK(redact_url("https://api.example/x?token=abc&page=2#frag") == "https://api.example/x?token=***&page=***#frag");
+  CHECK(redact_url("http://u:p@h/a@b") == "http://***@h/a@b");  // an @ in the path is not userinfo
+  CHECK(redact_url("not a url") == "not a url");
+  CHECK(redact_url("") == "");
+}
