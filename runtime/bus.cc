@@ -484,7 +484,9 @@ namespace {
 // is still electing leaders, or the API did not answer in time.
 bool transient(natsStatus s, jsErrCode jerr) {
   if (s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS || s == NATS_CONNECTION_DISCONNECTED) return true;
-  return jerr == JSClusterNotAvailErr || jerr == JSClusterNotLeaderErr;
+  // 10049 (generic create error) comes back when a peer's create of the same stream is
+  // still being applied: the next attempt finds the stream (10058) and confirms it.
+  return jerr == JSClusterNotAvailErr || jerr == JSClusterNotLeaderErr || jerr == JSStreamCreateErr;
 }
 
 // Waits before attempt `n` (1-based) of a start-up call: 100 ms doubling to 2 s.

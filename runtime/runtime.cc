@@ -67,11 +67,32 @@ Result<std::string> read_file(const std::string& path) {
 // A live version switch swaps the compiled steps only: the source and the sinks (their
 // stages, connections, consumers) stay. So a new version must keep `from:` and `to:` as
 // they are, byte for byte once parsed (docs/adr/0042-version-registry.md).
+// A YAML node as text that ignores how it was written: flow or block style, quoted or
+// plain scalars, key order (`path: "/in/x"` and `path: /in/x` are the same wiring).
+std::string canonical(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar: return "s" + std::to_string(n.Scalar().size()) + ":" + n.Scalar();
+    case YAML::NodeType::Sequence: {
+      std::string out = "[";
+      for (const auto& e : n) out += canonical(e) + ",";
+      return out + "]";
+    }
+    case YAML::NodeType::Map: {
+      std::map<std::string, std::string> sorted;
+      for (const auto& kv : n) sorted[canonical(kv.first)] = canonical(kv.second);
+      std::string out = "{";
+      for (const auto& [k, v] : sorted) out += k + "=" + v + ",";
+      return out + "}";
+    }
+    default: return "~";
+  }
+}
+
 Status same_wiring(const std::string& old_text, const std::string& new_text) {
   try {
     YAML::Node a = YAML::Load(old_text), b = YAML::Load(new_text);
     for (const char* key : {"flow", "from", "to"}) {
-      if (YAML::Dump(a[key]) != YAML::Dump(b[key])) {
+      if (canonical(a[key]) != canonical(b[key])) {
         return Status::invalid(std::string(key) + ": a new version must keep `" + key +
                                "` as the running one has it (a live switch replaces the steps only; "
                                "restart weir to change the source or the sinks)");

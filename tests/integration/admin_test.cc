@@ -414,7 +414,7 @@ TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq
     weir::testing::TempDir files;
     weir::testing::write_file(files.file("good.yaml"), "flow: good\nfrom: { http: { path: /in/good } }\n"
                                                        "steps:\n  - set: { x: number( }\nto: { out: { http: { url: \"" +
-                                                           sink.url("/good") + "\" } } }\n");
+                                                           sink.url("/good") + "\", retries: 8, timeout: 2s } } }\n");
     auto invalid = run_cli({"deploy", files.file("good.yaml"), "--server", server, "--config", weir.config_path()},
                            env);
     INFO(invalid.output);
@@ -441,7 +441,8 @@ TEST_CASE("deploy: a flow with table files gets an answer that says why",
   std::string with_table = "flow: good\nfrom: { http: { path: /in/good } }\ntables:\n"
                            "  tiers: { file: tiers.csv, key: id }\nsteps:\n"
                            "  - lookup: { table: tiers, key: this.id, as: tier }\n"
-                           "to: { out: { http: { url: \"" + sink.url("/good") + "\" } } }\n";
+                           "to: { out: { http: { url: \"" + sink.url("/good") + "\", retries: 8, timeout: 2s } } }\n";
+  // (from: and to: as the running version has them: a live deploy checks that first.)
   auto tables = weir.admin("PUT", "/flows/good", with_table);
   INFO(tables.body);
   CHECK(tables.status == 422);

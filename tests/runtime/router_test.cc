@@ -1,5 +1,6 @@
 // HttpRouter: routes by exact path, 404 for unknown paths, 405 (with Allow) for a method
-// other than POST, a conflict for a second flow on one path, 503 + close while draining.
+// other than POST, a conflict for a second flow on one path, 503 while starting, 503 + close
+// while draining.
 #include <catch2/catch.hpp>
 
 #include "runtime/http_router.h"
@@ -26,6 +27,14 @@ TEST_CASE("router: exact paths, 404, 405, conflicts, draining", "[router]") {
   REQUIRE(router.add_route("/in/b", [&](weir::HttpRequest&, weir::Responder r) { ++b; r(HttpResponse::json(202, "{}")); }));
   CHECK_FALSE(router.add_route("/in/a", [](weir::HttpRequest&, weir::Responder) {}));
   weir::Handler h = [&](weir::HttpRequest& req, weir::Responder r) { router.handle(req, std::move(r)); };
+
+  // Until the flows run, every request is 503 "starting" with Retry-After (never a 404).
+  FakeRequest early("POST", "/in/a");
+  HttpResponse starting = call(h, early);
+  CHECK(starting.status == 503);
+  CHECK(header_of(starting, "Retry-After") == "1");
+  CHECK(a == 0);
+  router.set_serving();
 
   FakeRequest post_a("POST", "/in/a?x=1", {}, "{}");
   CHECK(call(h, post_a).status == 202);
