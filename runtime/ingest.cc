@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include "runtime/trace.h"
+
 namespace weir {
 
 std::string new_event_id() {
@@ -12,6 +14,26 @@ std::string new_event_id() {
   std::snprintf(buf, sizeof buf, "%012llx%016llx", static_cast<unsigned long long>(ms) & 0xffffffffffffULL,
                 static_cast<unsigned long long>(rng()));
   return std::string(buf, 28);
+}
+
+// The ingress span (ADR 0140): a source's `traceparent` (http-in copies the request's) is
+// replaced by a child of it, or by a new trace when absent or invalid — never refused. A
+// `tracestate` survives only beside a valid traceparent (W3C §3.3.1).
+void trace_ingress(Headers& h) {
+  Headers::iterator tp = h.end(), ts = h.end();
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it->first == trace::kHeaderTraceparent) tp = it;
+    else if (it->first == trace::kHeaderTracestate) ts = it;
+  }
+  const bool valid = tp != h.end() && trace::valid_traceparent(tp->second);
+  if (valid) {
+    trace::random_span_id(&tp->second[36]);
+  } else if (tp != h.end()) {
+    tp->second = trace::new_traceparent();
+  }
+  // Last: both change the vector, which invalidates the iterators.
+  if (ts != h.end() && (!valid || ts->second.empty() || !trace::valid_tracestate(ts->second))) h.erase(ts);
+  if (tp == h.end()) h.emplace_back(trace::kHeaderTraceparent, trace::new_traceparent());
 }
 
 FlowIngest::FlowIngest(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow)
@@ -25,6 +47,7 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
   auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
   Headers h = std::move(event.headers);
+  trace_ingress(h);
   h.emplace_back(layout::kHeaderId, event.id);
   h.emplace_back(layout::kHeaderMsgId, event.id);
   h.emplace_back(layout::kHeaderIngestUs, std::to_string(now_us));

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "runtime/log.h"
+#include "runtime/trace.h"
 
 namespace weir {
 namespace {
@@ -245,6 +246,8 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
     d.body = m.data();
     d.source_sequence = m.stream_sequence();
     d.source_stream = input_stream_;
+    d.traceparent = m.header(trace::kHeaderTraceparent);
+    d.tracestate = m.header(trace::kHeaderTracestate);
     metrics_.dead.fetch_add(1, std::memory_order_relaxed);
     dlq_.publish(d, [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
   };
@@ -261,10 +264,13 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
       dead_letter(i, id, poison_reason(delivered, options_.max_deliver), delivered - 1);
       continue;
     }
-    // Publishes one output of input i to `sink`.
+    // Publishes one output of input i to `sink`. Its traceparent names the flow stage's
+    // span for this event, a child of the incoming one (ADR 0140).
     auto emit = [&](const std::string& sink, std::string_view body) {
       Headers h;
-      h.reserve(4);
+      h.reserve(6);
+      h.emplace_back(trace::kHeaderTraceparent, trace::child_traceparent(m.header(trace::kHeaderTraceparent)));
+      if (auto ts = m.header(trace::kHeaderTracestate); !ts.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(ts));
       h.emplace_back(layout::kHeaderId, id);
       h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
       h.emplace_back(layout::kHeaderVersion, version);
@@ -472,7 +478,9 @@ void SinkStage::loop() {
         dead_letter(f, std::move(reason));
         continue;
       }
-      Delivery d{f->id, std::string(m->data()), f->attempt};
+      Delivery d{f->id, std::string(m->data()), f->attempt,
+                 trace::child_traceparent(m->header(trace::kHeaderTraceparent)),
+                 std::string(m->header(trace::kHeaderTracestate))};
       f->msg = std::move(m);
       sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
     }
@@ -531,6 +539,8 @@ void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
   d.body = f->msg->data();
   d.source_sequence = f->msg->stream_sequence();
   d.source_stream = layout::flow_stream(flow_);
+  d.traceparent = f->msg->header(trace::kHeaderTraceparent);
+  d.tracestate = f->msg->header(trace::kHeaderTracestate);
   dlq_.publish(d, [this, f](const Status& s, const PubAck&) {
     bool taken = s ? f->msg->ack() : f->msg->nak(std::chrono::seconds(1));
     if (s) metrics_.dead.fetch_add(1, std::memory_order_relaxed);

@@ -1,0 +1,154 @@
+// Trace context (issue #14 item 5, ADR 0140): a W3C traceparent given to http-in reaches
+// the HTTP sink in the same trace with a new span id; without one (or with a malformed
+// one) weir starts a trace; dead letters keep it. Through the real binary and weir-sink.
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "tests/integration/harness.h"
+
+using namespace weir::itest;
+using weir::testing::NatsServer;
+using weir::testing::wait_until;
+
+namespace {
+
+const std::regex kTraceparent("00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})");
+
+struct Parsed {
+  std::string trace_id, span_id, flags;
+};
+
+// The traceparent weir-sink saw on the delivery of the event whose "id" is `id`.
+std::optional<std::string> sink_header(const SinkProcess& sink, const std::string& id, const std::string& name) {
+  for (const auto& r : sink.requests(200)) {
+    if (body_of(r).value("id", "") != id) continue;
+    const json& h = r.at("headers");
+    if (!h.contains(name)) return std::string();
+    return h.at(name).get<std::string>();
+  }
+  return std::nullopt;
+}
+
+Parsed parse(const std::string& tp) {
+  std::smatch m;
+  REQUIRE(std::regex_match(tp, m, kTraceparent));
+  Parsed p{m[1], m[2], m[3]};
+  CHECK(p.trace_id != std::string(32, '0'));
+  CHECK(p.span_id != std::string(16, '0'));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("trace context: http-in's traceparent reaches the http sink in the same trace, or a new trace starts",
+          "[integration][trace]") {
+  NatsServer nats;
+  SinkProcess sink({"--record", "200"});
+  std::string shaped = "flow: shaped\nfrom: { http: { path: /in/shaped } }\nsteps:\n  - set: { seen: true }\n"
+                       "to: { out: { http: { url: \"" + sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/out"))},
+                              {"shaped.yaml", shaped}}});
+  weir.start();
+  INFO(weir.describe());
+
+  const std::string trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const std::string parent = "00f067aa0ba902b7";
+  const std::string given = "00-" + trace_id + "-" + parent + "-01";
+  REQUIRE(weir.post("/in/plain", R"({"id":"tr-a"})", {"traceparent: " + given, "tracestate: vendor=abc,x=1"}).status ==
+          202);
+  REQUIRE(weir.post("/in/shaped", R"({"id":"tr-steps"})", {"traceparent: " + given}).status == 202);
+  // (b) none given; a malformed one (upper case, all-zero ids, another version) is never a 4xx.
+  REQUIRE(weir.post("/in/plain", R"({"id":"tr-b"})").status == 202);
+  REQUIRE(weir.post("/in/plain", R"({"id":"tr-upper"})",
+                    {"traceparent: 00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", "tracestate: a=b"})
+              .status == 202);
+  REQUIRE(weir.post("/in/plain", R"({"id":"tr-zero"})",
+                    {"traceparent: 00-00000000000000000000000000000000-00f067aa0ba902b7-01"})
+              .status == 202);
+  REQUIRE(weir.post("/in/plain", R"({"id":"tr-zero-span"})",
+                    {"traceparent: 00-" + trace_id + "-0000000000000000-01"})
+              .status == 202);
+  REQUIRE(weir.post("/in/plain", R"({"id":"tr-v1"})", {"traceparent: 01-" + trace_id + "-" + parent + "-01"}).status ==
+          202);
+
+  const std::vector<std::string> ids = {"tr-a", "tr-steps", "tr-b", "tr-upper", "tr-zero", "tr-zero-span", "tr-v1"};
+  REQUIRE(wait_until(
+      [&] {
+        auto got = sink.ids();
+        for (const auto& id : ids) {
+          if (!got.count(id)) return false;
+        }
+        return true;
+      },
+      20s, 50ms));
+
+  // (a) same trace id, another span id (each stage made a child span), flags kept;
+  // tracestate travels with it.
+  for (const std::string id : {"tr-a", "tr-steps"}) {
+    INFO(id);
+    auto tp = sink_header(sink, id, "traceparent");
+    REQUIRE(tp.has_value());
+    Parsed p = parse(*tp);
+    CHECK(p.trace_id == trace_id);
+    CHECK(p.span_id != parent);
+    CHECK(p.flags == "01");
+  }
+  CHECK(sink_header(sink, "tr-a", "tracestate") == std::optional<std::string>("vendor=abc,x=1"));
+
+  // (b) a new, valid trace for each; an invalid traceparent's tracestate is dropped.
+  std::set<std::string> traces;
+  for (const std::string id : {"tr-b", "tr-upper", "tr-zero", "tr-zero-span", "tr-v1"}) {
+    INFO(id);
+    auto tp = sink_header(sink, id, "traceparent");
+    REQUIRE(tp.has_value());
+    Parsed p = parse(*tp);
+    CHECK(p.trace_id != trace_id);
+    traces.insert(p.trace_id);
+  }
+  CHECK(traces.size() == 5);
+  CHECK(sink_header(sink, "tr-upper", "tracestate") == std::optional<std::string>(""));
+}
+
+TEST_CASE("trace context: a dead-lettered event keeps its trace id", "[integration][trace][dlq]") {
+  NatsServer nats;
+  // The first delivery is answered 400: dead at once.
+  SinkProcess sink({"--record", "50", "--fail-first", "1", "--fail-status", "400"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"dead.yaml", http_flow("dead", "/in/dead", sink.url("/out"), "retries: 2, timeout: 2s")}}});
+  weir.start();
+  INFO(weir.describe());
+
+  const std::string trace_id = "0af7651916cd43dd8448eb211c80319c";
+  const std::string given = "00-" + trace_id + "-b7ad6b7169203331-01";
+  REQUIRE(weir.post("/in/dead", R"({"id":"tr-dead"})", {"traceparent: " + given}).status == 202);
+
+  json dead;
+  REQUIRE(wait_until(
+      [&] {
+        auto r = weir.admin("GET", "/dlq");
+        if (r.status != 200) return false;
+        dead = json::parse(r.body);
+        return dead.size() >= 1;
+      },
+      20s, 100ms));
+  INFO("dlq: " << dead.dump());
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].at("event").value("id", "") == "tr-dead");
+  Parsed p = parse(dead[0].value("traceparent", ""));
+  CHECK(p.trace_id == trace_id);
+
+  // Replayed, it is delivered (the sink now answers 2xx) in the same trace.
+  REQUIRE(weir.admin("POST", "/dlq/replay", "{}", {"Content-Type: application/json"}).status / 100 == 2);
+  REQUIRE(wait_until([&] { return sink.ids().count("tr-dead") > 0; }, 20s, 50ms));
+  bool found = false;
+  for (const auto& r : sink.requests(50)) {
+    if (body_of(r).value("id", "") == "tr-dead" && r.value("status", 0) / 100 == 2) {
+      found = true;
+      CHECK(parse(r.at("headers").value("traceparent", "")).trace_id == trace_id);
+    }
+  }
+  INFO("requests: " << sink.requests(50).dump());
+  CHECK(found);
+}
