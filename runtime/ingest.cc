@@ -3,6 +3,7 @@
 #include <random>
 
 #include "runtime/trace.h"
+#include "runtime/trace_export.h"
 
 namespace weir {
 
@@ -47,7 +48,33 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
   auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
   Headers h = std::move(event.headers);
+  // Export on (ADR 0141): the ingress span runs from here to the PubAck.
+  std::unique_ptr<trace::Span> span;
+  if (trace::exporter() != nullptr) {
+    span = std::make_unique<trace::Span>();
+    span->name = "ingress";
+    span->flow = flow_;
+    span->start_ns = trace::now_ns();
+    for (const auto& [k, v] : h) {
+      if (k == trace::kHeaderTraceparent && trace::valid_traceparent(v)) {
+        trace::span_id(v).copy(span->parent_id, 16);
+        span->has_parent = true;
+      }
+    }
+  }
   trace_ingress(h);
+  if (span) {
+    for (const auto& [k, v] : h) {
+      if (k != trace::kHeaderTraceparent) continue;
+      const bool had_parent = span->has_parent;
+      char parent[16];
+      std::copy(span->parent_id, span->parent_id + 16, parent);
+      trace::set_ids(*span, v, "");
+      // A parent from outside keeps its trace only when it was valid (then the trace id is its).
+      span->has_parent = had_parent;
+      std::copy(parent, parent + 16, span->parent_id);
+    }
+  }
   h.emplace_back(layout::kHeaderId, event.id);
   h.emplace_back(layout::kHeaderMsgId, event.id);
   h.emplace_back(layout::kHeaderIngestUs, std::to_string(now_us));
@@ -64,7 +91,15 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
   }
   metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
   bus_.publish(subject_, event.body, h, timeout,
-               [this, id = std::move(event.id), started, size, done = std::move(done)](const Status& s, const PubAck&) {
+               [this, id = std::move(event.id), started, size, span = std::shared_ptr<trace::Span>(std::move(span)),
+                done = std::move(done)](const Status& s, const PubAck&) {
+                 if (span) {
+                   if (trace::SpanExporter* x = trace::exporter()) {
+                     span->end_ns = trace::now_ns();
+                     span->error = !s.is_ok();
+                     x->record(std::move(*span));
+                   }
+                 }
                  if (backlog_) backlog_->completed(size, s.is_ok());
                  metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
                  if (s) {

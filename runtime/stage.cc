@@ -8,6 +8,7 @@
 
 #include "runtime/log.h"
 #include "runtime/trace.h"
+#include "runtime/trace_export.h"
 
 namespace weir {
 namespace {
@@ -42,6 +43,29 @@ std::string invalid_event_reason(const flows::JsonError& e, int max_depth) {
   }
   return "event is not valid JSON: " + e.message;
 }
+// One exported span (ADR 0141), recorded when the scope ends; nothing when export is off.
+struct SpanScope {
+  trace::SpanExporter* x = trace::exporter();
+  trace::Span s;
+  SpanScope(const char* name, const std::string& flow, std::string_view self, std::string_view parent) {
+    if (x == nullptr) return;
+    if (!trace::set_ids(s, self, parent)) {
+      x = nullptr;
+      return;
+    }
+    s.name = name;
+    s.flow = flow;
+    s.start_ns = trace::now_ns();
+  }
+  SpanScope(const SpanScope&) = delete;
+  SpanScope& operator=(const SpanScope&) = delete;
+  void fail() { s.error = true; }
+  ~SpanScope() {
+    if (x == nullptr) return;
+    s.end_ns = trace::now_ns();
+    x->record(std::move(s));
+  }
+};
 }  // namespace
 
 std::chrono::milliseconds flow_ack_wait(const StageOptions& o) {
@@ -264,12 +288,16 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
       dead_letter(i, id, poison_reason(delivered, options_.max_deliver), delivered - 1);
       continue;
     }
-    // Publishes one output of input i to `sink`. Its traceparent names the flow stage's
-    // span for this event, a child of the incoming one (ADR 0140).
+    // The flow stage's span for this event (ADR 0140): a child of the incoming one; the
+    // outputs carry it as their parent. Exported (when on) as this iteration ends.
+    const std::string_view in_tp = m.header(trace::kHeaderTraceparent);
+    std::string span_tp = trace::child_traceparent(in_tp);
+    SpanScope span("flow", name_, span_tp, in_tp);
+    // Publishes one output of input i to `sink` (at most once per input: it takes span_tp).
     auto emit = [&](const std::string& sink, std::string_view body) {
       Headers h;
       h.reserve(6);
-      h.emplace_back(trace::kHeaderTraceparent, trace::child_traceparent(m.header(trace::kHeaderTraceparent)));
+      h.emplace_back(trace::kHeaderTraceparent, std::move(span_tp));
       if (auto ts = m.header(trace::kHeaderTracestate); !ts.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(ts));
       h.emplace_back(layout::kHeaderId, id);
       h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
@@ -282,6 +310,7 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
     if (const std::string& sink = flow->pass_through_sink(); !sink.empty()) {
       // No steps: the stored bytes go out unchanged (spec §1.8), checked without a DOM.
       if (!flows::check_json(m.data(), options_.max_depth, &jerr)) {
+        span.fail();
         metrics_.errors.fetch_add(1, std::memory_order_relaxed);
         dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
       } else {
@@ -294,6 +323,7 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
       // Not a flow error (on_error does not apply): the bytes cannot become an event.
       // Ingress refuses such bodies; these came by another route (an older weir, a
       // direct publish into the stream, a replay).
+      span.fail();
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
       dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
       continue;
@@ -308,6 +338,7 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
         Batch::complete(b, i, true);
         break;
       case flows::Outcome::Kind::kError: {
+        span.fail();
         metrics_.errors.fetch_add(1, std::memory_order_relaxed);
         if (flow->on_error() == flows::OnError::kDrop) {
           log::debug("flow error, event dropped", {{"flow", name_}, {"id", id}, {"error", outcome.error.str()}});
@@ -358,6 +389,8 @@ struct SinkStage::InFlight {
   std::string id;
   uint64_t attempt = 1;
   Clock::time_point started;
+  std::string traceparent;   // the sink span's, only while export is on (ADR 0141)
+  int64_t start_ns = 0;
 };
 
 SinkStage::SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow, int64_t version,
@@ -481,6 +514,10 @@ void SinkStage::loop() {
       Delivery d{f->id, std::string(m->data()), f->attempt,
                  trace::child_traceparent(m->header(trace::kHeaderTraceparent)),
                  std::string(m->header(trace::kHeaderTracestate))};
+      if (trace::exporter() != nullptr) {
+        f->traceparent = d.traceparent;
+        f->start_ns = trace::now_ns();
+      }
       f->msg = std::move(m);
       sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
     }
@@ -500,6 +537,19 @@ void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
 }
 
 void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
+  if (!f->traceparent.empty()) {
+    trace::Span s;
+    trace::SpanExporter* x = trace::exporter();
+    if (x != nullptr && trace::set_ids(s, f->traceparent, f->msg->header(trace::kHeaderTraceparent))) {
+      s.name = "sink";
+      s.flow = flow_;
+      s.sink = sink_name_;
+      s.start_ns = f->start_ns;
+      s.end_ns = trace::now_ns();
+      s.error = r.kind != DeliveryResult::Kind::kOk;
+      x->record(std::move(s));
+    }
+  }
   switch (r.kind) {
     case DeliveryResult::Kind::kOk:
       if (!f->msg->ack()) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);

@@ -3,6 +3,7 @@
 // one) weir starts a trace; dead letters keep it. Through the real binary and weir-sink.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <regex>
 
 #include "tests/integration/harness.h"
@@ -151,4 +152,134 @@ TEST_CASE("trace context: a dead-lettered event keeps its trace id", "[integrati
   }
   INFO("requests: " << sink.requests(50).dump());
   CHECK(found);
+}
+
+namespace {
+
+// Every span in the OTLP/JSON bodies the collector (a second weir-sink) received.
+std::vector<json> collected_spans(const SinkProcess& collector) {
+  std::vector<json> out;
+  for (const auto& r : collector.requests(1000)) {
+    if (r.value("path", "") != "/v1/traces") continue;
+    json doc = json::parse(r.at("body").get<std::string>());
+    for (const auto& rs : doc.at("resourceSpans")) {
+      CHECK(rs.at("resource").at("attributes").dump().find("\"stringValue\":\"weir-test\"") != std::string::npos);
+      for (const auto& ss : rs.at("scopeSpans")) {
+        for (const auto& s : ss.at("spans")) out.push_back(s);
+      }
+    }
+  }
+  return out;
+}
+
+int64_t metric(const WeirProcess& weir, const std::string& name) {
+  auto r = weir.admin("GET", "/metrics");
+  REQUIRE(r.status == 200);
+  auto at = r.body.find("\n" + name + " ");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(r.body.substr(at + name.size() + 2));
+}
+
+}  // namespace
+
+TEST_CASE("trace export: the OTLP collector gets ingress → flow → sink spans linked parent to child",
+          "[integration][trace][otlp]") {
+  NatsServer nats;
+  SinkProcess sink({"--record", "50"});
+  SinkProcess collector({"--record", "1000"});
+  std::string shaped = "flow: shaped\nfrom: { http: { path: /in/shaped } }\nsteps:\n  - set: { seen: true }\n"
+                       "to: { out: { http: { url: \"" + sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"shaped.yaml", shaped}},
+                    .config = "trace: { otlp_endpoint: \"" + collector.url("/v1/traces") +
+                              "\", service_name: weir-test, max_queue: 2048 }\n"});
+  weir.start();
+  INFO(weir.describe());
+
+  const std::string trace_id = "5bf92f3577b34da6a3ce929d0e0e4737";
+  const std::string parent = "10f067aa0ba902b8";
+  REQUIRE(weir.post("/in/shaped", R"({"id":"otlp-1"})", {"traceparent: 00-" + trace_id + "-" + parent + "-01"}).status ==
+          202);
+  REQUIRE(weir.post("/in/shaped", R"({"id":"otlp-2"})").status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("otlp-1") && sink.ids().count("otlp-2"); }, 20s, 50ms));
+
+  // Spans of one trace by name; waits until all three arrived (batches leave every second).
+  auto spans_of = [&](const std::string& trace) {
+    std::map<std::string, std::vector<json>> by_name;
+    for (const auto& s : collected_spans(collector)) {
+      if (s.value("traceId", "") == trace) by_name[s.value("name", "")].push_back(s);
+    }
+    return by_name;
+  };
+  std::map<std::string, std::vector<json>> got;
+  REQUIRE(wait_until(
+      [&] {
+        got = spans_of(trace_id);
+        return got.size() == 3;
+      },
+      20s, 100ms));
+  INFO("spans: " << json(got).dump());
+  REQUIRE(got["ingress"].size() == 1);
+  REQUIRE(got["flow"].size() == 1);
+  REQUIRE(got["sink"].size() == 1);
+  const json &in = got["ingress"][0], &fl = got["flow"][0], &sk = got["sink"][0];
+  CHECK(in.value("parentSpanId", "") == parent);
+  CHECK(fl.value("parentSpanId", "") == in.value("spanId", "x"));
+  CHECK(sk.value("parentSpanId", "") == fl.value("spanId", "x"));
+  for (const json* s : {&in, &fl, &sk}) {
+    CHECK(std::regex_match(s->value("spanId", ""), std::regex("[0-9a-f]{16}")));
+    CHECK(s->at("status").value("code", 0) == 1);
+    CHECK(std::stoll(s->value("startTimeUnixNano", "0")) > 0);
+    CHECK(std::stoll(s->value("endTimeUnixNano", "0")) >= std::stoll(s->value("startTimeUnixNano", "0")));
+  }
+  CHECK(std::stoll(fl.value("startTimeUnixNano", "0")) >= std::stoll(in.value("startTimeUnixNano", "0")));
+  // What the sink received names the sink span as its parent.
+  auto tp = sink_header(sink, "otlp-1", "traceparent");
+  REQUIRE(tp.has_value());
+  CHECK(parse(*tp).span_id == sk.value("spanId", "x"));
+
+  // Without a traceparent the ingress span is the root of a new trace.
+  Parsed p2 = parse(sink_header(sink, "otlp-2", "traceparent").value_or(""));
+  std::map<std::string, std::vector<json>> second;
+  REQUIRE(wait_until(
+      [&] {
+        second = spans_of(p2.trace_id);
+        return second.size() == 3;
+      },
+      20s, 100ms));
+  CHECK_FALSE(second["ingress"].at(0).contains("parentSpanId"));
+  CHECK(second["flow"].at(0).value("parentSpanId", "") == second["ingress"].at(0).value("spanId", "x"));
+
+  CHECK(metric(weir, "weir_trace_spans_dropped_total") == 0);
+  CHECK(metric(weir, "weir_trace_spans_exported_total") >= 6);
+}
+
+TEST_CASE("trace export: a collector that is down drops spans and counts them, events still flow",
+          "[integration][trace][otlp]") {
+  NatsServer nats;
+  SinkProcess sink({"--record", "50"});
+  // Nothing listens on port 9 (discard) on loopback: every export fails at once.
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/out"))}},
+                    .config = "trace: { otlp_endpoint: \"http://127.0.0.1:9/v1/traces\" }\n"});
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/plain", R"({"id":"down-1"})").status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("down-1") > 0; }, 20s, 50ms));
+  REQUIRE(wait_until([&] { return metric(weir, "weir_trace_spans_dropped_total") >= 3; }, 20s, 100ms));
+  CHECK(metric(weir, "weir_trace_export_failures_total") >= 1);
+  CHECK(metric(weir, "weir_trace_spans_exported_total") == 0);
+}
+
+TEST_CASE("trace: a trace.otlp_endpoint that is not an http(s) URL exits 2", "[integration][trace][config]") {
+  NatsServer nats;
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"plain.yaml", http_flow("plain", "/in/plain", "http://127.0.0.1:9/out")}},
+                    .config = "trace: { otlp_endpoint: \"ftp://127.0.0.1/x\" }\n"});
+  weir.spawn();
+  auto code = weir.process().wait_exit(15s);
+  INFO(weir.describe());
+  REQUIRE(code.has_value());
+  CHECK(*code == 2);
+  CHECK(weir.log().find("trace.otlp_endpoint") != std::string::npos);
 }
