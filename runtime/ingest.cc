@@ -50,29 +50,21 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
   Headers h = std::move(event.headers);
   // Export on (ADR 0141): the ingress span runs from here to the PubAck.
   std::unique_ptr<trace::Span> span;
+  std::string sender_tp;   // the sender's traceparent, kept only while export is on
   if (trace::exporter() != nullptr) {
     span = std::make_unique<trace::Span>();
     span->name = "ingress";
     span->flow = flow_;
     span->start_ns = trace::now_ns();
     for (const auto& [k, v] : h) {
-      if (k == trace::kHeaderTraceparent && trace::valid_traceparent(v)) {
-        trace::span_id(v).copy(span->parent_id, 16);
-        span->has_parent = true;
-      }
+      if (k == trace::kHeaderTraceparent) sender_tp = v;
     }
   }
   trace_ingress(h);
   if (span) {
     for (const auto& [k, v] : h) {
-      if (k != trace::kHeaderTraceparent) continue;
-      const bool had_parent = span->has_parent;
-      char parent[16];
-      std::copy(span->parent_id, span->parent_id + 16, parent);
-      trace::set_ids(*span, v, "");
-      // A parent from outside keeps its trace only when it was valid (then the trace id is its).
-      span->has_parent = had_parent;
-      std::copy(parent, parent + 16, span->parent_id);
+      // An invalid sender's header (or none) leaves the span a root: set_ids checks.
+      if (k == trace::kHeaderTraceparent && span && !trace::set_ids(*span, v, sender_tp)) span.reset();
     }
   }
   h.emplace_back(layout::kHeaderId, event.id);

@@ -48,9 +48,16 @@ TEST_CASE("trace context: http-in's traceparent reaches the http sink in the sam
   SinkProcess sink({"--record", "200"});
   std::string shaped = "flow: shaped\nfrom: { http: { path: /in/shaped } }\nsteps:\n  - set: { seen: true }\n"
                        "to: { out: { http: { url: \"" + sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
+  // A chain: `first` hands its events to `second` through a flow sink.
+  std::string first = "flow: first\nfrom: { http: { path: /in/first } }\nsteps:\n  - set: { hop: 1 }\n"
+                      "to: { next: { flow: {} } }\n";
+  std::string second = "flow: second\nfrom: { flow: first.next }\nsteps:\n  - set: { hop: 2 }\n"
+                       "to: { out: { http: { url: \"" + sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
   WeirProcess weir({.nats_url = nats.url(),
                     .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/out"))},
-                              {"shaped.yaml", shaped}}});
+                              {"shaped.yaml", shaped},
+                              {"first.yaml", first},
+                              {"second.yaml", second}}});
   weir.start();
   INFO(weir.describe());
 
@@ -60,6 +67,7 @@ TEST_CASE("trace context: http-in's traceparent reaches the http sink in the sam
   REQUIRE(weir.post("/in/plain", R"({"id":"tr-a"})", {"traceparent: " + given, "tracestate: vendor=abc,x=1"}).status ==
           202);
   REQUIRE(weir.post("/in/shaped", R"({"id":"tr-steps"})", {"traceparent: " + given}).status == 202);
+  REQUIRE(weir.post("/in/first", R"({"id":"tr-chain"})", {"traceparent: " + given}).status == 202);
   // (b) none given; a malformed one (upper case, all-zero ids, another version) is never a 4xx.
   REQUIRE(weir.post("/in/plain", R"({"id":"tr-b"})").status == 202);
   REQUIRE(weir.post("/in/plain", R"({"id":"tr-upper"})",
@@ -74,7 +82,7 @@ TEST_CASE("trace context: http-in's traceparent reaches the http sink in the sam
   REQUIRE(weir.post("/in/plain", R"({"id":"tr-v1"})", {"traceparent: 01-" + trace_id + "-" + parent + "-01"}).status ==
           202);
 
-  const std::vector<std::string> ids = {"tr-a", "tr-steps", "tr-b", "tr-upper", "tr-zero", "tr-zero-span", "tr-v1"};
+  const std::vector<std::string> ids = {"tr-a", "tr-steps", "tr-chain", "tr-b", "tr-upper", "tr-zero", "tr-zero-span", "tr-v1"};
   REQUIRE(wait_until(
       [&] {
         auto got = sink.ids();
@@ -87,7 +95,7 @@ TEST_CASE("trace context: http-in's traceparent reaches the http sink in the sam
 
   // (a) same trace id, another span id (each stage made a child span), flags kept;
   // tracestate travels with it.
-  for (const std::string id : {"tr-a", "tr-steps"}) {
+  for (const std::string id : {"tr-a", "tr-steps", "tr-chain"}) {
     INFO(id);
     auto tp = sink_header(sink, id, "traceparent");
     REQUIRE(tp.has_value());
