@@ -165,13 +165,13 @@ TEST_CASE("trace context: a dead-lettered event keeps its trace id", "[integrati
 namespace {
 
 // Every span in the OTLP/JSON bodies the collector (a second weir-sink) received.
-std::vector<json> collected_spans(const SinkProcess& collector) {
+std::vector<json> collected_spans(const SinkProcess& collector, const std::string& service = "weir-test") {
   std::vector<json> out;
   for (const auto& r : collector.requests(1000)) {
     if (r.value("path", "") != "/v1/traces") continue;
     json doc = json::parse(r.at("body").get<std::string>());
     for (const auto& rs : doc.at("resourceSpans")) {
-      CHECK(rs.at("resource").at("attributes").dump().find("\"stringValue\":\"weir-test\"") != std::string::npos);
+      CHECK(rs.at("resource").at("attributes").dump().find("\"stringValue\":\"" + service + "\"") != std::string::npos);
       for (const auto& ss : rs.at("scopeSpans")) {
         for (const auto& s : ss.at("spans")) out.push_back(s);
       }
@@ -290,4 +290,34 @@ TEST_CASE("trace: a trace.otlp_endpoint that is not an http(s) URL exits 2", "[i
   REQUIRE(code.has_value());
   CHECK(*code == 2);
   CHECK(weir.log().find("trace.otlp_endpoint") != std::string::npos);
+}
+
+TEST_CASE("trace export: past trace.max_queue spans are dropped and counted, every span is accounted for",
+          "[integration][trace][otlp]") {
+  NatsServer nats;
+  SinkProcess sink({"--record", "50"});
+  SinkProcess collector({"--record", "1000"});
+  // One span may wait; the exporter empties the queue once a second, so most of the 60
+  // spans (3 per event: ingress, flow, sink) of 20 events posted back to back are dropped.
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/out"))}},
+                    .config = "trace: { otlp_endpoint: \"" + collector.url("/v1/traces") + "\", max_queue: 1 }\n"});
+  weir.start();
+  INFO(weir.describe());
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(weir.post("/in/plain", json{{"id", "q-" + std::to_string(i)}}.dump()).status == 202);
+  }
+  REQUIRE(wait_until([&] { return sink.ids().size() == 20; }, 20s, 50ms));
+  int64_t exported = 0, dropped = 0;
+  REQUIRE(wait_until(
+      [&] {
+        exported = metric(weir, "weir_trace_spans_exported_total");
+        dropped = metric(weir, "weir_trace_spans_dropped_total");
+        return exported + dropped == 60;
+      },
+      20s, 100ms));
+  CHECK(dropped >= 1);
+  CHECK(exported >= 1);
+  CHECK(static_cast<int64_t>(collected_spans(collector, "weir").size()) == exported);
+  CHECK(metric(weir, "weir_trace_export_failures_total") == 0);
 }
