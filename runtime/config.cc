@@ -93,7 +93,7 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   if (root.IsNull()) return c;   // an empty file means defaults
   Reader r(path);
   r.check_keys(root, "", {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout",
-                         "max_deliver", "dlq", "backlog", "tables"});
+                         "max_deliver", "dlq", "backlog", "tables", "trace"});
   if (auto n = root["nats"]) {
     r.check_keys(n, "nats", {"url", "creds", "replicas", "stream_max_bytes"});
     if (n["url"]) c.nats.url = r.str(n["url"], "nats.url");
@@ -148,6 +148,21 @@ RuntimeConfig load_runtime_config(const std::string& path) {
     if (n["max_age"] && !zero(n["max_age"], "dlq.max_age")) c.dlq.max_age = r.duration(n["max_age"], "dlq.max_age");
     if (n["max_bytes"] && !zero(n["max_bytes"], "dlq.max_bytes"))
       c.dlq.max_bytes = r.size(n["max_bytes"], "dlq.max_bytes");
+  }
+  if (auto n = root["trace"]) {
+    r.check_keys(n, "trace", {"otlp_endpoint", "service_name", "max_queue"});
+    if (n["otlp_endpoint"]) {
+      c.trace.otlp_endpoint = r.str(n["otlp_endpoint"], "trace.otlp_endpoint");
+      const std::string& u = c.trace.otlp_endpoint;
+      if (!u.empty() && u.rfind("http://", 0) != 0 && u.rfind("https://", 0) != 0) {
+        r.fail(n["otlp_endpoint"], "trace.otlp_endpoint", "must be an http:// or https:// URL");
+      }
+    }
+    if (n["service_name"]) {
+      c.trace.service_name = r.str(n["service_name"], "trace.service_name");
+      if (c.trace.service_name.empty()) r.fail(n["service_name"], "trace.service_name", "must not be empty");
+    }
+    if (n["max_queue"]) c.trace.max_queue = r.integer(n["max_queue"], "trace.max_queue", 1, 10'000'000);
   }
   if (auto n = root["tables"]) {
     r.check_keys(n, "tables", {"max_entries", "max_value_bytes"});

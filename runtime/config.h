@@ -56,6 +56,11 @@ struct RuntimeConfig {
     int max_entries = 1'000'000;         // rows per table
     int64_t max_value_bytes = 64 << 10;  // one row, as JSON
   } tables;
+  struct Trace {              // OTLP/HTTP span export (ADR 0141); off without an endpoint
+    std::string otlp_endpoint;           // full URL, e.g. http://127.0.0.1:4318/v1/traces
+    std::string service_name = "weir";
+    int max_queue = 2048;                // spans waiting for export; past it they are dropped
+  } trace;
   std::chrono::milliseconds drain_timeout{10000};
   // Ingress backpressure (spec §1.7, ADR 0080): a source's event is refused (http-in: 503
   // + Retry-After) while its flow's stream holds `max_bytes` / `max_events`, or while the

@@ -6,6 +6,7 @@
 
 #include "flows/json_limits.h"
 #include "runtime/log.h"
+#include "runtime/trace.h"
 
 namespace weir {
 namespace {
@@ -60,6 +61,8 @@ void DeadLetters::publish(const DeadLetter& d, PublishCallback done) {
       {kDeliveries, std::to_string(d.deliveries)},
       {kSubject, d.replay_subject},
   };
+  if (!d.traceparent.empty()) h.emplace_back(trace::kHeaderTraceparent, std::string(d.traceparent));
+  if (!d.tracestate.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(d.tracestate));
   bus_.publish(layout::dlq_subject(d.flow, stage_token(d.stage)), d.body, h, std::chrono::seconds(5),
                [this, done = std::move(done)](const Status& s, const PubAck& ack) {
                  record(s);
@@ -163,6 +166,9 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
                           {"deliveries", num(kDeliveries)},
                           {"at", m->time_ns / 1'000'000},
                           {"event", std::move(event)}});
+    if (std::string tp = header_of(m.value(), trace::kHeaderTraceparent); !tp.empty()) {
+      page.items.back()["traceparent"] = std::move(tp);
+    }
     page.last_seq = seq;
     page.last_id = std::move(id);
   }
@@ -184,6 +190,10 @@ Result<size_t> DeadLetters::replay(const std::optional<std::string>& flow, const
     if (subject.empty()) continue;
     Headers h = {{layout::kHeaderId, id},
                  {layout::kHeaderMsgId, id + "#replay" + std::to_string(seq)}};
+    // A replayed event stays in its trace.
+    for (const char* name : {trace::kHeaderTraceparent, trace::kHeaderTracestate}) {
+      if (std::string v = header_of(m.value(), name); !v.empty()) h.emplace_back(name, std::move(v));
+    }
     std::promise<Status> done;
     bus_.publish(subject, m->data, h, std::chrono::seconds(5),
                  [&done](const Status& s, const PubAck&) { done.set_value(s); });

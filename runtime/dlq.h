@@ -38,6 +38,8 @@ struct DeadLetter {
   uint64_t source_sequence = 0;   // the dying message's stream sequence (dedup key)
   std::string source_stream;
   std::string source_key;         // instead of the sequence when the event never had one (a source)
+  std::string_view traceparent;   // the event's trace context, kept on the dead letter (ADR 0140)
+  std::string_view tracestate;
 };
 
 // One page of GET /dlq. Dead letters are listed in stream order (oldest first).

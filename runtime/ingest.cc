@@ -2,6 +2,9 @@
 
 #include <random>
 
+#include "runtime/trace.h"
+#include "runtime/trace_export.h"
+
 namespace weir {
 
 std::string new_event_id() {
@@ -12,6 +15,26 @@ std::string new_event_id() {
   std::snprintf(buf, sizeof buf, "%012llx%016llx", static_cast<unsigned long long>(ms) & 0xffffffffffffULL,
                 static_cast<unsigned long long>(rng()));
   return std::string(buf, 28);
+}
+
+// The ingress span (ADR 0140): a source's `traceparent` (http-in copies the request's) is
+// replaced by a child of it, or by a new trace when absent or invalid — never refused. A
+// `tracestate` survives only beside a valid traceparent (W3C §3.3.1).
+void trace_ingress(Headers& h) {
+  Headers::iterator tp = h.end(), ts = h.end();
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it->first == trace::kHeaderTraceparent) tp = it;
+    else if (it->first == trace::kHeaderTracestate) ts = it;
+  }
+  const bool valid = tp != h.end() && trace::valid_traceparent(tp->second);
+  if (valid) {
+    trace::random_span_id(&tp->second[36]);
+  } else if (tp != h.end()) {
+    tp->second = trace::new_traceparent();
+  }
+  // Last: both change the vector, which invalidates the iterators.
+  if (ts != h.end() && (!valid || ts->second.empty() || !trace::valid_tracestate(ts->second))) h.erase(ts);
+  if (tp == h.end()) h.emplace_back(trace::kHeaderTraceparent, trace::new_traceparent());
 }
 
 FlowIngest::FlowIngest(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow)
@@ -25,6 +48,25 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
   auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
   Headers h = std::move(event.headers);
+  // Export on (ADR 0141): the ingress span runs from here to the PubAck.
+  std::unique_ptr<trace::Span> span;
+  std::string sender_tp;   // the sender's traceparent, kept only while export is on
+  if (trace::exporter() != nullptr) {
+    span = std::make_unique<trace::Span>();
+    span->name = "ingress";
+    span->flow = flow_;
+    span->start_ns = trace::now_ns();
+    for (const auto& [k, v] : h) {
+      if (k == trace::kHeaderTraceparent) sender_tp = v;
+    }
+  }
+  trace_ingress(h);
+  if (span) {
+    for (const auto& [k, v] : h) {
+      // An invalid sender's header (or none) leaves the span a root: set_ids checks.
+      if (k == trace::kHeaderTraceparent && span && !trace::set_ids(*span, v, sender_tp)) span.reset();
+    }
+  }
   h.emplace_back(layout::kHeaderId, event.id);
   h.emplace_back(layout::kHeaderMsgId, event.id);
   h.emplace_back(layout::kHeaderIngestUs, std::to_string(now_us));
@@ -41,7 +83,15 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
   }
   metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
   bus_.publish(subject_, event.body, h, timeout,
-               [this, id = std::move(event.id), started, size, done = std::move(done)](const Status& s, const PubAck&) {
+               [this, id = std::move(event.id), started, size, span = std::shared_ptr<trace::Span>(std::move(span)),
+                done = std::move(done)](const Status& s, const PubAck&) {
+                 if (span) {
+                   if (trace::SpanExporter* x = trace::exporter()) {
+                     span->end_ns = trace::now_ns();
+                     span->error = !s.is_ok();
+                     x->record(std::move(*span));
+                   }
+                 }
                  if (backlog_) backlog_->completed(size, s.is_ok());
                  metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
                  if (s) {

@@ -39,4 +39,8 @@ class FlowIngest final : public Ingest {
 // by time), then 16 of a random 64-bit number.
 std::string new_event_id();
 
+// Makes `h` carry the ingress span's traceparent (a child of the one in `h`, or a new
+// trace) and drops a tracestate that cannot travel with it. docs/adr/0140-trace-context.md.
+void trace_ingress(Headers& h);
+
 }  // namespace weir

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "runtime/trace_export.h"
+
 namespace weir {
 
 void Histogram::observe(std::chrono::nanoseconds d) {
@@ -112,6 +114,7 @@ std::string Metrics::render_prometheus() const {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f", up);
   out += "# HELP weir_uptime_seconds Seconds since start.\n# TYPE weir_uptime_seconds gauge\nweir_uptime_seconds " + std::string(buf) + "\n";
+  trace::render_metrics(out);   // weir_trace_* (ADR 0141)
   return out;
 }
 

@@ -31,6 +31,7 @@
 #include "runtime/kv_tables.h"
 #include "runtime/metrics.h"
 #include "runtime/stage.h"
+#include "runtime/trace_export.h"
 #include "runtime/state_store.h"  // poll: SourceState
 
 namespace weir {
@@ -130,6 +131,8 @@ struct Runtime::Impl final : AdminBackend {
   RuntimeConfig config;
   ConnectorFactory& connectors;
   Metrics metrics;
+  // Declared early so it is destroyed late: stages record into it until they stop.
+  std::unique_ptr<trace::SpanExporter> tracer;   // OTLP export (ADR 0141); null when off
   IoLoop io;
   HttpRouter router;
   std::unique_ptr<HttpServer> admin_server, ingress_server;
@@ -856,6 +859,14 @@ struct Runtime::Impl final : AdminBackend {
       }
     }
     layout::set_cluster(config.cluster.name);
+    if (!config.trace.otlp_endpoint.empty()) {
+      tracer = std::make_unique<trace::SpanExporter>(trace::SpanExporter::Options{
+          .endpoint = config.trace.otlp_endpoint,
+          .service_name = config.trace.service_name,
+          .max_queue = static_cast<size_t>(config.trace.max_queue)});
+      tracer->start();
+      trace::set_exporter(tracer.get());
+    }
 
     auto loaded = load_flows();
     if (!loaded) {

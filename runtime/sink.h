@@ -24,6 +24,10 @@ struct Delivery {
   std::string event_id;   // stable event id; sent as Idempotency-Key where the protocol allows
   std::string body;       // the event as JSON text
   uint64_t attempt = 1;   // 1 on the first delivery, 2 on the first re-send, ...
+  // W3C trace context of this delivery's span (the sink stage's child span; ADR 0140):
+  // sinks send it on where the protocol has headers. tracestate may be empty.
+  std::string traceparent;
+  std::string tracestate;
 };
 
 struct DeliveryResult {

@@ -7,6 +7,8 @@
 #include <random>
 
 #include "runtime/log.h"
+#include "runtime/trace.h"
+#include "runtime/trace_export.h"
 
 namespace weir {
 namespace {
@@ -41,6 +43,29 @@ std::string invalid_event_reason(const flows::JsonError& e, int max_depth) {
   }
   return "event is not valid JSON: " + e.message;
 }
+// One exported span (ADR 0141), recorded when the scope ends; nothing when export is off.
+struct SpanScope {
+  trace::SpanExporter* x = trace::exporter();
+  trace::Span s;
+  SpanScope(const char* name, const std::string& flow, std::string_view self, std::string_view parent) {
+    if (x == nullptr) return;
+    if (!trace::set_ids(s, self, parent)) {
+      x = nullptr;
+      return;
+    }
+    s.name = name;
+    s.flow = flow;
+    s.start_ns = trace::now_ns();
+  }
+  SpanScope(const SpanScope&) = delete;
+  SpanScope& operator=(const SpanScope&) = delete;
+  void fail() { s.error = true; }
+  ~SpanScope() {
+    if (x == nullptr) return;
+    s.end_ns = trace::now_ns();
+    x->record(std::move(s));
+  }
+};
 }  // namespace
 
 std::chrono::milliseconds flow_ack_wait(const StageOptions& o) {
@@ -245,6 +270,8 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
     d.body = m.data();
     d.source_sequence = m.stream_sequence();
     d.source_stream = input_stream_;
+    d.traceparent = m.header(trace::kHeaderTraceparent);
+    d.tracestate = m.header(trace::kHeaderTracestate);
     metrics_.dead.fetch_add(1, std::memory_order_relaxed);
     dlq_.publish(d, [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
   };
@@ -261,10 +288,17 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
       dead_letter(i, id, poison_reason(delivered, options_.max_deliver), delivered - 1);
       continue;
     }
-    // Publishes one output of input i to `sink`.
+    // The flow stage's span for this event (ADR 0140): a child of the incoming one; the
+    // outputs carry it as their parent. Exported (when on) as this iteration ends.
+    const std::string_view in_tp = m.header(trace::kHeaderTraceparent);
+    std::string span_tp = trace::child_traceparent(in_tp);
+    SpanScope span("flow", name_, span_tp, in_tp);
+    // Publishes one output of input i to `sink` (at most once per input: it takes span_tp).
     auto emit = [&](const std::string& sink, std::string_view body) {
       Headers h;
-      h.reserve(4);
+      h.reserve(6);
+      h.emplace_back(trace::kHeaderTraceparent, std::move(span_tp));
+      if (auto ts = m.header(trace::kHeaderTracestate); !ts.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(ts));
       h.emplace_back(layout::kHeaderId, id);
       h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
       h.emplace_back(layout::kHeaderVersion, version);
@@ -276,6 +310,7 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
     if (const std::string& sink = flow->pass_through_sink(); !sink.empty()) {
       // No steps: the stored bytes go out unchanged (spec §1.8), checked without a DOM.
       if (!flows::check_json(m.data(), options_.max_depth, &jerr)) {
+        span.fail();
         metrics_.errors.fetch_add(1, std::memory_order_relaxed);
         dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
       } else {
@@ -288,6 +323,7 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
       // Not a flow error (on_error does not apply): the bytes cannot become an event.
       // Ingress refuses such bodies; these came by another route (an older weir, a
       // direct publish into the stream, a replay).
+      span.fail();
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
       dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
       continue;
@@ -302,6 +338,7 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
         Batch::complete(b, i, true);
         break;
       case flows::Outcome::Kind::kError: {
+        span.fail();
         metrics_.errors.fetch_add(1, std::memory_order_relaxed);
         if (flow->on_error() == flows::OnError::kDrop) {
           log::debug("flow error, event dropped", {{"flow", name_}, {"id", id}, {"error", outcome.error.str()}});
@@ -352,6 +389,8 @@ struct SinkStage::InFlight {
   std::string id;
   uint64_t attempt = 1;
   Clock::time_point started;
+  std::string traceparent;   // the sink span's, only while export is on (ADR 0141)
+  int64_t start_ns = 0;
 };
 
 SinkStage::SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow, int64_t version,
@@ -472,7 +511,13 @@ void SinkStage::loop() {
         dead_letter(f, std::move(reason));
         continue;
       }
-      Delivery d{f->id, std::string(m->data()), f->attempt};
+      Delivery d{f->id, std::string(m->data()), f->attempt,
+                 trace::child_traceparent(m->header(trace::kHeaderTraceparent)),
+                 std::string(m->header(trace::kHeaderTracestate))};
+      if (trace::exporter() != nullptr) {
+        f->traceparent = d.traceparent;
+        f->start_ns = trace::now_ns();
+      }
       f->msg = std::move(m);
       sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
     }
@@ -492,6 +537,19 @@ void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
 }
 
 void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
+  if (!f->traceparent.empty()) {
+    trace::Span s;
+    trace::SpanExporter* x = trace::exporter();
+    if (x != nullptr && trace::set_ids(s, f->traceparent, f->msg->header(trace::kHeaderTraceparent))) {
+      s.name = "sink";
+      s.flow = flow_;
+      s.sink = sink_name_;
+      s.start_ns = f->start_ns;
+      s.end_ns = trace::now_ns();
+      s.error = r.kind != DeliveryResult::Kind::kOk;
+      x->record(std::move(s));
+    }
+  }
   switch (r.kind) {
     case DeliveryResult::Kind::kOk:
       if (!f->msg->ack()) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
@@ -531,6 +589,8 @@ void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
   d.body = f->msg->data();
   d.source_sequence = f->msg->stream_sequence();
   d.source_stream = layout::flow_stream(flow_);
+  d.traceparent = f->msg->header(trace::kHeaderTraceparent);
+  d.tracestate = f->msg->header(trace::kHeaderTracestate);
   dlq_.publish(d, [this, f](const Status& s, const PubAck&) {
     bool taken = s ? f->msg->ack() : f->msg->nak(std::chrono::seconds(1));
     if (s) metrics_.dead.fetch_add(1, std::memory_order_relaxed);

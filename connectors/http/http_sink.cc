@@ -130,6 +130,8 @@ struct Slot {
   Work work;
   std::vector<curl_slist> header_nodes;
   std::string idempotency_header;
+  std::string traceparent_header;   // ADR 0140: the sink span's context, per request
+  std::string tracestate_header;
   std::string response_head;  // first bytes of the body, for dead reasons
   std::string retry_after;    // raw Retry-After of the last response
   bool busy = false;          // handed to curl
@@ -319,14 +321,17 @@ Slot* HttpSink::Impl::make_slot() {
   curl_easy_setopt(e, CURLOPT_HEADERDATA, slot.get());
   curl_easy_setopt(e, CURLOPT_PRIVATE, slot.get());
 
-  // The list lives as long as the slot; only the last node's text changes per request.
-  slot->header_nodes.resize(static_headers.size() + 1);
+  // The list lives as long as the slot; only the last three nodes (Idempotency-Key,
+  // traceparent, tracestate) change per request (launch()).
+  slot->header_nodes.resize(static_headers.size() + 3);
   for (size_t i = 0; i < static_headers.size(); ++i) {
     slot->header_nodes[i].data = static_headers[i].data();
     slot->header_nodes[i].next = &slot->header_nodes[i + 1];
   }
-  slot->header_nodes.back().data = nullptr;
-  slot->header_nodes.back().next = nullptr;
+  for (size_t i = static_headers.size(); i < slot->header_nodes.size(); ++i) {
+    slot->header_nodes[i].data = nullptr;
+    slot->header_nodes[i].next = nullptr;
+  }
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, slot->header_nodes.data());
   slot->response_head.reserve(kReasonBodyBytes + 1);
 
@@ -355,7 +360,21 @@ void HttpSink::Impl::launch(Work work) {
   slot->response_head.clear();
   slot->retry_after.clear();
   slot->idempotency_header.assign("Idempotency-Key: ").append(slot->work.delivery.event_id);
-  slot->header_nodes.back().data = slot->idempotency_header.data();
+  curl_slist* dynamic = &slot->header_nodes[slot->header_nodes.size() - 3];
+  dynamic[0].data = slot->idempotency_header.data();
+  dynamic[0].next = nullptr;
+  const Delivery& d = slot->work.delivery;
+  if (!d.traceparent.empty() && is_header_value(d.traceparent)) {
+    slot->traceparent_header.assign("traceparent: ").append(d.traceparent);
+    dynamic[0].next = &dynamic[1];
+    dynamic[1].data = slot->traceparent_header.data();
+    dynamic[1].next = nullptr;
+    if (!d.tracestate.empty() && is_header_value(d.tracestate)) {
+      slot->tracestate_header.assign("tracestate: ").append(d.tracestate);
+      dynamic[1].next = &dynamic[2];
+      dynamic[2].data = slot->tracestate_header.data();
+    }
+  }
   const std::string& body = slot->work.delivery.body;
   curl_easy_setopt(slot->easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl_easy_setopt(slot->easy, CURLOPT_POSTFIELDS, body.data());

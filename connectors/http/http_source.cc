@@ -140,6 +140,11 @@ class HttpSource final : public Source {
       }
     }
     ev.id = std::string(key);
+    // Trace context (ADR 0140): validated by the ingest, which starts a new trace for bad ones.
+    if (std::string_view tp = req.header("traceparent"); !tp.empty()) {
+      ev.headers.emplace_back("traceparent", std::string(tp));
+      if (std::string_view ts = req.header("tracestate"); !ts.empty()) ev.headers.emplace_back("tracestate", std::string(ts));
+    }
     if (!ctx_->ingest->ready()) {
       respond(unavailable("JetStream is unavailable"));
       return;

@@ -65,6 +65,9 @@ class NatsSink final : public weir::Sink {
       if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Idempotency-Key", d.event_id.c_str());
       if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Weir-Id", d.event_id.c_str());
     }
+    // Trace context of the sink span (ADR 0140), as W3C-named headers.
+    if (s == NATS_OK && !d.traceparent.empty()) s = natsMsgHeader_Set(msg, "traceparent", d.traceparent.c_str());
+    if (s == NATS_OK && !d.tracestate.empty()) s = natsMsgHeader_Set(msg, "tracestate", d.tracestate.c_str());
     if (s == NATS_OK) s = natsConnection_PublishMsg(conn_->get(), msg);
     natsMsg_Destroy(msg);
     if (s != NATS_OK) {

@@ -283,7 +283,7 @@ TEST_CASE("weir nats: requests are answered after the PubAck - events reach the 
   }
   REQUIRE(natsConnection_Flush(c.nc) == NATS_OK);
 
-  std::set<std::string> got, msg_ids;
+  std::set<std::string> got, msg_ids, trace_ids;
   int traced = 0;
   while (got.size() < 150) {
     natsMsg* m = nullptr;
@@ -295,12 +295,18 @@ TEST_CASE("weir nats: requests are answered after the PubAck - events reach the 
     if (e["trace"].is_string()) ++traced;
     const char* id = nullptr;
     if (natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id) msg_ids.insert(id);
+    // A NATS source starts a trace per event; the sink sends it on (ADR 0140).
+    const char* tp = nullptr;
+    if (natsMsgHeader_Get(m, "traceparent", &tp) == NATS_OK && tp && std::string(tp).size() == 55) {
+      trace_ids.insert(std::string(tp).substr(3, 32));
+    }
     CHECK(e["subject"].get<std::string>().rfind("in.orders.", 0) == 0);
     natsMsg_Destroy(m);
   }
   CHECK(got.size() == 150);
   CHECK(traced == 100);
   CHECK(msg_ids.size() == 150);   // every delivery carries its event id
+  CHECK(trace_ids.size() == 150);  // and a trace of its own
   for (const auto& id : reply_ids) CHECK(msg_ids.count(id) == 1);
   natsSubscription_Destroy(sub);
 }
