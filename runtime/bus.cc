@@ -78,12 +78,13 @@ Status nats_status(int s, std::string_view what) {
   }
 }
 
-namespace {
 // Spec §6 / hot-path review C6: a publish failed after it was written may still be
 // stored (cnats' reconnect buffer replays it; a late PubAck is not waited for). Every
 // such failure says so, since it becomes the 503 body at http-in.
-constexpr const char* kMayBeStored =
+const char* const kMayBeStored =
     " (a write already sent may still be stored: resend with the same Idempotency-Key, JetStream drops the duplicate)";
+
+namespace {
 
 Status js_status(natsStatus s, jsErrCode jerr, std::string_view what) {
   if (s == NATS_OK) return Status::ok();
@@ -163,7 +164,6 @@ Result<std::vector<std::unique_ptr<BusMessage>>> PullConsumer::fetch(int batch,
 
 // ---- Publisher: pipelined request/reply over one wildcard inbox ------------------------
 
-namespace {
 // A PubAck is {"stream":"…","seq":N[,"duplicate":true]} or {"error":{…}}. The success
 // case is read without a DOM (two publishes per event go through here); errors, rare, take
 // the DOM. Returns false when the text is neither.
@@ -194,7 +194,6 @@ bool parse_puback(std::string_view data, PubAck* ack, Status* status) {
   ack->duplicate = value_of("\"duplicate\"").substr(0, 4) == "true";
   return true;
 }
-}  // namespace
 
 struct Bus::Publisher {
   using Clock = std::chrono::steady_clock;
@@ -319,17 +318,13 @@ struct Bus::Publisher {
 
 // ---- Bus -----------------------------------------------------------------------------
 
-Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
-  std::unique_ptr<Bus> bus(new Bus());
-  bus->options_ = std::move(options);
-  natsOptions* opts = nullptr;
-  natsOptions_Create(&opts);
+Status set_connection_options(natsOptions* opts, const BusOptions& options, const std::string& name) {
   // A NATS cluster is given as a comma-separated list; natsOptions_SetURL takes one URL
   // and would fail with "No server available" (only natsConnection_ConnectTo splits).
   std::vector<std::string> urls;
-  for (size_t from = 0; from <= bus->options_.url.size();) {
-    size_t comma = std::min(bus->options_.url.find(',', from), bus->options_.url.size());
-    std::string u = bus->options_.url.substr(from, comma - from);
+  for (size_t from = 0; from <= options.url.size();) {
+    size_t comma = std::min(options.url.find(',', from), options.url.size());
+    std::string u = options.url.substr(from, comma - from);
     u.erase(0, u.find_first_not_of(' '));
     u.erase(u.find_last_not_of(' ') + 1);
     if (!u.empty()) urls.push_back(std::move(u));
@@ -337,23 +332,37 @@ Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
   }
   std::vector<const char*> servers;
   for (const auto& u : urls) servers.push_back(u.c_str());
+  natsStatus s = NATS_OK;
   if (servers.size() > 1) {
-    natsOptions_SetServers(opts, servers.data(), static_cast<int>(servers.size()));
+    s = natsOptions_SetServers(opts, servers.data(), static_cast<int>(servers.size()));   // copies
   } else {
-    natsOptions_SetURL(opts, bus->options_.url.c_str());
+    s = natsOptions_SetURL(opts, options.url.c_str());
   }
-  natsOptions_SetName(opts, bus->options_.name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetName(opts, name.c_str());
   // Writes go out at once: no 1 ms flusher floor on PubAcks, acks and fetches
-  // (platform notes; docs/adr/0003-threading-model.md).
-  natsOptions_SetSendAsap(opts, true);
-  natsOptions_SetMaxReconnect(opts, -1);
-  natsOptions_SetReconnectWait(opts, bus->options_.reconnect_wait.count());
-  natsOptions_SetReconnectBufSize(opts, 64 * 1024);
-  natsOptions_SetTimeout(opts, 2000);
-  natsOptions_SetPingInterval(opts, 2000);
-  natsOptions_SetMaxPingsOut(opts, 2);
-  if (!bus->options_.creds_file.empty()) {
-    natsOptions_SetUserCredentialsFromFiles(opts, bus->options_.creds_file.c_str(), nullptr);
+  // (platform notes; docs/adr/0003-threading-model.md). On an event-loop connection
+  // this only asks the loop for a write event: a loop turn's publishes leave in one write.
+  if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, options.reconnect_wait.count());
+  if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(opts, 64 * 1024);
+  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, 2000);
+  if (s == NATS_OK) s = natsOptions_SetPingInterval(opts, 2000);
+  if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(opts, 2);
+  if (s == NATS_OK && !options.creds_file.empty()) {
+    s = natsOptions_SetUserCredentialsFromFiles(opts, options.creds_file.c_str(), nullptr);
+  }
+  return nats_status(s, "connection options");
+}
+
+Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
+  std::unique_ptr<Bus> bus(new Bus());
+  bus->options_ = std::move(options);
+  natsOptions* opts = nullptr;
+  natsOptions_Create(&opts);
+  if (Status st = set_connection_options(opts, bus->options_, bus->options_.name); !st) {
+    natsOptions_Destroy(opts);
+    return st;
   }
   Bus* raw = bus.get();
   natsOptions_SetDisconnectedCB(

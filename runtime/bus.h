@@ -25,6 +25,7 @@
 #include "runtime/status.h"
 
 struct __natsConnection;
+struct __natsOptions;
 struct __natsMsg;
 struct __natsSubscription;
 struct __jsCtx;
@@ -154,6 +155,7 @@ class Bus {
   // The flow stream size in force: nats.stream_max_bytes, or its share after plan_stream_sizes.
   int64_t stream_max_bytes() const { return options_.stream_max_bytes; }
   const std::string& url() const { return options_.url; }
+  const BusOptions& options() const { return options_; }
 
   // Sizes the streams weir is about to ensure (`streams`: their names) to fit the server's
   // JetStream storage: each gets stream_max_bytes, or an equal share of what the server
@@ -211,5 +213,15 @@ class Bus {
 
 // Maps a cnats status to a Status with `what` as context.
 Status nats_status(int s, std::string_view what);
+
+// Shared with the io-thread publisher (runtime/loop_publisher.h):
+// Reads a PubAck ({"stream":…,"seq":N[,"duplicate":true]} or {"error":{…}}); false when
+// the text is neither.
+bool parse_puback(std::string_view data, PubAck* ack, Status* status);
+// Appended to every failure of a publish that was perhaps written (spec §6, review C6).
+extern const char* const kMayBeStored;
+// The connection options every weir connection uses (servers, name, reconnect, pings,
+// credentials, send-asap); `name` overrides options.name.
+Status set_connection_options(__natsOptions* opts, const BusOptions& options, const std::string& name);
 
 }  // namespace weir

@@ -355,7 +355,13 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
       auto slot = std::make_shared<ResponseSlot>(stream.get_executor());
       {
         auto ex = stream.get_executor();
-        Responder respond = [slot, ex](HttpResponse r) {
+        Responder respond = [slot, ex, &ioc = ioc_](HttpResponse r) {
+          // On the io thread (http-in's PubAcks, ADR 0130): no post, no wake-up.
+          if (ioc.get_executor().running_in_this_thread()) {
+            slot->response = std::move(r);
+            slot->timer.cancel();
+            return;
+          }
           asio::post(ex, [slot, r = std::move(r)]() mutable {
             slot->response = std::move(r);
             slot->timer.cancel();

@@ -3,8 +3,9 @@
 //
 // Threading: one io thread (run by the caller via `run()`), every connection and
 // timer on it. Handlers are called on the io thread and must not block; they answer
-// through the Responder, which may be called from any thread exactly once (the
-// answer is posted back to the io thread). The request stays valid until then.
+// through the Responder, which may be called from any thread exactly once (from another
+// thread the answer is posted back to the io thread; on the io thread it is taken at
+// once). The request stays valid until then.
 //
 // Limits: header and body limits answer 431 / 413 and close; a client slower than
 // `read_timeout` is disconnected. Keep-alive and TCP_NODELAY are on.

@@ -82,26 +82,31 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
     }
   }
   metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
-  bus_.publish(subject_, event.body, h, timeout,
-               [this, id = std::move(event.id), started, size, span = std::shared_ptr<trace::Span>(std::move(span)),
-                done = std::move(done)](const Status& s, const PubAck&) {
-                 if (span) {
-                   if (trace::SpanExporter* x = trace::exporter()) {
-                     span->end_ns = trace::now_ns();
-                     span->error = !s.is_ok();
-                     x->record(std::move(*span));
-                   }
-                 }
-                 if (backlog_) backlog_->completed(size, s.is_ok());
-                 metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
-                 if (s) {
-                   metrics_.acked.fetch_add(1, std::memory_order_relaxed);
-                   metrics_.latency.observe(std::chrono::steady_clock::now() - started);
-                 } else {
-                   metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-                 }
-                 done(s, id);
-               });
+  PublishCallback completed = [this, id = std::move(event.id), started, size,
+                                span = std::shared_ptr<trace::Span>(std::move(span)),
+                                done = std::move(done)](const Status& s, const PubAck&) {
+    if (span) {
+      if (trace::SpanExporter* x = trace::exporter()) {
+        span->end_ns = trace::now_ns();
+        span->error = !s.is_ok();
+        x->record(std::move(*span));
+      }
+    }
+    if (backlog_) backlog_->completed(size, s.is_ok());
+    metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+    if (s) {
+      metrics_.acked.fetch_add(1, std::memory_order_relaxed);
+      metrics_.latency.observe(std::chrono::steady_clock::now() - started);
+    } else {
+      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+    }
+    done(s, id);
+  };
+  if (on_loop()) {
+    loop_->publish(subject_, event.body, h, timeout, std::move(completed));
+  } else {
+    bus_.publish(subject_, event.body, h, timeout, std::move(completed));
+  }
 }
 
 void FlowIngest::reject(IngestEvent event, std::string reason, std::chrono::milliseconds,

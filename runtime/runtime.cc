@@ -27,6 +27,7 @@
 #include "runtime/http_router.h"
 #include "runtime/http_server.h"
 #include "runtime/ingest.h"
+#include "runtime/loop_publisher.h"
 #include "runtime/log.h"
 #include "runtime/kv_tables.h"
 #include "runtime/metrics.h"
@@ -139,6 +140,7 @@ struct Runtime::Impl final : AdminBackend {
   std::unique_ptr<Admin> admin;
   std::unique_ptr<EmbeddedNats> nats;
   std::unique_ptr<Bus> bus;
+  std::unique_ptr<LoopPublisher> ingress_pub;   // http-in's own connection on the io thread (ADR 0130)
   std::unique_ptr<DeadLetters> dlq;
   std::unique_ptr<BacklogMonitor> backlog;   // ingress backpressure (ADR 0080)
   std::unique_ptr<StateStore> state;   // poll: sources' durable state (weir_state KV)
@@ -245,7 +247,7 @@ struct Runtime::Impl final : AdminBackend {
       *why = draining.load() ? "shutting down" : "starting";
       return false;
     }
-    if (!bus || !bus->connected()) {
+    if (!bus || !bus->connected() || (ingress_pub && !ingress_pub->connected())) {
       *why = "NATS is not connected";
       return false;
     }
@@ -656,6 +658,11 @@ struct Runtime::Impl final : AdminBackend {
       if (std::chrono::steady_clock::now() > deadline || stop_requested()) return b.status();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    {
+      auto lp = LoopPublisher::connect(io, bus->options());
+      if (!lp) return lp.status();
+      ingress_pub = std::move(lp.value());
+    }
     dlq = std::make_unique<DeadLetters>(*bus);
     if (clustered()) {
       // Before ADR 0112 clustered instances used the standalone names. Events left in such
@@ -790,6 +797,7 @@ struct Runtime::Impl final : AdminBackend {
       fr->source = std::move(source.value());
     }
     fr->ingest = std::make_unique<FlowIngest>(*bus, *dlq, metrics, flow->name());
+    fr->ingest->set_loop_publisher(ingress_pub.get());
     fr->ingest->set_backlog(backlog->watch(layout::flow_stream(flow->name()), &metrics.stage(flow->name(), "ingress")));
     fr->source_ctx.flow = flow->name();
     fr->source_ctx.ingest = fr->ingest.get();
@@ -814,11 +822,13 @@ struct Runtime::Impl final : AdminBackend {
     }
     // Let answers to requests already taken go out (their PubAcks are on the way).
     auto deadline = started + config.drain_timeout;
-    while (bus && bus->pending_publishes() > 0 && std::chrono::steady_clock::now() < deadline) {
+    auto pending = [&] { return (bus ? bus->pending_publishes() : 0) + (ingress_pub ? ingress_pub->pending() : 0); };
+    while (pending() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     // Those still waiting get their 503 now, while the servers still write answers (C5).
     if (bus && bus->pending_publishes() > 0) bus->fail_pending("weir is shutting down");
+    if (ingress_pub && ingress_pub->pending() > 0) ingress_pub->fail_pending("weir is shutting down");
     // Stages stop together: each finishes the batch in hand; sinks finish what is in flight.
     for (auto& f : running) {
       if (f->stage) f->stage->request_stop();
@@ -1065,6 +1075,7 @@ struct Runtime::Impl final : AdminBackend {
     // Publish callbacks capture sources, ingest and stages: fail what is pending while
     // they exist, and every later publish at once (hot-path review C5).
     if (bus) bus->shutdown();
+    if (ingress_pub) ingress_pub->shutdown();
     ingress_server.reset();
     for (auto& f : running) {
       if (f->source) f->source->stop();
@@ -1073,6 +1084,7 @@ struct Runtime::Impl final : AdminBackend {
     }
     if (clustered()) cluster->stop();   // its watches call into `running`
     admin_server.reset();
+    ingress_pub.reset();   // its connection runs on the io thread
     io.stop();
     admin.reset();
     running.clear();

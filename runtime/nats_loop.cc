@@ -1,0 +1,216 @@
+#include <utility>  // before Asio (platform notes)
+
+#include "runtime/nats_loop.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <future>
+#include <optional>
+
+#include <boost/asio.hpp>
+#include <nats/nats.h>
+
+#include "runtime/http_server.h"
+
+namespace weir {
+
+namespace asio = boost::asio;
+
+struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
+  explicit Impl(asio::io_context& c) : ioc(c), timer(c) {}
+
+  asio::io_context& ioc;
+  std::function<void()> after_read;
+  asio::steady_timer timer;                        // io thread
+  std::function<void()> timer_fn;                  // io thread
+
+  // Set by cnats' callbacks (any thread), read on the io thread.
+  std::atomic<bool> write_wanted{false};
+  std::atomic<bool> flush_posted{false};
+
+  // io thread only.
+  natsConnection* nc = nullptr;                    // null once detached
+  std::optional<asio::posix::stream_descriptor> desc;   // on a dup() of cnats' socket
+  uint64_t generation = 0;                         // bumps at every attach/detach
+  bool read_armed = false, write_armed = false;
+
+  // Our own descriptor is a dup(): cnats closes its fd on a disconnect, and the fd number
+  // may be reused at once (by the reconnect or an HTTP accept); deregistering a number we
+  // do not own would take another socket out of epoll.
+  void close_desc() {
+    if (desc) {
+      boost::system::error_code ec;
+      desc->close(ec);
+      desc.reset();
+    }
+    read_armed = write_armed = false;
+  }
+
+  // `mine`: our dup() of cnats' socket; the descriptor owns it.
+  void attach(natsConnection* conn, int mine) {
+    close_desc();
+    ++generation;
+    nc = conn;
+    if (mine < 0) return;   // out of descriptors: cnats' ping timeout reconnects later
+    desc.emplace(ioc, mine);
+    arm_read();
+    if (write_wanted.load()) flush();
+  }
+
+  void detach() {
+    ++generation;
+    nc = nullptr;
+    close_desc();
+  }
+
+  void arm_read() {
+    if (read_armed || !desc) return;
+    read_armed = true;
+    desc->async_wait(asio::posix::stream_descriptor::wait_read,
+                     [self = shared_from_this(), gen = generation](const boost::system::error_code& ec) {
+                       if (gen != self->generation) return;
+                       self->read_armed = false;
+                       if (ec) return;
+                       self->on_readable();
+                     });
+  }
+
+  void on_readable() {
+    if (!nc || !desc) return;
+    const uint64_t gen = generation;
+    bool more = false;
+    // Drain: the wait does not fire again for bytes left in the socket (EPOLLET).
+    for (int i = 0; i < 64; ++i) {
+      natsConnection_ProcessReadEvent(nc);
+      if (gen != generation || !desc) break;   // detached meanwhile
+      if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) break;
+      int avail = 0;
+      if (::ioctl(desc->native_handle(), FIONREAD, &avail) != 0 || avail <= 0) break;
+      more = i == 63;
+    }
+    if (after_read) after_read();
+    if (gen != generation || !nc || !desc) return;
+    if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) {
+      // cnats dropped this socket and is reconnecting: let go of our dup too (the
+      // server then sees the close), the reconnect's attach brings a new one.
+      close_desc();
+      return;
+    }
+    if (more) {
+      // Fairness: let HTTP sessions run, then continue reading.
+      asio::post(ioc, [self = shared_from_this(), gen] {
+        if (gen == self->generation) self->on_readable();
+      });
+    } else {
+      arm_read();
+    }
+  }
+
+  void schedule_flush() {
+    if (flush_posted.exchange(true)) return;
+    asio::post(ioc, [self = shared_from_this()] { self->flush(); });
+  }
+
+  void flush() {
+    flush_posted.store(false);
+    if (!nc || !desc) return;
+    // Writes cnats' whole buffer; on success cnats removes the write event (our callback
+    // clears write_wanted), on EAGAIN it keeps it and we wait for writability.
+    natsConnection_ProcessWriteEvent(nc);
+    if (write_wanted.load() && !write_armed && desc) {
+      write_armed = true;
+      desc->async_wait(asio::posix::stream_descriptor::wait_write,
+                       [self = shared_from_this(), gen = generation](const boost::system::error_code& ec) {
+                         if (gen != self->generation) return;
+                         self->write_armed = false;
+                         if (!ec) self->flush();
+                       });
+    }
+  }
+
+  // ---- cnats callbacks: any thread; post everything ----
+  static natsStatus cb_attach(void** user, void* loop, natsConnection* conn, natsSock fd) {
+    auto* self = static_cast<Impl*>(loop);
+    *user = self;
+    // cnats closes `fd` only on the next disconnect, after this post has run or been
+    // superseded; dup() it now so the descriptor is ours whatever happens to the number.
+    int mine = ::dup(fd);
+    asio::post(self->ioc, [s = self->shared_from_this(), conn, mine] { s->attach(conn, mine); });
+    return NATS_OK;
+  }
+  static natsStatus cb_read(void* user, bool add) {
+    auto* self = static_cast<Impl*>(user);
+    if (add) {
+      asio::post(self->ioc, [s = self->shared_from_this()] { s->arm_read(); });
+    }
+    return NATS_OK;
+  }
+  static natsStatus cb_write(void* user, bool add) {
+    auto* self = static_cast<Impl*>(user);
+    self->write_wanted.store(add);
+    if (add) self->schedule_flush();
+    return NATS_OK;
+  }
+  static natsStatus cb_detach(void* user) {
+    auto* self = static_cast<Impl*>(user);
+    asio::post(self->ioc, [s = self->shared_from_this()] { s->detach(); });
+    return NATS_OK;
+  }
+};
+
+NatsLoop::NatsLoop(IoLoop& io)
+    : impl_(std::make_shared<Impl>(*static_cast<asio::io_context*>(io.native()))) {}
+
+NatsLoop::~NatsLoop() {
+  run_sync([impl = impl_] {
+    impl->timer.cancel();
+    impl->timer_fn = nullptr;
+    impl->after_read = nullptr;
+    impl->detach();
+  });
+}
+
+void NatsLoop::configure(natsOptions* opts, std::function<void()> after_read) {
+  impl_->after_read = std::move(after_read);
+  natsOptions_SetEventLoop(opts, impl_.get(), &Impl::cb_attach, &Impl::cb_read, &Impl::cb_write, &Impl::cb_detach);
+}
+
+bool NatsLoop::in_loop_thread() const { return impl_->ioc.get_executor().running_in_this_thread(); }
+
+void NatsLoop::post(std::function<void()> fn) { asio::post(impl_->ioc, std::move(fn)); }
+
+void NatsLoop::run_sync(const std::function<void()>& fn) {
+  if (in_loop_thread() || impl_->ioc.stopped()) {
+    fn();
+    return;
+  }
+  auto done = std::make_shared<std::promise<void>>();
+  auto f = done->get_future();
+  asio::post(impl_->ioc, [&fn, done] {
+    fn();
+    done->set_value();
+  });
+  // The io thread may stop between the check and the post: then nothing runs it, and
+  // running it here is safe (nothing else runs io-thread work).
+  while (f.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    if (impl_->ioc.stopped()) {
+      fn();
+      return;
+    }
+  }
+}
+
+void NatsLoop::set_timer(std::chrono::milliseconds after, std::function<void()> fn) {
+  impl_->timer_fn = std::move(fn);
+  impl_->timer.expires_after(after);
+  impl_->timer.async_wait([impl = impl_.get()](const boost::system::error_code& ec) {
+    if (ec || !impl->timer_fn) return;
+    auto f = std::move(impl->timer_fn);
+    impl->timer_fn = nullptr;
+    f();
+  });
+}
+
+}  // namespace weir

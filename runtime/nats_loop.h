@@ -1,0 +1,60 @@
+// NatsLoop: runs one cnats connection on an IoLoop's Asio io_context instead of cnats'
+// own reader thread (cnats "external event loop": natsOptions_SetEventLoop;
+// docs/adr/0130-ingress-on-the-io-thread.md).
+//
+// What it does for the connection:
+//  - no reader thread: the socket's read events run natsConnection_ProcessReadEvent on the
+//    io thread, repeated until the socket is drained (Asio registers descriptors
+//    edge-triggered, and one ProcessReadEvent reads one IOBufSize chunk), then
+//    `after_read` — where the owner drains its sync subscriptions;
+//  - writes coalesced per loop turn: cnats asks for a write event once when its buffer
+//    goes non-empty; that posts one flush handler, which writes everything published since
+//    with natsConnection_ProcessWriteEvent, and waits for writability only on EAGAIN.
+//
+// Threading: cnats calls attach/read/write/detach from the io thread, from cnats' reconnect
+// and timer threads (PINGs) and from whoever connects or closes; every callback only sets
+// a flag and posts to the io thread. `after_read` and everything touching the socket run
+// on the io thread. Never call a blocking cnats API (Request, Flush, js_* management,
+// Fetch) on such a connection from the io thread: its reply could only be read by the
+// thread that is blocked waiting for it.
+//
+// Lifetime: create the NatsLoop, `configure` the natsOptions, connect; close the
+// connection (natsConnection_Close, any thread but the io thread), then destroy it with
+// `run_sync`. The NatsLoop must outlive the connection.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+struct __natsOptions;
+struct __natsConnection;
+
+namespace weir {
+
+class IoLoop;
+
+class NatsLoop {
+ public:
+  explicit NatsLoop(IoLoop& io);
+  ~NatsLoop();
+  NatsLoop(const NatsLoop&) = delete;
+  NatsLoop& operator=(const NatsLoop&) = delete;
+
+  // Puts the options in event-loop mode on this loop. `after_read` runs on the io thread
+  // after each read event has been processed. Call once, before connecting.
+  void configure(__natsOptions* opts, std::function<void()> after_read);
+
+  bool in_loop_thread() const;                 // is the caller the io thread?
+  void post(std::function<void()> fn);         // thread-safe
+  // Runs `fn` on the io thread and waits for it (directly when the io thread is not running).
+  void run_sync(const std::function<void()>& fn);
+  // A one-shot timer on the io thread (io thread only); a new call replaces a pending one.
+  void set_timer(std::chrono::milliseconds after, std::function<void()> fn);
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace weir
