@@ -118,6 +118,15 @@ bool check_json(std::string_view text, int max_depth, JsonError* error) {
   return run(text, sax, error) && !sax.failed_deep();
 }
 
+std::optional<Json> parse_payload(std::string_view payload, int max_depth, std::string* too_deep) {
+  JsonError err;
+  auto parsed = parse_json(payload, max_depth - 1, &err);
+  if (!parsed && err.too_deep && too_deep) {
+    *too_deep = "payload is " + err.message + " inside the event (http.max_depth " + std::to_string(max_depth) + ")";
+  }
+  return parsed;
+}
+
 int json_depth(const Json& value, int limit) {
   struct Frame {
     const Json* v;

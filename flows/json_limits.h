@@ -32,6 +32,11 @@ std::optional<nlohmann::json> parse_json(std::string_view text, int max_depth, J
 // Checks `text` as parse_json would, without building a DOM (ingress validation).
 bool check_json(std::string_view text, int max_depth, JsonError* error = nullptr);
 
+// A broker payload parsed as the `payload` member of its event (one level down): JSON
+// within max_depth - 1 levels, nullopt when it is not JSON (the caller keeps it as text).
+// When it is JSON but too deep, nullopt with *too_deep set to the reason (dead-letter it).
+std::optional<nlohmann::json> parse_payload(std::string_view payload, int max_depth, std::string* too_deep);
+
 // Nesting depth of a DOM, counted without recursion; stops counting past `limit`
 // (returns limit + 1 then). For values that did not come from parse_json.
 int json_depth(const nlohmann::json& value, int limit);

@@ -24,6 +24,10 @@ std::optional<std::string> substitute_env(std::string_view text, const EnvLookup
 
 // "250ms", "3s", "1.5s", "1m", "1h", "100us"; a bare number is milliseconds.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+// Percent-encodes everything but RFC 3986's unreserved characters (A-Z a-z 0-9 - _ . ~):
+// for query values and form bodies.
+std::string url_encode(std::string_view text);
 // "512KiB", "1MiB", "1GiB", "10KB", "1MB", or a plain number of bytes.
 std::optional<int64_t> parse_size(std::string_view text);
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "flows/text.h"
 #include "runtime/dashboard.h"
 #include "runtime/log.h"
 
@@ -55,20 +56,6 @@ std::string query_param(std::string_view target, std::string_view name) {
   return query_opt(target, name).value_or("");
 }
 
-std::string url_encode(std::string_view s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 // A whole decimal number in [lo, hi], or nullopt.
 std::optional<uint64_t> whole_number(const std::string& s, uint64_t lo, uint64_t hi) {
@@ -450,8 +437,8 @@ void Admin::handle(HttpRequest& req, Responder respond) {
       out.headers.emplace_back("X-More", r->more ? "true" : "false");
       if (r->more) {
         std::string next = "/dlq?after_seq=" + std::to_string(r->last_seq) + "&limit=" + std::to_string(q.limit);
-        if (q.flow) next += "&flow=" + url_encode(*q.flow);
-        if (q.id) next += "&id=" + url_encode(*q.id);
+        if (q.flow) next += "&flow=" + flows::url_encode(*q.flow);
+        if (q.id) next += "&id=" + flows::url_encode(*q.id);
         out.headers.emplace_back("Link", "<" + next + ">; rel=\"next\"");
         out.headers.emplace_back("X-Next-After", r->last_id);
         out.headers.emplace_back("X-Next-After-Seq", std::to_string(r->last_seq));

@@ -20,6 +20,7 @@
 #include "connectors/registry.h"
 #include "flows/cli.h"
 #include "flows/flow.h"
+#include "flows/text.h"
 #include "runtime/admin_client.h"
 #include "runtime/config.h"
 #include "runtime/runtime.h"
@@ -31,20 +32,6 @@
 namespace {
 constexpr const char* kDefaultServer = "http://127.0.0.1:8081";
 
-std::string url_encode(const std::string& s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 std::string cell(const nlohmann::json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return "-";
@@ -118,7 +105,7 @@ int dlq_list_command(const std::string& server, const std::string& flow, const s
   nlohmann::json all = nlohmann::json::array();
   std::string path = "/dlq?limit=" + std::to_string(page_size);
   if (!flow.empty()) path += "&flow=" + flow;
-  if (!id.empty()) path += "&id=" + url_encode(id);
+  if (!id.empty()) path += "&id=" + weir::flows::url_encode(id);
   for (;;) {
     weir::AdminReply r = weir::admin_call(server, "GET", path);
     if (r.status == 0) {
@@ -158,7 +145,7 @@ int table_command(const std::string& server, const std::string& action, const st
     std::fprintf(stderr, "weir table %s: usage: weir table %s %s\n", action.c_str(), action.c_str(), usage);
     return false;
   };
-  auto seg = [](const std::string& s) { return url_encode(s); };
+  auto seg = [](const std::string& s) { return weir::flows::url_encode(s); };
   if (action == "list") return need(0, "") ? weir::admin_command(server, "GET", "/tables") : 2;
   if (action == "get") return need(2, "NAME KEY") ? weir::admin_command(server, "GET", "/tables/" + seg(args[0]) + "/" + seg(args[1])) : 2;
   if (action == "delete") {
@@ -194,7 +181,7 @@ int table_command(const std::string& server, const std::string& action, const st
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) body.append(buf, n);
   std::fclose(f);
   std::string path = "/tables/" + seg(args[0]) + "?format=" + format;
-  if (!key_column.empty()) path += "&key=" + url_encode(key_column);
+  if (!key_column.empty()) path += "&key=" + weir::flows::url_encode(key_column);
   return weir::admin_command(server, "PUT", path, body);
 }
 

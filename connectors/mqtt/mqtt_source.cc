@@ -79,12 +79,10 @@ std::string mqtt_event_body(std::string_view topic, std::string_view payload, in
                             std::string* too_deep) {
   nlohmann::json body = nlohmann::json::object();
   body["topic"] = valid_utf8(topic) ? std::string(topic) : header_safe(topic);
-  flows::JsonError err;
-  // The payload sits one level down in the event.
-  auto parsed = flows::parse_json(payload, max_depth - 1, &err);
-  if (!parsed && err.too_deep) {
-    if (too_deep) *too_deep = "payload is " + err.message + " inside the event (http.max_depth " +
-                              std::to_string(max_depth) + ")";
+  std::string deep;
+  auto parsed = flows::parse_payload(payload, max_depth, &deep);
+  if (!deep.empty()) {
+    if (too_deep) *too_deep = std::move(deep);
     return "";
   }
   if (parsed) {

@@ -314,11 +314,10 @@ std::string nats_event_body(std::string_view subject, std::string_view data,
                             std::string* too_deep) {
   nlohmann::json body = nlohmann::json::object();
   body["subject"] = std::string(subject);
-  flows::JsonError err;
-  auto parsed = flows::parse_json(data, max_depth - 1, &err);   // one level down in the event
-  if (!parsed && err.too_deep) {
-    if (too_deep) *too_deep = "payload is " + err.message + " inside the event (http.max_depth " +
-                              std::to_string(max_depth) + ")";
+  std::string deep;
+  auto parsed = flows::parse_payload(data, max_depth, &deep);
+  if (!deep.empty()) {
+    if (too_deep) *too_deep = std::move(deep);
     return "";
   }
   if (parsed) {

@@ -103,21 +103,6 @@ std::string cursor_of(const Json& body, std::string_view field) {
   return "";
 }
 
-std::string url_encode(std::string_view text) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 std::string page_url(const std::string& url, const std::string& param, const std::string& cursor) {
   if (cursor.empty() || param.empty()) return url;

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "flows/flow.h"
+#include "flows/text.h"
 #include "runtime/source.h"
 
 namespace weir::connectors {
@@ -161,7 +162,7 @@ Result<TokenResponse> parse_token_response(std::string_view body);
 std::string token_request_body(const std::string& client_id, const std::string& client_secret,
                                const std::vector<std::string>& scopes);
 
-std::string url_encode(std::string_view text);
+using flows::url_encode;   // flows/text.h
 
 }  // namespace poll
 
