@@ -101,10 +101,13 @@ TEST_CASE("a 3 s nats-server outage answers 503 with Retry-After and loses nothi
   auto up_at = std::chrono::steady_clock::now();
   nats.start();
 
-  INFO(weir.describe());
-  CHECK(wait_until([&] { return http_request("GET", weir.admin_url("/readyz"), "", {}, 500ms).status == 200; }, 20s,
+  // Recovery is not what this test times: under load (the suite runs two at a time) the
+  // reconnect, the stages' next successful fetch and a batch stuck until its publish
+  // deadline have taken more than 20 s twice in ~10 runs (not reproduced alone).
+  CHECK(wait_until([&] { return http_request("GET", weir.admin_url("/readyz"), "", {}, 500ms).status == 200; }, 45s,
                    50ms));
-  REQUIRE(more_acks(posters, 300, 20s));
+  INFO(weir.describe());
+  REQUIRE(more_acks(posters, 300, 45s));
   posters.stop();
 
   // Every answer to a request sent after nats-server had exited and answered before it
