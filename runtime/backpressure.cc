@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
 #include "runtime/log.h"
 
 namespace weir {
@@ -29,6 +31,14 @@ bool FlowBacklog::admit(int64_t bytes, std::string* why) {
     if (why) *why = "flow backlog full (" + std::to_string(options_.max_bytes) + " bytes not yet delivered)";
     return false;
   }
+  if (int64_t bound = delay_bound(); bound > 0 && backlog_messages() + 1 > bound) {
+    reject();
+    if (why) {
+      *why = "flow backlog over its delay bound (" + std::to_string(options_.max_delay.count()) +
+             " ms at the current delivery rate: " + std::to_string(bound) + " messages)";
+    }
+    return false;
+  }
   if (options_.max_messages > 0 && backlog_messages() + 1 > options_.max_messages) {
     reject();
     if (why) *why = "flow backlog full (" + std::to_string(options_.max_messages) + " events not yet delivered)";
@@ -54,7 +64,39 @@ void FlowBacklog::completed(int64_t bytes, bool stored) {
 }
 
 void FlowBacklog::refreshed(int64_t stream_bytes, int64_t stream_msgs, int64_t stored_bytes_before,
-                            int64_t stored_msgs_before) {
+                            int64_t stored_msgs_before, uint64_t last_seq, std::chrono::steady_clock::time_point at) {
+  // Drain rate: what left the stream between two reads = what it held + what was added
+  // (the growth of its last sequence, by any writer: ingress, flow outputs, peers) − what
+  // it holds now. Smoothed over refreshes; a window that removed nothing means the flow is
+  // stalled (sinks down, paused, gated), and then only the size bounds apply.
+  // Each event is several stream messages over its life (its `.in`, then one `.out.<sink>`
+  // per output), each leaving at its own hop; the bound divides by that count, measured as
+  // messages added per event this process ingested (peers' events only raise it: the
+  // bound errs tight). So `bound / rate` approximates the delay an event admitted now
+  // waits, whichever hop is the slow one.
+  if (have_last_ && last_seq >= last_seq_ && at > last_at_) {
+    const double secs = std::chrono::duration<double>(at - last_at_).count();
+    const int64_t added = static_cast<int64_t>(last_seq - last_seq_);
+    const int64_t removed = std::max<int64_t>(0, last_msgs_ + added - stream_msgs);
+    if (stored_msgs_before > 0 && added > 0) {
+      const double m = std::clamp(static_cast<double>(added) / static_cast<double>(stored_msgs_before), 1.0, 64.0);
+      msgs_per_event_ = 0.5 * msgs_per_event_ + 0.5 * m;
+    }
+    const double rate = static_cast<double>(removed) / secs;
+    const double prev = drain_rate_.load(std::memory_order_relaxed);
+    const double smoothed = removed == 0 ? 0.0 : (prev == 0 ? rate : 0.5 * prev + 0.5 * rate);
+    drain_rate_.store(smoothed, std::memory_order_relaxed);
+    int64_t bound = 0;
+    if (options_.max_delay.count() > 0 && smoothed > 0) {
+      const double per_delay = smoothed * std::chrono::duration<double>(options_.max_delay).count() / msgs_per_event_;
+      bound = std::max<int64_t>(kMinDelayBound, static_cast<int64_t>(per_delay));
+    }
+    delay_bound_.store(bound, std::memory_order_relaxed);
+  }
+  have_last_ = true;
+  last_msgs_ = stream_msgs;
+  last_seq_ = last_seq;
+  last_at_ = at;
   // What was stored before the request left is in the stream state now; what was stored
   // after may or may not be, so it stays counted on top.
   base_bytes_.store(stream_bytes, std::memory_order_relaxed);
@@ -111,7 +153,7 @@ void BacklogMonitor::refresh(FlowBacklog& b) {
     log::debug("backlog refresh failed", {{"stream", b.stream()}, {"error", st.status().str()}});
     return;
   }
-  b.refreshed(st->bytes, st->messages, before_bytes, before_msgs);
+  b.refreshed(st->bytes, st->messages, before_bytes, before_msgs, st->last_seq, std::chrono::steady_clock::now());
 }
 
 void BacklogMonitor::loop() {

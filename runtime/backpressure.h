@@ -5,7 +5,13 @@
 // acknowledge) when
 //  - the flow's backlog — what its stream holds: `.in` not yet run plus `.out.<sink>`
 //    not yet delivered — is at `max_bytes` or `max_messages`, or
-//  - the process has `max_pending` ingress publishes waiting for their PubAck.
+//  - the process has `max_pending` ingress publishes waiting for their PubAck, or
+//  - (opt-in, `max_delay` > 0) the flow is delivering, and its backlog would take longer
+//    than `max_delay` to drain at the rate it drained lately: the backlog is then bounded by
+//    that rate × max_delay, in events (never below kMinDelayBound messages), which bounds the queueing
+//    delay — and so end-to-end latency — of a flow that keeps up less fast than its senders.
+//    A flow that drained nothing in the last refresh (sinks down, flow paused) keeps only
+//    the size bounds: it stores for later delivery (docs/adr/0085-backlog-delay-bound.md).
 //
 // Checking costs no NATS round trip: BacklogMonitor's thread reads each flow stream's
 // state every `interval` on the control-plane connection and stores it in atomics. The
@@ -38,7 +44,13 @@ struct BackpressureOptions {
   int64_t max_messages = 0;    // per flow backlog in messages; 0 = no bound
   int64_t max_pending = 0;     // ingress publishes awaiting a PubAck, whole process; 0 = no cap
   std::chrono::milliseconds interval{200};   // stream state refresh
+  std::chrono::milliseconds max_delay{0};    // backlog.max_delay; 0 = no delay bound
 };
+
+// The delay bound never goes below this many stream messages: the pipeline holds about
+// this much in hand at full speed (two flow batches of 256 and their outputs, sink
+// deliveries in flight), and a lower bound would throttle throughput, not latency.
+inline constexpr int64_t kMinDelayBound = 2048;
 
 class FlowBacklog {
  public:
@@ -56,11 +68,19 @@ class FlowBacklog {
   // From the monitor: stream state read by a request sent after `stored_before` was taken.
   int64_t stored_marker() const { return stored_bytes_.load(std::memory_order_acquire); }
   int64_t stored_msgs_marker() const { return stored_msgs_.load(std::memory_order_acquire); }
-  void refreshed(int64_t stream_bytes, int64_t stream_msgs, int64_t stored_bytes_before, int64_t stored_msgs_before);
+  // `last_seq`: the stream's last sequence (its growth is what was added, by anyone);
+  // `at`: when the state was read. Updates the drain rate and the delay bound.
+  void refreshed(int64_t stream_bytes, int64_t stream_msgs, int64_t stored_bytes_before, int64_t stored_msgs_before,
+                 uint64_t last_seq = 0,
+                 std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
 
   // What a check compares (for metrics).
   int64_t backlog_bytes() const;
   int64_t backlog_messages() const;
+  // Stream messages removed (delivered/acked) per second, smoothed; 0 while stalled.
+  double drain_rate() const { return drain_rate_.load(std::memory_order_relaxed); }
+  // The message bound from max_delay in force now; 0 = none (off, stalled, or no rate yet).
+  int64_t delay_bound() const { return delay_bound_.load(std::memory_order_relaxed); }
 
  private:
   void reject();
@@ -72,6 +92,14 @@ class FlowBacklog {
   std::atomic<int64_t> base_bytes_{0}, base_msgs_{0};        // stream state at the last refresh
   std::atomic<int64_t> stored_bytes_{0}, stored_msgs_{0};    // stored by this process since then
   std::atomic<int64_t> inflight_bytes_{0}, inflight_msgs_{0};
+  // Drain-rate state: written by the monitor thread only (refreshed), read by admit.
+  bool have_last_ = false;
+  int64_t last_msgs_ = 0;
+  uint64_t last_seq_ = 0;
+  std::chrono::steady_clock::time_point last_at_{};
+  double msgs_per_event_ = 2;   // an input and one output until measured
+  std::atomic<double> drain_rate_{0};
+  std::atomic<int64_t> delay_bound_{0};
 };
 
 class BacklogMonitor {

@@ -762,6 +762,7 @@ Result<Bus::StreamState> Bus::stream_state(const std::string& stream) {
   StreamState out;
   out.bytes = static_cast<int64_t>(si->State.Bytes);
   out.messages = static_cast<int64_t>(si->State.Msgs);
+  out.last_seq = si->State.LastSeq;
   if (si->Config) out.max_bytes = si->Config->MaxBytes;
   jsStreamInfo_Destroy(si);
   return out;

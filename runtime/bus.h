@@ -178,6 +178,7 @@ class Bus {
   Result<std::pair<uint64_t, uint64_t>> stream_bounds(const std::string& stream);  // first, last
   struct StreamState {
     int64_t bytes = 0, messages = 0, max_bytes = -1;
+    uint64_t last_seq = 0;   // every message ever stored: its growth counts what was added
   };
   Result<StreamState> stream_state(const std::string& stream);   // one STREAM.INFO request
   Result<StoredMessage> get_message(const std::string& stream, uint64_t seq);

@@ -178,10 +178,14 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   if (auto n = root["drain_timeout"]) c.drain_timeout = r.duration(n, "drain_timeout");
   if (auto n = root["max_deliver"]) c.max_deliver = r.integer(n, "max_deliver", 1, 1000);
   if (auto n = root["backlog"]) {
-    r.check_keys(n, "backlog", {"max_bytes", "max_events", "max_pending"});
+    r.check_keys(n, "backlog", {"max_bytes", "max_events", "max_pending", "max_delay"});
     if (n["max_bytes"]) c.backlog.max_bytes = r.size(n["max_bytes"], "backlog.max_bytes");
     if (n["max_events"]) c.backlog.max_events = r.integer(n["max_events"], "backlog.max_events", 1, 1 << 30);
     if (n["max_pending"]) c.backlog.max_pending = r.integer(n["max_pending"], "backlog.max_pending", 1, 1 << 24);
+    if (auto d = n["max_delay"]) {
+      c.backlog.max_delay = d.IsScalar() && d.Scalar() == "0" ? std::chrono::milliseconds(0)
+                                                               : r.duration(d, "backlog.max_delay");
+    }
   }
   // The stream must keep room above the backlog bound for the flow's own outputs, or a
   // full input could block them (ADR 0080): at least one body of the largest size.

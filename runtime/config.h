@@ -69,6 +69,9 @@ struct RuntimeConfig {
     int64_t max_bytes = 0;          // 0: 3/4 of nats.stream_max_bytes
     int64_t max_events = 100000;
     int max_pending = 10000;
+    // Opt-in latency bound (ADR 0085): while the flow delivers, refuse past what it drains
+    // in this long at its recent rate. 0 = off (a burst is stored up to the size bounds).
+    std::chrono::milliseconds max_delay{0};
     // The bound in force: max_bytes, or its default from the stream size.
     int64_t bytes_bound(int64_t stream_max_bytes) const { return max_bytes > 0 ? max_bytes : stream_max_bytes / 4 * 3; }
   } backlog;

@@ -694,6 +694,7 @@ struct Runtime::Impl final : AdminBackend {
     }
     bp.max_messages = config.backlog.max_events;
     bp.max_pending = config.backlog.max_pending;
+    bp.max_delay = config.backlog.max_delay;
     backlog = std::make_unique<BacklogMonitor>(*bus, metrics, bp);
     if (Status s = bus->ensure_dlq_stream(config.dlq.max_age, config.dlq.max_bytes); !s) return s;
     {  // The KV bucket behind SourceState (poll cursors, ETags); a fresh server or

@@ -181,3 +181,64 @@ TEST_CASE("a flow stream filled by another route: outputs that cannot be stored 
   REQUIRE(weir.post("/in/full", json{{"id", "after-1"}}.dump()).status == 202);
   CHECK(wait_until([&] { return sink.ids().count("after-1") == 1; }, 20s, 50ms));
 }
+
+TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x max_delay, then drains, lost 0",
+          "[integration][backpressure]") {
+  NatsServer nats;
+  // ~4 connections x 20 ms: the sink takes about 200 events/s; the senders offer far more.
+  SinkProcess sink({"--delay-ms", "20"});
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"slow.yaml", http_flow("slow", "/in/slow", sink.url("/out"),
+                                                  "retries: 8, timeout: 5s, max_connections: 4")}},
+                .config = "backlog: { max_delay: 500ms }\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/slow", json{{"id", "warm-1"}}.dump()).status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("warm-1") == 1; }, 20s, 50ms));
+
+  Posters posters(weir.ingress_url("/in/slow"), 6, std::chrono::microseconds(200));
+  // At ~400 stream messages/s drained and 2 per event, 500 ms is ~100 events: below the
+  // floor, so the bound in force is kMinDelayBound (2,048 messages) — far below
+  // backlog.max_events (100,000), which alone would let the backlog grow for minutes.
+  std::string why;
+  bool refused = wait_until(
+      [&] {
+        auto r = weir.post("/in/slow", json{{"id", "probe"}}.dump());
+        why = r.body;
+        return r.status == 503 && r.body.find("delay bound") != std::string::npos;
+      },
+      30s, 20ms);
+  INFO("last answer: " << why);
+  CHECK(refused);
+  // Once the rate is known the backlog settles under the bound (it may have passed it
+  // before the first rate was measured).
+  double backlog = -1;
+  CHECK(wait_until(
+      [&] {
+        backlog = metric(weir, "weir_flow_backlog_events", "flow=\"slow\",stage=\"ingress\"");
+        return backlog >= 0 && backlog <= 2048 + 64;
+      },
+      30s, 100ms));
+  INFO("backlog events " << backlog);
+  posters.stop();
+  for (auto [status, n] : posters.status_counts()) {
+    INFO("HTTP " << status << " x" << n);
+    CHECK((status == 202 || status == 503));
+  }
+  CHECK(posters.status_counts()[503] > 0);
+
+  std::set<std::string> acked = posters.acked_ids();
+  acked.insert("warm-1");
+  std::vector<std::string> lost;
+  bool all = wait_until(
+      [&] {
+        lost = missing(acked, sink.ids());
+        return lost.empty();
+      },
+      90s, 200ms);
+  CHECK(all);
+  if (!lost.empty()) FAIL_CHECK("lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
+  std::cout << "backlog.max_delay: " << acked.size() << " acked, " << posters.status_counts()[503]
+            << " answered 503, backlog settled at " << backlog << " messages\n";
+}
