@@ -37,8 +37,13 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
              "        max_connections: 12 }\n"
              "admin: { listen: 127.0.0.1:0, token_env: TOKEN_NAME, max_connections: 3 }\n"
              "log: { level: warn, format: json }\n"
-             "drain_timeout: 1m\n");
+             "drain_timeout: 1m\n"
+             "backlog: { max_delay: 250ms }\n");
   auto c = load_runtime_config(dir.file("w.yaml"));
+  CHECK(c.backlog.max_delay == std::chrono::milliseconds(250));
+  CHECK(d.backlog.max_delay == std::chrono::milliseconds(0));
+  write_file(dir.file("off.yaml"), "backlog: { max_delay: 0 }\n");
+  CHECK(load_runtime_config(dir.file("off.yaml")).backlog.max_delay == std::chrono::milliseconds(0));
   CHECK(c.http.max_body == 512 * 1024);
   CHECK(c.http.max_header == 4096);
   CHECK(c.http.read_timeout == std::chrono::milliseconds(250));
@@ -64,4 +69,6 @@ TEST_CASE("config: unknown keys and bad values are errors naming the place", "[c
   CHECK(error_of(dir.file("d.yaml")).find("http.read_timeout") != std::string::npos);
   write_file(dir.file("e.yaml"), "log: { format: xml }\n");
   CHECK(error_of(dir.file("e.yaml")).find("log.format") != std::string::npos);
+  write_file(dir.file("f.yaml"), "backlog: { max_delay: short }\n");
+  CHECK(error_of(dir.file("f.yaml")).find("backlog.max_delay") != std::string::npos);
 }
