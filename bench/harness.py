@@ -199,9 +199,17 @@ class Bench(Stack):
         return json.loads(http_get(self.sink_port, "/stats")[1])
 
     def weir_argv(self, http_port, admin_port, flows_dir):
-        return [self.tool("weir"), "run", "--flows", flows_dir, "--nats", self.nats_url,
+        argv = [self.tool("weir"), "run", "--flows", flows_dir, "--nats", self.nats_url,
                 "--http", f"127.0.0.1:{http_port}", "--admin", f"127.0.0.1:{admin_port}",
                 "--data-dir", os.path.join(self.tmp, "weir-data")]
+        config = getattr(getattr(self, "a", None), "weir_config", None)
+        if config:
+            # --weir-config 'backlog: { max_delay: 250ms }': a weir.yaml for this run.
+            path = os.path.join(self.tmp, "weir.yaml")
+            with open(path, "w") as f:
+                f.write(config + "\n")
+            argv += ["--config", path]
+        return argv
 
     def weir_env(self):
         env = dict(os.environ)
@@ -311,6 +319,8 @@ class Bench(Stack):
             result["rate"] = a.rate
         else:
             result["concurrency"] = a.concurrency
+        if getattr(a, "weir_config", ""):
+            result["weir_config"] = a.weir_config
         invalid = []
         result["cold_start_ms"] = None
         if not a.no_cold_start:
@@ -447,6 +457,7 @@ def main():
     p.add_argument("--js-count", type=int, default=100000)
     p.add_argument("--no-ceilings", action="store_true")
     p.add_argument("--no-cold-start", action="store_true")
+    p.add_argument("--weir-config", default="", help="weir.yaml text for the run, e.g. 'backlog: { max_delay: 250ms }'")
     a = p.parse_args()
     if a.rate:
         a.concurrency = max(a.concurrency, 64)
