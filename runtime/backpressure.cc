@@ -67,8 +67,9 @@ void FlowBacklog::refreshed(int64_t stream_bytes, int64_t stream_msgs, int64_t s
                             int64_t stored_msgs_before, uint64_t last_seq, std::chrono::steady_clock::time_point at) {
   // Drain rate: what left the stream between two reads = what it held + what was added
   // (the growth of its last sequence, by any writer: ingress, flow outputs, peers) − what
-  // it holds now. Smoothed over refreshes; a window that removed nothing means the flow is
-  // stalled (sinks down, paused, gated), and then only the size bounds apply.
+  // it holds now. Smoothed over refreshes; a window that removed nothing from a non-empty
+  // stream means the flow is stalled (sinks down, paused, gated), and then only the size
+  // bounds apply. Before the first rate, and after an idle window, the floor applies.
   // Each event is several stream messages over its life (its `.in`, then one `.out.<sink>`
   // per output), each leaving at its own hop; the bound divides by that count, measured as
   // messages added per event this process ingested (peers' events only raise it: the
@@ -87,9 +88,14 @@ void FlowBacklog::refreshed(int64_t stream_bytes, int64_t stream_msgs, int64_t s
     const double smoothed = removed == 0 ? 0.0 : (prev == 0 ? rate : 0.5 * prev + 0.5 * rate);
     drain_rate_.store(smoothed, std::memory_order_relaxed);
     int64_t bound = 0;
-    if (options_.max_delay.count() > 0 && smoothed > 0) {
-      const double per_delay = smoothed * std::chrono::duration<double>(options_.max_delay).count() / msgs_per_event_;
-      bound = std::max<int64_t>(kMinDelayBound, static_cast<int64_t>(per_delay));
+    if (options_.max_delay.count() > 0) {
+      if (smoothed > 0) {
+        const double per_delay =
+            smoothed * std::chrono::duration<double>(options_.max_delay).count() / msgs_per_event_;
+        bound = std::max<int64_t>(kMinDelayBound, static_cast<int64_t>(per_delay));
+      } else if (stream_msgs == 0) {
+        bound = kMinDelayBound;   // idle: the next burst meets the floor until its rate is known
+      }                           // else stalled: the size bounds alone
     }
     delay_bound_.store(bound, std::memory_order_relaxed);
   }

@@ -10,8 +10,9 @@
 //    than `max_delay` to drain at the rate it drained lately: the backlog is then bounded by
 //    that rate × max_delay, in events (never below kMinDelayBound messages), which bounds the queueing
 //    delay — and so end-to-end latency — of a flow that keeps up less fast than its senders.
-//    A flow that drained nothing in the last refresh (sinks down, flow paused) keeps only
-//    the size bounds: it stores for later delivery (docs/adr/0085-backlog-delay-bound.md).
+//    Until a rate is known (start, after an idle spell) the floor applies. A flow that
+//    drained nothing from a non-empty stream in the last refresh (sinks down, flow paused)
+//    keeps only the size bounds: it stores for later delivery (docs/adr/0085-backlog-delay-bound.md).
 //
 // Checking costs no NATS round trip: BacklogMonitor's thread reads each flow stream's
 // state every `interval` on the control-plane connection and stores it in atomics. The
@@ -56,7 +57,9 @@ class FlowBacklog {
  public:
   FlowBacklog(std::string stream, const BackpressureOptions& options, std::atomic<int64_t>& process_pending,
               StageMetrics* metrics)
-      : stream_(std::move(stream)), options_(options), process_pending_(process_pending), metrics_(metrics) {}
+      : stream_(std::move(stream)), options_(options), process_pending_(process_pending), metrics_(metrics) {
+    if (options_.max_delay.count() > 0) delay_bound_.store(kMinDelayBound, std::memory_order_relaxed);
+  }
 
   const std::string& stream() const { return stream_; }
 
@@ -99,7 +102,7 @@ class FlowBacklog {
   std::chrono::steady_clock::time_point last_at_{};
   double msgs_per_event_ = 2;   // an input and one output until measured
   std::atomic<double> drain_rate_{0};
-  std::atomic<int64_t> delay_bound_{0};
+  std::atomic<int64_t> delay_bound_{0};   // set in the constructor: the floor while max_delay is on
 };
 
 class BacklogMonitor {

@@ -51,29 +51,43 @@ TEST_CASE("backlog: max_delay bounds a delivering flow by its drain rate", "[bac
   std::atomic<int64_t> pending{0};
   BackpressureOptions o;
   o.max_messages = 1000000;
-  o.max_delay = 200ms;
+  o.max_delay = 10s;
   FlowBacklog b("s", o, pending, nullptr);
   read(b, 0, 0, t0);
-  CHECK(b.delay_bound() == 0);   // no rate yet: only the size bounds
+  CHECK(b.delay_bound() == kMinDelayBound);   // no rate yet: the floor
   std::string why;
-  REQUIRE(admit_all(b, &why, 50000) == 50000);
-
-  // One second: our 50,000 events and their 50,000 outputs were added (last_seq 100,000),
-  // the stream holds 2,000: 98,000 messages left it, 2 messages per event, so an event
-  // admitted now waits 200 ms behind 98,000 × 0.2 / 2 = 9,800 messages.
-  read(b, 2000, 100000, t0 + 1s);
-  CHECK(b.drain_rate() == Approx(98000.0));
-  CHECK(b.delay_bound() == 9800);
-  CHECK(admit_all(b, &why) == 7800);
+  CHECK(admit_all(b, &why) == kMinDelayBound);
   CHECK(why.find("delay bound") != std::string::npos);
-  CHECK(why.find("200 ms") != std::string::npos);
+  CHECK(why.find("10000 ms") != std::string::npos);
 
-  // The rate is smoothed: a slower second brings the bound down, but never below the floor.
-  read(b, 9800, 100000 + 2 * 7800, t0 + 2s);   // 15,600 added, 9,800 held: 7,800 left
-  CHECK(b.drain_rate() == Approx((98000.0 + 7800.0) / 2));
-  CHECK(b.delay_bound() == static_cast<int64_t>(52900 * 0.2 / 2));
-  read(b, 9800, 100000 + 2 * 7800 + 100, t0 + 3s);   // 100 added, 100 left
-  CHECK(b.delay_bound() == std::max<int64_t>(kMinDelayBound, static_cast<int64_t>((52900 + 100) / 2 * 0.2 / 2)));
+  // One second: our 2,048 events and their 2,048 outputs were added (last_seq 4,096), the
+  // stream holds 96: 4,000 messages left it, 2 messages per event, so an event admitted
+  // now waits 10 s behind 4,000 × 10 / 2 = 20,000 messages.
+  read(b, 96, 4096, t0 + 1s);
+  CHECK(b.drain_rate() == Approx(4000.0));
+  CHECK(b.delay_bound() == 20000);
+  CHECK(admit_all(b, &why) == 20000 - 96);
+
+  // Smoothed: a faster second (12,000 left) raises it to the mean rate, 8,000/s.
+  const uint64_t seq = 4096 + 2 * (20000 - 96);
+  read(b, 96 + 2 * (20000 - 96) - 12000, seq, t0 + 2s);
+  CHECK(b.drain_rate() == Approx(8000.0));
+  CHECK(b.delay_bound() == 40000);
+}
+
+TEST_CASE("backlog: the delay floor holds until a rate is known and again after an idle spell", "[backpressure]") {
+  std::atomic<int64_t> pending{0};
+  BackpressureOptions o;
+  o.max_messages = 1000000;
+  o.max_delay = 100ms;
+  FlowBacklog b("s", o, pending, nullptr);
+  CHECK(b.delay_bound() == kMinDelayBound);
+  read(b, 0, 0, t0);
+  read(b, 0, 200, t0 + 1s);   // 200 msgs/s: 10 messages in 100 ms, under the floor
+  CHECK(b.delay_bound() == kMinDelayBound);
+  read(b, 0, 200, t0 + 2s);   // idle: nothing held, nothing left
+  CHECK(b.drain_rate() == 0);
+  CHECK(b.delay_bound() == kMinDelayBound);
 }
 
 TEST_CASE("backlog: the delay bound divides by the messages each event becomes", "[backpressure]") {
@@ -84,10 +98,10 @@ TEST_CASE("backlog: the delay bound divides by the messages each event becomes",
   FlowBacklog b("s", o, pending, nullptr);
   read(b, 0, 0, t0);
   std::string why;
-  REQUIRE(admit_all(b, &why, 10000) == 10000);
-  // A flow with three sinks: each event is 4 messages; 40,000 added, all gone.
-  read(b, 0, 40000, t0 + 1s);
-  CHECK(b.delay_bound() == static_cast<int64_t>(40000 * 1.0 / 3));   // smoothed: (2 + 4) / 2 = 3 per event
+  REQUIRE(admit_all(b, &why) == kMinDelayBound);
+  // A flow with three sinks: each event is 4 messages; 8,192 added, all gone.
+  read(b, 0, 4 * kMinDelayBound, t0 + 1s);
+  CHECK(b.delay_bound() == static_cast<int64_t>(4 * kMinDelayBound * 1.0 / 3));   // smoothed: (2 + 4) / 2 per event
 }
 
 TEST_CASE("backlog: a flow that drained nothing (sinks down) keeps only the size bounds", "[backpressure]") {
