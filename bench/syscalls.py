@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Per-event system calls and context switches (bench/syscalls.sh; issue 10 "Must show").
+
+bench_orders at a paced rate (default 1,000/s) through weir, twice on one stack:
+  1. context switches: voluntary + involuntary of every thread of weir and of nats-server
+     (/proc/PID/task/*/status) before and after the load, divided by the events delivered;
+     also weir's thread count and threads by name;
+  2. system calls: `strace -c -f -p` attached to weir for the same load (strace slows the
+     process, so the rate is kept low and this pass's latency is not reported), calls per
+     delivered event by syscall.
+One JSON object on stdout. BUILD=dir selects the build (default build/).
+"""
+import argparse
+import collections
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Bench, ROOT, log, machine  # noqa: E402
+
+
+def ctx_switches(pid):
+    """{"voluntary": n, "involuntary": n} summed over the threads of `pid`."""
+    out = collections.Counter()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            for line in open(f"/proc/{pid}/task/{tid}/status"):
+                if line.startswith("voluntary_ctxt_switches"):
+                    out["voluntary"] += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches"):
+                    out["involuntary"] += int(line.split()[1])
+        except FileNotFoundError:
+            pass   # a thread that ended meanwhile
+    return out
+
+
+def threads(pid):
+    names = collections.Counter()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            names[open(f"/proc/{pid}/task/{tid}/comm").read().strip()] += 1
+        except FileNotFoundError:
+            pass
+    return dict(names)
+
+
+def parse_strace_c(text):
+    """strace -c's table → {syscall: calls}."""
+    calls = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
+        if m and m.group(2) != "total":
+            calls[m.group(2)] = int(m.group(1))
+    return calls
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default=os.environ.get("BUILD", os.path.join(ROOT, "build")))
+    p.add_argument("--rate", type=float, default=1000)
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--strace-rate", type=float, default=500)
+    p.add_argument("--no-strace", action="store_true")
+    p.add_argument("--drain", type=float, default=60)
+    p.add_argument("--warmup", default="1s")
+    p.add_argument("--weir-config", default="")
+    a = p.parse_args()
+    a.ceiling_seconds = 3
+    b = Bench(a)
+    result = {"scenario": f"paced {a.rate:g}/s, bench_orders", "machine": machine(), "seconds": a.seconds,
+              "loadavg_before": os.getloadavg()[0]}
+    try:
+        flows = os.path.join(b.tmp, "flows")
+        import shutil
+        shutil.copytree(os.path.join(ROOT, "bench", "flows"), flows)
+        b.start_nats()
+        b.start_sink()
+        b.start_weir(flows)
+        weir, nats = b.weir.pid, b.nats.pid
+        result["threads_idle"] = threads(weir)
+        w0, n0 = ctx_switches(weir), ctx_switches(nats)
+        m = b.measure(b.http_port, "/in/orders", a.seconds, concurrency=64, rate=a.rate,
+                      cpu_pids={"weir": weir, "nats": nats}, warmup=a.warmup, label="ctx")
+        w1, n1 = ctx_switches(weir), ctx_switches(nats)
+        ev = max(m["delivered"], 1)
+        result["delivered"] = m["delivered"]
+        result["lost"] = m["lost"]
+        result["e2e_ms"] = m["e2e_ms"]
+        result["cpu_us_per_event"] = {"weir": m["weir_cpu_us_per_event"], "nats": m["nats_cpu_us_per_event"]}
+        result["ctx_switches_per_event"] = {
+            "weir": {k: round((w1[k] - w0[k]) / ev, 2) for k in ("voluntary", "involuntary")},
+            "nats": {k: round((n1[k] - n0[k]) / ev, 2) for k in ("voluntary", "involuntary")},
+        }
+        result["threads_loaded"] = threads(weir)
+        if not a.no_strace:
+            out = os.path.join(b.tmp, "strace.txt")
+            st = subprocess.Popen(["strace", "-c", "-f", "-q", "-o", out, "-p", str(weir)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)   # attached to every thread before the load starts
+            m2 = b.measure(b.http_port, "/in/orders", a.seconds, concurrency=64, rate=a.strace_rate,
+                           warmup=a.warmup, label="strace")
+            st.send_signal(signal.SIGINT)
+            st.wait(timeout=30)
+            calls = parse_strace_c(open(out).read())
+            ev2 = max(m2["delivered"], 1)
+            per = {k: round(v / ev2, 2) for k, v in sorted(calls.items(), key=lambda kv: -kv[1]) if v / ev2 >= 0.05}
+            result["strace"] = {"rate": a.strace_rate, "delivered": m2["delivered"], "lost": m2["lost"],
+                                "syscalls_per_event": per, "total_per_event": round(sum(calls.values()) / ev2, 2)}
+        result["loadavg_after"] = os.getloadavg()[0]
+    finally:
+        b.close()
+    import json
+    print(json.dumps(result))
+    lost = result.get("lost", 0) + result.get("strace", {}).get("lost", 0)
+    if lost:
+        log(f"LOST {lost}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
