@@ -43,7 +43,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cluster/kv.h"
+#include "runtime/kv.h"
 #include "runtime/cluster_hooks.h"
 
 namespace weir::cluster {

@@ -24,7 +24,7 @@
 #include <string_view>
 
 #include "cluster/clock.h"
-#include "cluster/kv.h"
+#include "runtime/kv.h"
 #include "runtime/status.h"
 
 namespace weir::cluster {

@@ -1,6 +1,6 @@
 #include "cluster/members.h"
 
-#include "cluster/nats_status.h"
+#include "runtime/nats_status.h"
 
 namespace weir::cluster {
 

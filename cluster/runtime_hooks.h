@@ -13,7 +13,7 @@
 
 #include "cluster/flow_registry.h"
 #include "cluster/members.h"
-#include "cluster/nats_kv.h"
+#include "runtime/nats_kv.h"
 #include "cluster/singleton.h"
 #include "runtime/cluster_hooks.h"
 

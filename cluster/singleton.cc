@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "cluster/nats_kv.h"
+#include "runtime/nats_kv.h"
 #include "runtime/log.h"
 
 namespace weir::cluster {

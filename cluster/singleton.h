@@ -32,7 +32,7 @@
 #include <thread>
 
 #include "cluster/clock.h"
-#include "cluster/kv.h"
+#include "runtime/kv.h"
 #include "cluster/lease.h"
 #include "runtime/source.h"
 

@@ -60,24 +60,6 @@ bool is_internal_subject(std::string_view subject) {
 }
 }  // namespace layout
 
-Status nats_status(int s, std::string_view what) {
-  auto st = static_cast<natsStatus>(s);
-  if (st == NATS_OK) return Status::ok();
-  std::string msg = std::string(what) + ": " + natsStatus_GetText(st);
-  switch (st) {
-    case NATS_TIMEOUT: return Status::timeout(msg);
-    case NATS_NOT_FOUND: return Status::not_found(msg);
-    case NATS_CONNECTION_CLOSED:
-    case NATS_CONNECTION_DISCONNECTED:
-    case NATS_NO_SERVER:
-    case NATS_NO_RESPONDERS:
-    case NATS_STALE_CONNECTION:
-    case NATS_INSUFFICIENT_BUFFER:
-      return Status::unavailable(msg);
-    default: return Status::internal(msg);
-  }
-}
-
 // Spec §6 / hot-path review C6: a publish failed after it was written may still be
 // stored (cnats' reconnect buffer replays it; a late PubAck is not waited for). Every
 // such failure says so, since it becomes the 503 body at http-in.
@@ -86,12 +68,7 @@ const char* const kMayBeStored =
 
 namespace {
 
-Status js_status(natsStatus s, jsErrCode jerr, std::string_view what) {
-  if (s == NATS_OK) return Status::ok();
-  Status base = nats_status(s, what);
-  if (jerr == 0 || base.code() != Status::Code::kInternal) return base;
-  return Status::internal(base.message() + " (JetStream error " + std::to_string(jerr) + ")");
-}
+Status js_status(natsStatus s, jsErrCode jerr, std::string_view what) { return nats_status(s, what, jerr); }
 }  // namespace
 
 // ---- BusMessage ----------------------------------------------------------------------

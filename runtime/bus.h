@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/nats_status.h"
 #include "runtime/status.h"
 
 struct __natsConnection;
@@ -212,8 +213,7 @@ class Bus {
   std::unique_ptr<Publisher> publisher_;
 };
 
-// Maps a cnats status to a Status with `what` as context.
-Status nats_status(int s, std::string_view what);
+// cnats statuses become Status in runtime/nats_status.h (one mapper for every adapter).
 
 // Shared with the io-thread publisher (runtime/loop_publisher.h):
 // Reads a PubAck ({"stream":…,"seq":N[,"duplicate":true]} or {"error":{…}}); false when

@@ -697,24 +697,14 @@ struct Runtime::Impl final : AdminBackend {
     bp.max_delay = config.backlog.max_delay;
     backlog = std::make_unique<BacklogMonitor>(*bus, metrics, bp);
     if (Status s = bus->ensure_dlq_stream(config.dlq.max_age, config.dlq.max_bytes); !s) return s;
-    {  // The KV bucket behind SourceState (poll cursors, ETags); a fresh server or
-       // cluster may not answer at once, and a peer may be creating it right now.
+    {  // The KV bucket behind SourceState (poll cursors, ETags); NatsKv retries while a fresh
+       // server or cluster does not answer yet or a peer is creating it (ADR 0110).
       StateStoreOptions so;
       so.bucket = layout::state_bucket();
       so.replicas = config.nats.replicas;
-      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      for (int attempt = 1;; ++attempt) {
-        auto st = StateStore::open(bus->connection(), so);
-        if (st) {
-          state = std::move(st.value());
-          break;
-        }
-        if (st.status().code() != Status::Code::kUnavailable && st.status().code() != Status::Code::kTimeout) {
-          return st.status();
-        }
-        if (std::chrono::steady_clock::now() > until || stop_requested()) return st.status();
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
-      }
+      auto st = StateStore::open(bus->connection(), so);
+      if (!st) return st.status();
+      state = std::move(st.value());
     }
     {  // KV lookup tables: every table a flow names is read before the flows start.
       KvTablesOptions to;

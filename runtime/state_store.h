@@ -1,16 +1,15 @@
 // StateStore: the runtime's `SourceState` (runtime/source.h) on the JetStream KV bucket
-// `weir_state` (docs/adr/0071-source-state.md).
+// `weir_state` (docs/adr/0071-source-state.md), through the one KV adapter, NatsKv
+// (runtime/nats_kv.h), that the cluster's leases and registry use too.
 //
 // Contract:
-// - Borrows the natsConnection (the Bus's); it must outlive the store. Owns its jsCtx and
-//   kvStore handles.
-// - `open` looks the bucket up and creates it when missing (history 1, no TTL, file
-//   storage, `replicas`). A bucket that exists is used as it is.
-// - get() reads the stream's last message for the key through the JetStream API (answered
-//   by the stream leader), not through kvStore_Get, which may be served by a replica
-//   (direct get) and so could miss the write a failed-over holder made just before.
+// - `open` borrows the natsConnection (the Bus's; it must outlive the store), and opens the
+//   bucket with NatsKv: created when missing (history 1, no TTL, file storage, `replicas`),
+//   set-up answers meaning "not yet" retried (ADR 0110). A bucket that exists is used as it is.
+// - get() reads the key's last entry from the stream leader (NatsKv::get), so a failed-over
+//   holder sees the write made just before.
 // - put() is a compare-and-set against the revision this store last saw for the key:
-//   kvStore_Update(last) after a get or put, kvStore_Create for a key never read or read
+//   update(last) after a get or put, create (put-if-absent) for a key never read or read
 //   as absent. A lost race is `conflict` and nothing is written. After a put whose outcome
 //   is unknown (timeout, disconnect) the next put first reads the key: if it holds the
 //   value we tried to write, or is unchanged, the write goes ahead; otherwise conflict.
@@ -27,12 +26,11 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/kv.h"
 #include "runtime/source.h"
 #include "runtime/status.h"
 
 struct __natsConnection;
-struct __jsCtx;
-struct __kvStore;
 
 namespace weir {
 
@@ -46,7 +44,8 @@ class StateStore final : public SourceState {
  public:
   static Result<std::unique_ptr<StateStore>> open(__natsConnection* connection,
                                                   const StateStoreOptions& options = {});
-  ~StateStore() override;
+  // Over any KvStore (tests may give a fake); `bucket` names it in messages.
+  StateStore(std::unique_ptr<KvStore> kv, std::string bucket) : kv_(std::move(kv)), bucket_(std::move(bucket)) {}
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
@@ -62,19 +61,14 @@ class StateStore final : public SourceState {
     bool uncertain = false;          // a put's outcome is unknown
     std::string attempted;           // the value that put tried to write
   };
-  // The stream's last message for `key`: (revision, value), value nullopt for a delete
-  // marker; revision 0 and nullopt when the key has no message.
+  // The key's live entry: (revision, value); (0, nullopt) when absent or deleted.
   Result<std::pair<uint64_t, std::optional<std::string>>> read(const std::string& key);
 
-  StateStore(__jsCtx* js, __kvStore* kv, std::string bucket);
-  __jsCtx* js_;
-  __kvStore* kv_;
-  const std::string bucket_, stream_, prefix_;
+  std::unique_ptr<KvStore> kv_;
+  const std::string bucket_;
   std::mutex mu_;
   std::map<std::string, Known> known_;  // GUARDED_BY(mu_)
 };
 
-// True for a key JetStream KV accepts: [A-Za-z0-9_=/.-]+, no leading, trailing or double dot.
-bool valid_state_key(std::string_view key);
 
 }  // namespace weir

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -27,6 +28,8 @@ class Status {
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
   std::string str() const;
+  // The same code with `prefix` before the message ("state store: " + message).
+  Status prefixed(std::string_view prefix) const { return {code_, std::string(prefix) + message_}; }
 
  private:
   Status(Code c, std::string m) : code_(c), message_(std::move(m)) {}

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "cluster/clock.h"
-#include "cluster/kv.h"
+#include "runtime/kv.h"
 
 namespace weir::cluster::testing {
 

@@ -14,7 +14,7 @@
 using namespace std::chrono_literals;
 using weir::Status;
 using weir::cluster::Clock;
-using weir::cluster::KvEvent;
+using weir::KvEvent;
 using weir::cluster::Lease;
 using weir::cluster::LeaseOptions;
 using weir::cluster::ManualClock;

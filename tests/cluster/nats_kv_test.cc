@@ -5,16 +5,16 @@
 #include <mutex>
 #include <vector>
 
-#include "cluster/nats_kv.h"
+#include "runtime/nats_kv.h"
 #include "runtime/log.h"
 #include "tests/cluster/nats_conn.h"
 #include "tests/support/support.h"
 
 using namespace std::chrono_literals;
 using weir::Status;
-using weir::cluster::KvEvent;
-using weir::cluster::NatsKv;
-using weir::cluster::NatsKvOptions;
+using weir::KvEvent;
+using weir::NatsKv;
+using weir::NatsKvOptions;
 using weir::cluster::testing::NatsConn;
 using weir::testing::NatsServer;
 using weir::testing::wait_until;

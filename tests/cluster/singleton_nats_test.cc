@@ -13,7 +13,7 @@
 #include <thread>
 #include <set>
 
-#include "cluster/nats_kv.h"
+#include "runtime/nats_kv.h"
 #include "cluster/singleton.h"
 #include "connectors/timer/timer_source.h"
 #include "runtime/log.h"
@@ -26,8 +26,8 @@ using namespace std::chrono_literals;
 using weir::SourceContext;
 using weir::cluster::kDefaultLeaseTtl;
 using weir::cluster::LeaseOptions;
-using weir::cluster::NatsKv;
-using weir::cluster::NatsKvOptions;
+using weir::NatsKv;
+using weir::NatsKvOptions;
 using weir::cluster::Singleton;
 using weir::cluster::SingletonOptions;
 using weir::cluster::SourceFactory;

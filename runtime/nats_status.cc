@@ -1,10 +1,13 @@
-#include "cluster/nats_status.h"
+#include "runtime/nats_status.h"
+
+#include <nats/nats.h>
 
 #include <string>
 
-namespace weir::cluster {
+namespace weir {
 
-Status nats_status(natsStatus s, std::string_view what, jsErrCode js_error) {
+Status nats_status(int status, std::string_view what, int js_error) {
+  const auto s = static_cast<natsStatus>(status);
   if (s == NATS_OK) return Status::ok();
   natsStatus last = NATS_OK;
   const char* text = nats_GetLastError(&last);
@@ -36,14 +39,16 @@ Status nats_status(natsStatus s, std::string_view what, jsErrCode js_error) {
     case NATS_IO_ERROR:
     case NATS_NOT_YET_CONNECTED:
     case NATS_DRAINING:
+    case NATS_INSUFFICIENT_BUFFER:   // the reconnect buffer is full: publishing while disconnected
       return Status::unavailable(message);
     case NATS_INVALID_ARG:
     case NATS_INVALID_SUBJECT:
     case NATS_MAX_PAYLOAD:
       return Status::invalid(message);
     default:
+      if (js_error != 0) message += " (JetStream error " + std::to_string(js_error) + ")";
       return Status::internal(message);
   }
 }
 
-}  // namespace weir::cluster
+}  // namespace weir

@@ -1,14 +1,14 @@
-#include "cluster/nats_kv.h"
+#include "runtime/nats_kv.h"
 
 #include <algorithm>
 #include <atomic>
 #include <thread>
 #include <utility>
 
-#include "cluster/nats_status.h"
+#include "runtime/nats_status.h"
 #include "runtime/log.h"
 
-namespace weir::cluster {
+namespace weir {
 
 namespace {
 
@@ -57,6 +57,7 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
     config.TTL = ttl_ns;
     config.Replicas = options.replicas;
     config.StorageType = options.memory_storage ? js_MemoryStorage : js_FileStorage;
+    if (!options.description.empty()) config.Description = options.description.c_str();
     s = js_CreateKeyValue(&raw, js, &config);
     if (s != NATS_OK) {
       // Another instance may have created it first (with other settings, or just
@@ -150,7 +151,7 @@ class NatsKvWatch final : public KvWatch {
 }  // namespace
 
 bool valid_kv_key(std::string_view key) {
-  if (key.empty()) return false;
+  if (key.empty() || key.size() > 1024) return false;
   for (size_t i = 0; i < key.size(); ++i) {
     const char c = key[i];
     if (c == '.') {
@@ -158,7 +159,7 @@ bool valid_kv_key(std::string_view key) {
       continue;
     }
     const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && c != '_' && c != '-' && c != '/' && c != '\\' && c != '=') return false;
+    if (!alnum && c != '_' && c != '-' && c != '/' && c != '=') return false;
   }
   return true;
 }
@@ -289,7 +290,11 @@ Result<NatsKv::LastEntry> NatsKv::last_entry(const std::string& key) {
   jsErrCode js_error = static_cast<jsErrCode>(0);
   const std::string subject = subject_of(key);
   natsStatus s = js_GetLastMsg(&raw, js_, stream_.c_str(), subject.c_str(), nullptr, &js_error);
-  if (s != NATS_OK) return nats_status(s, "kv get " + bucket_ + "/" + key, js_error);
+  if (s != NATS_OK && js_error == JSNoMessageFoundErr) s = NATS_NOT_FOUND;
+  if (s != NATS_OK) {
+    natsMsg_Destroy(raw);
+    return nats_status(s, "kv get " + bucket_ + "/" + key, js_error);
+  }
   LastEntry out;
   out.revision = natsMsg_GetSequence(raw);
   const char* op = nullptr;
@@ -319,4 +324,4 @@ Result<std::unique_ptr<KvWatch>> NatsKv::watch(const std::string& key,
   return std::unique_ptr<KvWatch>(std::make_unique<NatsKvWatch>(watcher, std::move(on_event)));
 }
 
-}  // namespace weir::cluster
+}  // namespace weir

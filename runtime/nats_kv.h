@@ -21,9 +21,9 @@
 #include <memory>
 #include <string>
 
-#include "cluster/kv.h"
+#include "runtime/kv.h"
 
-namespace weir::cluster {
+namespace weir {
 
 struct NatsKvOptions {
   std::string bucket;                          // [A-Za-z0-9_-]+
@@ -31,6 +31,7 @@ struct NatsKvOptions {
   int replicas = 1;                            // 1..5; 3 on a three-node NATS cluster
   std::chrono::milliseconds timeout{500};      // per request
   bool memory_storage = false;                 // file storage by default
+  std::string description;                     // the bucket's, when this creates it
 };
 
 class NatsKv final : public KvStore {
@@ -70,9 +71,9 @@ class NatsKv final : public KvStore {
   std::string stream_;
 };
 
-// True for a key JetStream KV accepts: [A-Za-z0-9_=/\\.-]+, no leading, trailing or
-// double dot.
+// True for a key JetStream KV accepts: [A-Za-z0-9_=/.-]{1,1024}, no leading, trailing or
+// double dot (the key pattern of the NATS KV clients).
 bool valid_kv_key(std::string_view key);
 bool valid_kv_bucket(std::string_view bucket);
 
-}  // namespace weir::cluster
+}  // namespace weir

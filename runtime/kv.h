@@ -31,7 +31,7 @@
 
 #include "runtime/status.h"
 
-namespace weir::cluster {
+namespace weir {
 
 struct KvEntry {
   std::string key;
@@ -68,4 +68,4 @@ class KvStore {
                                                  std::function<void(const KvEvent&)> on_event) = 0;
 };
 
-}  // namespace weir::cluster
+}  // namespace weir

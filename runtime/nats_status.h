@@ -1,0 +1,24 @@
+// The one place where cnats results become weir::Status (bus, KV stores, tables, cluster/).
+//
+// Contract: call right after the failing cnats call, on the same thread: the message
+// comes from cnats' thread-local last error. The mapping:
+//   NATS_OK → ok; NATS_NOT_FOUND → not_found; NATS_TIMEOUT → timeout;
+//   "wrong last sequence" (a lost put-if-absent or compare-and-set) → conflict;
+//   no server / no responders / closed / disconnected / IO / reconnect buffer full →
+//   unavailable; invalid argument / subject → invalid; anything else → internal, with the
+//   JetStream error code when there is one.
+// Messages name the operation and cnats' text; cnats never puts credentials in them.
+#pragma once
+
+#include <string_view>
+
+#include "runtime/status.h"
+
+namespace weir {
+
+// `s` is a natsStatus, `js_error` a jsErrCode (ints here, so callers need not include
+// nats.h): `what` names the operation ("kv update lease.timer"); `js_error` is the
+// JetStream API error code when the call reported one (0 otherwise).
+Status nats_status(int s, std::string_view what, int js_error = 0);
+
+}  // namespace weir
