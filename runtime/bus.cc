@@ -316,16 +316,7 @@ struct PullConsumer::Impl {
     std::string code = status ? status : "";
     std::string why = desc ? desc : "";
     int64_t left = pending ? std::atoll(pending) : -1;
-    uint64_t id = 0;
-    if (subject.size() > inbox_prefix.size()) {
-      for (char c : subject.substr(inbox_prefix.size())) {
-        if (c < '0' || c > '9') {
-          id = 0;
-          break;
-        }
-        id = id * 10 + static_cast<uint64_t>(c - '0');
-      }
-    }
+    const uint64_t id = inbox_id(subject, inbox_prefix);
     natsMsg_Destroy(msg);
     if (code == "100") {
       std::lock_guard lock(mu);
@@ -492,6 +483,16 @@ void PullConsumer::stop() {
   c.healthy = false;
 }
 
+uint64_t inbox_id(std::string_view subject, std::string_view prefix) {
+  if (subject.size() <= prefix.size() || subject.substr(0, prefix.size()) != prefix) return 0;
+  uint64_t id = 0;
+  for (char c : subject.substr(prefix.size())) {
+    if (c < '0' || c > '9') return 0;
+    id = id * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return id;
+}
+
 // ---- Publisher: pipelined request/reply over one wildcard inbox ------------------------
 
 // A PubAck is {"stream":"…","seq":N[,"duplicate":true]} or {"error":{…}}. The success
@@ -577,14 +578,7 @@ struct Bus::Publisher {
 
   static void on_reply(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
     auto* self = static_cast<Publisher*>(closure);
-    std::string_view subj = natsMsg_GetSubject(msg);
-    uint64_t id = 0;
-    if (subj.size() > self->inbox_prefix.size()) {
-      for (char c : subj.substr(self->inbox_prefix.size())) {
-        if (c < '0' || c > '9') { id = 0; break; }
-        id = id * 10 + static_cast<uint64_t>(c - '0');
-      }
-    }
+    const uint64_t id = inbox_id(natsMsg_GetSubject(msg), self->inbox_prefix);
     auto p = self->take(id);
     if (!p) {
       natsMsg_Destroy(msg);

@@ -269,6 +269,8 @@ Status nats_status(int s, std::string_view what);
 // Reads a PubAck ({"stream":…,"seq":N[,"duplicate":true]} or {"error":{…}}); false when
 // the text is neither.
 bool parse_puback(std::string_view data, PubAck* ack, Status* status);
+// The number after `prefix` in `subject` ("<inbox>.<id>" replies); 0 when there is none.
+uint64_t inbox_id(std::string_view subject, std::string_view prefix);
 // Appended to every failure of a publish that was perhaps written (spec §6, review C6).
 extern const char* const kMayBeStored;
 // The connection options every weir connection uses (servers, name, reconnect, pings,

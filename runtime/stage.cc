@@ -99,15 +99,13 @@ std::shared_ptr<const flows::Flow> FlowStage::flow() const {
 
 void FlowStage::apply_window() {
   if (!consumer_) return;
-  bool idle = false;
-  {
-    std::lock_guard lock(flow_mu_);
-    idle = paused_ || stopping_.load();
-  }
   // Nothing is requested while paused or stopping. Careful: one message, run alone. Else
   // `batches_in_flight` batches requested or in hand; the next is requested when one is done.
+  // Set under flow_mu_ (the consumer never calls back into the stage under its own lock),
+  // so a pause and a message arriving at once cannot leave a stale window behind.
   const int most = std::max(1, options_.batches_in_flight);
-  if (idle) consumer_->set_window(0, 1);
+  std::lock_guard lock(flow_mu_);
+  if (paused_ || stopping_.load()) consumer_->set_window(0, 1);
   else if (careful_.load()) consumer_->set_window(1, 1);
   else consumer_->set_window(most * options_.batch, options_.batch);
 }

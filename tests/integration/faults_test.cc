@@ -104,15 +104,17 @@ TEST_CASE("a 3 s nats-server outage answers 503 with Retry-After and loses nothi
   // The stages re-request at the reconnect (ADR 0150), so readiness comes back within
   // seconds; the bound is generous for a loaded machine, and a miss says what is not ready.
   HttpReply ready_again;
+  std::string last_reason;
   bool recovered = wait_until(
       [&] {
         ready_again = http_request("GET", weir.admin_url("/readyz"), "", {}, 500ms);
+        if (ready_again.status != 200) last_reason = ready_again.body;
         return ready_again.status == 200;
       },
       20s, 50ms);
   std::cout << "nats outage: ready again " << std::chrono::duration_cast<std::chrono::milliseconds>(
                                                    std::chrono::steady_clock::now() - up_at).count()
-            << " ms after nats-server was started\n";
+            << " ms after nats-server was started; last not ready: " << last_reason << "\n";
   INFO("/readyz: " << ready_again.status << " " << ready_again.body);
   CHECK(recovered);
   INFO(weir.describe());
