@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <deque>
 #include <thread>
@@ -84,16 +85,39 @@ std::string_view BusMessage::header(const char* name) const {
   if (natsMsgHeader_Get(msg_, name, &v) != NATS_OK || v == nullptr) return {};
   return v;
 }
+// The reply subject of a JetStream delivery: $JS.ACK.<stream>.<consumer>.<delivered>.
+// <stream seq>.<consumer seq>.<time>.<pending> (v1), or with <domain>.<account hash>
+// before the stream and a random token after pending (v2, newer servers).
 void BusMessage::load_meta() const {
   if (meta_loaded_) return;
   meta_loaded_ = true;
-  jsMsgMetaData* meta = nullptr;
-  if (natsMsg_GetMetaData(&meta, msg_) == NATS_OK && meta) {
-    deliveries_ = meta->NumDelivered;
-    sequence_ = meta->Sequence.Stream;
-    pending_ = meta->NumPending;
-    jsMsgMetaData_Destroy(meta);
+  const char* r = natsMsg_GetReply(msg_);
+  if (r == nullptr) return;
+  std::string_view reply(r);
+  constexpr std::string_view kPrefix = "$JS.ACK.";
+  if (reply.substr(0, kPrefix.size()) != kPrefix) return;
+  reply.remove_prefix(kPrefix.size());
+  std::string_view tokens[12];
+  size_t n = 0;
+  while (n < 12) {
+    size_t dot = reply.find('.');
+    tokens[n++] = reply.substr(0, dot);
+    if (dot == std::string_view::npos) break;
+    reply.remove_prefix(dot + 1);
   }
+  size_t at = n == 7 ? 2 : n >= 9 ? 4 : 12;   // index of <delivered>
+  if (at + 4 >= n) return;
+  auto number = [](std::string_view t) {
+    uint64_t v = 0;
+    for (char c : t) {
+      if (c < '0' || c > '9') return v;
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return v;
+  };
+  deliveries_ = number(tokens[at]);
+  sequence_ = number(tokens[at + 1]);
+  pending_ = number(tokens[at + 4]);
 }
 uint64_t BusMessage::deliveries() const {
   load_meta();
@@ -109,34 +133,341 @@ uint64_t BusMessage::pending() const {
 }
 // Acks are fire-and-forget: a lost ack means a redelivery, which the next hop's
 // Nats-Msg-Id deduplicates (docs/adr/0002-bus-layout.md).
-bool BusMessage::ack() { return natsMsg_Ack(msg_, nullptr) == NATS_OK; }
-bool BusMessage::nak(std::chrono::milliseconds delay) {
-  if (delay.count() > 0) return natsMsg_NakWithDelay(msg_, delay.count(), nullptr) == NATS_OK;
-  return natsMsg_Nak(msg_, nullptr) == NATS_OK;
+bool BusMessage::reply(const char* body) {
+  const char* r = natsMsg_GetReply(msg_);
+  if (r == nullptr || *r == '\0') return false;
+  return natsConnection_PublishString(nc_, r, body) == NATS_OK;
 }
-bool BusMessage::term() { return natsMsg_Term(msg_, nullptr) == NATS_OK; }
+bool BusMessage::ack() { return reply("+ACK"); }
+bool BusMessage::nak(std::chrono::milliseconds delay) {
+  if (delay.count() <= 0) return reply("-NAK");
+  char body[64];
+  std::snprintf(body, sizeof body, "-NAK {\"delay\":%lld}",
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(delay).count()));
+  return reply(body);
+}
+bool BusMessage::term() { return reply("+TERM"); }
 
 // ---- PullConsumer --------------------------------------------------------------------
 
-PullConsumer::~PullConsumer() {
-  if (sub_) natsSubscription_Destroy(sub_);
+struct PullConsumer::Impl {
+  using Clock = std::chrono::steady_clock;
+  // A request the server neither filled nor answered by expires + this is taken as lost.
+  static constexpr auto kLostMargin = std::chrono::milliseconds(1000);
+  // After an error answer or a failed send, the next request waits this long.
+  static constexpr auto kRetryAfter = std::chrono::milliseconds(250);
+
+  struct Request {
+    uint64_t id;
+    int remaining;            // an estimate: the server may fill requests in any order
+    Clock::time_point deadline;
+  };
+
+  Bus* bus = nullptr;
+  natsConnection* nc = nullptr;
+  std::string durable, next_subject, inbox_prefix, kick_subject;   // fixed after creation
+  std::chrono::milliseconds expires{2000};
+  Handler handler;
+  natsSubscription* sub = nullptr;
+
+  mutable std::mutex mu;
+  int window = 0, batch = 1;          // GUARDED_BY(mu)
+  int64_t in_hand = 0;                // GUARDED_BY(mu): received, not released
+  int64_t outstanding = 0;            // GUARDED_BY(mu): requested, not received nor ended
+  std::deque<Request> requests;       // GUARDED_BY(mu): oldest first
+  uint64_t next_id = 1;               // GUARDED_BY(mu)
+  Clock::time_point retry_at{};       // GUARDED_BY(mu): no request before this
+  bool kick_sent = false;             // GUARDED_BY(mu): a kick is on its way
+  bool kick_later = false;            // GUARDED_BY(mu)
+  bool stopped = false;               // GUARDED_BY(mu)
+  bool complete = false;              // GUARDED_BY(mu): the subscription's last callback ran
+  bool error = false;                 // GUARDED_BY(mu): logged once until the next answer
+  Clock::time_point last_answer{};    // GUARDED_BY(mu): a message or status last came
+  std::condition_variable complete_cv;
+  std::atomic<bool> healthy{false};
+
+  // Decides the requests to send now (under mu); returns their ids. The caller sends them
+  // after unlocking (send()).
+  std::vector<uint64_t> plan(Clock::time_point now) {
+    std::vector<uint64_t> ids;
+    if (stopped || window <= 0 || now < retry_at || !bus->connected()) return ids;
+    while (in_hand + outstanding + batch <= window) {
+      uint64_t id = next_id++;
+      requests.push_back(Request{id, batch, now + expires + kLostMargin});
+      outstanding += batch;
+      ids.push_back(id);
+    }
+    return ids;
+  }
+
+  void send(const std::vector<uint64_t>& ids, int n) {
+    if (ids.empty()) return;
+    // The server ends a request a little before `expires` so its 408 arrives in time (as
+    // cnats' own fetch does).
+    const auto exp_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(expires - std::chrono::milliseconds(10)).count();
+    char body[96];
+    std::snprintf(body, sizeof body, "{\"batch\":%d,\"expires\":%lld}", n, static_cast<long long>(exp_ns));
+    for (uint64_t id : ids) {
+      char reply[128];
+      std::snprintf(reply, sizeof reply, "%s%llu", inbox_prefix.c_str(), static_cast<unsigned long long>(id));
+      natsStatus s = natsConnection_PublishRequestString(nc, next_subject.c_str(), reply, body);
+      if (s != NATS_OK) {
+        std::lock_guard lock(mu);
+        end_request(id, -1);
+        retry_at = Clock::now() + kRetryAfter;
+        if (!error) {
+          error = true;
+          log::warn("pull request not sent", {{"consumer", durable}, {"error", nats_status(s, "publish").str()}});
+        }
+        healthy = false;
+      }
+    }
+  }
+
+  void request(Clock::time_point now = Clock::now()) {
+    std::vector<uint64_t> ids;
+    int n = 0;
+    {
+      std::lock_guard lock(mu);
+      ids = plan(now);
+      n = batch;
+    }
+    send(ids, n);
+  }
+
+  // Removes request `id` (if still known) with `left` messages it will not deliver (-1:
+  // as estimated). Under mu.
+  void end_request(uint64_t id, int64_t left) {
+    auto it = std::find_if(requests.begin(), requests.end(), [&](const Request& r) { return r.id == id; });
+    if (it == requests.end()) return;   // filled already (or forgotten at a reconnect)
+    if (left < 0) left = it->remaining;
+    requests.erase(it);
+    outstanding = std::max<int64_t>(0, outstanding - left);
+  }
+
+  void answered() {   // under mu
+    if (error) {
+      error = false;
+      log::info("pull requests answered again", {{"consumer", durable}});
+    }
+    healthy = true;
+    last_answer = Clock::now();
+  }
+
+  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+    static_cast<Impl*>(closure)->receive(msg);
+  }
+
+  void receive(natsMsg* msg) {
+    const char* reply = natsMsg_GetReply(msg);
+    if (reply != nullptr && std::strncmp(reply, "$JS.ACK.", 8) == 0) {
+      {
+        std::lock_guard lock(mu);
+        ++in_hand;
+        outstanding = std::max<int64_t>(0, outstanding - 1);
+        if (!requests.empty() && --requests.front().remaining <= 0) requests.pop_front();
+        answered();
+      }
+      handler(std::make_unique<BusMessage>(msg, nc));
+      return;
+    }
+    std::string_view subject = natsMsg_GetSubject(msg);
+    if (subject == kick_subject) {
+      natsMsg_Destroy(msg);
+      {
+        std::lock_guard lock(mu);
+        kick_sent = false;
+      }
+      handler(nullptr);
+      return;
+    }
+    // A status message for one of our requests: 100 heartbeat, 404 no messages, 408
+    // request expired, 409 ended by the server (max waiting, consumer deleted, …).
+    const char* status = nullptr;
+    const char* desc = nullptr;
+    const char* pending = nullptr;
+    natsMsgHeader_Get(msg, "Status", &status);
+    natsMsgHeader_Get(msg, "Description", &desc);
+    natsMsgHeader_Get(msg, "Nats-Pending-Messages", &pending);
+    std::string code = status ? status : "";
+    std::string why = desc ? desc : "";
+    int64_t left = pending ? std::atoll(pending) : -1;
+    const uint64_t id = inbox_id(subject, inbox_prefix);
+    natsMsg_Destroy(msg);
+    if (code == "100") {
+      std::lock_guard lock(mu);
+      answered();
+      return;
+    }
+    {
+      std::lock_guard lock(mu);
+      end_request(id, left);
+      if (code == "404" || code == "408") {
+        answered();
+      } else {
+        retry_at = Clock::now() + kRetryAfter;
+        healthy = false;
+        if (!error) {
+          error = true;
+          log::warn("pull request refused", {{"consumer", durable}, {"status", code}, {"error", why}});
+        }
+      }
+    }
+    request();
+  }
+
+  // On the Bus's timer thread, every ~100 ms.
+  void tick(Clock::time_point now) {
+    bool kick_now = false;
+    {
+      std::lock_guard lock(mu);
+      if (stopped) return;
+      for (auto it = requests.begin(); it != requests.end();) {
+        if (it->deadline >= now) {
+          ++it;
+          continue;
+        }
+        // The server forgot it (restart, leader change) or its answer was lost; or it was
+        // filled while the fills were counted against another request. Either way: gone.
+        outstanding = std::max<int64_t>(0, outstanding - it->remaining);
+        if (last_answer < it->deadline - expires - kLostMargin) {   // nothing came since it was sent
+          healthy = false;
+          if (!error) {
+            error = true;
+            log::warn("pull request unanswered, sending another", {{"consumer", durable}});
+          }
+        }
+        it = requests.erase(it);
+      }
+      if (kick_later) {
+        kick_later = false;
+        kick_now = true;
+      }
+    }
+    request(now);
+    if (kick_now) do_kick();
+  }
+
+  void connection(bool up) {
+    {
+      std::lock_guard lock(mu);
+      if (stopped) return;
+      // The server drops a client's waiting requests with its connection: start afresh.
+      requests.clear();
+      outstanding = 0;
+      retry_at = {};
+      kick_sent = false;
+      if (up) {
+        error = false;
+        healthy = true;   // re-requested below; an error answer comes back at once
+      } else {
+        healthy = false;
+      }
+    }
+    if (up) {
+      request();
+      do_kick();   // what waited for the connection (held messages) runs again
+    }
+  }
+
+  void do_kick() {
+    {
+      std::lock_guard lock(mu);
+      if (stopped || kick_sent) return;
+      kick_sent = true;
+    }
+    if (natsConnection_PublishString(nc, kick_subject.c_str(), "") != NATS_OK) {
+      std::lock_guard lock(mu);
+      kick_sent = false;
+      kick_later = true;
+    }
+  }
+
+  static void on_complete(void* closure) {
+    auto* self = static_cast<Impl*>(closure);
+    std::lock_guard lock(self->mu);
+    self->complete = true;
+    self->complete_cv.notify_all();
+  }
+};
+
+PullConsumer::~PullConsumer() { stop(); }
+
+Status PullConsumer::start(Handler handler) {
+  Impl& c = *impl_;
+  c.handler = std::move(handler);
+  natsStatus s = natsConnection_Subscribe(&c.sub, c.nc, (c.inbox_prefix + "*").c_str(), &Impl::on_msg, &c);
+  if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(c.sub, &Impl::on_complete, &c);
+  // The window bounds what arrives; cnats' default limits would drop (slow consumer).
+  if (s == NATS_OK) s = natsSubscription_SetPendingLimits(c.sub, -1, -1);
+  if (s != NATS_OK) {
+    if (c.sub) natsSubscription_Destroy(c.sub), c.sub = nullptr;
+    return nats_status(s, "subscribe consumer " + c.durable);
+  }
+  c.healthy = true;
+  c.bus->add_consumer(&c);
+  c.request();
+  return Status::ok();
 }
 
-Result<std::vector<std::unique_ptr<BusMessage>>> PullConsumer::fetch(int batch,
-                                                                    std::chrono::milliseconds wait) {
-  natsMsgList list{};
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = natsSubscription_Fetch(&list, sub_, batch, wait.count(), &jerr);
-  std::vector<std::unique_ptr<BusMessage>> out;
-  if (s == NATS_TIMEOUT) return out;
-  if (s != NATS_OK) return js_status(s, jerr, "fetch");
-  out.reserve(list.Count);
-  for (int i = 0; i < list.Count; ++i) {
-    out.push_back(std::make_unique<BusMessage>(list.Msgs[i]));
-    list.Msgs[i] = nullptr;
+void PullConsumer::set_window(int window, int batch) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->window = window;
+    impl_->batch = std::max(1, batch);
   }
-  natsMsgList_Destroy(&list);
-  return out;
+  impl_->request();
+}
+
+void PullConsumer::release(int n) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->in_hand = std::max<int64_t>(0, impl_->in_hand - n);
+  }
+  impl_->request();
+}
+
+void PullConsumer::kick() { impl_->do_kick(); }
+
+void PullConsumer::kick_later() {
+  std::lock_guard lock(impl_->mu);
+  impl_->kick_later = true;
+}
+
+bool PullConsumer::healthy() const { return impl_->healthy.load(); }
+
+void PullConsumer::stop() {
+  if (!impl_ || !impl_->sub) return;
+  Impl& c = *impl_;
+  {
+    std::lock_guard lock(c.mu);
+    if (c.stopped) return;
+    c.stopped = true;
+  }
+  c.bus->remove_consumer(&c);   // no tick runs on it after this
+  natsSubscription_Unsubscribe(c.sub);
+  {
+    std::unique_lock lock(c.mu);
+    // cnats calls on_complete once the handler has returned for the last time. Bounded:
+    // a subscription already closed with its connection may never call it.
+    if (!c.complete_cv.wait_for(lock, std::chrono::seconds(10), [&] { return c.complete; })) {
+      log::warn("consumer subscription did not complete", {{"consumer", c.durable}});
+    }
+  }
+  natsSubscription_Destroy(c.sub);
+  c.sub = nullptr;
+  c.healthy = false;
+}
+
+uint64_t inbox_id(std::string_view subject, std::string_view prefix) {
+  if (subject.size() <= prefix.size() || subject.substr(0, prefix.size()) != prefix) return 0;
+  uint64_t id = 0;
+  for (char c : subject.substr(prefix.size())) {
+    if (c < '0' || c > '9') return 0;
+    id = id * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return id;
 }
 
 // ---- Publisher: pipelined request/reply over one wildcard inbox ------------------------
@@ -224,14 +555,7 @@ struct Bus::Publisher {
 
   static void on_reply(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
     auto* self = static_cast<Publisher*>(closure);
-    std::string_view subj = natsMsg_GetSubject(msg);
-    uint64_t id = 0;
-    if (subj.size() > self->inbox_prefix.size()) {
-      for (char c : subj.substr(self->inbox_prefix.size())) {
-        if (c < '0' || c > '9') { id = 0; break; }
-        id = id * 10 + static_cast<uint64_t>(c - '0');
-      }
-    }
+    const uint64_t id = inbox_id(natsMsg_GetSubject(msg), self->inbox_prefix);
     auto p = self->take(id);
     if (!p) {
       natsMsg_Destroy(msg);
@@ -262,8 +586,12 @@ struct Bus::Publisher {
   // between the PubAck, this timeout, fail_all and the synchronous failure path.
   void sweep_loop() {
     std::unique_lock lock(mu);
+    auto next_tick = Clock::now();
     while (!stopping) {
-      if (queued == 0) {
+      // Consumers' request deadlines and delayed kicks are looked at once per tick too
+      // (ADR 0150): this thread is the stages' only timer.
+      const bool ticking = bus->consumer_count_.load() > 0;
+      if (queued == 0 && !ticking) {
         cv.wait(lock);
         continue;
       }
@@ -288,10 +616,42 @@ struct Bus::Publisher {
         expired.clear();
         lock.lock();
       }
-      if (queued > 0) cv.wait_for(lock, kTick, [&] { return stopping; });
+      if (ticking && now >= next_tick) {
+        next_tick = now + kTick;
+        lock.unlock();
+        bus->tick_consumers();
+        lock.lock();
+      }
+      cv.wait_for(lock, kTick, [&] { return stopping; });
     }
   }
 };
+
+// ---- Bus: consumers --------------------------------------------------------------
+
+void Bus::add_consumer(PullConsumer::Impl* c) {
+  {
+    std::lock_guard lock(consumers_mu_);
+    consumers_.push_back(c);
+  }
+  consumer_count_.fetch_add(1);
+  std::lock_guard lock(publisher_->mu);
+  publisher_->cv.notify_all();   // the timer ticks while consumers exist
+}
+
+void Bus::remove_consumer(PullConsumer::Impl* c) {
+  std::lock_guard lock(consumers_mu_);
+  auto it = std::find(consumers_.begin(), consumers_.end(), c);
+  if (it == consumers_.end()) return;
+  consumers_.erase(it);
+  consumer_count_.fetch_sub(1);
+}
+
+void Bus::tick_consumers() {
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(consumers_mu_);
+  for (auto* c : consumers_) c->tick(now);
+}
 
 // ---- Bus -----------------------------------------------------------------------------
 
@@ -341,6 +701,10 @@ Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
     natsOptions_Destroy(opts);
     return st;
   }
+  // Every async subscription of this connection (consumers, PubAcks) is served by cnats'
+  // shared delivery pool instead of a thread each (ADR 0150).
+  nats_SetMessageDeliveryPoolSize(std::max(1, bus->options_.delivery_threads));
+  natsOptions_UseGlobalMessageDelivery(opts, true);
   Bus* raw = bus.get();
   natsOptions_SetDisconnectedCB(
       opts, [](natsConnection*, void* c) { static_cast<Bus*>(c)->set_connected(false); }, raw);
@@ -416,6 +780,12 @@ void Bus::set_connected(bool up) {
   // A publish registers under the publisher's lock after reading `connected_`, so it
   // either saw `false` or is in the map fail_all swaps out.
   if (!up && publisher_) publisher_->fail_all(Status::unavailable(std::string("NATS connection lost") + kMayBeStored));
+  {
+    // Pull requests die with the connection: consumers forget theirs, and re-request once
+    // it is back (the subscriptions themselves are renewed by cnats).
+    std::lock_guard lock(consumers_mu_);
+    for (auto* c : consumers_) c->connection(up);
+  }
   if (was != up) {
     if (up) log::info("nats connected", {{"url", log::redact_url(options_.url)}});
     else log::warn("nats disconnected", {{"url", log::redact_url(options_.url)}});
@@ -688,7 +1058,6 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   // Create-or-confirm with retries, like streams: a consumer that exists with another config
   // (a changed AckWait) is updated; a server still electing leaders is waited for.
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
-  std::unique_ptr<PullConsumer> pc(new PullConsumer());
   for (int attempt = 1;; ++attempt) {
     jsConsumerInfo* ci = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
@@ -699,17 +1068,8 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
       s = js_UpdateConsumer(&ci, js_, o.stream.c_str(), &cc, nullptr, &jerr);
       if (ci) jsConsumerInfo_Destroy(ci), ci = nullptr;
     }
-    if (s == NATS_OK) {
-      jsSubOptions so;
-      jsSubOptions_Init(&so);
-      so.Stream = o.stream.c_str();
-      so.Consumer = o.durable.c_str();
-      s = js_PullSubscribe(&pc->sub_, js_, o.filter_subject.c_str(), o.durable.c_str(), nullptr, &so, &jerr);
-      if (s == NATS_OK) break;
-      if (!transient(s, jerr) || std::chrono::steady_clock::now() >= deadline) {
-        return js_status(s, jerr, "bind consumer " + o.durable);
-      }
-    } else if (!transient(s, jerr) || std::chrono::steady_clock::now() >= deadline) {
+    if (s == NATS_OK) break;
+    if (!transient(s, jerr) || std::chrono::steady_clock::now() >= deadline) {
       return js_status(s, jerr, "create consumer " + o.durable);
     }
     if (attempt == 1 || attempt % 10 == 0) {
@@ -717,6 +1077,19 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
     }
     setup_backoff(attempt);
   }
+  std::unique_ptr<PullConsumer> pc(new PullConsumer());
+  pc->impl_ = std::make_unique<PullConsumer::Impl>();
+  auto& c = *pc->impl_;
+  c.bus = this;
+  c.nc = nc_;
+  c.durable = o.durable;
+  c.next_subject = "$JS.API.CONSUMER.MSG.NEXT." + o.stream + "." + o.durable;
+  natsInbox* ib = nullptr;
+  natsInbox_Create(&ib);
+  c.inbox_prefix = std::string(static_cast<const char*>(ib)) + ".";
+  natsInbox_Destroy(ib);
+  c.kick_subject = c.inbox_prefix + "k";
+  c.expires = std::max(o.request_expires, std::chrono::milliseconds(100));
   return pc;
 }
 

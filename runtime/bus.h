@@ -7,8 +7,9 @@
 // cnats' js_PublishAsync has neither per-message callbacks nor per-message deadlines,
 // which ingress (answer each HTTP request) and stages (ack each input) both need.
 //
-// Threading: every method is thread-safe. Publish callbacks run on a cnats delivery
-// thread or on the deadline sweeper thread; they must be quick and must not block.
+// Threading: every method is thread-safe. Publish callbacks run on a thread of cnats'
+// shared delivery pool or on the deadline sweeper thread; they must be quick and must not
+// block (above all not on a cnats request: its reply may wait for the same pool thread).
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -82,6 +84,9 @@ struct BusOptions {
   // Stream/consumer set-up calls are retried with backoff this long while JetStream is not
   // ready (fresh server or cluster electing leaders) or a peer is creating the same thing.
   std::chrono::milliseconds setup_timeout{30000};
+  // Threads of cnats' shared delivery pool: every consumer's messages and every PubAck are
+  // handled on these (ADR 0150). A process-wide setting: the first Bus sets it.
+  int delivery_threads = 2;
   std::function<void(bool connected)> on_connection_change;
 };
 
@@ -92,10 +97,14 @@ struct PubAck {
 
 using PublishCallback = std::function<void(const Status&, const PubAck&)>;
 
-// A fetched JetStream message. Owns the natsMsg; destroys it in the destructor.
+// A JetStream message received by a PullConsumer. Owns the natsMsg; destroys it in the
+// destructor. Acks are published to the message's `$JS.ACK.…` reply subject on the Bus's
+// connection (natsMsg_Ack needs a JetStream subscription; ours is a plain one), so a
+// message may be acked after its consumer is gone; its delivery count, stream sequence
+// and pending count are read from that subject.
 class BusMessage {
  public:
-  explicit BusMessage(__natsMsg* msg) : msg_(msg) {}
+  BusMessage(__natsMsg* msg, __natsConnection* nc) : msg_(msg), nc_(nc) {}
   ~BusMessage();
   BusMessage(const BusMessage&) = delete;
   BusMessage& operator=(const BusMessage&) = delete;
@@ -114,7 +123,9 @@ class BusMessage {
 
  private:
   void load_meta() const;
+  bool reply(const char* body);
   __natsMsg* msg_;
+  __natsConnection* nc_;
   mutable bool meta_loaded_ = false;
   mutable uint64_t deliveries_ = 1, sequence_ = 0, pending_ = 0;
 };
@@ -124,19 +135,51 @@ struct ConsumerOptions {
   std::chrono::milliseconds ack_wait{30000};
   int64_t max_ack_pending = 1000;
   int replicas = 0;                       // 0 = as the stream
+  // How long one pull request waits on the server for messages (its "expires"). An idle
+  // consumer sends one request per this; a request the server lost (a restart without a
+  // reconnect seen here, a leader change) is re-sent after this plus a margin.
+  std::chrono::milliseconds request_expires{2000};
 };
 
-// A durable pull consumer bound by one or more processes (work is shared).
+// A durable pull consumer bound by one or more processes (work is shared), read without a
+// thread of its own (docs/adr/0150-stages-without-threads.md): it sends its own pull
+// requests ($JS.API.CONSUMER.MSG.NEXT, batch + expires) and receives on a plain inbox
+// subscription whose callbacks run on cnats' shared delivery pool — never two at once for
+// one consumer, in the order the server sent them. Flow control is a window: messages in
+// hand (received, not yet released) plus messages requested stay within `window`; a new
+// request for `batch` goes out when they drop to `window - batch`. Lost requests are found
+// by a local deadline on the Bus's timer tick; a reconnect re-requests at once.
+//
+// Threading: every method is thread-safe; none blocks except stop(). The handler must not
+// block either (it runs on a pool thread shared with every other consumer and the PubAcks).
 class PullConsumer {
  public:
-  ~PullConsumer();
-  // Up to `batch` messages; returns as soon as at least one is there, or empty after
-  // `wait`. Not thread-safe: one fetcher per PullConsumer.
-  Result<std::vector<std::unique_ptr<BusMessage>>> fetch(int batch, std::chrono::milliseconds wait);
+  // Called with each message, and with nullptr for a kick().
+  using Handler = std::function<void(std::unique_ptr<BusMessage>)>;
+  ~PullConsumer();   // stop()s
+  // Subscribes and starts requesting (if the window allows). Once.
+  Status start(Handler handler);
+  // 0 = request nothing more (what was requested may still arrive).
+  void set_window(int window, int batch);
+  // `n` messages received earlier are done with (acked, naked, dead-lettered, handed back).
+  void release(int n);
+  // The handler runs with nullptr soon, on its pool thread (an empty message sent to the
+  // consumer's own inbox): how another thread hands work to the consumer's thread.
+  void kick();
+  // kick() at the Bus's next timer tick (within ~100 ms): "try again later" without a thread.
+  void kick_later();
+  // True while the server answers this consumer's requests: false after an error status,
+  // a lost request or a failed request until the next answer; a (re)connect starts afresh.
+  bool healthy() const;
+  // Unsubscribes and returns once the handler is not running and will not run again.
+  // Messages received but not yet handled are dropped (redelivered after AckWait).
+  void stop();
 
  private:
   friend class Bus;
-  __natsSubscription* sub_ = nullptr;
+  struct Impl;
+  PullConsumer() = default;
+  std::unique_ptr<Impl> impl_;
 };
 
 struct StoredMessage {
@@ -200,6 +243,11 @@ class Bus {
  private:
   Bus() = default;
   struct Publisher;
+  friend class PullConsumer;
+  // Consumers ticked by the publisher's timer thread and told of (re)connects.
+  void add_consumer(PullConsumer::Impl* c);
+  void remove_consumer(PullConsumer::Impl* c);
+  void tick_consumers();
   // `max_bytes` given: that bound (0 = none) with discard-new (a full stream refuses writes).
   Status add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
                               bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes = std::nullopt);
@@ -211,6 +259,9 @@ class Bus {
   std::atomic<bool> connected_{false};
   std::atomic<bool> closed_{false};   // set by cnats' closed callback, the last one it delivers
   std::unique_ptr<Publisher> publisher_;
+  std::mutex consumers_mu_;                        // also held while ticking them
+  std::vector<PullConsumer::Impl*> consumers_;     // GUARDED_BY(consumers_mu_)
+  std::atomic<int> consumer_count_{0};
 };
 
 // cnats statuses become Status in runtime/nats_status.h (one mapper for every adapter).
@@ -219,6 +270,8 @@ class Bus {
 // Reads a PubAck ({"stream":…,"seq":N[,"duplicate":true]} or {"error":{…}}); false when
 // the text is neither.
 bool parse_puback(std::string_view data, PubAck* ack, Status* status);
+// The number after `prefix` in `subject` ("<inbox>.<id>" replies); 0 when there is none.
+uint64_t inbox_id(std::string_view subject, std::string_view prefix);
 // Appended to every failure of a publish that was perhaps written (spec §6, review C6).
 extern const char* const kMayBeStored;
 // The connection options every weir connection uses (servers, name, reconnect, pings,

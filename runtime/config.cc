@@ -95,10 +95,13 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   r.check_keys(root, "", {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout",
                          "max_deliver", "dlq", "backlog", "tables", "trace"});
   if (auto n = root["nats"]) {
-    r.check_keys(n, "nats", {"url", "creds", "replicas", "stream_max_bytes"});
+    r.check_keys(n, "nats", {"url", "creds", "replicas", "stream_max_bytes", "delivery_threads"});
     if (n["url"]) c.nats.url = r.str(n["url"], "nats.url");
     if (n["creds"]) c.nats.creds = r.str(n["creds"], "nats.creds");
     if (n["replicas"]) c.nats.replicas = r.integer(n["replicas"], "nats.replicas", 1, 5);
+    if (n["delivery_threads"]) {
+      c.nats.delivery_threads = r.integer(n["delivery_threads"], "nats.delivery_threads", 1, 64);
+    }
     if (n["stream_max_bytes"]) {
       c.nats.stream_max_bytes = r.size(n["stream_max_bytes"], "nats.stream_max_bytes");
       if (c.nats.stream_max_bytes < (64LL << 10)) r.fail(n["stream_max_bytes"], "nats.stream_max_bytes", "must be at least 64KiB");

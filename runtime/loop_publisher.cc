@@ -59,16 +59,7 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
 
   void on_reply(natsMsg* msg) {
     std::string_view subj = natsMsg_GetSubject(msg);
-    uint64_t id = 0;
-    if (subj.size() > inbox_prefix.size()) {
-      for (char c : subj.substr(inbox_prefix.size())) {
-        if (c < '0' || c > '9') {
-          id = 0;
-          break;
-        }
-        id = id * 10 + static_cast<uint64_t>(c - '0');
-      }
-    }
+    const uint64_t id = inbox_id(subj, inbox_prefix);
     Status status;
     PubAck ack;
     if (pending.count(id)) {

@@ -647,6 +647,7 @@ struct Runtime::Impl final : AdminBackend {
     bo.creds_file = config.nats.creds;
     bo.stream_replicas = config.nats.replicas;
     bo.stream_max_bytes = config.nats.stream_max_bytes;
+    bo.delivery_threads = config.nats.delivery_threads;
     bo.name = "weir";
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {

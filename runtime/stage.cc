@@ -1,9 +1,6 @@
 #include "runtime/stage.h"
 
-#include <deque>
-
-#include <pthread.h>
-
+#include <algorithm>
 #include <random>
 
 #include "runtime/log.h"
@@ -13,17 +10,6 @@
 namespace weir {
 namespace {
 using Clock = std::chrono::steady_clock;
-
-// Waits `d` or until `stopping` is set; used for backoff after a bus error.
-void pause(const std::atomic<bool>& stopping, std::chrono::milliseconds d) {
-  auto until = Clock::now() + d;
-  while (!stopping.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-}
-
-void name_thread(std::thread& t, std::string name) {
-  if (name.size() > 15) name.resize(15);
-  pthread_setname_np(t.native_handle(), name.c_str());
-}
 
 std::string event_id_of(const BusMessage& m) {
   std::string_view id = m.header(layout::kHeaderId);
@@ -111,9 +97,25 @@ std::shared_ptr<const flows::Flow> FlowStage::flow() const {
   return flow_;
 }
 
+void FlowStage::apply_window() {
+  if (!consumer_) return;
+  // Nothing is requested while paused or stopping. Careful: one message, run alone. Else
+  // `batches_in_flight` batches requested or in hand; the next is requested when one is done.
+  // Set under flow_mu_ (the consumer never calls back into the stage under its own lock),
+  // so a pause and a message arriving at once cannot leave a stale window behind.
+  const int most = std::max(1, options_.batches_in_flight);
+  std::lock_guard lock(flow_mu_);
+  if (paused_ || stopping_.load()) consumer_->set_window(0, 1);
+  else if (careful_.load()) consumer_->set_window(1, 1);
+  else consumer_->set_window(most * options_.batch, options_.batch);
+}
+
 bool FlowStage::pause(std::chrono::milliseconds timeout) {
   std::unique_lock lock(flow_mu_);
   paused_ = true;
+  lock.unlock();
+  apply_window();
+  lock.lock();
   return pause_cv_.wait_for(lock, timeout, [&] { return in_flight_batches_ == 0; });
 }
 
@@ -124,6 +126,9 @@ void FlowStage::resume(std::shared_ptr<const flows::Flow> flow) {
     paused_ = false;
   }
   pause_cv_.notify_all();
+  apply_window();
+  // What arrived while paused is run on the consumer's thread, by the new version.
+  if (consumer_ && started_.load()) consumer_->kick();
 }
 
 bool FlowStage::paused() const {
@@ -133,10 +138,13 @@ bool FlowStage::paused() const {
 
 void FlowStage::request_stop() {
   {
-    std::lock_guard lock(flow_mu_);   // a paused loop waits on pause_cv_
+    std::lock_guard lock(flow_mu_);
+    if (stopping_.load()) return;
     stopping_ = true;
+    pause_cv_.notify_all();
   }
-  pause_cv_.notify_all();
+  apply_window();
+  if (consumer_ && started_.load()) consumer_->kick();   // hands back what is held
 }
 
 Status FlowStage::start() {
@@ -150,59 +158,85 @@ Status FlowStage::start() {
   // server gets the batch redelivered while it is still being finished; it is also how
   // long a crashed instance's batch takes to reach the others (ADR 0082).
   co.ack_wait = flow_ack_wait(options_);
+  co.request_expires = options_.fetch_wait;
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
-  healthy_ = true;
-  thread_ = std::thread([this] { loop(); });
-  name_thread(thread_, "flow-" + name_);
+  if (Status s = consumer_->start([this](std::unique_ptr<BusMessage> m) { on_message(std::move(m)); }); !s) return s;
+  started_ = true;
+  apply_window();
   return Status::ok();
 }
 
 void FlowStage::stop() {
+  if (stopped_.exchange(true)) return;
   request_stop();
-  if (thread_.joinable()) thread_.join();
-  consumer_.reset();
-}
-
-void FlowStage::loop() {
-  // One message at a time after a start and while redeliveries come back: if an event
-  // crashed the process, it is then run alone, and only its delivery count climbs to
-  // max_deliver, not that of every event fetched with it (docs/adr/0081-poison-events.md).
-  bool careful = true;
-  const int most = std::max(1, options_.batches_in_flight);
-  while (!stopping_.load()) {
-    {
-      // The next batch is fetched while the last one waits for its PubAcks (ADR 0084).
-      std::unique_lock lock(flow_mu_);
-      pause_cv_.wait(lock, [&] { return stopping_.load() || in_flight_batches_ < (careful ? 1 : most); });
-      if (stopping_.load()) break;
-    }
-    auto batch = consumer_->fetch(careful ? 1 : options_.batch, options_.fetch_wait);
-    if (!batch) {
-      if (healthy_.exchange(false)) log::warn("flow stage cannot fetch", {{"flow", name_}, {"error", batch.status().str()}});
-      weir::pause(stopping_, std::chrono::milliseconds(250));
-      continue;
-    }
-    healthy_ = true;
-    if (!batch->empty()) {
-      metrics_.lag.store(static_cast<int64_t>(batch->back()->pending()), std::memory_order_relaxed);
-      careful = false;
-      for (const auto& m : batch.value()) careful = careful || m->deliveries() > 1;
-      start_batch(std::move(batch.value()));
-    } else {
-      metrics_.lag.store(0, std::memory_order_relaxed);
-    }
+  if (!consumer_) return;
+  {
+    // The batches in flight complete by their PubAcks or deadlines (the Bus guarantees
+    // each callback once); they release through the consumer, which lives until then.
+    std::unique_lock lock(flow_mu_);
+    pause_cv_.wait(lock, [&] { return in_flight_batches_ == 0; });
   }
-  // The batches still in flight complete by their PubAcks or deadlines (the Bus
-  // guarantees each callback once); the subscription they ack through lives until then.
-  std::unique_lock lock(flow_mu_);
-  pause_cv_.wait(lock, [&] { return in_flight_batches_ == 0; });
+  consumer_->stop();   // the handler does not run after this
+  // Held (paused, gated, or the kick did not come): handed back at once, not after AckWait.
+  for (auto& m : held_) {
+    if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  held_.clear();
 }
 
-// One fetched batch from run to ack. Its outputs' callbacks run on bus threads and the
-// last one to complete acks the inputs (cnats acks are thread-safe), so the stage thread
-// can fetch and run the next batch meanwhile.
+void FlowStage::on_message(std::unique_ptr<BusMessage> m) {
+  if (m) {
+    metrics_.lag.store(static_cast<int64_t>(m->pending()), std::memory_order_relaxed);
+    // Careful mode (docs/adr/0081-poison-events.md): after a start and while redeliveries
+    // come back, one message is requested at a time, and the next only once it is acked,
+    // so an event that crashes the process is run alone and only its delivery count climbs.
+    const bool redelivered = m->deliveries() > 1;
+    if (redelivered != careful_.load()) {
+      careful_ = redelivered;
+      apply_window();
+    }
+    std::lock_guard lock(flow_mu_);
+    held_.push_back(std::move(m));
+  }
+  run_held();
+}
+
+void FlowStage::run_held() {
+  std::vector<std::unique_ptr<BusMessage>> batch;
+  std::shared_ptr<const flows::Flow> flow;
+  {
+    std::lock_guard lock(flow_mu_);
+    if (held_.empty()) return;
+    if (stopping_.load()) {
+      // Stopping: hand what arrived back at once rather than after AckWait.
+      for (auto& m : held_) {
+        if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+      }
+      consumer_->release(static_cast<int>(held_.size()));
+      held_.clear();
+      return;
+    }
+    // The version that runs a batch is fixed when it starts; while paused nothing starts
+    // (resume() kicks).
+    if (paused_) return;
+    if (gate_ && !gate_()) {
+      // Not a fresh member (just woken from a stop, or cut off from NATS): look again on
+      // the next timer tick.
+      consumer_->kick_later();
+      return;
+    }
+    batch.swap(held_);
+    ++in_flight_batches_;
+    flow = flow_;
+  }
+  start_batch(std::move(batch), std::move(flow));
+}
+
+// The messages in hand from run to ack (one message, or what was held while paused or
+// gated). Its outputs' callbacks run on pool threads and the last one to complete acks the
+// inputs (publishes to their reply subjects), so the next messages are run meanwhile.
 struct FlowStage::Batch {
   FlowStage* stage = nullptr;
   std::vector<std::unique_ptr<BusMessage>> msgs;
@@ -223,27 +257,7 @@ struct FlowStage::Batch {
   }
 };
 
-void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch) {
-  std::shared_ptr<const flows::Flow> flow;
-  {
-    // The version that runs a batch is fixed when it starts; while paused, nothing starts.
-    std::unique_lock lock(flow_mu_);
-    for (;;) {
-      pause_cv_.wait(lock, [&] { return !paused_ || stopping_.load(); });
-      if (stopping_.load() || !gate_ || gate_()) break;
-      // Not a fresh member (just woken from a stop, or cut off from NATS): wait.
-      pause_cv_.wait_for(lock, std::chrono::milliseconds(5));
-    }
-    if (stopping_.load()) {
-      // Stopped while paused: hand the batch back at once rather than after AckWait.
-      for (auto& m : batch) {
-        if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
-      }
-      return;
-    }
-    ++in_flight_batches_;
-    flow = flow_;
-  }
+void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std::shared_ptr<const flows::Flow> flow) {
   auto b = std::make_shared<Batch>();
   b->stage = this;
   b->msgs = std::move(batch);
@@ -375,10 +389,10 @@ void FlowStage::finish_batch(Batch& b) {
   metrics_.in_flight.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
   auto per_event = (Clock::now() - b.started);
   for (size_t i = 0; i < n; ++i) metrics_.latency.observe(per_event);
-  {
-    std::lock_guard lock(flow_mu_);
-    --in_flight_batches_;
-  }
+  consumer_->release(static_cast<int>(n));
+  // Notified under the lock: once it is released, stop() may destroy the stage.
+  std::lock_guard lock(flow_mu_);
+  --in_flight_batches_;
   pause_cv_.notify_all();
 }
 
@@ -414,24 +428,31 @@ Status SinkStage::start() {
   co.durable = layout::sink_consumer(flow_, sink_name_);
   co.filter_subject = layout::output_subject(flow_, sink_name_);
   co.max_ack_pending = std::max(1024, sink_->max_in_flight() * 8);
-  // A message is fetched only into a free slot, so it is in flight for about one
+  // A message is requested only into a free slot, so it is in flight for about one
   // request: the sink's timeout plus margin.
   co.ack_wait = options_.sink_ack_wait;
+  co.request_expires = options_.fetch_wait;
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
-  healthy_ = true;
-  thread_ = std::thread([this] { loop(); });
-  name_thread(thread_, "sink-" + sink_name_);
+  if (Status s = consumer_->start([this](std::unique_ptr<BusMessage> m) { on_message(std::move(m)); }); !s) return s;
+  started_ = true;
+  // At most max_in_flight() requested or in hand: every message that arrives goes to the
+  // sink at once. The next half is requested as soon as half the slots are free, so the
+  // sink does not wait a round trip per freed slot.
+  const int max = std::max(1, sink_->max_in_flight());
+  consumer_->set_window(max, std::max(1, max / 2));
   return Status::ok();
 }
 
 void SinkStage::request_stop() {
   {
     std::lock_guard lock(mu_);
+    if (stopping_.load()) return;
     stopping_ = true;
+    cv_.notify_all();
   }
-  cv_.notify_all();
+  if (consumer_) consumer_->set_window(0, 1);
 }
 
 void SinkStage::stop() { stop_within(options_.drain_timeout); }
@@ -440,7 +461,6 @@ void SinkStage::stop_within(std::chrono::milliseconds budget) {
   if (stopped_.exchange(true)) return;
   const auto deadline = Clock::now() + budget;
   request_stop();
-  if (thread_.joinable()) thread_.join();
   {
     std::unique_lock lock(mu_);
     cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0; });
@@ -448,89 +468,72 @@ void SinkStage::stop_within(std::chrono::milliseconds budget) {
   // Completes (as retries) whatever is still in flight; those are redelivered later.
   sink_->stop();
   // Every delivery completes after sink_->stop() (the Sink contract) and a dead letter's
-  // publish within its deadline, so this ends. It must: a completion acks through the
-  // subscription (cnats messages do not keep it alive) and touches this stage.
-  std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return in_flight_ == 0; })) {
-    log::warn("sink stage stopping: waiting for deliveries in flight",
-              {{"flow", flow_}, {"sink", sink_name_}, {"in_flight", std::to_string(in_flight_)}});
+  // publish within its deadline, so this ends. It must: a completion touches this stage
+  // and releases through its consumer.
+  {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return in_flight_ == 0; })) {
+      log::warn("sink stage stopping: waiting for deliveries in flight",
+                {{"flow", flow_}, {"sink", sink_name_}, {"in_flight", std::to_string(in_flight_)}});
+    }
   }
-  lock.unlock();
-  consumer_.reset();
+  // The handler does not run after this; what arrives meanwhile is handed back (nak).
+  if (consumer_) consumer_->stop();
 }
 
-void SinkStage::loop() {
-  const int max = std::max(1, sink_->max_in_flight());
-  // Fetched messages not yet handed to the sink: refilled one whole batch at a time (up to
-  // the free slots plus `max` more), so a freed slot is filled from here at once instead
-  // of after a pull round trip for one or two messages. Only this thread touches it.
-  // A message waits here at most while the deliveries ahead of it finish (one sink
-  // timeout), which the sink stage's AckWait allows for (runtime.cc).
-  std::deque<std::unique_ptr<BusMessage>> ready;
-  while (!stopping_.load()) {
-    int free = 0;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_.load() || in_flight_ < max; });
-      if (stopping_.load()) break;
-      free = max - in_flight_;
-    }
-    if (ready.empty()) {
-      auto batch = consumer_->fetch(free + max, options_.fetch_wait);
-      if (!batch) {
-        if (healthy_.exchange(false)) log::warn("sink stage cannot fetch", {{"flow", flow_}, {"sink", sink_name_}, {"error", batch.status().str()}});
-        pause(stopping_, std::chrono::milliseconds(250));
-        continue;
-      }
-      healthy_ = true;
-      metrics_.lag.store(batch->empty() ? 0 : static_cast<int64_t>(batch->back()->pending()), std::memory_order_relaxed);
-      for (auto& m : batch.value()) ready.push_back(std::move(m));
-    }
-    for (; free > 0 && !ready.empty(); --free) {
-      auto m = std::move(ready.front());
-      ready.pop_front();
-      auto f = std::make_shared<InFlight>();
-      f->id = event_id_of(*m);
-      f->attempt = m->deliveries();
-      f->started = Clock::now();
-      {
-        std::lock_guard lock(mu_);
-        ++in_flight_;
-      }
-      metrics_.received.fetch_add(1, std::memory_order_relaxed);
-      metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
-      if (f->attempt > static_cast<uint64_t>(options_.max_deliver)) {
-        // Before the sink sees it again: a delivery that crashes or wedges the process
-        // must not be retried forever (spec §1.6).
-        metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-        log::warn("event dead-lettered after too many deliveries",
-                  {{"flow", flow_}, {"sink", sink_name_}, {"id", f->id}, {"deliveries", std::to_string(f->attempt - 1)}});
-        std::string reason = poison_reason(f->attempt, options_.max_deliver);
-        f->attempt -= 1;   // the attempts that were made
-        f->msg = std::move(m);
-        dead_letter(f, std::move(reason));
-        continue;
-      }
-      Delivery d{f->id, std::string(m->data()), f->attempt,
-                 trace::child_traceparent(m->header(trace::kHeaderTraceparent)),
-                 std::string(m->header(trace::kHeaderTracestate))};
-      if (trace::exporter() != nullptr) {
-        f->traceparent = d.traceparent;
-        f->start_ns = trace::now_ns();
-      }
-      f->msg = std::move(m);
-      sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
+void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
+  if (!m) return;
+  bool taken = false;
+  {
+    // Decided under mu_ with stop's flag: a message taken here is waited for by stop().
+    std::lock_guard lock(mu_);
+    if (!stopping_.load()) {
+      ++in_flight_;
+      taken = true;
     }
   }
-  // Stopping: what was fetched but never handed to the sink goes back at once.
-  for (auto& m : ready) {
+  if (!taken) {
+    // Stopping: what arrives now goes back at once.
     if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+    consumer_->release(1);
+    return;
   }
+  metrics_.lag.store(static_cast<int64_t>(m->pending()), std::memory_order_relaxed);
+  auto f = std::make_shared<InFlight>();
+  f->id = event_id_of(*m);
+  f->attempt = m->deliveries();
+  f->started = Clock::now();
+  metrics_.received.fetch_add(1, std::memory_order_relaxed);
+  metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
+  if (f->attempt > static_cast<uint64_t>(options_.max_deliver)) {
+    // Before the sink sees it again: a delivery that crashes or wedges the process
+    // must not be retried forever (spec §1.6).
+    metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+    log::warn("event dead-lettered after too many deliveries",
+              {{"flow", flow_}, {"sink", sink_name_}, {"id", f->id}, {"deliveries", std::to_string(f->attempt - 1)}});
+    std::string reason = poison_reason(f->attempt, options_.max_deliver);
+    f->attempt -= 1;   // the attempts that were made
+    f->msg = std::move(m);
+    dead_letter(f, std::move(reason));
+    return;
+  }
+  Delivery d{f->id, std::string(m->data()), f->attempt,
+             trace::child_traceparent(m->header(trace::kHeaderTraceparent)),
+             std::string(m->header(trace::kHeaderTracestate))};
+  if (trace::exporter() != nullptr) {
+    f->traceparent = d.traceparent;
+    f->start_ns = trace::now_ns();
+  }
+  f->msg = std::move(m);
+  sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
 }
 
 void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
   metrics_.latency.observe(Clock::now() - f->started);
   metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  f->msg.reset();   // acked or naked: nothing of it is needed after the stage lets go
+  consumer_->release(1);
+  // Notified under the lock: once it is released, stop() may destroy the stage.
   std::lock_guard lock(mu_);
   --in_flight_;
   cv_.notify_all();

@@ -1,14 +1,17 @@
-// Stages: the data plane. Each runs on its own named thread, reading a durable pull
-// consumer in batches and acknowledging each input only after everything it produced
-// is acknowledged (spec §1.2; docs/adr/0003-threading-model.md). The flow stage keeps up
-// to two batches in flight; the last output callback of a batch acks its inputs on the
-// bus thread it runs on (docs/adr/0084-two-flow-batches-in-flight.md).
+// Stages: the data plane. Each reads a durable pull consumer and acknowledges each input
+// only after everything it produced is acknowledged (spec §1.2). No stage has a thread:
+// messages arrive on cnats' shared delivery pool (one stage's messages one at a time, in
+// order), outputs' PubAcks and sink results complete them on whatever thread reports them,
+// and the Bus's timer thread re-requests and retries (docs/adr/0150-stages-without-threads.md).
+// The flow stage keeps up to two batches' worth of messages requested or in hand; the last
+// output callback of an input acks it (docs/adr/0084-two-flow-batches-in-flight.md).
 //
 //  FlowStage  weir.<flow>.in  → Flow::run → weir.<flow>.out.<sink> (or the DLQ)
 //  SinkStage  weir.<flow>.out.<sink> → Sink::deliver → ack / nak with backoff / DLQ
 //
 // Lifecycle: construct, start() once, stop() once (finishes the batch in hand, waits
-// for in-flight deliveries up to the drain timeout), then destroy.
+// for in-flight deliveries up to the drain timeout), then destroy. Nothing a stage does on
+// a pool thread blocks: it must not (the PubAcks it would wait for come on the same pool).
 #pragma once
 
 #include <atomic>
@@ -18,7 +21,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include "flows/flow.h"
@@ -32,7 +34,9 @@ namespace weir {
 
 struct StageOptions {
   int batch = 256;
-  std::chrono::milliseconds fetch_wait{500};
+  // How long one pull request waits on the server (its "expires"): an idle stage sends
+  // one request per this (ADR 0150).
+  std::chrono::milliseconds fetch_wait{2000};
   std::chrono::milliseconds publish_timeout{5000};
   std::chrono::milliseconds drain_timeout{10000};
   std::chrono::milliseconds sink_ack_wait{10000};
@@ -43,8 +47,8 @@ struct StageOptions {
   // Nesting bound for events parsed by the flow stage (http.max_depth): events that
   // reached the stream by another route than ingress are bounded here too.
   int max_depth = flows::kDefaultMaxDepth;
-  // Flow stage: batches between fetch and ack at once. With 2 the next batch is fetched
-  // and run while the last one waits for its PubAcks; outputs still leave in fetch order
+  // Flow stage: batches between request and ack at once. With 2 the next batch is requested
+  // and run while the last one waits for its PubAcks; outputs still leave in stream order
   // (docs/adr/0084-two-flow-batches-in-flight.md). 1 restores one batch at a time.
   int batches_in_flight = 2;
 };
@@ -57,9 +61,10 @@ class FlowStage {
             StageOptions options, std::string input_stream = "", std::string input_subject = "");
   ~FlowStage();
   Status start();
-  void request_stop();   // returns at once; stop() then joins
+  void request_stop();   // returns at once; stop() then waits for the batches in hand
   void stop();
-  bool healthy() const { return healthy_.load(); }
+  // Started, not stopping, and the server answers its pull requests.
+  bool healthy() const { return started_.load() && !stopping_.load() && consumer_->healthy(); }
   // Swaps the flow version used from the next batch on (promotion).
   void set_flow(std::shared_ptr<const flows::Flow> flow);
   std::shared_ptr<const flows::Flow> flow() const;
@@ -78,10 +83,15 @@ class FlowStage {
 
  private:
   struct Batch;
-  void loop();
-  void start_batch(std::vector<std::unique_ptr<BusMessage>> batch);
+  // On the consumer's pool thread: a message (or nullptr: a kick to look at held_ again).
+  void on_message(std::unique_ptr<BusMessage> m);
+  // Starts what is held unless paused, gated or stopping (pool thread).
+  void run_held();
+  // The consumer's window from paused_/stopping_/careful_.
+  void apply_window();
+  void start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std::shared_ptr<const flows::Flow> flow);
   void finish_batch(Batch& b);
-  // weir.<flow>.out.<sink>, built once per sink (stage thread only).
+  // weir.<flow>.out.<sink>, built once per sink (pool thread only).
   const std::string& output_subject(const std::string& sink);
 
   Bus& bus_;
@@ -92,15 +102,18 @@ class FlowStage {
   std::condition_variable pause_cv_;
   bool paused_ = false;                       // GUARDED_BY(flow_mu_)
   int in_flight_batches_ = 0;                 // GUARDED_BY(flow_mu_): started, not yet acked
-  std::function<bool()> gate_;                // set before start(); read by the stage thread
+  std::vector<std::unique_ptr<BusMessage>> held_;   // GUARDED_BY(flow_mu_): received, not started
+  // One message at a time after a start and while redeliveries come (ADR 0081).
+  std::atomic<bool> careful_{true};
+  std::function<bool()> gate_;                // set before start(); read on the pool thread
   std::string name_;
   StageOptions options_;
   std::string input_stream_, input_subject_;
-  std::unique_ptr<PullConsumer> consumer_;
-  std::unordered_map<std::string, std::string> out_subjects_;   // stage thread only
+  std::unique_ptr<PullConsumer> consumer_;    // set by start(), destroyed with the stage
+  std::unordered_map<std::string, std::string> out_subjects_;   // pool thread only
+  std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> healthy_{false};
-  std::thread thread_;
+  std::atomic<bool> stopped_{false};
 };
 
 class SinkStage {
@@ -109,16 +122,18 @@ class SinkStage {
             std::string sink_name, std::unique_ptr<Sink> sink, StageOptions options);
   ~SinkStage();
   Status start();
-  void request_stop();   // stops fetching at once; stop() then drains and joins
+  void request_stop();   // stops taking messages at once; stop() then drains
   void stop();
   // stop() with the wait for deliveries in flight bounded by `budget` instead of
   // drain_timeout: the runtime's drain shares one drain_timeout among all stages.
   void stop_within(std::chrono::milliseconds budget);
-  bool healthy() const { return healthy_.load(); }
+  bool healthy() const { return started_.load() && !stopping_.load() && consumer_->healthy(); }
 
  private:
   struct InFlight;
-  void loop();
+  // On the consumer's pool thread: hands a message to the sink (the window keeps at most
+  // max_in_flight() in hand, so every message that arrives has a free slot).
+  void on_message(std::unique_ptr<BusMessage> m);
   void on_result(std::shared_ptr<InFlight> f, DeliveryResult r);
   void dead_letter(std::shared_ptr<InFlight> f, std::string reason);
   void finish(const std::shared_ptr<InFlight>& f);
@@ -130,14 +145,13 @@ class SinkStage {
   int64_t version_;
   std::unique_ptr<Sink> sink_;
   StageOptions options_;
-  std::unique_ptr<PullConsumer> consumer_;
+  std::unique_ptr<PullConsumer> consumer_;   // set by start(), destroyed with the stage
   std::mutex mu_;
   std::condition_variable cv_;
   int in_flight_ = 0;                 // GUARDED_BY(mu_)
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopping_{false};   // written under mu_
   std::atomic<bool> stopped_{false};
-  std::atomic<bool> healthy_{false};
-  std::thread thread_;
 };
 
 // The flow consumer's AckWait: twice the publish timeout a batch waits at most for its

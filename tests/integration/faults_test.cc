@@ -101,11 +101,22 @@ TEST_CASE("a 3 s nats-server outage answers 503 with Retry-After and loses nothi
   auto up_at = std::chrono::steady_clock::now();
   nats.start();
 
-  // Recovery is not what this test times: under load (the suite runs two at a time) the
-  // reconnect, the stages' next successful fetch and a batch stuck until its publish
-  // deadline have taken more than 20 s twice in ~10 runs (not reproduced alone).
-  CHECK(wait_until([&] { return http_request("GET", weir.admin_url("/readyz"), "", {}, 500ms).status == 200; }, 45s,
-                   50ms));
+  // The stages re-request at the reconnect (ADR 0150), so readiness comes back within
+  // seconds; the bound is generous for a loaded machine, and a miss says what is not ready.
+  HttpReply ready_again;
+  std::string last_reason;
+  bool recovered = wait_until(
+      [&] {
+        ready_again = http_request("GET", weir.admin_url("/readyz"), "", {}, 500ms);
+        if (ready_again.status != 200) last_reason = ready_again.body;
+        return ready_again.status == 200;
+      },
+      20s, 50ms);
+  std::cout << "nats outage: ready again " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                   std::chrono::steady_clock::now() - up_at).count()
+            << " ms after nats-server was started; last not ready: " << last_reason << "\n";
+  INFO("/readyz: " << ready_again.status << " " << ready_again.body);
+  CHECK(recovered);
   INFO(weir.describe());
   REQUIRE(more_acks(posters, 300, 45s));
   posters.stop();
