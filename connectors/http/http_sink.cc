@@ -671,7 +671,7 @@ using http_sink_detail::Work;
 
 struct HttpSink::Impl {
   Client client;
-  std::shared_ptr<Loop> loop;  // from start() until stop() completes
+  std::shared_ptr<Loop> loop;  // guarded by client.mu: from the first delivery until stop()
 };
 
 HttpSink::HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name,
@@ -693,14 +693,11 @@ Status HttpSink::start() {
     if (c.state != Client::State::kNew) return Status::conflict("http sink " + c.sink + ": started twice");
   }
   if (Status st = c.configure(); !st) return st;
-  impl_->loop = Loop::acquire();
-  if (!impl_->loop) return Status::internal("http sink " + c.sink + ": curl_multi_init failed");
   {
     std::lock_guard lock(c.mu);
     c.state = Client::State::kRunning;
-    c.queued = true;
-    impl_->loop->mark(&c);  // the loop attaches it (and sizes its connection cache) next turn
   }
+  // The loop (and curl, and OpenSSL) start with the first delivery (ADR 0161).
   log::info("http sink started", {{"flow", c.flow}, {"sink", c.sink}, {"url", c.where},
                                   {"max_connections", std::to_string(c.pool_size)}});
   return Status::ok();
@@ -714,6 +711,10 @@ void HttpSink::stop() {
     return;
   }
   if (c.state != Client::State::kRunning) return;
+  if (!impl_->loop) {  // never delivered: nothing on the wire, no loop to leave
+    c.state = Client::State::kStopped;
+    return;
+  }
   c.state = Client::State::kStopping;
   if (!c.queued) {
     c.queued = true;
@@ -736,7 +737,11 @@ void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> do
   const char* refused = nullptr;
   {
     std::lock_guard lock(c.mu);
-    if (c.state == Client::State::kRunning) {
+    if (c.state == Client::State::kRunning && !impl_->loop) {
+      impl_->loop = Loop::acquire();  // the first delivery: joins (or starts) the loop
+      if (!impl_->loop) refused = "curl_multi_init failed";
+    }
+    if (refused == nullptr && c.state == Client::State::kRunning) {
       c.pending.push_back(Work{std::move(delivery), std::move(done)});
       // Already queued: the loop takes this one with the others in its next turn.
       if (!c.queued) {
@@ -745,7 +750,7 @@ void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> do
       }
       return;
     }
-    refused = c.state == Client::State::kNew ? "sink not started" : "sink stopping";
+    if (refused == nullptr) refused = c.state == Client::State::kNew ? "sink not started" : "sink stopping";
   }
   Work work{std::move(delivery), std::move(done)};
   finish(work, DeliveryResult::retry(refused));

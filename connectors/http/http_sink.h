@@ -5,8 +5,10 @@
 // running HttpSink in the process shares one HTTP client loop (ADR 0160): one thread
 // ("weir-http") owning one curl multi handle and every sink's easy handles. It runs the
 // requests and calls each `done` callback — on that thread, for all sinks, so `done` must
-// be cheap and must not block (runtime/sink.h). The loop starts with the first sink's
-// start() and ends with the last sink's stop(); curl is initialised then, not at exec.
+// be cheap and must not block (runtime/sink.h). A sink joins the loop at its first
+// delivery, not at start(); the loop (and curl_global_init, which initialises OpenSSL)
+// starts with the first delivery of any sink and ends with the last joined sink's stop()
+// (ADR 0161): an idle sink costs no thread and no TLS initialisation.
 //
 // Pool: each sink hands at most `max_connections` requests to curl at once; deliveries
 // beyond that wait in the sink's own FIFO, so the per-request timeout counts only time on
@@ -54,7 +56,7 @@ class HttpSink : public weir::Sink {
   HttpSink& operator=(const HttpSink&) = delete;
 
   // Checks the spec (URL scheme http/https, method, header names and values,
-  // max_connections >= 1, timeout > 0) and joins the shared loop (starting it if needed).
+  // max_connections >= 1, timeout > 0). The shared loop is joined at the first deliver().
   Status start() override;
   void stop() override;
   int max_in_flight() const override;
