@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,8 @@ std::string AdminReply::header(const std::string& lower_name) const {
 AdminReply admin_call(const std::string& server, const std::string& method, const std::string& path,
                       const std::string& body) {
   AdminReply out;
+  static std::once_flag once;  // here, not at exec: `weir run` may never need curl (ADR 0161)
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   CURL* c = curl_easy_init();
   if (!c) {
     out.error = "cannot initialise libcurl";

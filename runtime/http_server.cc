@@ -193,6 +193,10 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
+      if (!accepted_any_) {
+        accepted_any_ = true;
+        log::startup("first accept on " + options_.name);
+      }
       // Counted here, on the io thread, before the session starts: a burst of accepts
       // cannot overshoot the cap while sessions wait to be scheduled.
       if (connections_.load() >= options_.max_connections) {
@@ -405,6 +409,7 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
   // without an answer so a flood cannot use up descriptors on 503s.
   static constexpr size_t kMaxRefusing = 64;
   size_t refusing_ = 0;
+  bool accepted_any_ = false;  // io thread: for the start-up timeline's "first accept"
 };
 
 // Keeps the shared_ptr-owned server alive behind the unique_ptr the API hands out.

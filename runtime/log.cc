@@ -99,6 +99,25 @@ std::string redact_url(std::string_view urls) {
   return out;
 }
 
+namespace {
+const auto g_process_start = std::chrono::steady_clock::now();
+}  // namespace
+
+std::string since_start_ms() {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                        g_process_start).count();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(us) / 1000.0);
+  return buf;
+}
+
+void startup(std::string_view step) {
+  if (!enabled(Level::kDebug)) return;
+  std::string message = "start-up: ";
+  message += step;
+  write(Level::kDebug, message, {{"ms", since_start_ms()}});
+}
+
 void write(Level level, std::string_view message, std::initializer_list<Field> fields) {
   if (!enabled(level)) return;
   std::string line;

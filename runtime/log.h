@@ -32,4 +32,10 @@ inline void error(std::string_view m, std::initializer_list<Field> f = {}) { wri
 // parameters by "***". Anything that is not scheme://… is returned as it is.
 std::string redact_url(std::string_view urls);
 
+// The start-up timeline (issue #13): milliseconds since this process' static
+// initialisation (after the dynamic loader; LD_DEBUG=statistics shows the loader's share),
+// as "12.34", for the debug lines "start-up: ...".
+std::string since_start_ms();
+void startup(std::string_view step);  // debug line "start-up: <step>" with since_start_ms
+
 }  // namespace weir::log

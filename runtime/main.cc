@@ -13,7 +13,6 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <curl/curl.h>
 #include <nlohmann/json.hpp>
 
 #include "cluster/runtime_hooks.h"
@@ -317,7 +316,8 @@ int main(int argc, char** argv) {
   if (app.got_subcommand(validate)) return weir::flows::validate_command(files, std::cout, std::cerr);
   if (app.got_subcommand(test)) return weir::flows::test_command(test_files, cases_file, std::cout);
 
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  // curl (and with it OpenSSL) is initialised where it is first used: admin_call, the
+  // HTTP sinks' loop, the poll source, the span exporter (ADR 0161).
   if (app.got_subcommand(deploy) || app.got_subcommand(promote) || app.got_subcommand(rollback) ||
       app.got_subcommand(status) || app.got_subcommand(dlq) || app.got_subcommand(table)) {
     bool server_given = false;
@@ -395,6 +395,5 @@ int main(int argc, char** argv) {
     weir::Runtime runtime(config, connectors, &cluster_runtime);
     rc = runtime.run();
   }
-  curl_global_cleanup();
   return rc;
 }

@@ -654,6 +654,7 @@ struct Runtime::Impl final : AdminBackend {
       auto b = Bus::connect(bo);
       if (b) {
         bus = std::move(b.value());
+        log::startup("NATS connected");
         break;
       }
       if (std::chrono::steady_clock::now() > deadline || stop_requested()) return b.status();
@@ -851,6 +852,7 @@ struct Runtime::Impl final : AdminBackend {
     log::parse_level(config.log.level, &level);
     log::parse_format(config.log.format, &format);
     log::configure(level, format);
+    log::startup("config read");
     // Every stream, subject and bucket name carries the cluster (ADR 0112): fixed before
     // anything makes a name.
     if (!config.cluster.name.empty()) {
@@ -876,6 +878,7 @@ struct Runtime::Impl final : AdminBackend {
       return 2;
     }
     if (loaded->empty()) log::warn("no flows found", {{"dir", config.flows}});
+    log::startup("flows compiled");
 
     // The signal thread: waits for SIGTERM/SIGINT (blocked in every thread by main). At the
     // end of run() a SIGTERM sent to it alone ends its wait when no signal came.
@@ -968,6 +971,7 @@ struct Runtime::Impl final : AdminBackend {
       listen_admin = admin_server->address();
     }
     log::info("listening", {{"http", listen_http}, {"admin", listen_admin}});
+    log::startup("listeners bound");
 
     if (Status s = connect_bus(loaded.value()); !s) {
       if (stopped_during_start()) return 0;
@@ -977,6 +981,7 @@ struct Runtime::Impl final : AdminBackend {
     }
     admin->set_dead_letters(dlq.get());
     admin->set_tables(kv_tables.get());
+    log::startup("streams and buckets ready");
     if (stopped_during_start()) return 0;
 
     for (auto& f : loaded.value()) {
@@ -1019,6 +1024,7 @@ struct Runtime::Impl final : AdminBackend {
       if (stopped_during_start()) return 0;
     }
 
+    log::startup("flows started (consumers ready)");
     std::string routes;
     for (const auto& f : running) {   // before serving: no deploy adds to `running` yet
       if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow->source())) {

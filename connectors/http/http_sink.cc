@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <condition_variable>
 #include <ctime>
 #include <deque>
 #include <mutex>
@@ -105,6 +106,11 @@ struct CurlUrl {
   }
 };
 
+}  // namespace
+
+// Named, not anonymous: HttpSink::Impl (external linkage) holds these.
+namespace http_sink_detail {
+
 struct Work {
   Delivery delivery;
   std::function<void(DeliveryResult)> done;
@@ -123,10 +129,13 @@ void finish(Work& work, DeliveryResult result) {
   work.done = nullptr;
 }
 
+struct Client;
+
 // One reusable request: an easy handle with its fixed options set once, the header list
 // nodes (owned here, not by curl_slist_append), and the bits of the response we keep.
 struct Slot {
   CURL* easy = nullptr;
+  Client* owner = nullptr;  // the sink whose request this is
   Work work;
   std::vector<curl_slist> header_nodes;
   std::string idempotency_header;
@@ -163,7 +172,7 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
-}  // namespace
+}  // namespace http_sink_detail
 
 std::optional<std::chrono::milliseconds> parse_retry_after(
     std::string_view value, std::chrono::system_clock::time_point now) {
@@ -201,7 +210,13 @@ std::string redact_url(const std::string& url) {
   return out;
 }
 
-struct HttpSink::Impl {
+
+namespace http_sink_detail {
+
+// One sink's side of the shared loop. The spec-derived fields are fixed by configure()
+// before the loop first sees the client; `mu` guards what deliver()/stop() hand over;
+// the rest belongs to the loop thread.
+struct Client {
   enum class State { kNew, kRunning, kStopping, kStopped };
 
   flows::HttpSinkSpec spec;
@@ -213,36 +228,69 @@ struct HttpSink::Impl {
   std::vector<std::string> static_headers;  // "Name: value" lines; fixed after start()
   int pool_size = 1;
 
-  CURLM* multi = nullptr;
-  std::thread thread;
+  std::mutex mu;
+  State state = State::kNew;  // guarded by mu
+  std::deque<Work> pending;   // guarded by mu
+  bool queued = false;        // guarded by mu: in Loop::dirty (or about to be)
+  bool detached = false;      // guarded by mu: the loop let go of this client for good
+  std::condition_variable detached_cv;
 
-  // Sink thread only.
+  // Loop thread only.
+  bool attached = false;   // counted in the loop's connection budget
+  bool stopping = false;   // has seen state != kRunning
+  bool in_turn = false;    // in the loop's list of clients to refill
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<Slot*> free_slots;
   int active = 0;
   std::optional<std::chrono::steady_clock::time_point> abandon_at;  // set once stopping
-
-  std::mutex mu;
-  State state = State::kNew;  // guarded by mu
-  std::deque<Work> pending;   // guarded by mu
-  bool sleeping = false;      // guarded by mu: the sink thread is in (or about to enter) poll
-
-  ~Impl() {
-    slots.clear();
-    if (multi != nullptr) curl_multi_cleanup(multi);
-  }
+  std::vector<Work> to_start;  // taken from `pending` under mu, launched after
+  std::vector<Work> refused;   // taken from `pending` while stopping, finished after
 
   Status configure();
   Slot* make_slot();
-  void launch(Work work);
-  void collect();
-  void abandon_all();
-  int poll_timeout_ms() const;
+  void launch(CURLM* multi, Work work);
+  void complete(CURLM* multi, Slot* slot, CURLcode code);
+  void abandon_all(CURLM* multi);
   DeliveryResult classify(CURLcode code, long status, const Slot& slot) const;
-  void run();
 };
 
-Status HttpSink::Impl::configure() {
+// The process's one HTTP client loop: a thread ("weir-http") and a curl multi handle
+// shared by every running HttpSink (ADR 0160). Created by the first sink's start(),
+// ended when the last holder lets go (the last sink's stop()).
+class Loop {
+ public:
+  static std::shared_ptr<Loop> acquire();  // nullptr when curl cannot make a multi handle
+  ~Loop();
+
+  // Puts `c` on the list the loop looks at in its next turn and wakes it if it sleeps.
+  // Called with c->mu held (lock order: a client's mu, then the loop's), when c->queued
+  // goes false → true: under the client's lock, a mark can never land after the loop
+  // has let go of the client.
+  void mark(Client* c);
+  void wake() { curl_multi_wakeup(multi_); }
+  bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  void run();
+  void take(std::vector<Client*>& turn);
+  void detach(Client* c, std::vector<Client*>& turn);
+  void apply_limits();
+
+  CURLM* multi_ = nullptr;
+  std::thread thread_;
+
+  std::mutex mu_;
+  std::vector<Client*> dirty_;  // guarded by mu_
+  bool sleeping_ = false;       // guarded by mu_: the thread is in (or about to enter) poll
+  bool quit_ = false;           // guarded by mu_
+
+  // Loop thread only.
+  std::vector<Client*> clients_;  // attached, until their stop() completes
+  bool limits_changed_ = false;
+  long budget_ = 0;               // sum of the attached sinks' max_connections
+};
+
+Status Client::configure() {
   where = redact_url(spec.url);
   {
     CurlUrl u;
@@ -297,10 +345,11 @@ Status HttpSink::Impl::configure() {
   return Status::ok();
 }
 
-Slot* HttpSink::Impl::make_slot() {
+Slot* Client::make_slot() {
   auto slot = std::make_unique<Slot>();
   slot->easy = curl_easy_init();
   if (slot->easy == nullptr) return nullptr;
+  slot->owner = this;
   CURL* e = slot->easy;
   curl_easy_setopt(e, CURLOPT_URL, spec.url.c_str());
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -339,7 +388,7 @@ Slot* HttpSink::Impl::make_slot() {
   return slots.back().get();
 }
 
-void HttpSink::Impl::launch(Work work) {
+void Client::launch(CURLM* multi, Work work) {
   const std::string& id = work.delivery.event_id;
   if (id.empty() || !is_header_value(id)) {
     finish(work, DeliveryResult::dead("event id is not usable as an Idempotency-Key header"));
@@ -389,7 +438,7 @@ void HttpSink::Impl::launch(Work work) {
   ++active;
 }
 
-DeliveryResult HttpSink::Impl::classify(CURLcode code, long status, const Slot& slot) const {
+DeliveryResult Client::classify(CURLcode code, long status, const Slot& slot) const {
   if (code == CURLE_OK) {
     if (status >= 200 && status <= 299) return DeliveryResult::ok();
     const std::string what = "HTTP " + std::to_string(status) + " from " + where;
@@ -412,31 +461,23 @@ DeliveryResult HttpSink::Impl::classify(CURLcode code, long status, const Slot& 
   return DeliveryResult::retry(what);
 }
 
-void HttpSink::Impl::collect() {
-  int left = 0;
-  while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
-    if (msg->msg != CURLMSG_DONE) continue;
-    CURL* easy = msg->easy_handle;
-    const CURLcode code = msg->data.result;  // msg is invalid after remove_handle
-    char* priv = nullptr;
-    curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
-    auto* slot = reinterpret_cast<Slot*>(priv);
-    long status = 0;
-    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-    curl_multi_remove_handle(multi, easy);
-    DeliveryResult result = classify(code, status, *slot);
-    Work work = std::move(slot->work);
-    slot->busy = false;
-    --active;
-    free_slots.push_back(slot);
-    finish(work, std::move(result));
-  }
+void Client::complete(CURLM* multi, Slot* slot, CURLcode code) {
+  long status = 0;
+  curl_easy_getinfo(slot->easy, CURLINFO_RESPONSE_CODE, &status);
+  curl_multi_remove_handle(multi, slot->easy);
+  DeliveryResult result = classify(code, status, *slot);
+  Work work = std::move(slot->work);
+  slot->busy = false;
+  --active;
+  free_slots.push_back(slot);
+  finish(work, std::move(result));
 }
 
-void HttpSink::Impl::abandon_all() {
+void Client::abandon_all(CURLM* multi) {
   for (auto& slot : slots) {
     if (!slot->busy) continue;
-    // Closes the connection mid-request; the receiver may still act on what it got.
+    // Closes this request's connection mid-request; the receiver may still act on what it
+    // got. Other sinks' transfers on the same multi are not touched.
     curl_multi_remove_handle(multi, slot->easy);
     Work work = std::move(slot->work);
     slot->busy = false;
@@ -446,134 +487,273 @@ void HttpSink::Impl::abandon_all() {
   }
 }
 
-int HttpSink::Impl::poll_timeout_ms() const {
-  if (!abandon_at) return kPollCapMs;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      *abandon_at - std::chrono::steady_clock::now());
-  return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, kPollCapMs));
+std::shared_ptr<Loop> Loop::acquire() {
+  // Leaked on purpose: sinks may still stop during static destruction.
+  static auto* mu = new std::mutex;
+  static auto* current = new std::weak_ptr<Loop>;
+  std::lock_guard lock(*mu);
+  if (auto loop = current->lock()) return loop;
+  global_init_once();
+  auto loop = std::make_shared<Loop>();
+  loop->multi_ = curl_multi_init();
+  if (loop->multi_ == nullptr) return nullptr;
+  Loop* raw = loop.get();
+  loop->thread_ = std::thread([raw] { raw->run(); });
+  // Named here, not in run(): the name is there when start() returns.
+  pthread_setname_np(loop->thread_.native_handle(), "weir-http");
+  *current = loop;
+  return loop;
 }
 
-void HttpSink::Impl::run() {
-  pthread_setname_np(pthread_self(), "weir-http-sink");
-  std::vector<Work> to_start;
-  std::vector<Work> refused;
-  to_start.reserve(static_cast<size_t>(pool_size));
-  for (;;) {
+Loop::~Loop() {
+  if (thread_.joinable()) {
     {
-      std::lock_guard lock(mu);
-      if (state != State::kRunning) {
-        if (!abandon_at) abandon_at = std::chrono::steady_clock::now() + options.stop_grace;
-        for (auto& w : pending) refused.push_back(std::move(w));
-        pending.clear();
-      } else {
-        while (!pending.empty() && active + static_cast<int>(to_start.size()) < pool_size) {
-          to_start.push_back(std::move(pending.front()));
-          pending.pop_front();
-        }
+      std::lock_guard lock(mu_);
+      quit_ = true;
+    }
+    wake();
+    thread_.join();
+  }
+  if (multi_ != nullptr) curl_multi_cleanup(multi_);
+}
+
+void Loop::mark(Client* c) {
+  bool wake_it = false;
+  {
+    std::lock_guard lock(mu_);
+    dirty_.push_back(c);
+    wake_it = sleeping_;
+    sleeping_ = false;  // one wakeup is enough until the thread goes to sleep again
+  }
+  if (wake_it) wake();
+}
+
+void Loop::apply_limits() {
+  // Each sink keeps at most max_connections requests in flight (its own FIFO), so the sum
+  // bounds connections: curl never queues a request (its TIMEOUT_MS would count the queue)
+  // and keeps every sink's connections alive in its cache between requests.
+  const long n = std::max(1L, budget_);
+  curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, n);
+  curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, n);
+  curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, n);
+  limits_changed_ = false;
+}
+
+// Moves each listed client's waiting work into its to_start (as far as its pool has room)
+// or, once it is stopping, into refused. One lock of mu_ and one of each client's mu.
+void Loop::take(std::vector<Client*>& turn) {
+  {
+    std::lock_guard lock(mu_);
+    for (Client* c : dirty_) {
+      if (c->in_turn) continue;
+      c->in_turn = true;
+      turn.push_back(c);
+    }
+    dirty_.clear();
+  }
+  const auto now = std::chrono::steady_clock::now();
+  for (Client* c : turn) {
+    c->in_turn = false;
+    if (!c->attached) {
+      c->attached = true;
+      clients_.push_back(c);
+      budget_ += c->pool_size;
+      limits_changed_ = true;
+    }
+    std::lock_guard lock(c->mu);
+    c->queued = false;
+    if (c->state != Client::State::kRunning) {
+      if (!c->stopping) {
+        c->stopping = true;
+        c->abandon_at = now + c->options.stop_grace;
       }
+      for (auto& w : c->pending) c->refused.push_back(std::move(w));
+      c->pending.clear();
+      continue;
     }
-    for (auto& w : refused) finish(w, DeliveryResult::retry("sink stopping"));
-    refused.clear();
-    for (auto& w : to_start) launch(std::move(w));
-    to_start.clear();
-
-    int running = 0;
-    curl_multi_perform(multi, &running);
-    collect();
-    if (abandon_at && active > 0 && std::chrono::steady_clock::now() >= *abandon_at) abandon_all();
-
-    {
-      std::lock_guard lock(mu);
-      const bool stopping = state != State::kRunning;
-      if (stopping && active == 0 && pending.empty()) break;
-      // Work waiting and room for it (or refusals to hand out): go round, don't sleep.
-      if (!pending.empty() && (stopping || active < pool_size)) continue;
-      sleeping = true;
-    }
-    curl_multi_poll(multi, nullptr, 0, poll_timeout_ms(), nullptr);
-    {
-      std::lock_guard lock(mu);
-      sleeping = false;
+    while (!c->pending.empty() && c->active + static_cast<int>(c->to_start.size()) < c->pool_size) {
+      c->to_start.push_back(std::move(c->pending.front()));
+      c->pending.pop_front();
     }
   }
 }
 
+void Loop::detach(Client* c, std::vector<Client*>& turn) {
+  budget_ -= c->pool_size;
+  limits_changed_ = true;
+  c->slots.clear();  // every easy handle is out of the multi (active == 0)
+  c->free_slots.clear();
+  clients_.erase(std::find(clients_.begin(), clients_.end(), c));
+  if (c->in_turn) turn.erase(std::find(turn.begin(), turn.end(), c));
+  {
+    std::lock_guard lock(mu_);
+    dirty_.erase(std::remove(dirty_.begin(), dirty_.end(), c), dirty_.end());
+  }
+  std::lock_guard lock(c->mu);
+  c->detached = true;
+  c->detached_cv.notify_all();
+  // From here on the client is its sink's again: stop() may return and destroy it.
+}
+
+void Loop::run() {
+  std::vector<Client*> turn;  // clients to refill: marked by deliver()/stop() or with completions
+  for (;;) {
+    take(turn);
+    if (limits_changed_) apply_limits();
+    for (Client* c : turn) {
+      for (auto& w : c->refused) finish(w, DeliveryResult::retry("sink stopping"));
+      c->refused.clear();
+      for (auto& w : c->to_start) c->launch(multi_, std::move(w));
+      c->to_start.clear();
+    }
+    turn.clear();
+
+    int running = 0;
+    curl_multi_perform(multi_, &running);
+    // Every completion of this turn, then their sinks are refilled in the next pass: no
+    // thread is woken per completion, `done` runs here.
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      CURL* easy = msg->easy_handle;
+      const CURLcode code = msg->data.result;  // msg is invalid after remove_handle
+      char* priv = nullptr;
+      curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
+      auto* slot = reinterpret_cast<Slot*>(priv);
+      Client* c = slot->owner;
+      c->complete(multi_, slot, code);
+      if (!c->in_turn) {
+        c->in_turn = true;
+        turn.push_back(c);
+      }
+    }
+
+    // Sinks being stopped: abandon their requests past the grace, let go of finished ones.
+    const auto now = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> next_abandon;
+    for (size_t i = 0; i < clients_.size();) {
+      Client* c = clients_[i];
+      if (c->stopping && c->active > 0 && now >= *c->abandon_at) c->abandon_all(multi_);
+      if (c->stopping && c->active == 0) {
+        detach(c, turn);  // erases clients_[i]
+        continue;
+      }
+      if (c->stopping && (!next_abandon || *c->abandon_at < *next_abandon)) next_abandon = c->abandon_at;
+      ++i;
+    }
+    if (limits_changed_) apply_limits();
+
+    {
+      std::lock_guard lock(mu_);
+      if (quit_ && clients_.empty() && dirty_.empty()) break;
+      // Marked clients, or completions whose sinks may have work waiting: go round.
+      if (!dirty_.empty() || !turn.empty()) continue;
+      sleeping_ = true;
+    }
+    int timeout = kPollCapMs;
+    if (next_abandon) {
+      const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*next_abandon - now).count();
+      timeout = static_cast<int>(std::clamp<int64_t>(left_ms + 1, 0, kPollCapMs));
+    }
+    curl_multi_poll(multi_, nullptr, 0, timeout, nullptr);
+    {
+      std::lock_guard lock(mu_);
+      sleeping_ = false;
+    }
+  }
+}
+
+}  // namespace http_sink_detail
+
+using http_sink_detail::Client;
+using http_sink_detail::Loop;
+using http_sink_detail::Work;
+
+struct HttpSink::Impl {
+  Client client;
+  std::shared_ptr<Loop> loop;  // guarded by client.mu: from the first delivery until stop()
+};
+
 HttpSink::HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name,
                    HttpSinkOptions options)
     : impl_(std::make_unique<Impl>()) {
-  impl_->spec = std::move(spec);
-  impl_->options = options;
-  impl_->flow = std::move(flow);
-  impl_->sink = std::move(sink_name);
+  Client& c = impl_->client;
+  c.spec = std::move(spec);
+  c.options = options;
+  c.flow = std::move(flow);
+  c.sink = std::move(sink_name);
 }
 
 HttpSink::~HttpSink() { stop(); }
 
 Status HttpSink::start() {
-  Impl& s = *impl_;
+  Client& c = impl_->client;
   {
-    std::lock_guard lock(s.mu);
-    if (s.state != Impl::State::kNew) return Status::conflict("http sink " + s.sink + ": started twice");
+    std::lock_guard lock(c.mu);
+    if (c.state != Client::State::kNew) return Status::conflict("http sink " + c.sink + ": started twice");
   }
-  global_init_once();
-  if (Status st = s.configure(); !st) return st;
-  s.multi = curl_multi_init();
-  if (s.multi == nullptr) return Status::internal("http sink " + s.sink + ": curl_multi_init failed");
-  const long pool = s.pool_size;
-  curl_multi_setopt(s.multi, CURLMOPT_MAX_HOST_CONNECTIONS, pool);
-  curl_multi_setopt(s.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, pool);
-  curl_multi_setopt(s.multi, CURLMOPT_MAXCONNECTS, pool);
+  if (Status st = c.configure(); !st) return st;
   {
-    std::lock_guard lock(s.mu);
-    s.state = Impl::State::kRunning;
+    std::lock_guard lock(c.mu);
+    c.state = Client::State::kRunning;
   }
-  s.thread = std::thread([&s] { s.run(); });
-  log::info("http sink started", {{"flow", s.flow}, {"sink", s.sink}, {"url", s.where},
-                                  {"max_connections", std::to_string(s.pool_size)}});
+  // The loop (and curl, and OpenSSL) start with the first delivery (ADR 0161).
+  log::info("http sink started", {{"flow", c.flow}, {"sink", c.sink}, {"url", c.where},
+                                  {"max_connections", std::to_string(c.pool_size)}});
   return Status::ok();
 }
 
 void HttpSink::stop() {
-  Impl& s = *impl_;
-  {
-    std::lock_guard lock(s.mu);
-    if (s.state == Impl::State::kNew) {
-      s.state = Impl::State::kStopped;
-      return;
-    }
-    if (s.state != Impl::State::kRunning) return;
-    s.state = Impl::State::kStopping;
-  }
-  curl_multi_wakeup(s.multi);
-  s.thread.join();
-  std::lock_guard lock(s.mu);
-  s.state = Impl::State::kStopped;
-}
-
-int HttpSink::max_in_flight() const { return std::max(1, impl_->spec.max_connections); }
-
-int HttpSink::max_retries() const { return impl_->spec.retries; }
-
-void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> done) {
-  Impl& s = *impl_;
-  const char* refused = nullptr;
-  bool wake = false;
-  {
-    std::lock_guard lock(s.mu);
-    if (s.state == Impl::State::kRunning) {
-      s.pending.push_back(Work{std::move(delivery), std::move(done)});
-      wake = s.sleeping;
-      s.sleeping = false;  // one wakeup is enough until the thread goes to sleep again
-    } else {
-      refused = s.state == Impl::State::kNew ? "sink not started" : "sink stopping";
-    }
-  }
-  if (refused != nullptr) {
-    Work work{std::move(delivery), std::move(done)};
-    finish(work, DeliveryResult::retry(refused));
+  Client& c = impl_->client;
+  std::unique_lock lock(c.mu);
+  if (c.state == Client::State::kNew) {
+    c.state = Client::State::kStopped;
     return;
   }
-  if (wake) curl_multi_wakeup(s.multi);
+  if (c.state != Client::State::kRunning) return;
+  if (!impl_->loop) {  // never delivered: nothing on the wire, no loop to leave
+    c.state = Client::State::kStopped;
+    return;
+  }
+  c.state = Client::State::kStopping;
+  if (!c.queued) {
+    c.queued = true;
+    impl_->loop->mark(&c);
+  }
+  // (Already queued: the loop sees the new state when it takes the client.) Waiting here
+  // on the loop thread would never end: `done` must not call stop().
+  c.detached_cv.wait(lock, [&] { return c.detached; });
+  c.state = Client::State::kStopped;
+  lock.unlock();
+  impl_->loop.reset();  // the last sink to stop ends the loop's thread
+}
+
+int HttpSink::max_in_flight() const { return std::max(1, impl_->client.spec.max_connections); }
+
+int HttpSink::max_retries() const { return impl_->client.spec.retries; }
+
+void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> done) {
+  Client& c = impl_->client;
+  const char* refused = nullptr;
+  {
+    std::lock_guard lock(c.mu);
+    if (c.state == Client::State::kRunning && !impl_->loop) {
+      impl_->loop = Loop::acquire();  // the first delivery: joins (or starts) the loop
+      if (!impl_->loop) refused = "curl_multi_init failed";
+    }
+    if (refused == nullptr && c.state == Client::State::kRunning) {
+      c.pending.push_back(Work{std::move(delivery), std::move(done)});
+      // Already queued: the loop takes this one with the others in its next turn.
+      if (!c.queued) {
+        c.queued = true;
+        impl_->loop->mark(&c);
+      }
+      return;
+    }
+    if (refused == nullptr) refused = c.state == Client::State::kNew ? "sink not started" : "sink stopping";
+  }
+  Work work{std::move(delivery), std::move(done)};
+  finish(work, DeliveryResult::retry(refused));
 }
 
 std::unique_ptr<weir::Sink> make_http_sink(const flows::HttpSinkSpec& spec, std::string flow,

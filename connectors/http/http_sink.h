@@ -1,25 +1,32 @@
 // HttpSink: the `to: {x: {http: ...}}` sink. Sends each delivery as one HTTP request over
 // a pool of keep-alive connections driven by libcurl multi.
 //
-// Threads: `deliver()` may be called from any thread (the runtime calls it from the sink
-// stage). One thread per sink ("weir-http-sink") owns the curl multi handle and every easy
-// handle; it runs the requests and calls each `done` callback. `start()`/`stop()` from the
-// owning thread, once each.
+// Threads: `deliver()` and `stop()` may be called from any thread but the loop's. Every
+// running HttpSink in the process shares one HTTP client loop (ADR 0160): one thread
+// ("weir-http") owning one curl multi handle and every sink's easy handles. It runs the
+// requests and calls each `done` callback — on that thread, for all sinks, so `done` must
+// be cheap and must not block (runtime/sink.h). A sink joins the loop at its first
+// delivery, not at start(); the loop (and curl_global_init, which initialises OpenSSL)
+// starts with the first delivery of any sink and ends with the last joined sink's stop()
+// (ADR 0161): an idle sink costs no thread and no TLS initialisation.
 //
-// Pool: at most `max_connections` requests are handed to curl at once, and curl may open
-// at most that many connections. Deliveries beyond that wait in the sink's own FIFO, so the
-// per-request timeout counts only time on the wire, never time queued (curl's TIMEOUT_MS
-// would count its internal queue too). Easy handles and header lists are reused.
+// Pool: each sink hands at most `max_connections` requests to curl at once; deliveries
+// beyond that wait in the sink's own FIFO, so the per-request timeout counts only time on
+// the wire, never time queued (curl's TIMEOUT_MS would count its internal queue too), and a
+// slow sink's queue never holds up another sink. curl's connection cache and per-host limit
+// are the sum of the running sinks' pools, so each sink keeps its connections alive between
+// requests. Easy handles and header lists are reused.
 //
 // Results: 2xx → ok; 5xx, 408, 429, timeouts and transport errors → retry (with
 // `Retry-After` when given); any other status → dead, reason "HTTP <code> ...". Reasons
 // name the URL without userinfo or query and never contain header values.
 //
-// stop(): deliveries not yet sent finish at once as retry ("sink stopping"); requests on the
-// wire get `stop_grace` to finish normally, then are abandoned as retry (the receiver may
-// have seen them: the re-send carries the same Idempotency-Key); then the thread is joined.
+// stop(): this sink's deliveries not yet sent finish at once as retry ("sink stopping");
+// its requests on the wire get `stop_grace` to finish normally, then are abandoned as retry
+// (the receiver may have seen them: the re-send carries the same Idempotency-Key). Other
+// sinks' requests are not touched. stop() returns when the loop has let go of the sink.
 // Deliveries after stop() (or before start()) finish at once as retry. `done` runs exactly
-// once per deliver(). `done` must not call stop() (it runs on the thread stop() joins).
+// once per deliver(). `done` must not call stop() (it runs on the thread stop() waits for).
 #pragma once
 
 #include <chrono>
@@ -49,7 +56,7 @@ class HttpSink : public weir::Sink {
   HttpSink& operator=(const HttpSink&) = delete;
 
   // Checks the spec (URL scheme http/https, method, header names and values,
-  // max_connections >= 1, timeout > 0) and starts the sink thread.
+  // max_connections >= 1, timeout > 0). The shared loop is joined at the first deliver().
   Status start() override;
   void stop() override;
   int max_in_flight() const override;

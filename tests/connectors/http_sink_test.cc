@@ -7,6 +7,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <ctime>
+#include <dirent.h>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -111,6 +113,21 @@ bool has_control_chars(const std::string& s) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
   }
   return false;
+}
+
+// Threads of this process whose name is `name` (/proc/self/task/*/comm).
+int threads_named(const std::string& name) {
+  int n = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++n;
+  }
+  closedir(dir);
+  return n;
 }
 
 }  // namespace
@@ -640,4 +657,101 @@ TEST_CASE("redact_url drops userinfo, query and fragment", "[http_sink]") {
   CHECK(redact_url("https://example.com") == "https://example.com/");
   CHECK(redact_url("http://[::1]:9/x") == "http://[::1]:9/x");
   CHECK(redact_url("not a url") == "<invalid url>");
+}
+
+// ADR 0160: every sink runs on one shared loop. A slow receiver must not hold up another
+// sink, and stopping one sink must finish only its own requests.
+TEST_CASE("http sinks share one loop: a slow sink does not hold up a fast one", "[http_sink][loop]") {
+  ScriptedHttpServer server([](const ScriptedRequest& r) {
+    ScriptedReply reply = ScriptedReply::with_status(204);
+    if (r.target == "/slow") reply.delay = 20s;  // far past the test: answered only by the stop
+    return reply;
+  });
+  weir::connectors::HttpSinkOptions options;
+  options.stop_grace = 100ms;
+  // Same host and port for both: curl's per-host limit is shared, the pools are not.
+  HttpSink slow(spec_for(server.url("/slow"), 2, 30s), "orders", "slow", options);
+  HttpSink fast(spec_for(server.url("/fast"), 2), "orders", "fast", options);
+  REQUIRE(slow.start().is_ok());
+  REQUIRE(fast.start().is_ok());
+  CHECK(threads_named("weir-http") == 0);  // started sinks that never delivered: no loop yet
+
+  Results slow_results;
+  for (int i = 0; i < 10; ++i) {
+    const std::string id = "slow-" + std::to_string(i);
+    slow.deliver(delivery(id), slow_results.callback(id));
+  }
+  auto slow_on_wire = [&] {
+    int n = 0;
+    for (const auto& r : server.requests()) n += r.target == "/slow";
+    return n;
+  };
+  REQUIRE(eventually([&] { return slow_on_wire() == 2; }));  // its pool; 8 wait in its FIFO
+  CHECK(threads_named("weir-http") == 1);
+
+  Results fast_results;
+  constexpr int kFast = 200;
+  for (int i = 0; i < kFast; ++i) {
+    const std::string id = "fast-" + std::to_string(i);
+    fast.deliver(delivery(id), fast_results.callback(id));
+  }
+  REQUIRE(fast_results.wait_for(kFast));
+  CHECK(threads_named("weir-http") == 1);  // one loop for both, no thread per sink
+  for (const auto& [id, rs] : fast_results.all()) {
+    REQUIRE(rs.size() == 1);
+    CHECK(rs.front().kind == Kind::kOk);
+  }
+  // All of that while the slow sink's requests were still on the wire.
+  CHECK(slow_results.calls() == 0);
+  CHECK(slow_on_wire() == 2);
+
+  slow.stop();
+  REQUIRE(slow_results.calls() == 10);
+  int abandoned = 0;
+  for (const auto& [id, rs] : slow_results.all()) {
+    REQUIRE(rs.size() == 1);
+    CHECK(rs.front().kind == Kind::kRetry);
+    abandoned += rs.front().reason.rfind("sink stopping; request abandoned", 0) == 0;
+  }
+  CHECK(abandoned == 2);
+
+  // The fast sink goes on after the other one stopped.
+  fast.deliver(delivery("after"), fast_results.callback("after"));
+  REQUIRE(fast_results.wait_for(kFast + 1));
+  CHECK(fast_results.only("after").kind == Kind::kOk);
+  fast.stop();
+  CHECK(threads_named("weir-http") == 0);  // the last stop ends the loop
+}
+
+TEST_CASE("http sinks share one loop: stopping one leaves the other's requests alone", "[http_sink][loop]") {
+  ScriptedHttpServer server([](const ScriptedRequest& r) {
+    ScriptedReply reply = ScriptedReply::with_status(200);
+    reply.delay = r.target == "/hang" ? 20s : 3s;
+    return reply;
+  });
+  weir::connectors::HttpSinkOptions short_grace;
+  short_grace.stop_grace = 50ms;
+  HttpSink stopped(spec_for(server.url("/hang"), 2, 30s), "a", "stopped", short_grace);
+  HttpSink kept(spec_for(server.url("/kept"), 2, 30s), "b", "kept", short_grace);
+  REQUIRE(stopped.start().is_ok());
+  REQUIRE(kept.start().is_ok());
+
+  Results stopped_results;
+  Results kept_results;
+  for (int i = 0; i < 2; ++i) {
+    stopped.deliver(delivery("s-" + std::to_string(i)), stopped_results.callback("s-" + std::to_string(i)));
+    kept.deliver(delivery("k-" + std::to_string(i)), kept_results.callback("k-" + std::to_string(i)));
+  }
+  REQUIRE(eventually([&] { return server.request_count() == 4; }));  // all four on the wire
+
+  stopped.stop();  // abandons its own two after 50 ms
+  REQUIRE(stopped_results.calls() == 2);
+  CHECK(stopped_results.only("s-0").kind == Kind::kRetry);
+  CHECK(stopped_results.only("s-1").kind == Kind::kRetry);
+  CHECK(kept_results.calls() == 0);  // still waiting for their 3 s answers, not abandoned
+
+  REQUIRE(kept_results.wait_for(2));
+  CHECK(kept_results.only("k-0").kind == Kind::kOk);
+  CHECK(kept_results.only("k-1").kind == Kind::kOk);
+  kept.stop();
 }
