@@ -67,8 +67,20 @@ Status ClusterRuntime::start(Bus& bus, const RuntimeConfig& config) {
   ro.barrier_timeout = std::max(std::chrono::milliseconds(2000), config.cluster.lease_ttl * 2);
   registry_ = std::make_unique<FlowRegistry>(
       *flows_kv_, *members_kv_, [this] { return member_list_->keys("m."); }, ro);
-  // Be a member before attaching any flow: a promoter then waits for this instance.
-  if (Status s = registry_->heartbeat(); !s) return s;
+  // Be a member before attaching any flow: a promoter then waits for this instance. A bucket
+  // created a moment ago may still answer "no responders" / time out (seen under load on a
+  // single node): retried like the other set-up calls (docs/adr/0110-startup-on-any-nats.md).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int attempt = 1;; ++attempt) {
+    Status s = registry_->heartbeat();
+    if (s) break;
+    if ((s.code() != Status::Code::kTimeout && s.code() != Status::Code::kUnavailable) ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return s;
+    }
+    log::info("cluster membership not ready, retrying", {{"error", s.str()}});
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
+  }
   registry_->start_heartbeat();
   log::info("joined cluster", {{"cluster", config.cluster.name}, {"instance", instance_id_},
                                {"lease_bucket", o.bucket}, {"flows_bucket", fo.bucket}});
