@@ -1,13 +1,14 @@
 // Sink: the interface every output connector implements (http, mqtt, nats, ...).
 //
-// The runtime's sink stage fetches events from the sink's durable consumer, calls
+// The runtime's sink stage receives events from the sink's durable consumer, calls
 // `deliver` for each, bounded by `max_in_flight()`, and acts on the result:
 //   kOk    → ack on the bus;
 //   kRetry → nak with a backoff delay (or `retry_after`), dead-letter past `retries`;
 //   kDead  → dead-letter at once with `reason`.
-// Lifecycle: constructed from a validated spec, `start()` once, `deliver()` from the
-// stage thread, `stop()` once (no deliver after). `done` is called exactly once per
-// deliver, on a thread of the sink's choosing; it must be cheap and must not block.
+// Lifecycle: constructed from a validated spec, `start()` once, `deliver()` from a thread
+// of cnats' delivery pool (one sink's calls never overlap; ADR 0150) — it must queue and
+// return, never block — `stop()` once (no deliver after). `done` is called exactly once
+// per deliver, on a thread of the sink's choosing; it must be cheap and must not block.
 #pragma once
 
 #include <chrono>

@@ -85,6 +85,24 @@ ConsumerOptions consumer_options(const std::string& durable) {
   return co;
 }
 
+// The durable "pc" consumer, subscribed (window 0: nothing requested yet).
+std::unique_ptr<PullConsumer> started(Bus& bus, Inbox& inbox) {
+  auto c = bus.pull_consumer(consumer_options("pc"));
+  REQUIRE(c);
+  REQUIRE(c.value()->start(inbox.handler()));
+  return std::move(c.value());
+}
+
+// Nothing is left for the durable "pc": a fresh consumer of it gets no message.
+void expect_none_left(Bus& bus) {
+  Inbox late;
+  auto again = started(bus, late);
+  again->set_window(10, 10);
+  std::this_thread::sleep_for(700ms);   // an absence: longer than one request's expiry
+  CHECK(late.received.load() == 0);
+  CHECK(again->healthy());   // the server answered (408): nothing to deliver
+}
+
 size_t threads() {
   size_t n = 0;
   DIR* d = opendir("/proc/self/task");
@@ -105,16 +123,14 @@ TEST_CASE("pull consumer: requests within its window, acks by reply subject, rea
   REQUIRE(bus->ensure_flow_stream("pc"));
   publish(*bus, layout::input_subject("pc"), 20);
 
-  auto c = bus->pull_consumer(consumer_options("pc"));
-  REQUIRE(c);
   Inbox inbox;
-  REQUIRE(c.value()->start(inbox.handler()));
+  auto c = started(*bus, inbox);
   // Window 0: nothing is requested, nothing comes.
   std::this_thread::sleep_for(300ms);   // an absence: nothing to wait for
   CHECK(inbox.received.load() == 0);
 
   // Window 4, batch 2: at most 4 in hand while none is released.
-  c.value()->set_window(4, 2);
+  c->set_window(4, 2);
   REQUIRE(wait_until([&] { return inbox.received.load() == 4; }, 5s));
   std::this_thread::sleep_for(300ms);   // an absence: no fifth message while 4 are held
   CHECK(inbox.received.load() == 4);
@@ -126,7 +142,7 @@ TEST_CASE("pull consumer: requests within its window, acks by reply subject, rea
   CHECK(first->header(layout::kHeaderId) == "e0");
   // A nak comes back with its delivery count raised; the released slots bring the rest.
   CHECK(first->nak(std::chrono::milliseconds(0)));
-  c.value()->release(1);
+  c->release(1);
   std::vector<std::string> acked;
   bool redelivered = false;
   REQUIRE(wait_until(
@@ -137,24 +153,17 @@ TEST_CASE("pull consumer: requests within its window, acks by reply subject, rea
           }
           CHECK(m->ack());
           acked.emplace_back(m->header(layout::kHeaderId));
-          c.value()->release(1);
+          c->release(1);
         }
         return acked.size() == 20;
       },
       10s));
   CHECK(redelivered);
-  CHECK(c.value()->healthy());
+  CHECK(c->healthy());
 
   // Acked means gone: a second consumer of the same durable gets nothing more.
-  c.value()->stop();
-  auto again = bus->pull_consumer(consumer_options("pc"));
-  REQUIRE(again);
-  Inbox late;
-  REQUIRE(again.value()->start(late.handler()));
-  again.value()->set_window(10, 10);
-  std::this_thread::sleep_for(700ms);   // an absence: longer than one request's expiry
-  CHECK(late.received.load() == 0);
-  CHECK(again.value()->healthy());   // the server answered (408), nothing to deliver
+  c->stop();
+  expect_none_left(*bus);
 }
 
 TEST_CASE("pull consumer: a kick runs the handler without a message; an ack after stop() still acks",
@@ -163,55 +172,44 @@ TEST_CASE("pull consumer: a kick runs the handler without a message; an ack afte
   auto bus = connect(nats);
   REQUIRE(bus->ensure_flow_stream("pc"));
   publish(*bus, layout::input_subject("pc"), 3);
-  auto c = bus->pull_consumer(consumer_options("pc"));
-  REQUIRE(c);
   Inbox inbox;
-  REQUIRE(c.value()->start(inbox.handler()));
-  c.value()->kick();
+  auto c = started(*bus, inbox);
+  c->kick();
   REQUIRE(wait_until([&] { return inbox.kicks.load() == 1; }, 5s));
-  c.value()->kick_later();   // the Bus's timer tick sends it
+  c->kick_later();   // the Bus's timer tick sends it
   REQUIRE(wait_until([&] { return inbox.kicks.load() == 2; }, 5s));
 
-  c.value()->set_window(3, 3);
+  c->set_window(3, 3);
   REQUIRE(wait_until([&] { return inbox.received.load() == 3; }, 5s));
   // The consumer (and its subscription) goes away with the messages in hand; their acks
   // need only the connection (issue #10 item 7: a late ack touched a freed subscription).
-  c.value()->stop();
-  c.value().reset();
+  c->stop();
+  c.reset();
   while (auto m = inbox.take()) CHECK(m->ack());
-
-  auto again = bus->pull_consumer(consumer_options("pc"));
-  REQUIRE(again);
-  Inbox late;
-  REQUIRE(again.value()->start(late.handler()));
-  again.value()->set_window(10, 10);
-  std::this_thread::sleep_for(700ms);   // an absence: none of the three comes back
-  CHECK(late.received.load() == 0);
+  expect_none_left(*bus);   // none of the three comes back
 }
 
 TEST_CASE("pull consumer: after a nats-server restart it requests again at once", "[integration][bus][faults]") {
   NatsServer nats;
   auto bus = connect(nats);
   REQUIRE(bus->ensure_flow_stream("pc"));
-  auto c = bus->pull_consumer(consumer_options("pc"));
-  REQUIRE(c);
   Inbox inbox;
-  REQUIRE(c.value()->start(inbox.handler()));
-  c.value()->set_window(8, 4);
-  REQUIRE(c.value()->healthy());
+  auto c = started(*bus, inbox);
+  c->set_window(8, 4);
+  REQUIRE(c->healthy());
 
   nats.stop();
   REQUIRE(wait_until([&] { return !bus->connected(); }, 10s));
-  CHECK_FALSE(c.value()->healthy());
+  CHECK_FALSE(c->healthy());
   nats.start();
   REQUIRE(wait_until([&] { return bus->connected(); }, 20s));
   // Requests sent at the reconnect deliver what is published afterwards.
   publish(*bus, layout::input_subject("pc"), 5);
   REQUIRE(wait_until([&] { return inbox.received.load() == 5; }, 10s));
-  CHECK(c.value()->healthy());
+  CHECK(c->healthy());
   while (auto m = inbox.take()) {
     CHECK(m->ack());
-    c.value()->release(1);
+    c->release(1);
   }
 }
 
