@@ -119,7 +119,10 @@ TEST_CASE("kv tables: rows put, changed and deleted while the flow runs, the CLI
   INFO(imported.output);
   REQUIRE(imported.code == 0);
   CHECK(imported.output.find("\"entries\": 3") != std::string::npos);
-  CHECK(imported.output.find("\"applied\": true") != std::string::npos);
+  // "applied" says whether this instance's flows read the new rows within the import's short
+  // wait; under load the watch may take longer, so only its presence is checked here and the
+  // switch itself below, by what events see.
+  CHECK(imported.output.find("\"applied\": ") != std::string::npos);
   // The import replaced every row: the odd key is gone, c1 is back as silver.
   seen_within("c1", json{{"customer", "c1"}, {"tier", "silver"}, {"limit", 100}}, "imported");
   CHECK(weir.admin("GET", "/tables/tiers/a%20b.c%2Fd%C3%A9").status == 404);
