@@ -268,6 +268,21 @@ class Bench(Stack):
         out["empty_nats"] = empty
         return out
 
+    def start_weir(self, flows_dir):
+        self.http_port, self.admin_port = free_port(), free_port()
+        self.weir_log = open(os.path.join(self.tmp, "weir.log"), "w")
+        self.weir = self.procs.start(self.weir_argv(self.http_port, self.admin_port, flows_dir), env=self.weir_env(),
+                                     stdout=self.weir_log, stderr=self.weir_log)
+
+        def ready():
+            try:
+                return http_get(self.admin_port, "/readyz", 0.5)[0] == 200
+            except OSError:
+                return False
+
+        if not wait_for(ready, 30, poll=0.01):
+            sys.exit("bench: weir did not become ready; log: " + open(self.weir_log.name).read()[-2000:])
+
     def loadgen(self, port, path, seconds, concurrency=None, rate=None, warmup="2s", acked_ids=None):
         argv = [self.tool("weir-loadgen"), "--url", f"http://127.0.0.1:{port}{path}", "--duration", f"{seconds}s",
                 "--warmup", warmup, "--quiet"]

@@ -3,8 +3,6 @@
 // the real weir binary through /proc/PID/maps and /proc/PID/task/*/comm.
 #include <catch2/catch.hpp>
 
-#include <dirent.h>
-
 #include <fstream>
 #include <string>
 
@@ -12,6 +10,7 @@
 
 using namespace weir::itest;
 using weir::testing::NatsServer;
+using weir::testing::threads_named;
 using weir::testing::wait_until;
 
 namespace {
@@ -23,21 +22,6 @@ bool maps_contain(pid_t pid, const std::string& needle) {
     if (line.find(needle) != std::string::npos) return true;
   }
   return false;
-}
-
-int threads_named(pid_t pid, const std::string& name) {
-  int n = 0;
-  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return -1;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream comm(dir + "/" + e->d_name + "/comm");
-    std::string line;
-    if (std::getline(comm, line) && line == name) ++n;
-  }
-  closedir(d);
-  return n;
 }
 
 }  // namespace
