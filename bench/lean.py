@@ -3,7 +3,7 @@
 
 Starts a throwaway nats-server (external to weir: `--nats`), then weir with either one small
 flow (http-in → http sink, `--flows 1`) or N copies of bench/flows/bench_orders.yaml
-(`--flows N`, N > 1, as bench/multi_flow.py writes them), waits until it is ready, lets it
+(`--flows N`, N > 1, as bench/multi_flow.py writes them; `--plain`: N copies of the small flow), waits until it is ready, lets it
 settle, and reports as JSON:
   - rss_mb / pss_mb / anon_mb: /proc/PID/smaps_rollup;
   - libraries: resident MB per mapped file (/proc/PID/smaps, summed over its mappings),
@@ -11,7 +11,7 @@ settle, and reports as JSON:
   - threads: how many of each name (/proc/PID/task/*/comm);
   - binary_mb and stripped_mb of the weir binary;
   - timeline: the start-up steps weir logs at debug level (ms since the first line).
-Nothing is sent to weir: these are idle figures. Figures on a shared machine vary with
+Nothing is sent to weir unless `--deliver` (one event, to see the HTTP client loaded). Figures on a shared machine vary with
 what else runs, RSS much less than times.
 
   bench/lean.py --build build --flows 1
@@ -106,8 +106,12 @@ def main():
     ap.add_argument("--build", default="build", help="build dir (nats-server from PATH, weir from here)")
     ap.add_argument("--weir", help="weir binary to measure (default: BUILD/weir)")
     ap.add_argument("--flows", type=int, default=1, help="1: http-in → http sink; N > 1: N bench_orders copies")
+    ap.add_argument("--plain", action="store_true", help="N copies of the one-sink flow instead of bench_orders")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds idle before sampling")
     ap.add_argument("--top", type=int, default=14, help="libraries listed")
+    ap.add_argument("--deliver", action="store_true",
+                    help="POST one event to the (first) flow before sampling: the figures after the "
+                         "first delivery has loaded the HTTP client (its sink refuses: port 9)")
     a = ap.parse_args()
 
     harness.exit_on_sigterm()
@@ -118,10 +122,11 @@ def main():
     weir = os.path.abspath(a.weir) if a.weir else st.tool("weir")
     try:
         flows_dir = os.path.join(st.tmp, "flows")
-        if a.flows == 1:
+        if a.flows == 1 or a.plain:
             os.makedirs(flows_dir)
-            with open(os.path.join(flows_dir, "lean.yaml"), "w") as f:
-                f.write(SINGLE_FLOW)
+            for k in range(1, a.flows + 1):
+                with open(os.path.join(flows_dir, f"lean_{k}.yaml"), "w") as f:
+                    f.write(SINGLE_FLOW.replace("flow: lean", f"flow: lean_{k}").replace("/in/lean", f"/in/lean_{k}"))
         else:
             multi_flow.write_flows(flows_dir, a.flows)
         conf = os.path.join(st.tmp, "weir.yaml")
@@ -144,12 +149,19 @@ def main():
 
         if not harness.wait_for(ready, 60, poll=0.01):
             sys.exit("lean: weir did not become ready; log: " + open(log_path).read()[-2000:])
+        if a.deliver:
+            path = "/in/lean_1" if (a.plain or a.flows == 1) else "/in/orders_1"
+            body = b'{"id":"lean-1","customer_id":"c1","amount":"5","items":[{"sku":"a","qty":"1","price":"5"}]}'
+            status, _ = harness.http_request(hp, "POST", path, body, 5, "application/json")
+            if status != 202:
+                sys.exit(f"lean: POST {path} answered {status}")
         time.sleep(a.settle)
         libs = smaps_by_file(p.pid)
         r = rollup(p.pid)
         report = {
             "weir": weir,
             "flows": a.flows,
+            "delivered_one": a.deliver,
             "binary_mb": round(os.path.getsize(weir) / 1e6, 2),
             "stripped_mb": stripped_mb(weir),
             "rss_mb": round(r.get("Rss", 0) / 1024, 2),

@@ -94,17 +94,55 @@ std::string sanitize_body(std::string_view body) {
   return out;
 }
 
-struct CurlUrl {
-  CURLU* handle = curl_url();
-  ~CurlUrl() { curl_url_cleanup(handle); }
-  std::string get(CURLUPart part) const {
-    char* value = nullptr;
-    if (curl_url_get(handle, part, &value, 0) != CURLUE_OK || value == nullptr) return {};
-    std::string out(value);
-    curl_free(value);
-    return out;
-  }
+// scheme://[userinfo@]host[:port][/path][?query][#fragment], split without libcurl:
+// start() checks a sink's URL and names it in logs before the first delivery loads curl
+// (ADR 0161). curl parses the URL again when it sends; what it rejects is a dead delivery.
+struct UrlParts {
+  std::string scheme;  // lower case
+  std::string host;    // as written; IPv6 literals keep their brackets
+  std::string port;    // digits or empty
+  std::string path;    // "/" when empty
 };
+
+std::optional<UrlParts> split_url(std::string_view url) {
+  for (char c : url) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) return std::nullopt;  // spaces and controls: not a URL
+  }
+  const size_t sep = url.find("://");
+  if (sep == std::string_view::npos || sep == 0) return std::nullopt;
+  UrlParts out;
+  for (char c : url.substr(0, sep)) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '+' && c != '-' && c != '.') return std::nullopt;
+    out.scheme.push_back(lower(c));
+  }
+  if (std::isalpha(static_cast<unsigned char>(out.scheme.front())) == 0) return std::nullopt;
+  std::string_view rest = url.substr(sep + 3);
+  const size_t auth_end = rest.find_first_of("/?#");
+  std::string_view auth = rest.substr(0, auth_end);
+  std::string_view tail = auth_end == std::string_view::npos ? std::string_view{} : rest.substr(auth_end);
+  if (const size_t at = auth.rfind('@'); at != std::string_view::npos) auth = auth.substr(at + 1);
+  std::string_view port;
+  if (!auth.empty() && auth.front() == '[') {
+    const size_t close = auth.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    std::string_view after = auth.substr(close + 1);
+    if (!after.empty() && after.front() != ':') return std::nullopt;
+    if (!after.empty()) port = after.substr(1);
+    auth = auth.substr(0, close + 1);
+  } else if (const size_t colon = auth.rfind(':'); colon != std::string_view::npos) {
+    port = auth.substr(colon + 1);
+    auth = auth.substr(0, colon);
+  }
+  for (char c : port) {
+    if (std::isdigit(static_cast<unsigned char>(c)) == 0) return std::nullopt;
+  }
+  out.host = std::string(auth);
+  out.port = std::string(port);
+  out.path = std::string(tail.substr(0, tail.find_first_of("?#")));
+  if (out.path.empty()) out.path = "/";
+  return out;
+}
 
 }  // namespace
 
@@ -198,16 +236,11 @@ std::optional<std::chrono::milliseconds> parse_retry_after(
 }
 
 std::string redact_url(const std::string& url) {
-  CurlUrl u;
-  if (u.handle == nullptr || curl_url_set(u.handle, CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
-    return "<invalid url>";
-  }
-  std::string out = u.get(CURLUPART_SCHEME) + "://" + u.get(CURLUPART_HOST);
-  const std::string port = u.get(CURLUPART_PORT);
-  if (!port.empty()) out += ":" + port;
-  const std::string path = u.get(CURLUPART_PATH);
-  out += path.empty() ? "/" : path;
-  return out;
+  const auto u = split_url(url);
+  if (!u || u->host.empty()) return "<invalid url>";
+  std::string out = u->scheme + "://" + u->host;
+  if (!u->port.empty()) out += ":" + u->port;
+  return out + u->path;
 }
 
 
@@ -293,18 +326,12 @@ class Loop {
 Status Client::configure() {
   where = redact_url(spec.url);
   {
-    CurlUrl u;
-    if (u.handle == nullptr ||
-        curl_url_set(u.handle, CURLUPART_URL, spec.url.c_str(), 0) != CURLUE_OK) {
-      return Status::invalid("http sink " + sink + ": url does not parse");
-    }
-    const std::string scheme = u.get(CURLUPART_SCHEME);
-    if (scheme != "http" && scheme != "https") {
+    const auto u = split_url(spec.url);
+    if (!u) return Status::invalid("http sink " + sink + ": url does not parse");
+    if (u->scheme != "http" && u->scheme != "https") {
       return Status::invalid("http sink " + sink + ": url scheme must be http or https");
     }
-    if (u.get(CURLUPART_HOST).empty()) {
-      return Status::invalid("http sink " + sink + ": url has no host");
-    }
+    if (u->host.empty()) return Status::invalid("http sink " + sink + ": url has no host");
   }
   method = spec.method.empty() ? "POST" : spec.method;
   std::transform(method.begin(), method.end(), method.begin(),

@@ -7,8 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <ctime>
-#include <dirent.h>
-#include <fstream>
+#include <unistd.h>
 #include <map>
 #include <mutex>
 #include <set>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "tests/connectors/scripted_http_server.h"
+#include "tests/support/support.h"
 
 using weir::Delivery;
 using weir::DeliveryResult;
@@ -115,20 +115,7 @@ bool has_control_chars(const std::string& s) {
   return false;
 }
 
-// Threads of this process whose name is `name` (/proc/self/task/*/comm).
-int threads_named(const std::string& name) {
-  int n = 0;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return -1;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-    std::string line;
-    if (std::getline(comm, line) && line == name) ++n;
-  }
-  closedir(dir);
-  return n;
-}
+int threads_named(const std::string& name) { return weir::testing::threads_named(getpid(), name); }
 
 }  // namespace
 

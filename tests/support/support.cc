@@ -194,6 +194,20 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+int threads_named(pid_t pid, const std::string& name) {
+  const std::filesystem::path dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return -1;
+  int n = 0;
+  for (const auto& task : it) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++n;
+  }
+  return n;
+}
+
 // ---------------------------------------------------------------- Process
 
 Process Process::spawn(std::vector<std::string> argv, std::map<std::string, std::string> extra_env,

@@ -56,6 +56,10 @@ void write_file(const std::string& path, const std::string& content);
 // Whole file, "" when it does not exist.
 std::string read_file(const std::string& path);
 
+// Threads of process `pid` whose name is `name` (/proc/PID/task/*/comm); -1 when the
+// process is gone.
+int threads_named(pid_t pid, const std::string& name);
+
 // A child process started with fork/exec.
 class Process {
  public:
