@@ -789,8 +789,14 @@ void Loader::tables(const SrcNode& n) {
       error(*file, what + ".file: " + err);
       continue;
     }
-    if (is_csv) load_csv_table(text, full, key, &table, &d_);
-    else load_json_table(text, full, key, &table, &d_);
+    const std::string_view format = is_csv ? "csv" : "json";
+    if (auto shared = SharedFileTables::instance().find(format, key, text)) {
+      table.use_rows(std::move(shared));   // another flow loaded this very text: one copy
+      continue;
+    }
+    const bool loaded = is_csv ? load_csv_table(text, full, key, &table, &d_)
+                               : load_json_table(text, full, key, &table, &d_);
+    if (loaded) SharedFileTables::instance().remember(format, key, text, table.shared_rows());
   }
 }
 

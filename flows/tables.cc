@@ -118,8 +118,8 @@ bool valid_kv_table_name(std::string_view name) {
 }
 
 const Json* Table::find_text(std::string_view key) const {
-  auto it = rows_.find(key);
-  return it == rows_.end() ? nullptr : &it->second;
+  auto it = rows_->find(key);
+  return it == rows_->end() ? nullptr : &it->second;
 }
 
 const Json* Table::find(const Json& key) const {
@@ -144,7 +144,11 @@ const Json* Table::find(const Json& key, EvalContext& ctx) const {
 }
 
 bool Table::insert(std::string key, Json row) {
-  return rows_.emplace(std::move(key), std::move(row)).second;
+  // Only a table being built inserts; one whose rows are shared gets its own copy first.
+  auto own = rows_.use_count() == 1 ? std::const_pointer_cast<Rows>(rows_) : std::make_shared<Rows>(*rows_);
+  const bool added = own->emplace(std::move(key), std::move(row)).second;
+  rows_ = std::move(own);
+  return added;
 }
 
 const Table* TableSet::find(std::string_view name) const {
@@ -455,6 +459,36 @@ bool table_from_json(const Json& rows, const std::string& key, Table* out, std::
   }
   *error = "rows must be a list of objects or a mapping of objects";
   return false;
+}
+
+namespace {
+std::string file_table_key(std::string_view format, const std::string& key, const std::string& text) {
+  std::string k;
+  k.reserve(format.size() + key.size() + text.size() + 2);
+  k.append(format).push_back('\0');
+  k.append(key).push_back('\0');
+  k.append(text);
+  return k;
+}
+}  // namespace
+
+SharedFileTables& SharedFileTables::instance() {
+  static SharedFileTables tables;
+  return tables;
+}
+
+std::shared_ptr<const Table::Rows> SharedFileTables::find(std::string_view format, const std::string& key,
+                                                          const std::string& text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(file_table_key(format, key, text));
+  return it == entries_.end() ? nullptr : it->second.lock();
+}
+
+void SharedFileTables::remember(std::string_view format, const std::string& key, const std::string& text,
+                                std::shared_ptr<const Table::Rows> rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(entries_, [](const auto& e) { return e.second.expired(); });
+  entries_[file_table_key(format, key, text)] = std::move(rows);
 }
 
 }  // namespace weir::flows

@@ -97,6 +97,7 @@ bool valid_kv_table_name(std::string_view name);
 
 class Table {
  public:
+  using Rows = std::unordered_map<std::string, Json, TextHash, std::equal_to<>>;
   // Keys are compared as text: the number 7 and the string "7" find the same row.
   // nullptr when the key is absent or is not a string or number. Static tables only
   // (a live table answers nullptr here: use the EvalContext form).
@@ -105,18 +106,39 @@ class Table {
   // Any table: a live table's snapshot is pinned in `ctx` on first use, so the row
   // stays valid, and every lookup through `ctx` reads the same snapshot.
   const Json* find(const Json& key, EvalContext& ctx) const;
-  // False when the key is already present.
+  // False when the key is already present. Rows shared with other tables are copied first.
   bool insert(std::string key, Json row);
-  size_t size() const { return live_ ? live_->entries() : rows_.size(); }
+  size_t size() const { return live_ ? live_->entries() : rows_->size(); }
   // Makes this a live table reading `live`.
   void set_live(std::shared_ptr<LiveTable> live) { live_ = std::move(live); }
   const LiveTable* live() const { return live_.get(); }
   // A static table's rows (an import parses its body into a static Table first).
-  const std::unordered_map<std::string, Json, TextHash, std::equal_to<>>& rows() const { return rows_; }
+  const Rows& rows() const { return *rows_; }
+  // Static rows shared between tables loaded from the same file text (read-only once
+  // shared: SharedFileTables).
+  std::shared_ptr<const Rows> shared_rows() const { return rows_; }
+  void use_rows(std::shared_ptr<const Rows> rows) { rows_ = std::move(rows); }
 
  private:
-  std::unordered_map<std::string, Json, TextHash, std::equal_to<>> rows_;
+  std::shared_ptr<const Rows> rows_ = std::make_shared<const Rows>();
   std::shared_ptr<LiveTable> live_;
+};
+
+// Parsed file tables (`file:` CSV or JSON) shared by every flow of the process that loads
+// the same file text with the same key column: 50 flows naming one customers.csv hold one
+// copy of its rows, not 50 (issue #13). Entries are weak: rows live as long as a flow uses
+// them. Thread-safe.
+class SharedFileTables {
+ public:
+  static SharedFileTables& instance();
+  // The rows loaded earlier from exactly `text` with `key` in `format`, or null.
+  std::shared_ptr<const Table::Rows> find(std::string_view format, const std::string& key, const std::string& text);
+  void remember(std::string_view format, const std::string& key, const std::string& text,
+                std::shared_ptr<const Table::Rows> rows);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<const Table::Rows>, std::less<>> entries_;   // GUARDED_BY(mu_)
 };
 
 // The tables of one flow, by name.

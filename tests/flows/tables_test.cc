@@ -1,7 +1,11 @@
 // Lookup tables from CSV and JSON.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "flows/tables.h"
@@ -238,4 +242,50 @@ to: { out: { http: { url: "http://127.0.0.1:1/" } } }
   for (const auto& d : bad.diagnostics) all += d.str() + "\n";
   CHECK(all.find("tables.a.kv: \"no.dots\" must be a KV table name") != std::string::npos);
   CHECK(all.find("tables.b needs `file`, `rows` or `kv` (one of them)") != std::string::npos);
+}
+
+TEST_CASE("file tables: flows loading the same file text with the same key share one copy of its rows",
+          "[tables][shared]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("weir-shared-tables-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string csv = "id,tier\nc1,gold\nc2,silver\n";
+  { std::ofstream(dir / "customers.csv") << csv; }
+  auto flow_text = [](const std::string& name, const std::string& key) {
+    return "flow: " + name + "\nfrom: { http: { path: /" + name + " } }\n" +
+           "tables:\n  customers: { file: customers.csv, key: " + key + " }\n" +
+           "steps:\n  - lookup: { table: customers, key: this.c, as: row }\n" +
+           "to: { out: { http: { url: \"http://127.0.0.1:1/\" } } }\n";
+  };
+  auto write_flow = [&](const std::string& name, const std::string& key) {
+    std::ofstream(dir / (name + ".yaml")) << flow_text(name, key);
+    return load_flow_file((dir / (name + ".yaml")).string());
+  };
+  auto& shared = SharedFileTables::instance();
+  {
+    auto a = write_flow("shared_a", "id");
+    REQUIRE(a.flow);
+    auto rows = shared.find("csv", "id", csv);
+    REQUIRE(rows);
+    const long with_one = rows.use_count();
+    auto b = write_flow("shared_b", "id");
+    REQUIRE(b.flow);
+    CHECK(shared.find("csv", "id", csv) == rows);
+    CHECK(rows.use_count() == with_one + 1);   // b holds the same rows, not a copy
+    // Both read it.
+    Outcome oa = a.flow->run(Json::parse(R"({"c": "c2"})"));
+    Outcome ob = b.flow->run(Json::parse(R"({"c": "c1"})"));
+    CHECK(oa.event["row"]["tier"] == "silver");
+    CHECK(ob.event["row"]["tier"] == "gold");
+    // Another key column is another table.
+    auto c = write_flow("shared_c", "tier");
+    REQUIRE(c.flow);
+    CHECK(shared.find("csv", "tier", csv) != rows);
+    CHECK(rows.use_count() == with_one + 1);
+    // Other text (the file changed) is another table.
+    CHECK_FALSE(shared.find("csv", "id", csv + "c3,bronze\n"));
+  }
+  // Once no flow uses them, the rows are freed.
+  CHECK_FALSE(shared.find("csv", "id", csv));
+  fs::remove_all(dir);
 }
