@@ -21,7 +21,7 @@
 #include "flows/cli.h"
 #include "flows/flow.h"
 #include "flows/text.h"
-#include "runtime/admin_client.h"
+#include "app/admin_client.h"
 #include "runtime/config.h"
 #include "runtime/runtime.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/admin_client.h"
+#include "app/admin_client.h"
 
 #include <curl/curl.h>
 
