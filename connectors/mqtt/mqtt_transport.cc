@@ -224,7 +224,7 @@ Result<std::unique_ptr<Transport>> Transport::connect(const BrokerAddress& addre
       int r = SSL_connect(t->ssl_);
       if (r == 1) break;
       int e = SSL_get_error(t->ssl_, r);
-      short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+      short ev = static_cast<short>(e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0);
       if (ev == 0) {
         std::string why = ssl_error_text();
         long vr = SSL_get_verify_result(t->ssl_);
