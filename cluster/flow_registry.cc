@@ -1,5 +1,7 @@
 #include "cluster/flow_registry.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "runtime/log.h"
@@ -65,7 +67,7 @@ FlowRegistry::~FlowRegistry() { stop(); }
 // ---- membership ----------------------------------------------------------------------
 
 Status FlowRegistry::heartbeat() {
-  const int64_t sent = SteadyClockNs();
+  const int64_t sent = steady_clock_ns();
   const int64_t fresh_for = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.member_ttl * 2 / 3).count();
   Status s = renew();
   if (s) fresh_until_ns_.store(sent + fresh_for, std::memory_order_release);
@@ -92,6 +94,7 @@ Status FlowRegistry::renew() {
 
 void FlowRegistry::start_heartbeat() {
   heartbeat_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "weir-heartbeat");
     // The member key lives `member_ttl` after the write that the server stamped; we count
     // from before sending it, so we fence no later than the key can expire.
     const auto fence_after = options_.member_ttl * 2 / 3;

@@ -48,7 +48,7 @@
 
 namespace weir::cluster {
 
-inline int64_t SteadyClockNs() {
+inline int64_t steady_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
@@ -116,7 +116,7 @@ class FlowRegistry {
   // True until 2/3 of the member TTL after the last renewal was sent (the key cannot have
   // expired yet). Lock-free: stages ask before each batch.
   bool member_fresh() const {
-    return SteadyClockNs() < fresh_until_ns_.load(std::memory_order_acquire);
+    return steady_clock_ns() < fresh_until_ns_.load(std::memory_order_acquire);
   }
 
   static std::string version_key(const std::string& flow, int64_t v) { return flow + ".v" + std::to_string(v); }

@@ -26,7 +26,6 @@ class ClusterRuntime final : public ClusterHooks {
   std::unique_ptr<Source> singleton(const std::string& key,
                                     std::function<std::unique_ptr<Source>()> factory) override;
   nlohmann::json status() const override;
-  const std::string& instance_id() const override { return instance_id_; }
 
   Result<ActiveFlow> attach_flow(const std::string& flow, const std::string& text, const std::string& hash) override;
   Status follow_flow(const std::string& flow, FlowControl* control) override;

@@ -1,5 +1,7 @@
 #include "cluster/singleton.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -80,6 +82,7 @@ Status Singleton::start(SourceContext& context) {
 
   started_ = true;
   driver_ = std::thread([this] { run(); });
+  pthread_setname_np(driver_.native_handle(), "weir-singleton");
   return Status::ok();
 }
 

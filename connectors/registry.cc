@@ -4,7 +4,7 @@
 #include "connectors/http/http_source.h"
 #include "connectors/poll/poll_source.h"
 #include "connectors/timer/timer_source.h"
-#include "connectors/exec/exec_source.h"   // connectors: mqtt, nats, exec
+#include "connectors/exec/exec_source.h"
 #include "connectors/mqtt/mqtt_sink.h"
 #include "connectors/mqtt/mqtt_source.h"
 #include "connectors/nats/nats_sink.h"
@@ -33,12 +33,12 @@ Result<std::unique_ptr<Source>> BuiltinConnectors::make_source(const flows::Flow
             o.max_depth = config.http.max_depth;
             return make_http_source(s, o);
           },
-          [&](const flows::MqttSourceSpec& s) -> Result<std::unique_ptr<Source>> {  // connectors
+          [&](const flows::MqttSourceSpec& s) -> Result<std::unique_ptr<Source>> {
             auto m = make_mqtt_source(s);
             if (!m) return Status::invalid("flow " + flow.name() + ": " + m.status().message());
             return m;
           },
-          [&](const flows::NatsSourceSpec& s) -> Result<std::unique_ptr<Source>> {  // connectors
+          [&](const flows::NatsSourceSpec& s) -> Result<std::unique_ptr<Source>> {
             // config.nats.url is the NATS the runtime connected to (embedded or not).
             return make_nats_source(s, {config.nats.url, config.nats.creds});
           },
@@ -47,12 +47,12 @@ Result<std::unique_ptr<Source>> BuiltinConnectors::make_source(const flows::Flow
             if (!t) return t.status();
             return std::unique_ptr<Source>(std::move(t.value()));
           },
-          [&](const flows::PollSourceSpec& s) -> Result<std::unique_ptr<Source>> {  // poll
+          [&](const flows::PollSourceSpec& s) -> Result<std::unique_ptr<Source>> {
             auto p = PollSource::create(s, flow.name());
             if (!p) return Status::invalid("flow " + flow.name() + ": " + p.status().message());
             return std::unique_ptr<Source>(std::move(p.value()));
           },
-          [&](const flows::ExecSourceSpec& s) -> Result<std::unique_ptr<Source>> {  // connectors
+          [&](const flows::ExecSourceSpec& s) -> Result<std::unique_ptr<Source>> {
             auto e = make_exec_source(s);
             if (!e) return Status::invalid("flow " + flow.name() + ": " + e.status().message());
             return e;
@@ -69,10 +69,10 @@ Result<std::unique_ptr<Sink>> BuiltinConnectors::make_sink(const flows::Flow& fl
           [&](const flows::HttpSinkSpec& s) -> Result<std::unique_ptr<Sink>> {
             return make_http_sink(s, flow.name(), sink.name);
           },
-          [&](const flows::MqttSinkSpec& s) -> Result<std::unique_ptr<Sink>> {  // connectors
+          [&](const flows::MqttSinkSpec& s) -> Result<std::unique_ptr<Sink>> {
             return make_mqtt_sink(s, flow.name(), sink.name);
           },
-          [&](const flows::NatsSinkSpec& s) -> Result<std::unique_ptr<Sink>> {  // connectors
+          [&](const flows::NatsSinkSpec& s) -> Result<std::unique_ptr<Sink>> {
             NatsSinkOptions o;
             o.url = config.nats.url;
             o.creds_file = config.nats.creds;

@@ -1,5 +1,5 @@
-// `weir validate` and `weir test` as library functions, so the main binary, the
-// stand-alone `weir-flows` tool and tests run exactly the same code.
+// `weir validate` and `weir test` as library functions, so the main binary (app/main.cc)
+// and the tests run exactly the same code.
 //
 // Both read files and write to the given streams only; no global state.
 #pragma once

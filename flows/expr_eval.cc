@@ -29,7 +29,11 @@ bool truth(const Json& v, bool* out) {
 
 // Moves a result into a container slot when it was computed into `local`, copies it
 // otherwise (it then lives in the event, a table or the constants).
-Json take(const Json* v, Json& local) { return v == &local ? std::move(local) : *v; }
+// (Not a ?: — its common type would be `const Json`, a copy in both arms.)
+Json take(const Json* v, Json& local) {
+  if (v == &local) return std::move(local);
+  return *v;
+}
 
 const Json* member(const Json* base, const std::string& key) {
   if (!base->is_object()) return &kNull;
@@ -422,7 +426,11 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
           return fail(n, ctx, std::string("filter() needs a bool from its lambda, got ") + type_name(*v));
         }
         // Elements of an array we computed ourselves can be moved out.
-        if (keep) arr.push_back(owned ? std::move(const_cast<Json&>(e)) : e);
+        if (keep && owned) {
+          arr.push_back(std::move(const_cast<Json&>(e)));
+        } else if (keep) {
+          arr.push_back(e);
+        }
       }
       ctx.vars[n.slot] = saved;
       tmp = std::move(out);

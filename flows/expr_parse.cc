@@ -405,8 +405,7 @@ class Parser {
     Json scratch;
     const Json* r = x_->eval(i, ctx, scratch);
     if (r == nullptr) return;
-    Json v = r == &scratch ? std::move(scratch) : *r;
-    x_->consts.push_back(std::move(v));
+    x_->consts.push_back(r == &scratch ? std::move(scratch) : Json(*r));   // moves the computed one
     Node& m = x_->nodes[i];  // eval does not add nodes, but keep the reference honest
     m.op = Op::kConst;
     m.aux = static_cast<uint32_t>(x_->consts.size() - 1);
@@ -466,17 +465,17 @@ class Parser {
     return true;
   }
 
-  bool coalesce(Ix* out) { return binary_level(out, &Parser::or_, {{Tok::kQQ, Op::kCoalesce}}); }
-  bool or_(Ix* out) { return binary_level(out, &Parser::and_, {{Tok::kOr, Op::kOr}}); }
-  bool and_(Ix* out) { return binary_level(out, &Parser::eq, {{Tok::kAnd, Op::kAnd}}); }
+  bool coalesce(Ix* out) { return binary_level(out, &Parser::disjunction, {{Tok::kQQ, Op::kCoalesce}}); }
+  bool disjunction(Ix* out) { return binary_level(out, &Parser::conjunction, {{Tok::kOr, Op::kOr}}); }
+  bool conjunction(Ix* out) { return binary_level(out, &Parser::eq, {{Tok::kAnd, Op::kAnd}}); }
   bool eq(Ix* out) {
     return binary_level(out, &Parser::rel, {{Tok::kEq, Op::kEq}, {Tok::kNe, Op::kNe}});
   }
   bool rel(Ix* out) {
-    return binary_level(out, &Parser::add_,
+    return binary_level(out, &Parser::additive,
                         {{Tok::kLt, Op::kLt}, {Tok::kLe, Op::kLe}, {Tok::kGt, Op::kGt}, {Tok::kGe, Op::kGe}});
   }
-  bool add_(Ix* out) {
+  bool additive(Ix* out) {
     return binary_level(out, &Parser::mul, {{Tok::kPlus, Op::kAdd}, {Tok::kMinus, Op::kSub}});
   }
   bool mul(Ix* out) {
@@ -940,7 +939,11 @@ bool Expression::evaluate(const Json& self, const TableSet* tables, Json* out,
     if (error) *error = ctx.error;
     return false;
   }
-  *out = r == &scratch ? std::move(scratch) : *r;
+  if (r == &scratch) {
+    *out = std::move(scratch);
+  } else {
+    *out = *r;
+  }
   return true;
 }
 

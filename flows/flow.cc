@@ -80,4 +80,24 @@ void FlowBuilder::fill(Flow& f, std::string name, std::string hash, std::string 
   f.program_ = std::move(program);
 }
 
+EventExpression::EventExpression(std::string text, std::shared_ptr<const Expression> compiled)
+    : text_(std::move(text)), compiled_(std::move(compiled)) {}
+
+bool EventExpression::eval_string(const Json& event, std::string* out, std::string* error) const {
+  EvalContext ctx;
+  ctx.self = &event;
+  Json scratch;
+  const Json* v = compiled_->eval(ctx, scratch);
+  if (v == nullptr) {
+    *error = "failed: " + ctx.error;
+    return false;
+  }
+  if (!v->is_string()) {
+    *error = "gave " + std::string(v->type_name()) + ", not a string";
+    return false;
+  }
+  *out = v->get<std::string>();
+  return true;
+}
+
 }  // namespace weir::flows

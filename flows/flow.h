@@ -123,9 +123,28 @@ struct HttpSinkSpec {
   int max_connections = 8;
 };
 
+class Expression;
+
+// An expression over the event that a connector evaluates per event, compiled by the
+// loader (so a typo is a load error, not a literal): the MQTT sink's `topic: {expr: …}`.
+// Immutable; eval_string may be called from any number of threads at once.
+class EventExpression {
+ public:
+  EventExpression(std::string text, std::shared_ptr<const Expression> compiled);
+  const std::string& text() const { return text_; }
+  // The value over `event` when it is a string; false with *error (evaluation failed, or
+  // the value is not a string).
+  bool eval_string(const Json& event, std::string* out, std::string* error) const;
+
+ private:
+  std::string text_;
+  std::shared_ptr<const Expression> compiled_;
+};
+
 struct MqttSinkSpec {
-  std::string broker;
-  std::string topic;                    // expression text when it is not a plain topic
+  std::string broker;                   // one of schema::kMqttSinkSchemes
+  std::string topic;                    // `topic: out/orders`: the topic as written ("" with topic_expr)
+  std::shared_ptr<const EventExpression> topic_expr;   // `topic: {expr: …}` (docs/adr/0181)
   int qos = 1;
   bool retain = false;
   std::string client_id;

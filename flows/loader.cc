@@ -155,6 +155,7 @@ class Loader {
     } else {
       if (n.quoted && j < size && (src_[j] == '"' || src_[j] == '\'')) ++j;
       for (size_t i = 0; i < offset && j < size; ++i) {
+        // NOLINTNEXTLINE(bugprone-branch-clone): a matching byte and any other both advance by one; the order of the tests matters
         if (src_[j] == t[i]) {
           ++j;
         } else if (t[i] == ' ' && is_space(src_[j])) {
@@ -333,15 +334,64 @@ class Loader {
     }
   }
 
+  // `schemes` without "://" (schema::kMqttSourceSchemes, …).
   void check_url(const SrcNode& map, const char* key, const std::string& what, std::string* out, bool required,
-                 std::initializer_list<const char*> schemes) {
+                 schema::Keys schemes) {
+    std::vector<std::string> prefixes;
+    for (std::string_view s : schemes) prefixes.push_back(std::string(s) + "://");
+    check_url(map, key, what, out, required, prefixes);
+  }
+
+  void check_url(const SrcNode& map, const char* key, const std::string& what, std::string* out, bool required,
+                 const std::vector<std::string>& schemes) {
     if (!get_string(map, key, what, out, required)) return;
     bool ok = false;
-    for (const char* s : schemes) ok = ok || out->rfind(s, 0) == 0;
+    for (const std::string& s : schemes) ok = ok || out->rfind(s, 0) == 0;
     if (!ok || out->find_first_of(" \t\r\n") != std::string::npos) {
-      std::vector<std::string> names(schemes.begin(), schemes.end());
-      error(*map.get(key), what + "." + key + " must be a URL starting with " + join(names, " or ") + ", got " +
+      error(*map.get(key), what + "." + key + " must be a URL starting with " + join(schemes, " or ") + ", got " +
                                quote(*out));
+    }
+  }
+
+  // The MQTT sink's topic (docs/adr/0181): text is the topic as written; an expression
+  // only when written as one, `topic: {expr: …}`, compiled here so a typo is a load error.
+  void mqtt_sink_topic(const SrcNode& n, const std::string& w, MqttSinkSpec* s) {
+    const SrcNode* t = n.get("topic");
+    if (t == nullptr) {
+      error(n, w + " needs `topic`");
+      return;
+    }
+    if (t->is_map()) {
+      check_keys(*t, w + ".topic", schema::kMqttSinkTopic);
+      const SrcNode* e = t->get("expr");
+      if (e == nullptr) {
+        if (t->keys.empty()) error(*t, w + ".topic needs `expr` (an expression over the event), or write the topic as text");
+        return;
+      }
+      Expression x;
+      if (!e->is_scalar() || (!e->quoted && !resolve_plain_scalar(e->text).is_string())) {
+        error(*e, w + ".topic.expr must be an expression (a string), got " + e->describe());
+        return;
+      }
+      if (compile(*e, w + ".topic.expr", &x)) {
+        s->topic_expr = std::make_shared<EventExpression>(e->text, std::make_shared<Expression>(std::move(x)));
+      }
+      return;
+    }
+    if (!scalar_text(*t, w + ".topic", &s->topic)) return;
+    // Until 0181 a topic was an expression "when it compiles and reads the event", and a
+    // quoted constant was unquoted: such text is refused rather than published to as is.
+    Expression old_rule;
+    CompileError ignored;
+    if (Expression::compile(s->topic, CompileScope{}, &old_rule, &ignored) &&
+        (old_rule.reads_this() || (old_rule.constant_value() && old_rule.constant_value()->is_string()))) {
+      error(*t, w + ".topic " + quote(s->topic) + " is an expression; write `topic: {expr: " + quote(s->topic) +
+                    "}` for a topic computed per event, or the topic itself as plain text");
+      return;
+    }
+    if (s->topic.find_first_of("+#") != std::string::npos) {
+      error(*t, w + ".topic " + quote(s->topic) +
+                    " has + or #, which one cannot publish to (an expression is written `topic: {expr: …}`)");
     }
   }
 
@@ -502,7 +552,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     if (!is_map(n, what)) return false;
     check_keys(n, what, schema::kMqttSource);
     MqttSourceSpec s;
-    check_url(n, "broker", what, &s.broker, true, {"tcp://", "ssl://", "mqtt://", "mqtts://", "ws://", "wss://"});
+    check_url(n, "broker", what, &s.broker, true, schema::kMqttSourceSchemes);
     const SrcNode* t = n.get("topic");
     const SrcNode* ts = n.get("topics");
     if (t && ts) error(*ts, what + " takes `topic` or `topics`, not both");
@@ -687,8 +737,8 @@ void Loader::sinks(const SrcNode& to) {
       if (!is_map(n, w)) continue;
       check_keys(n, w, schema::kMqttSink);
       MqttSinkSpec s;
-      check_url(n, "broker", w, &s.broker, true, {"tcp://", "ssl://", "mqtt://", "mqtts://", "ws://", "wss://"});
-      get_string(n, "topic", w, &s.topic, true);
+      check_url(n, "broker", w, &s.broker, true, schema::kMqttSinkSchemes);
+      mqtt_sink_topic(n, w, &s);
       get_int_into(n, "qos", w, 0, 1, &s.qos);
       get_bool(n, "retain", w, &s.retain);
       s.client_id = "weir-" + flow_name_ + "-" + name;

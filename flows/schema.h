@@ -32,11 +32,20 @@ inline constexpr std::string_view kExecSource[] = {"command", "format", "max_lin
 inline constexpr std::string_view kHttpSink[] = {"url", "method", "headers", "timeout", "retries", "max_connections"};
 inline constexpr std::string_view kMqttSink[] = {"broker",       "topic",        "qos",    "retain", "client_id",
                                                  "username_env", "password_env", "retries"};
+inline constexpr std::string_view kMqttSinkTopic[] = {"expr"};   // `topic: {expr: …}`
 inline constexpr std::string_view kNatsSink[] = {"subject"};
 // Tables and the steps with mappings.
 inline constexpr std::string_view kTable[] = {"file", "key", "rows", "kv"};
 inline constexpr std::string_view kLookupStep[] = {"table", "key", "as", "default"};
 inline constexpr std::string_view kBranchArm[] = {"when", "steps", "to"};
+
+// MQTT broker URL schemes (`scheme://host[:port]`), the one list the loader and the MQTT
+// connectors check. The source speaks MQTT 3.1.1 itself over TCP or TLS
+// (connectors/mqtt/mqtt_transport, docs/adr/0060); the sink publishes through Paho C 1.3.12
+// (Debian 12), which also speaks MQTT over WebSocket. TLS: ssl, mqtts, wss.
+inline constexpr std::string_view kMqttSourceSchemes[] = {"tcp", "mqtt", "ssl", "mqtts"};
+inline constexpr std::string_view kMqttSinkSchemes[] = {"tcp", "mqtt", "ssl", "mqtts", "ws", "wss"};
+inline constexpr std::string_view kMqttTlsSchemes[] = {"ssl", "mqtts", "wss"};
 
 struct Section {
   std::string_view name;   // as docs/connectors.md heads it: "from.http", "to.<name>.http", ...
@@ -56,6 +65,7 @@ inline constexpr Section kSections[] = {
     {"from.exec", kExecSource},
     {"to.<name>.http", kHttpSink},
     {"to.<name>.mqtt", kMqttSink},
+    {"to.<name>.mqtt.topic", kMqttSinkTopic},
     {"to.<name>.nats", kNatsSink},
     {"tables.<name>", kTable},
     {"lookup", kLookupStep},

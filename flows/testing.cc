@@ -104,7 +104,7 @@ bool subset_match(const Json& expected, const Json& actual, std::string* where) 
       }
       std::string inner;
       if (!subset_match(it.value(), *found, &inner)) {
-        *where = "." + it.key() + (inner.rfind(".", 0) == 0 || inner.rfind("[", 0) == 0 ? "" : ": ") + inner;
+        *where = "." + it.key() + (inner.rfind('.', 0) == 0 || inner.rfind('[', 0) == 0 ? "" : ": ") + inner;
         return false;
       }
     }
@@ -118,7 +118,7 @@ bool subset_match(const Json& expected, const Json& actual, std::string* where) 
     for (size_t i = 0; i < expected.size(); ++i) {
       std::string inner;
       if (!subset_match(expected[i], actual[i], &inner)) {
-        *where = "[" + std::to_string(i) + "]" + (inner.rfind(".", 0) == 0 || inner.rfind("[", 0) == 0 ? "" : ": ") +
+        *where = "[" + std::to_string(i) + "]" + (inner.rfind('.', 0) == 0 || inner.rfind('[', 0) == 0 ? "" : ": ") +
                  inner;
         return false;
       }

@@ -62,7 +62,6 @@ class ClusterHooks {
   virtual std::unique_ptr<Source> singleton(const std::string& key,
                                             std::function<std::unique_ptr<Source>()> factory) = 0;
   virtual nlohmann::json status() const = 0;
-  virtual const std::string& instance_id() const = 0;
 
   // ---- versions (ADR 0042) ----
   // At start: registers `flow` in the registry, seeding version 1 from the flow file's

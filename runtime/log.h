@@ -1,7 +1,7 @@
 // Process-wide logger: text or JSON lines on stderr, with levels. Thread-safe.
 // Never pass secrets: callers log names of env variables, never their values.
 //
-//   WEIR_LOG(info, "listening", {{"addr", "127.0.0.1:8080"}});
+//   log::info("listening", {{"addr", "127.0.0.1:8080"}});
 #pragma once
 
 #include <initializer_list>

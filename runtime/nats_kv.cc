@@ -1,5 +1,7 @@
 #include "runtime/nats_kv.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -104,6 +106,7 @@ class NatsKvWatch final : public KvWatch {
   NatsKvWatch(kvWatcher* watcher, std::function<void(const KvEvent&)> on_event)
       : watcher_(watcher), on_event_(std::move(on_event)) {
     thread_ = std::thread([this] { run(); });
+    pthread_setname_np(thread_.native_handle(), "weir-kv-watch");
   }
   ~NatsKvWatch() override {
     kvWatcher_Stop(watcher_);  // wakes kvWatcher_Next with NATS_ILLEGAL_STATE

@@ -33,7 +33,7 @@
 #include "runtime/metrics.h"
 #include "runtime/stage.h"
 #include "runtime/trace_export.h"
-#include "runtime/state_store.h"  // poll: SourceState
+#include "runtime/state_store.h"
 
 namespace weir {
 namespace fs = std::filesystem;
@@ -143,7 +143,7 @@ struct Runtime::Impl final : AdminBackend {
   std::unique_ptr<LoopPublisher> ingress_pub;   // http-in's own connection on the io thread (ADR 0130)
   std::unique_ptr<DeadLetters> dlq;
   std::unique_ptr<BacklogMonitor> backlog;   // ingress backpressure (ADR 0080)
-  std::unique_ptr<StateStore> state;   // poll: sources' durable state (weir_state KV)
+  std::unique_ptr<StateStore> state;   // sources' durable state, e.g. poll cursors (weir_state KV)
   std::unique_ptr<KvTables> kv_tables;   // `tables: {t: {kv: NAME}}` (ADR 0120)
 
   struct FlowRuntime;
@@ -640,7 +640,7 @@ struct Runtime::Impl final : AdminBackend {
       if (!n) return n.status();
       nats = std::move(n.value());
       url = nats->url();
-      config.nats.url = url;   // connectors: the nats source/sink open their own connection to it
+      config.nats.url = url;   // the nats source and sink open their own connection to it
     }
     BusOptions bo;
     bo.url = url;
@@ -884,6 +884,7 @@ struct Runtime::Impl final : AdminBackend {
     // end of run() a SIGTERM sent to it alone ends its wait when no signal came.
     std::atomic<bool> run_over{false};
     std::thread signal_thread([this, &run_over] {
+      pthread_setname_np(pthread_self(), "weir-signals");
       sigset_t set;
       sigemptyset(&set);
       sigaddset(&set, SIGTERM);
@@ -1086,7 +1087,7 @@ struct Runtime::Impl final : AdminBackend {
     io.stop();
     admin.reset();
     running.clear();
-    state.reset();   // poll: before the connection it borrows
+    state.reset();   // before the connection it borrows
     backlog.reset();
     kv_tables.reset();
     bus.reset();

@@ -1,5 +1,6 @@
 // Status and Result<T>: errors as values on the data path (no exceptions there).
 // Exceptions are used only at the edges (CLI parsing, config loading) and caught in main.
+// Both are [[nodiscard]]: an ignored error is a compile error (-Werror), not a lost one.
 #pragma once
 
 #include <optional>
@@ -10,7 +11,7 @@
 
 namespace weir {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code { kOk, kInvalid, kNotFound, kUnavailable, kTimeout, kConflict, kInternal };
 
@@ -38,7 +39,7 @@ class Status {
 };
 
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}           // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {}    // NOLINT(google-explicit-constructor)

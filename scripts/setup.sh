@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev clang-tidy clang-format
   libnats-dev nats-server libcurl4-openssl-dev libssl-dev
   libpaho-mqttpp-dev libpaho-mqtt-dev mosquitto mosquitto-clients
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev catch2 libbenchmark-dev

@@ -299,6 +299,7 @@ struct ExecSource::Impl {
       }
     }
     std::vector<char*> envp;
+    envp.reserve(env_strings.size() + 1);
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
     const pid_t parent = ::getpid();

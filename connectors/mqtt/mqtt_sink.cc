@@ -17,7 +17,6 @@
 
 #include "connectors/mqtt/mqtt_codec.h"
 #include "connectors/mqtt/mqtt_transport.h"
-#include "flows/expr.h"
 #include "runtime/log.h"
 
 namespace weir::connectors {
@@ -44,8 +43,6 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   std::string flow, sink_name;
   MqttSinkOptions options;
   mqtt::BrokerAddress address;
-  std::optional<flows::Expression> topic_expr;  // set when the topic is an expression
-  std::string plain_topic;
 
   std::unique_ptr<paho::async_client> client;
   paho::connect_options connect_opts;
@@ -168,9 +165,8 @@ MqttSink::~MqttSink() { stop(); }
 Result<std::unique_ptr<MqttSink>> MqttSink::create(const flows::MqttSinkSpec& spec, std::string flow,
                                                    std::string sink_name, MqttSinkOptions options) {
   const std::string what = "flow " + flow + ": sink " + sink_name + ": ";
-  auto addr = mqtt::parse_broker_url(spec.broker);
-  // Paho also speaks MQTT over WebSocket, which the source's own session does not.
-  if (!addr && spec.broker.rfind("ws", 0) != 0) return Status::invalid(what + addr.status().message());
+  auto addr = mqtt::parse_broker_url(spec.broker, flows::schema::kMqttSinkSchemes);
+  if (!addr) return Status::invalid(what + addr.status().message());
   if (spec.qos < 0 || spec.qos > 1) return Status::invalid(what + "qos must be 0 or 1");
   if (spec.client_id.empty()) return Status::invalid(what + "client_id must not be empty");
   auto impl = std::make_unique<Impl>();
@@ -178,47 +174,28 @@ Result<std::unique_ptr<MqttSink>> MqttSink::create(const flows::MqttSinkSpec& sp
   impl->flow = std::move(flow);
   impl->sink_name = std::move(sink_name);
   impl->options = options;
-  if (addr) {
-    impl->address = addr.value();
-  } else {
-    impl->address.host = "websocket broker";
-  }
+  impl->address = addr.value();
   impl->connect_listener.self = impl.get();
-  // The topic: an expression when it compiles and reads the event, else plain text.
-  flows::Expression expr;
-  flows::CompileError err;
-  if (flows::Expression::compile(spec.topic, flows::CompileScope{}, &expr, &err) && expr.reads_this()) {
-    impl->topic_expr = std::move(expr);
-  } else {
-    impl->plain_topic = spec.topic;
-    if (expr.valid() && expr.constant_value() && expr.constant_value()->is_string()) {
-      impl->plain_topic = expr.constant_value()->get<std::string>();
-    }
-    if (!valid_publish_topic(impl->plain_topic)) {
-      return Status::invalid(what + "topic \"" + spec.topic +
-                             "\" is not a topic one can publish to (empty, or has + or #)");
-    }
+  // The topic as written, or `topic: {expr: …}` compiled by the loader (docs/adr/0181).
+  if (!spec.topic_expr && !valid_publish_topic(spec.topic)) {
+    return Status::invalid(what + "topic \"" + spec.topic +
+                           "\" is not a topic one can publish to (empty, or has + or #)");
   }
   return std::unique_ptr<MqttSink>(new MqttSink(std::move(impl)));
 }
 
 Result<std::string> MqttSink::topic_for(const std::string& event_json) const {
   const Impl& m = *impl_;
-  if (!m.topic_expr) return m.plain_topic;
+  if (!m.spec.topic_expr) return m.spec.topic;
   auto event = nlohmann::json::parse(event_json, nullptr, false);
   if (event.is_discarded()) return Status::invalid("the event is not JSON");
-  flows::EvalContext ctx;
-  ctx.self = &event;
-  nlohmann::json scratch;
-  const nlohmann::json* v = m.topic_expr->eval(ctx, scratch);
-  if (!v) return Status::invalid("topic expression `" + m.spec.topic + "` failed: " + ctx.error);
-  if (!v->is_string()) {
-    return Status::invalid("topic expression `" + m.spec.topic + "` gave " + std::string(v->type_name()) +
-                           ", not a string");
+  const std::string& text = m.spec.topic_expr->text();
+  std::string topic, error;
+  if (!m.spec.topic_expr->eval_string(event, &topic, &error)) {
+    return Status::invalid("topic expression `" + text + "` " + error);
   }
-  std::string topic = v->get<std::string>();
   if (!valid_publish_topic(topic)) {
-    return Status::invalid("topic expression `" + m.spec.topic + "` gave \"" + topic.substr(0, 200) +
+    return Status::invalid("topic expression `" + text + "` gave \"" + topic.substr(0, 200) +
                            "\", which is not a topic one can publish to");
   }
   return topic;
@@ -245,7 +222,7 @@ Status MqttSink::start() {
     if (!p) return Status::invalid(what + "environment variable " + m.spec.password_env + " (password_env) is not set");
     b.password(p);
   }
-  if (m.address.tls || m.spec.broker.rfind("wss", 0) == 0) {
+  if (m.address.tls) {
     paho::ssl_options ssl;
     ssl.set_enable_server_cert_auth(true);
     ssl.set_verify(true);
@@ -338,7 +315,8 @@ void MqttSink::deliver(Delivery d, std::function<void(DeliveryResult)> done) {
   }
   try {
     auto msg = paho::make_message(topic.value(), d.body.data(), d.body.size(), m.spec.qos, m.spec.retain);
-    m.client->publish(msg, reinterpret_cast<void*>(static_cast<uintptr_t>(id)), m);
+    // Paho hands the context back as a void*; the pending id travels in it, never dereferenced.
+    m.client->publish(msg, reinterpret_cast<void*>(static_cast<uintptr_t>(id)), m);  // NOLINT(performance-no-int-to-ptr)
   } catch (const paho::exception& e) {
     const uint64_t n = m.refused.fetch_add(1, std::memory_order_relaxed);
     if (n < 5 || n % 1000 == 0) {

@@ -335,7 +335,7 @@ struct MqttSource::Impl {
           auto pk = decoder.next();
           if (!pk) return pk.status();
           if (!pk.value()) break;
-          if (Status s = handle(std::move(*pk.value())); !s) return s;
+          if (Status s = handle(*pk.value()); !s) return s;
         }
       }
       if (Status s = flush(); !s) return s;
@@ -372,10 +372,10 @@ struct MqttSource::Impl {
     return Status::ok();
   }
 
-  Status handle(Packet pk) {
+  Status handle(const Packet& pk) {
     switch (pk.type) {
       case PacketType::kPublish:
-        return on_publish(std::move(pk));
+        return on_publish(pk);
       case PacketType::kSuback:
         on_suback(pk);
         return Status::ok();
@@ -415,7 +415,7 @@ struct MqttSource::Impl {
     }
   }
 
-  Status on_publish(Packet pk) {
+  Status on_publish(const Packet& pk) {
     if (pk.qos == 2) return Status::invalid("the broker sent a QoS 2 message on a QoS <= 1 subscription");
     counters.received.fetch_add(1, std::memory_order_relaxed);
     std::optional<uint64_t> fence;

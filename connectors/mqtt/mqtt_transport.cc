@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -60,28 +61,29 @@ std::string BrokerAddress::str() const {
   return host + ":" + std::to_string(port);
 }
 
-Result<BrokerAddress> parse_broker_url(const std::string& url) {
+Result<BrokerAddress> parse_broker_url(const std::string& url, flows::schema::Keys schemes) {
   BrokerAddress a;
   auto sep = url.find("://");
   if (sep == std::string::npos) return Status::invalid("broker must be a URL like tcp://host:1883");
   std::string scheme = url.substr(0, sep);
-  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (scheme == "tcp" || scheme == "mqtt") {
-    a.tls = false;
-    a.port = 1883;
-  } else if (scheme == "ssl" || scheme == "mqtts" || scheme == "tls") {
-    a.tls = true;
-    a.port = 8883;
-  } else if (scheme == "ws" || scheme == "wss") {
-    return Status::invalid("broker: MQTT over WebSocket (" + scheme +
-                           "://) is not supported by the mqtt source; use tcp:// or ssl://");
-  } else {
-    return Status::invalid("broker: unknown scheme " + scheme + "://; expected tcp://, mqtt://, ssl:// or mqtts://");
+  auto in = [&](flows::schema::Keys list) { return std::find(list.begin(), list.end(), scheme) != list.end(); };
+  if (!in(schemes)) {
+    std::string names;
+    for (std::string_view s : schemes) names += (names.empty() ? "" : ", ") + std::string(s) + "://";
+    if (scheme == "ws" || scheme == "wss") {
+      return Status::invalid("broker: MQTT over WebSocket (" + scheme + "://) is not supported here; use one of " +
+                             names);
+    }
+    return Status::invalid("broker: unknown scheme " + scheme.substr(0, 16) + "://; expected one of " + names);
   }
+  a.tls = in(flows::schema::kMqttTlsSchemes);
+  a.websocket = scheme == "ws" || scheme == "wss";
+  a.port = a.websocket ? (a.tls ? 443 : 80) : (a.tls ? 8883 : 1883);
   std::string rest = url.substr(sep + 3);
   if (rest.find('@') != std::string::npos) {
     return Status::invalid("broker: credentials in the URL are not accepted; use username_env and password_env");
   }
+  if (a.websocket && rest.find('/') != std::string::npos) rest.erase(rest.find('/'));   // ws://host/mqtt
   if (!rest.empty() && rest.back() == '/') rest.pop_back();
   if (rest.find('/') != std::string::npos || rest.find('?') != std::string::npos) {
     return Status::invalid("broker: the URL must be scheme://host[:port] without a path");
@@ -222,7 +224,7 @@ Result<std::unique_ptr<Transport>> Transport::connect(const BrokerAddress& addre
       int r = SSL_connect(t->ssl_);
       if (r == 1) break;
       int e = SSL_get_error(t->ssl_, r);
-      short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+      short ev = static_cast<short>(e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0);
       if (ev == 0) {
         std::string why = ssl_error_text();
         long vr = SSL_get_verify_result(t->ssl_);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "flows/schema.h"
 #include "runtime/status.h"
 
 struct ssl_ctx_st;
@@ -23,13 +24,18 @@ struct BrokerAddress {
   std::string host;   // without brackets for IPv6
   int port = 1883;
   bool tls = false;
+  bool websocket = false;   // ws:// or wss:// (the sink only: Paho speaks it)
   std::string str() const;   // host:port, for logs (never credentials)
 };
 
-// tcp://host[:port], mqtt://… (plain, default port 1883), ssl:// or mqtts://… (TLS, 8883).
-// User info in the URL is refused (credentials belong in *_env settings), as are paths
-// and the WebSocket schemes, which this session does not speak. Errors never echo the URL.
-Result<BrokerAddress> parse_broker_url(const std::string& url);
+// tcp://host[:port], mqtt://… (plain, default port 1883), ssl:// or mqtts://… (TLS, 8883),
+// and where `schemes` allows them ws:// (80) and wss:// (443, TLS) with an optional path.
+// `schemes` is one of flows/schema.h's lists: the source's own session speaks no
+// WebSocket (the default), the sink's Paho does. User info in the URL is refused
+// (credentials belong in *_env settings), as are paths on MQTT schemes. Errors never echo
+// the URL.
+Result<BrokerAddress> parse_broker_url(const std::string& url,
+                                       flows::schema::Keys schemes = flows::schema::kMqttSourceSchemes);
 
 struct TlsSettings {
   std::string ca_file;       // "" = the system's default trust store

@@ -1,5 +1,7 @@
 #include "connectors/timer/timer_source.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -75,6 +77,7 @@ Status TimerSource::start(SourceContext& context) {
   }
   started_ = true;
   thread_ = std::thread([this] { run(); });
+  pthread_setname_np(thread_.native_handle(), "timer-src");
   return Status::ok();
 }
 

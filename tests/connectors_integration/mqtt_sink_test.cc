@@ -48,10 +48,13 @@ struct Results {
   }
 };
 
+// `topic` as a flow file writes it (`out/t`, or `{expr: "…"}`), through the loader.
 std::unique_ptr<MqttSink> make_sink(const Mosquitto& m, const std::string& topic) {
-  weir::flows::MqttSinkSpec s;
-  s.broker = m.url();
-  s.topic = topic;
+  auto loaded = weir::flows::load_flow_text("flow: f\nfrom: { http: { path: /f } }\nto: { out: { mqtt: { broker: \"" +
+                                                m.url() + "\", topic: " + topic + " } } }\n",
+                                            "f.yaml");
+  REQUIRE(loaded.diagnostics.empty());
+  weir::flows::MqttSinkSpec s = std::get<weir::flows::MqttSinkSpec>(loaded.flow->sinks()[0].kind);
   s.qos = 1;
   s.client_id = "weir-sink-test";
   weir::connectors::MqttSinkOptions o;
@@ -113,7 +116,7 @@ TEST_CASE("mqtt sink: a topic expression routes each event - a bad result is dea
   Mosquitto broker;
   TestMqttClient sub(broker.url(), "sink-expr-sub");
   sub.subscribe("devices/#");
-  auto sink = make_sink(broker, "'devices/' + this.device + '/cmd'");
+  auto sink = make_sink(broker, R"({expr: "'devices/' + this.device + '/cmd'"})");
   Results results;
   sink->deliver({"e1", R"({"device":"d1","on":true})", 1}, results.cb());
   sink->deliver({"e2", R"({"device":"+"})", 1}, results.cb());

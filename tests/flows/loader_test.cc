@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "flows/flow.h"
+#include "flows/schema.h"
 #include "flows/value.h"
 
 using namespace weir::flows;
@@ -226,6 +227,60 @@ TEST_CASE("source: mqtt", "[loader][sources]") {
         "2:46: from.mqtt.topics must not be empty");
   CHECK(one_problem("flow: f\nfrom: { mqtt: { broker: \"tcp://h:1\", topic: a, qos: one } }\n" + kSink) ==
         "2:53: from.mqtt.qos must be an integer, got a string");
+}
+
+// One list of broker schemes (flows/schema.h) for the loader and the MQTT connectors:
+// the source's own session speaks no WebSocket, the sink's Paho does; `tls://` is neither.
+TEST_CASE("mqtt: every broker scheme, source and sink", "[loader][sources][mqtt]") {
+  for (std::string_view scheme : weir::flows::schema::kMqttSinkSchemes) {
+    std::string url = std::string(scheme) + "://h:1";
+    INFO(url);
+    must_load(kHead + "to: { m: { mqtt: { broker: \"" + url + "\", topic: t } } }\n");
+    bool source_ok = scheme.rfind("ws", 0) != 0;
+    auto p = problems("flow: f\nfrom: { mqtt: { broker: \"" + url + "\", topic: t } }\n" + kSink);
+    CHECK(p.empty() == source_ok);
+    if (!source_ok) {
+      REQUIRE(p.size() == 1);
+      CHECK(p[0] == "2:25: from.mqtt.broker must be a URL starting with tcp:// or mqtt:// or ssl:// or mqtts://, got \"" +
+                        url + "\"");
+    }
+  }
+  CHECK(one_problem(kHead + "to: { m: { mqtt: { broker: \"tls://h:1\", topic: t } } }\n").find(
+            "to.m.mqtt.broker must be a URL starting with tcp:// or mqtt:// or ssl:// or mqtts:// or ws:// or wss://") !=
+        std::string::npos);
+  CHECK_FALSE(problems("flow: f\nfrom: { mqtt: { broker: \"tls://h:1\", topic: t } }\n" + kSink).empty());
+}
+
+// docs/adr/0181: a sink topic is text; an expression only when written `topic: {expr: …}`,
+// compiled at load (a typo is a load error, not a literal topic).
+TEST_CASE("mqtt sink topic: text, or an expression when written as one", "[loader][sinks][mqtt]") {
+  auto sink = [](const std::string& topic) { return kHead + "to: { m: { mqtt: { broker: \"tcp://h:1\", topic: " + topic + " } } }\n"; };
+  auto plain = must_load(sink("devices/all/cmd"));
+  const auto& p = std::get<MqttSinkSpec>(plain->sinks()[0].kind);
+  CHECK(p.topic == "devices/all/cmd");
+  CHECK(p.topic_expr == nullptr);
+
+  auto ex = must_load(sink(R"({ expr: "'devices/' + this.device" })"));
+  const auto& e = std::get<MqttSinkSpec>(ex->sinks()[0].kind);
+  REQUIRE(e.topic_expr != nullptr);
+  CHECK(e.topic_expr->text() == "'devices/' + this.device");
+  std::string out, err;
+  CHECK(e.topic_expr->eval_string(Json{{"device", "d1"}}, &out, &err));
+  CHECK(out == "devices/d1");
+  CHECK_FALSE(e.topic_expr->eval_string(Json{{"device", 1}}, &out, &err));
+
+  // A typo in an expression: a load error with its place, never a literal topic.
+  CHECK(one_problem(sink(R"({ expr: "'devices/' + this.device +" })")).find("invalid expression in to.m.mqtt.topic.expr") != std::string::npos);
+  CHECK(one_problem(sink("{ exp: this.t }")).find("unknown key \"exp\" in to.m.mqtt.topic (did you mean \"expr\"?)") !=
+        std::string::npos);
+  CHECK(one_problem(sink("{ }")).find("to.m.mqtt.topic needs `expr`") != std::string::npos);
+  CHECK(one_problem(sink("{ expr: 5 }")).find("to.m.mqtt.topic.expr must be an expression") != std::string::npos);
+  // What the old rule read as an expression is refused as text, with the way to write it.
+  CHECK(one_problem(sink(R"("'devices/' + this.device")")).find("is an expression; write `topic: {expr: ") !=
+        std::string::npos);
+  CHECK(one_problem(sink("this.topic")).find("is an expression") != std::string::npos);
+  CHECK(one_problem(sink(R"("'out/quoted'")")).find("is an expression") != std::string::npos);
+  CHECK(one_problem(sink("out/#")).find("has + or #") != std::string::npos);
 }
 
 TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {

@@ -11,11 +11,11 @@
 namespace weir {
 
 struct AdminReply {
-  int status = 0;        // HTTP status, 0 when the server could not be reached
+  int status = 0;  // HTTP status, 0 when the server could not be reached
   std::string body;
-  std::string error;     // transport error
-  std::vector<std::pair<std::string, std::string>> headers;   // names lower-cased
-  std::string header(const std::string& lower_name) const;    // "" when absent
+  std::string error;                                         // transport error
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
+  std::string header(const std::string& lower_name) const;   // "" when absent
 };
 
 // The token sent as `Authorization: Bearer` by every later call ("" = none).

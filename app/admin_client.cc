@@ -1,4 +1,4 @@
-#include "runtime/admin_client.h"
+#include "app/admin_client.h"
 
 #include <curl/curl.h>
 
@@ -55,24 +55,27 @@ AdminReply admin_call(const std::string& server, const std::string& method, cons
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
   }
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* ud) {
-    static_cast<std::string*>(ud)->append(p, s * n);
-    return s * n;
-  });
+  curl_easy_setopt(
+      c, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* ud) {
+        static_cast<std::string*>(ud)->append(p, s * n);
+        return s * n;
+      });
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &out.body);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, +[](char* p, size_t s, size_t n, void* ud) {
-    std::string line(p, s * n);
-    auto colon = line.find(':');
-    if (colon != std::string::npos) {
-      std::string name = line.substr(0, colon);
-      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      std::string value = line.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(0, 1);
-      while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.pop_back();
-      static_cast<AdminReply*>(ud)->headers.emplace_back(std::move(name), std::move(value));
-    }
-    return s * n;
-  });
+  curl_easy_setopt(
+      c, CURLOPT_HEADERFUNCTION, +[](char* p, size_t s, size_t n, void* ud) {
+        std::string line(p, s * n);
+        auto colon = line.find(':');
+        if (colon != std::string::npos) {
+          std::string name = line.substr(0, colon);
+          for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+          std::string value = line.substr(colon + 1);
+          while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(0, 1);
+          while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' '))
+            value.pop_back();
+          static_cast<AdminReply*>(ud)->headers.emplace_back(std::move(name), std::move(value));
+        }
+        return s * n;
+      });
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &out);
   CURLcode rc = curl_easy_perform(c);
   if (rc != CURLE_OK) {

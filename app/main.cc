@@ -20,7 +20,7 @@
 #include "flows/cli.h"
 #include "flows/flow.h"
 #include "flows/text.h"
-#include "runtime/admin_client.h"
+#include "app/admin_client.h"
 #include "runtime/config.h"
 #include "runtime/runtime.h"
 
@@ -30,7 +30,6 @@
 
 namespace {
 constexpr const char* kDefaultServer = "http://127.0.0.1:8081";
-
 
 std::string cell(const nlohmann::json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return "-";
@@ -79,16 +78,16 @@ int status_command(const std::string& server, int interval_ms, bool as_json) {
               members.value("instance", "-").c_str(), second.value("nats", "").c_str(),
               second.value("connected", false) ? "" : " (disconnected)");
   if (members.contains("members")) std::printf("members %s\n", members["members"].dump().c_str());
-  std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", "FLOW", "ACTIVE", "LATEST", "RUNNING", "PHASE",
-              "IN/s", "OUT/s", "LAG", "ERRORS", "DLQ");
+  std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", "FLOW", "ACTIVE", "LATEST", "RUNNING", "PHASE", "IN/s",
+              "OUT/s", "LAG", "ERRORS", "DLQ");
   for (const auto& f : second["flows"]) {
     char in[32] = "-", out[32] = "-";
     if (f.contains("in_per_s")) std::snprintf(in, sizeof in, "%.1f", f["in_per_s"].get<double>());
     if (f.contains("out_per_s")) std::snprintf(out, sizeof out, "%.1f", f["out_per_s"].get<double>());
-    std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", cell(f, "name").c_str(), cell(f, "active_version").c_str(),
-                cell(f, "latest_version").c_str(), cell(f, "running_version").c_str(),
-                f.contains("phase") ? cell(f, "phase").c_str() : "-", in, out, cell(f, "lag").c_str(),
-                cell(f, "errors").c_str(), cell(f, "dead").c_str());
+    std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", cell(f, "name").c_str(),
+                cell(f, "active_version").c_str(), cell(f, "latest_version").c_str(),
+                cell(f, "running_version").c_str(), f.contains("phase") ? cell(f, "phase").c_str() : "-", in, out,
+                cell(f, "lag").c_str(), cell(f, "errors").c_str(), cell(f, "dead").c_str());
   }
   if (members.contains("leases") && !members["leases"].empty()) {
     std::printf("%-28s %s\n", "LEASE", "HOLDER");
@@ -146,9 +145,11 @@ int table_command(const std::string& server, const std::string& action, const st
   };
   auto seg = [](const std::string& s) { return weir::flows::url_encode(s); };
   if (action == "list") return need(0, "") ? weir::admin_command(server, "GET", "/tables") : 2;
-  if (action == "get") return need(2, "NAME KEY") ? weir::admin_command(server, "GET", "/tables/" + seg(args[0]) + "/" + seg(args[1])) : 2;
+  if (action == "get")
+    return need(2, "NAME KEY") ? weir::admin_command(server, "GET", "/tables/" + seg(args[0]) + "/" + seg(args[1])) : 2;
   if (action == "delete") {
-    return need(2, "NAME KEY") ? weir::admin_command(server, "DELETE", "/tables/" + seg(args[0]) + "/" + seg(args[1])) : 2;
+    return need(2, "NAME KEY") ? weir::admin_command(server, "DELETE", "/tables/" + seg(args[0]) + "/" + seg(args[1]))
+                               : 2;
   }
   if (action == "put") {
     if (!need(3, "NAME KEY JSON")) return 2;
@@ -164,8 +165,10 @@ int table_command(const std::string& server, const std::string& action, const st
   if (!need(2, "NAME FILE.csv|FILE.json [--key COLUMN]")) return 2;
   const std::string& file = args[1];
   std::string format;
-  if (file.size() > 4 && (file.substr(file.size() - 4) == ".csv" || file.substr(file.size() - 4) == ".CSV")) format = "csv";
-  if (file.size() > 5 && (file.substr(file.size() - 5) == ".json" || file.substr(file.size() - 5) == ".JSON")) format = "json";
+  if (file.size() > 4 && (file.substr(file.size() - 4) == ".csv" || file.substr(file.size() - 4) == ".CSV"))
+    format = "csv";
+  if (file.size() > 5 && (file.substr(file.size() - 5) == ".json" || file.substr(file.size() - 5) == ".JSON"))
+    format = "json";
   if (format.empty()) {
     std::fprintf(stderr, "weir table import: %s must end in .csv or .json\n", file.c_str());
     return 2;
@@ -260,18 +263,22 @@ int main(int argc, char** argv) {
   int64_t expect_active = 0;
   promote->add_option("--expect", expect_active, "only if this version is the active one (else 409)");
   auto* rollback = app.add_subcommand(
-      "rollback", "go back to the previous version of a flow (cluster only, like promote: standalone, deploy "
-                  "the previous file again)");
+      "rollback",
+      "go back to the previous version of a flow (cluster only, like promote: standalone, deploy "
+      "the previous file again)");
   std::string rollback_flow;
   rollback->add_option("flow", rollback_flow)->required();
   auto* status = app.add_subcommand("status", "flows, versions, rates, lag, leases");
   int status_interval = 1000;
   bool status_json = false;
-  status->add_option("--interval-ms", status_interval, "sampling interval for rates (0: no rates)")->capture_default_str();
+  status->add_option("--interval-ms", status_interval, "sampling interval for rates (0: no rates)")
+      ->capture_default_str();
   status->add_flag("--json", status_json, "print JSON instead of a table");
   auto* dlq = app.add_subcommand("dlq", "dead letters: list | show ID | replay");
   std::string dlq_action, dlq_id, dlq_flow;
-  dlq->add_option("action", dlq_action, "list, show or replay")->required()->check(CLI::IsMember({"list", "show", "replay"}));
+  dlq->add_option("action", dlq_action, "list, show or replay")
+      ->required()
+      ->check(CLI::IsMember({"list", "show", "replay"}));
   dlq->add_option("id", dlq_id, "event id (show, replay)");
   dlq->add_option("--flow", dlq_flow, "only this flow");
   int dlq_page = 1000;
@@ -279,8 +286,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   auto* table = app.add_subcommand(
-      "table", "KV lookup tables (`kv:` in a flow's tables): list | get NAME KEY | put NAME KEY JSON | "
-               "delete NAME KEY | import NAME FILE.csv|FILE.json | export NAME");
+      "table",
+      "KV lookup tables (`kv:` in a flow's tables): list | get NAME KEY | put NAME KEY JSON | "
+      "delete NAME KEY | import NAME FILE.csv|FILE.json | export NAME");
   std::string table_action;
   std::vector<std::string> table_args;
   std::string table_key;
@@ -288,13 +296,14 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"list", "get", "put", "delete", "import", "export"}));
   table->add_option("args", table_args, "NAME [KEY [JSON]] or NAME FILE");
-  table->add_option("--key", table_key, "import: the column rows are keyed by (default: the `key` a running flow declares)");
+  table->add_option("--key", table_key,
+                    "import: the column rows are keyed by (default: the `key` a running flow declares)");
   std::string token_env, client_config;
   std::vector<CLI::Option*> server_options;
   for (auto* sc : {deploy, promote, rollback, status, dlq, table}) {
-    server_options.push_back(
-        sc->add_option("--server", server, "admin API of a running weir (default: the config's admin.listen, "
-                                           "else http://127.0.0.1:8081)"));
+    server_options.push_back(sc->add_option("--server", server,
+                                            "admin API of a running weir (default: the config's admin.listen, "
+                                            "else http://127.0.0.1:8081)"));
     sc->add_option("--token-env", token_env,
                    "environment variable holding the admin token (default: the config's admin.token_env, "
                    "else WEIR_ADMIN_TOKEN)");
