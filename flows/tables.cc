@@ -485,10 +485,10 @@ std::shared_ptr<const Table::Rows> SharedFileTables::find(std::string_view forma
 }
 
 void SharedFileTables::remember(std::string_view format, const std::string& key, const std::string& text,
-                                std::shared_ptr<const Table::Rows> rows) {
+                                const std::shared_ptr<const Table::Rows>& rows) {
   std::lock_guard<std::mutex> lock(mu_);
   std::erase_if(entries_, [](const auto& e) { return e.second.expired(); });
-  entries_[file_table_key(format, key, text)] = std::move(rows);
+  entries_[file_table_key(format, key, text)] = rows;
 }
 
 }  // namespace weir::flows

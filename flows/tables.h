@@ -134,7 +134,7 @@ class SharedFileTables {
   // The rows loaded earlier from exactly `text` with `key` in `format`, or null.
   std::shared_ptr<const Table::Rows> find(std::string_view format, const std::string& key, const std::string& text);
   void remember(std::string_view format, const std::string& key, const std::string& text,
-                std::shared_ptr<const Table::Rows> rows);
+                const std::shared_ptr<const Table::Rows>& rows);
 
  private:
   std::mutex mu_;

@@ -90,12 +90,11 @@ void FlowBacklog::refreshed(int64_t stream_bytes, int64_t stream_msgs, int64_t s
     int64_t bound = 0;
     if (options_.max_delay.count() > 0) {
       if (smoothed > 0) {
-        const double per_delay =
-            smoothed * std::chrono::duration<double>(options_.max_delay).count() / msgs_per_event_;
+        const double per_delay = smoothed * std::chrono::duration<double>(options_.max_delay).count() / msgs_per_event_;
         bound = std::max<int64_t>(kMinDelayBound, static_cast<int64_t>(per_delay));
       } else if (stream_msgs == 0) {
-        bound = kMinDelayBound;   // idle: the next burst meets the floor until its rate is known
-      }                           // else stalled: the size bounds alone
+        bound = kMinDelayBound;  // idle: the next burst meets the floor until its rate is known
+      }                          // else stalled: the size bounds alone
     }
     delay_bound_.store(bound, std::memory_order_relaxed);
   }
