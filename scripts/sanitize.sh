@@ -8,7 +8,8 @@
 #     unit tests (leak checks on), then the integration tests of the data path against
 #     that weir (WEIR_BINARY): tags [ingress] (JSON conformance, framing, replay, depth),
 #     [depth], [delivery], [sink], [dlq], [faults] (kill -9, outages, the fault matrix but
-#     not the 2-minute rotation), [backpressure]. The admin, config, tables, trace, deploy
+#     not the 2-minute rotation), [backpressure]; not the [rss] tests (memory bounds do not
+#     hold under ASan: its quarantine keeps up to 256 MiB of freed memory). The admin, config, tables, trace, deploy
 #     and cluster start-up tests stay out: they exercise the control plane, and the whole
 #     integration suite under ASan does not fit CI's 45 minutes next to the normal suite.
 #   scripts/sanitize.sh tsan
@@ -70,7 +71,8 @@ case "$kind" in
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan
     echo "sanitize: the data-path integration tests against $WEIR_BINARY" >&2
     status=0
-    "$tests_binary" "[ingress]~[known-bug],[depth],[delivery],[sink]~[known-bug],[dlq],[faults]~[rotating]~[known-bug],[backpressure]" || status=$?
+    # ~[rss]: memory bounds do not hold under ASan (its quarantine keeps freed memory).
+    "$tests_binary" "[ingress]~[known-bug],[depth],[delivery],[sink]~[known-bug]~[rss],[dlq],[faults]~[rotating]~[known-bug]~[rss],[backpressure]" || status=$?
     if compgen -G "$reports/*" > /dev/null; then
       echo "sanitize: sanitizer reports from weir processes:" >&2
       cat "$reports"/* >&2
