@@ -84,6 +84,17 @@ struct NoDom {
 
 template <typename Sax>
 bool run(std::string_view text, Sax& sax, JsonError* error) {
+  // nlohmann's lexer takes a NUL byte for the end of the input (a C-string habit), so
+  // "123\0junk" would pass as "123". No JSON text holds a raw NUL (inside a string it must
+  // be escaped): refuse it (JSONTestSuite n_multidigit_number_then_00).
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    if (error) {
+      error->too_deep = false;
+      error->byte = nul + 1;
+      error->message = "NUL byte in JSON text";
+    }
+    return false;
+  }
   bool ok = false;
   try {
     ok = Json::sax_parse(text.begin(), text.end(), &sax, Json::input_format_t::json, /*strict=*/true);

@@ -4,9 +4,9 @@
 // status (204 by default), counted per path, and its JSON body's top-level `id` and `t` (µs
 // since the epoch, stamped by weir-loadgen) feed duplicate detection and the end-to-end
 // latency histogram. Test features (fail the first N deliveries, a fixed status, Retry-After,
-// a delay) are set by flags and changed at run time through POST /control. Reserved paths:
-// GET /stats, POST /reset, POST /control, GET /requests?limit=N, GET /ids, GET /timeline
-// (see bench/README.md for the exact answers).
+// a delay, random failures, connections reset mid-answer) are set by flags and changed at run
+// time through POST /control. Reserved paths: GET /stats, POST /reset, POST /control,
+// GET /requests?limit=N, GET /ids, GET /timeline (see bench/README.md for the exact answers).
 //
 // Threading: one io_context; by default one thread runs it (--threads N runs it on N threads).
 // Each connection is one coroutine, so its socket is only touched by that coroutine; the
@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -133,10 +134,17 @@ struct Mode {
   int fail_status = 503;
   int delay_ms = 0;
   int retry_after = -1;  // seconds; < 0: no header
+  // Fault modes for the fault-matrix tests: each delivery (after fail_first) fails with
+  // fail_status with probability fail_percent/100, or has its connection reset half-way
+  // through the answer (status line sent, then RST) with probability reset_percent/100.
+  // Neither counts as delivered: the sender saw no 2xx.
+  int fail_percent = 0;
+  int reset_percent = 0;
 
   json to_json() const {
-    return {{"status", status},     {"fail_first", fail_first}, {"fail_status", fail_status},
-            {"delay_ms", delay_ms}, {"retry_after", retry_after}};
+    return {{"status", status},         {"fail_first", fail_first},      {"fail_status", fail_status},
+            {"delay_ms", delay_ms},     {"retry_after", retry_after},    {"fail_percent", fail_percent},
+            {"reset_percent", reset_percent}};
   }
 };
 
@@ -152,6 +160,7 @@ struct Answer {
   int status = 204;
   int delay_ms = 0;
   int retry_after = -1;
+  bool reset = false;  // send part of the status line, then reset the connection
 };
 
 // Histograms are allocated on first use, so idle seconds cost a few bytes.
@@ -198,8 +207,14 @@ class SinkState {
     if (mode_.fail_first > 0) {
       --mode_.fail_first;
       a.status = mode_.fail_status;
+    } else if (mode_.reset_percent > 0 && percent_(rng_) < mode_.reset_percent) {
+      a.reset = true;
+      ++resets_;
+    } else if (mode_.fail_percent > 0 && percent_(rng_) < mode_.fail_percent) {
+      a.status = mode_.fail_status;
+      ++random_failures_;
     }
-    const bool accepted = a.status >= 200 && a.status < 300;
+    const bool accepted = !a.reset && a.status >= 200 && a.status < 300;
     if (!accepted) {
       ++rejected_;
       bump(rejected_by_path_, path);
@@ -272,6 +287,8 @@ class SinkState {
         {"t_out_of_range", t_out_of_range_},
         {"resends_with_same_key", resends_same_key_},
         {"resends_with_other_key", resends_other_key_},
+        {"random_failures", random_failures_},
+        {"resets", resets_},
         {"by_path", by_path},
         {"rejected_by_path", rejected_by_path},
         {"e2e_ms",
@@ -291,7 +308,7 @@ class SinkState {
   void reset() {
     std::lock_guard lock(mu_);
     received_ = rejected_ = duplicates_ = unparsed_ = t_out_of_range_ = 0;
-    resends_same_key_ = resends_other_key_ = 0;
+    resends_same_key_ = resends_other_key_ = random_failures_ = resets_ = 0;
     by_path_.clear();
     rejected_by_path_.clear();
     ids_.clear();
@@ -323,12 +340,16 @@ class SinkState {
       } else if (k == "delay_ms") {
         if (n < 0 || n > 600000) return "field 'delay_ms' must be 0..600000";
         m.delay_ms = static_cast<int>(n);
+      } else if (k == "fail_percent" || k == "reset_percent") {
+        if (n < 0 || n > 100) return "field '" + k + "' must be 0..100";
+        (k == "fail_percent" ? m.fail_percent : m.reset_percent) = static_cast<int>(n);
       } else if (k == "retry_after") {
         if (n > 86400) return "field 'retry_after' must be <= 86400 (negative: no header)";
         m.retry_after = static_cast<int>(n < 0 ? -1 : n);
       } else {
         return "unknown field '" + k +
-               "' (known: status, fail_first, fail_status, delay_ms, retry_after)";
+               "' (known: status, fail_first, fail_status, delay_ms, retry_after, fail_percent, "
+               "reset_percent)";
       }
     }
     std::lock_guard lock(mu_);
@@ -404,7 +425,9 @@ class SinkState {
   Mode mode_;
   size_t record_limit_;
   uint64_t received_ = 0, rejected_ = 0, duplicates_ = 0, unparsed_ = 0, t_out_of_range_ = 0;
-  uint64_t resends_same_key_ = 0, resends_other_key_ = 0;
+  uint64_t resends_same_key_ = 0, resends_other_key_ = 0, random_failures_ = 0, resets_ = 0;
+  std::mt19937 rng_{std::random_device{}()};  // fail_percent / reset_percent draws
+  std::uniform_int_distribution<int> percent_{0, 99};
   Counts by_path_, rejected_by_path_;
   // id -> hash of the Idempotency-Key it first came with. Node-based, so the pointers in
   // id_order_ stay valid until reset().
@@ -572,6 +595,15 @@ asio::awaitable<void> session(tcp::socket socket, SinkState& state) {
       asio::steady_timer timer(stream.get_executor(), std::chrono::milliseconds(a.delay_ms));
       co_await timer.async_wait(token);
     }
+    if (a.reset) {
+      // Half an answer, then RST (linger 0): the sender sees the connection reset while
+      // reading the response.
+      static constexpr std::string_view kHalf = "HTTP/1.1 200 OK\r\nContent-Le";
+      co_await asio::async_write(stream, asio::buffer(kHalf.data(), kHalf.size()), token);
+      stream.set_option(asio::socket_base::linger(true, 0), ec);
+      stream.close(ec);
+      co_return;
+    }
     answer_text(a, version, keep_alive, &answer);
     co_await asio::async_write(stream, asio::buffer(answer), token);
     if (ec || !keep_alive) break;
@@ -637,6 +669,11 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(0, 86400));
   app.add_option("--delay-ms", mode.delay_ms, "delay every delivery answer by N ms")
       ->check(CLI::Range(0, 600000));
+  app.add_option("--fail-percent", mode.fail_percent, "answer --fail-status to N% of deliveries, at random")
+      ->check(CLI::Range(0, 100));
+  app.add_option("--reset-percent", mode.reset_percent,
+                 "reset the connection half-way through the answer for N% of deliveries, at random")
+      ->check(CLI::Range(0, 100));
   app.add_option("--record", record, "keep the last N deliveries for GET /requests (0: none)");
   app.add_option("--threads", threads, "io threads")->check(CLI::Range(1, 64));
   app.add_option("--reserve", reserve, "pre-size the id set for N events (benchmarks)")

@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -62,6 +64,18 @@ bool known_status(const std::string& answer) {
   return false;
 }
 
+// poll() that retries when a signal interrupts it (libFuzzer's -timeout alarm, SIGALRM,
+// lands every few seconds: an EINTR is not a hang). Returns poll's result, 0 after kHang.
+int poll_one(pollfd* p) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kHang);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return 0;
+    int r = ::poll(p, 1, static_cast<int>(left.count()));
+    if (r >= 0 || errno != EINTR) return r;
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -79,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   char buf[65536];
   while (sent < size) {
     pollfd p{fd, POLLOUT | POLLIN, 0};
-    if (::poll(&p, 1, kHang) <= 0) std::abort();  // neither writable nor answering: a hang
+    if (poll_one(&p) <= 0) std::abort();  // neither writable nor answering: a hang
     if (p.revents & POLLIN) break;
     ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
     if (n <= 0) break;
@@ -88,7 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ::shutdown(fd, SHUT_WR);
   for (;;) {
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, kHang) <= 0) std::abort();  // the server must close within its read timeout
+    if (poll_one(&p) <= 0) std::abort();  // the server must close within its read timeout
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;  // closed (or reset after an early answer)
     if (answer.size() < 1 << 20) answer.append(buf, static_cast<size_t>(n));

@@ -53,35 +53,12 @@ double stage_counter(const WeirProcess& weir, const std::string& name, const std
   return sum;
 }
 
-// Waits until every acked id reached the sink; prints and checks what is missing.
+// Waits until every acked id reached the sink; fails naming what is missing.
 void check_all_delivered(const std::set<std::string>& acked, const SinkProcess& sink, std::chrono::seconds timeout,
                          const std::string& what) {
-  std::vector<std::string> lost;
-  bool all = wait_until(
-      [&] {
-        lost = missing(acked, sink.ids());
-        return lost.empty();
-      },
-      timeout, 200ms);
-  CHECK(all);
+  std::vector<std::string> lost = wait_delivered(acked, sink, timeout);
+  CHECK(lost.empty());
   if (!lost.empty()) FAIL_CHECK(what << ": lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
-}
-
-// The leader of `stream` as the monitoring endpoint of a node sees it ("" when unknown).
-std::string stream_leader(int monitor_port, const std::string& stream) {
-  HttpReply r = http_request("GET", "http://127.0.0.1:" + std::to_string(monitor_port) + "/jsz?accounts=true&streams=true",
-                             "", {}, 2s);
-  if (r.status != 200) return "";
-  try {
-    json j = json::parse(r.body);
-    for (const auto& account : j.value("account_details", json::array())) {
-      for (const auto& s : account.value("stream_detail", json::array())) {
-        if (s.value("name", "") == stream && s.contains("cluster")) return s["cluster"].value("leader", "");
-      }
-    }
-  } catch (const std::exception&) {
-  }
-  return "";
 }
 
 // True when this instance runs the singleton `key` now (GET /status, members.leases).

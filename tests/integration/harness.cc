@@ -394,6 +394,34 @@ std::vector<std::string> missing(const std::set<std::string>& want, const std::s
   return out;
 }
 
+std::vector<std::string> wait_delivered(const std::set<std::string>& acked, const SinkProcess& sink,
+                                        std::chrono::milliseconds timeout) {
+  std::vector<std::string> lost;
+  weir::testing::wait_until(
+      [&] {
+        lost = missing(acked, sink.ids());
+        return lost.empty();
+      },
+      timeout, 200ms);
+  return lost;
+}
+
+std::string stream_leader(int monitor_port, const std::string& stream) {
+  HttpReply r = weir::testing::http_request(
+      "GET", "http://127.0.0.1:" + std::to_string(monitor_port) + "/jsz?accounts=true&streams=true", "", {}, 2s);
+  if (r.status != 200) return "";
+  try {
+    json j = json::parse(r.body);
+    for (const auto& account : j.value("account_details", json::array())) {
+      for (const auto& s : account.value("stream_detail", json::array())) {
+        if (s.value("name", "") == stream && s.contains("cluster")) return s["cluster"].value("leader", "");
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
 std::multimap<std::string, std::pair<std::string, double>> parse_metrics(const std::string& text) {
   std::multimap<std::string, std::pair<std::string, double>> out;
   std::istringstream in(text);

@@ -195,6 +195,15 @@ json body_of(const json& request);
 // Ids in `want` that are missing from `have`.
 std::vector<std::string> missing(const std::set<std::string>& want, const std::set<std::string>& have);
 
+// Waits until every id of `acked` reached the sink (GET /ids); returns the ids still
+// missing at the deadline (empty: all delivered).
+std::vector<std::string> wait_delivered(const std::set<std::string>& acked, const SinkProcess& sink,
+                                        std::chrono::milliseconds timeout);
+
+// The leader of JetStream stream `stream` as the nats-server monitoring endpoint on
+// `monitor_port` sees it (GET /jsz); "" when unknown or not clustered.
+std::string stream_leader(int monitor_port, const std::string& stream);
+
 // Prometheus text → samples "name{labels}" → value (label text kept as written).
 std::multimap<std::string, std::pair<std::string, double>> parse_metrics(const std::string& text);
 

@@ -7,8 +7,10 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -606,6 +608,40 @@ int parse_status_line(const std::string& raw) {
   size_t sp = raw.find(' ');
   if (sp == std::string::npos || sp + 4 > raw.size()) return 0;
   return std::atoi(raw.substr(sp + 1, 3).c_str());
+}
+
+// ---------------------------------------------------------------- /proc, tmpfs
+
+ProcUsage proc_usage(pid_t pid) {
+  ProcUsage u;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) u.rss_kb = std::atoll(line.c_str() + 6);
+  }
+  std::error_code ec;
+  int n = 0;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++n;
+  }
+  if (!ec) u.fds = n;
+  return u;
+}
+
+Tmpfs::Tmpfs(int64_t bytes) {
+  const std::string options = "size=" + std::to_string(bytes) + ",mode=0700";
+  if (::mount("tmpfs", dir_.path().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+    fail("Tmpfs: mount -t tmpfs -o " + options + " " + dir_.path() + " (needs root)");
+  }
+}
+
+Tmpfs::~Tmpfs() { ::umount2(dir_.path().c_str(), MNT_DETACH); }
+
+int64_t Tmpfs::free_bytes() const {
+  struct statvfs st {};
+  if (::statvfs(dir_.path().c_str(), &st) != 0) fail("Tmpfs: statvfs " + dir_.path());
+  return static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
 }
 
 }  // namespace weir::testing

@@ -197,6 +197,29 @@ class ResettingListener {
   State* state_;
 };
 
+// Resident memory and open descriptors of a running process, from /proc (Linux).
+struct ProcUsage {
+  int64_t rss_kb = -1;  // VmRSS of /proc/PID/status; -1 when the process is gone
+  int fds = -1;         // entries of /proc/PID/fd; -1 when the process is gone
+};
+ProcUsage proc_usage(pid_t pid);
+
+// A tmpfs of `bytes` mounted on a fresh directory (a small disk to fill up). Needs root
+// (CAP_SYS_ADMIN): throws otherwise. Unmounted (lazily, MNT_DETACH) and removed on
+// destruction, so a process still holding files in it cannot keep it mounted.
+class Tmpfs {
+ public:
+  explicit Tmpfs(int64_t bytes);
+  ~Tmpfs();
+  Tmpfs(const Tmpfs&) = delete;
+  Tmpfs& operator=(const Tmpfs&) = delete;
+  const std::string& path() const { return dir_.path(); }
+  int64_t free_bytes() const;  // statvfs: bytes available to a writer
+
+ private:
+  TempDir dir_;
+};
+
 // Status code of a raw HTTP/1.1 answer ("HTTP/1.1 431 ..."), 0 when none.
 int parse_status_line(const std::string& raw);
 
