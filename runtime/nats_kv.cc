@@ -202,7 +202,10 @@ Result<std::unique_ptr<NatsKv>> NatsKv::open(natsConnection* connection, const N
     JsPtr admin_js(admin.value());
     Status ensured = ensure_bucket(admin_js.get(), options);
     if (ensured) break;
-    if (!transient(ensured) || std::chrono::steady_clock::now() >= deadline) return ensured;
+    // "not found" here comes from the status read of a bucket a peer has just created (the
+    // stream is there, its info not yet everywhere): seen on a brand-new R3 cluster.
+    const bool settling = ensured.code() == Status::Code::kNotFound;
+    if ((!transient(ensured) && !settling) || std::chrono::steady_clock::now() >= deadline) return ensured;
     log::info("kv bucket not ready, retrying", {{"bucket", options.bucket}, {"error", ensured.str()}});
     backoff(attempt);
   }
