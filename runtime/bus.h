@@ -86,7 +86,7 @@ struct BusOptions {
   std::chrono::milliseconds setup_timeout{30000};
   // Threads of cnats' shared delivery pool: every consumer's messages and every PubAck are
   // handled on these (ADR 0150). A process-wide setting: the first Bus sets it.
-  int delivery_threads = 2;
+  int delivery_threads = 4;
   std::function<void(bool connected)> on_connection_change;
 };
 

@@ -428,8 +428,8 @@ Status SinkStage::start() {
   co.durable = layout::sink_consumer(flow_, sink_name_);
   co.filter_subject = layout::output_subject(flow_, sink_name_);
   co.max_ack_pending = std::max(1024, sink_->max_in_flight() * 8);
-  // A message is requested only into a free slot, so it is in flight for about one
-  // request: the sink's timeout plus margin.
+  // A message waits at most for one request ahead of it in the sink's own queue, then is in
+  // flight for one request: AckWait is the sink's timeout twice plus margin.
   co.ack_wait = options_.sink_ack_wait;
   co.request_expires = options_.fetch_wait;
   auto c = bus_.pull_consumer(co);
@@ -437,11 +437,13 @@ Status SinkStage::start() {
   consumer_ = std::move(c.value());
   if (Status s = consumer_->start([this](std::unique_ptr<BusMessage> m) { on_message(std::move(m)); }); !s) return s;
   started_ = true;
-  // At most max_in_flight() requested or in hand: every message that arrives goes to the
-  // sink at once. The next half is requested as soon as half the slots are free, so the
-  // sink does not wait a round trip per freed slot.
+  // Up to twice max_in_flight() requested or in hand: the sink has all its slots busy and
+  // as many more queued behind them, and the next batch (one pool's worth) is requested as
+  // soon as that many completed — so a freed slot never waits for a pull round trip. With
+  // only max_in_flight() in the window the slots emptied while each request was on its way
+  // (closed loop: 5.3k/s against 7.9k/s before the stages moved to the delivery pool).
   const int max = std::max(1, sink_->max_in_flight());
-  consumer_->set_window(max, std::max(1, max / 2));
+  consumer_->set_window(2 * max, max);
   return Status::ok();
 }
 

@@ -31,14 +31,14 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(d.http.max_connections == 4096);
   CHECK(d.admin.max_connections == 256);
   CHECK(d.http.max_body == 1 << 20);
-  CHECK(d.nats.delivery_threads == 2);
+  CHECK(d.nats.delivery_threads == 4);
 
   write_file(dir.file("w.yaml"),
              "http: { listen: 127.0.0.1:0, max_body: 512KiB, max_header: 4096, read_timeout: 250ms,\n"
              "        max_connections: 12 }\n"
              "admin: { listen: 127.0.0.1:0, token_env: TOKEN_NAME, max_connections: 3 }\n"
              "log: { level: warn, format: json }\n"
-             "nats: { delivery_threads: 4 }\n"
+             "nats: { delivery_threads: 3 }\n"
              "drain_timeout: 1m\n"
              "backlog: { max_delay: 250ms }\n");
   auto c = load_runtime_config(dir.file("w.yaml"));
@@ -54,7 +54,7 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(c.admin.token_env == "TOKEN_NAME");
   CHECK(c.log.format == "json");
   CHECK(c.drain_timeout == std::chrono::minutes(1));
-  CHECK(c.nats.delivery_threads == 4);
+  CHECK(c.nats.delivery_threads == 3);
 }
 
 TEST_CASE("config: unknown keys and bad values are errors naming the place", "[config]") {
