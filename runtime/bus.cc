@@ -475,6 +475,14 @@ uint64_t inbox_id(std::string_view subject, std::string_view prefix) {
 // A PubAck is {"stream":"…","seq":N[,"duplicate":true]} or {"error":{…}}. The success
 // case is read without a DOM (two publishes per event go through here); errors, rare, take
 // the DOM. Returns false when the text is neither.
+Status puback_status(natsMsg* msg, PubAck* ack) {
+  if (natsMsg_IsNoResponders(msg)) return Status::unavailable("no JetStream stream answered (no responders)");
+  Status status;
+  std::string_view data(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg)));
+  if (!parse_puback(data, ack, &status)) return Status::internal("unreadable PubAck");
+  return status;
+}
+
 bool parse_puback(std::string_view data, PubAck* ack, Status* status) {
   if (data.find("\"error\"") != std::string_view::npos) {
     auto j = nlohmann::json::parse(data, nullptr, false);
@@ -561,14 +569,8 @@ struct Bus::Publisher {
       natsMsg_Destroy(msg);
       return;   // answered after its deadline: the caller already got a timeout
     }
-    Status status;
     PubAck ack;
-    if (natsMsg_IsNoResponders(msg)) {
-      status = Status::unavailable("no JetStream stream answered (no responders)");
-    } else {
-      std::string_view data(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg)));
-      if (!parse_puback(data, &ack, &status)) status = Status::internal("unreadable PubAck");
-    }
+    Status status = puback_status(msg, &ack);
     natsMsg_Destroy(msg);
     p->done(status, ack);
   }

@@ -270,6 +270,9 @@ class Bus {
 // Reads a PubAck ({"stream":…,"seq":N[,"duplicate":true]} or {"error":{…}}); false when
 // the text is neither.
 bool parse_puback(std::string_view data, PubAck* ack, Status* status);
+// The outcome of a publish from its reply message: no responders, a JetStream error or a
+// PubAck (into `ack`). Shared by the Bus's publisher and http-in's io-thread publisher.
+Status puback_status(__natsMsg* msg, PubAck* ack);
 // The number after `prefix` in `subject` ("<inbox>.<id>" replies); 0 when there is none.
 uint64_t inbox_id(std::string_view subject, std::string_view prefix);
 // Appended to every failure of a publish that was perhaps written (spec §6, review C6).

@@ -62,14 +62,7 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
     const uint64_t id = inbox_id(subj, inbox_prefix);
     Status status;
     PubAck ack;
-    if (pending.count(id)) {
-      if (natsMsg_IsNoResponders(msg)) {
-        status = Status::unavailable("no JetStream stream answered (no responders)");
-      } else {
-        std::string_view data(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg)));
-        if (!parse_puback(data, &ack, &status)) status = Status::internal("unreadable PubAck");
-      }
-    }
+    if (pending.count(id)) status = puback_status(msg, &ack);
     natsMsg_Destroy(msg);
     complete(id, status, ack);
   }
