@@ -160,7 +160,8 @@ class Stack:
         os.makedirs(ports, exist_ok=True)
         self.nats_mon = free_port()
         self.nats = self.procs.start(["nats-server", "-js", "-sd", os.path.join(self.tmp, "js"), "-a", "127.0.0.1",
-                                      "-p", "-1", "-m", str(self.nats_mon), "--ports_file_dir", ports])
+                                      "-p", "-1", "-m", str(self.nats_mon), "--ports_file_dir", ports,
+                                      "-l", os.path.join(self.tmp, "nats.log")])
         pf = os.path.join(ports, f"nats-server_{self.nats.pid}.ports")
         if not wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 10):
             sys.exit("bench: nats-server did not start")
@@ -479,7 +480,10 @@ class Bench(Stack):
 
     def close(self):
         self.procs.stop_all()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.a.keep:
+            log(f"kept {self.tmp} (weir.log, the flows, the NATS store)")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def main():
@@ -494,6 +498,7 @@ def main():
     p.add_argument("--js-count", type=int, default=100000)
     p.add_argument("--no-ceilings", action="store_true")
     p.add_argument("--no-cold-start", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the run's temporary folder (weir.log) for a post-mortem")
     p.add_argument("--weir-config", default="", help="weir.yaml text for the run, e.g. 'backlog: { max_delay: 250ms }'")
     a = p.parse_args()
     if a.rate:

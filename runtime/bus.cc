@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/log.h"
+#include "runtime/nats_status.h"
 
 namespace weir {
 
@@ -709,7 +710,8 @@ Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
   natsOptions_UseGlobalMessageDelivery(opts, true);
   Bus* raw = bus.get();
   natsOptions_SetDisconnectedCB(
-      opts, [](natsConnection*, void* c) { static_cast<Bus*>(c)->set_connected(false); }, raw);
+      opts, [](natsConnection* nc, void* c) { static_cast<Bus*>(c)->set_connected(false, nats_disconnect_reason(nc)); },
+      raw);
   natsOptions_SetReconnectedCB(
       opts, [](natsConnection*, void* c) { static_cast<Bus*>(c)->set_connected(true); }, raw);
   natsOptions_SetClosedCB(
@@ -775,7 +777,7 @@ Bus::~Bus() {
   }
 }
 
-void Bus::set_connected(bool up) {
+void Bus::set_connected(bool up, const std::string& why) {
   bool was = connected_.exchange(up);
   // Fail what is in flight now instead of at its deadline: the caller answers 503 or
   // naks its input, and a retry is deduplicated by Nats-Msg-Id if the write did land.
@@ -790,7 +792,7 @@ void Bus::set_connected(bool up) {
   }
   if (was != up) {
     if (up) log::info("nats connected", {{"url", log::redact_url(options_.url)}});
-    else log::warn("nats disconnected", {{"url", log::redact_url(options_.url)}});
+    else log::warn("nats disconnected", {{"url", log::redact_url(options_.url)}, {"reason", why}});
     if (options_.on_connection_change) options_.on_connection_change(up);
   }
 }

@@ -251,7 +251,7 @@ class Bus {
   // `max_bytes` given: that bound (0 = none) with discard-new (a full stream refuses writes).
   Status add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
                               bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes = std::nullopt);
-  void set_connected(bool up);
+  void set_connected(bool up, const std::string& why = {});
 
   BusOptions options_;
   __natsConnection* nc_ = nullptr;

@@ -10,6 +10,7 @@
 
 #include "runtime/log.h"
 #include "runtime/nats_loop.h"
+#include "runtime/nats_status.h"
 
 namespace weir {
 
@@ -107,7 +108,7 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
     arm_timer();
   }
 
-  void set_connected(bool up) {
+  void set_connected(bool up, const std::string& why = {}) {
     bool was = connected.exchange(up);
     if (!up) {
       // Fail what is in flight on the io thread (a publish made before this runs is in
@@ -118,7 +119,7 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
     }
     if (was != up) {
       if (up) log::info("nats connected", {{"url", url}, {"connection", "ingress"}});
-      else log::warn("nats disconnected", {{"url", url}, {"connection", "ingress"}});
+      else log::warn("nats disconnected", {{"url", url}, {"connection", "ingress"}, {"reason", why}});
     }
   }
 };
@@ -140,7 +141,8 @@ Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const 
   Impl* raw = impl.get();
   impl->loop->configure(opts, [raw] { raw->drain(); });
   natsOptions_SetDisconnectedCB(
-      opts, [](natsConnection*, void* c) { static_cast<Impl*>(c)->set_connected(false); }, raw);
+      opts, [](natsConnection* nc, void* c) { static_cast<Impl*>(c)->set_connected(false, nats_disconnect_reason(nc)); },
+      raw);
   natsOptions_SetReconnectedCB(
       opts, [](natsConnection*, void* c) { static_cast<Impl*>(c)->set_connected(true); }, raw);
   natsOptions_SetClosedCB(

@@ -6,6 +6,15 @@
 
 namespace weir {
 
+std::string nats_disconnect_reason(natsConnection* nc) {
+  const char* text = nullptr;
+  const natsStatus s = natsConnection_GetLastError(nc, &text);
+  if (s == NATS_OK) return "closed";   // natsConnection_Close, or no error recorded
+  std::string why = natsStatus_GetText(s);
+  if (text != nullptr && *text != '\0' && why != text) why += std::string(": ") + text;
+  return why;
+}
+
 Status nats_status(int status, std::string_view what, int js_error) {
   const auto s = static_cast<natsStatus>(status);
   if (s == NATS_OK) return Status::ok();

@@ -10,9 +10,12 @@
 // Messages name the operation and cnats' text; cnats never puts credentials in them.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "runtime/status.h"
+
+struct __natsConnection;
 
 namespace weir {
 
@@ -20,5 +23,9 @@ namespace weir {
 // nats.h): `what` names the operation ("kv update lease.timer"); `js_error` is the
 // JetStream API error code when the call reported one (0 otherwise).
 Status nats_status(int s, std::string_view what, int js_error = 0);
+
+// Why cnats dropped a connection ("stale connection", "connection closed: …"), from its
+// last error; for the disconnected callback's log line. Never holds credentials.
+std::string nats_disconnect_reason(__natsConnection* nc);
 
 }  // namespace weir
