@@ -71,18 +71,19 @@ bool is_loopback_listen(std::string_view listen) {
 
 struct IoLoop::Impl {
   asio::io_context ioc{1};
+  const char* name = "weir-io";
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::thread thread;
 };
 
-IoLoop::IoLoop() : impl_(std::make_unique<Impl>()) {}
+IoLoop::IoLoop(const char* thread_name) : impl_(std::make_unique<Impl>()) { impl_->name = thread_name; }
 IoLoop::~IoLoop() { stop(); }
 void* IoLoop::native() { return &impl_->ioc; }
 
 void IoLoop::start() {
   impl_->guard.emplace(impl_->ioc.get_executor());
   impl_->thread = std::thread([this] {
-    pthread_setname_np(pthread_self(), "weir-io");
+    pthread_setname_np(pthread_self(), impl_->name);
     impl_->ioc.run();
   });
 }

@@ -95,10 +95,12 @@ class HttpServer {
   virtual size_t open_connections() const = 0;
 };
 
-// The io thread that runs every HttpServer. One per process.
+// The io thread that runs every HttpServer (one per process); also the loop of the Bus's
+// data-plane writer connection ("weir-nats").
 class IoLoop {
  public:
-  IoLoop();
+  // `thread_name`: the io thread's name (at most 15 characters).
+  explicit IoLoop(const char* thread_name = "weir-io");
   ~IoLoop();
   void start();            // spawns the io thread
   void stop();             // stops and joins

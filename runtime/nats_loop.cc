@@ -13,6 +13,7 @@
 #include <nats/nats.h>
 
 #include "runtime/http_server.h"
+#include "runtime/log.h"
 
 namespace weir {
 
@@ -93,6 +94,7 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
     if (after_read) after_read();
     if (gen != generation || !nc || !desc) return;
     if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) {
+      note_drop("read");
       // cnats dropped this socket and is reconnecting: let go of our dup too (the
       // server then sees the close), the reconnect's attach brings a new one.
       close_desc();
@@ -108,6 +110,14 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
+  // cnats does not keep why it dropped a connection (its disconnected callback sees no
+  // error); the failing call's text is in this thread's error stack right after it.
+  static void note_drop(const char* op) {
+    natsStatus last = NATS_OK;
+    const char* text = nats_GetLastError(&last);
+    log::warn("nats connection dropped", {{"op", op}, {"error", text != nullptr ? text : natsStatus_GetText(last)}});
+  }
+
   void schedule_flush() {
     if (flush_posted.exchange(true)) return;
     asio::post(ioc, [self = shared_from_this()] { self->flush(); });
@@ -116,9 +126,17 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
   void flush() {
     flush_posted.store(false);
     if (!nc || !desc) return;
+    // Never with an empty buffer: cnats takes send()'s 0 for a zero-length write as a
+    // closed connection and reconnects. A posted flush and a write-readiness wait can both
+    // be pending while another thread's publish re-arms cnats' write interest: the first
+    // writes everything and the second would find nothing (seen as the ingress and writer
+    // connections dropping under load). Only this thread empties the buffer, so a non-zero
+    // count here is still non-zero in ProcessWriteEvent.
+    if (natsConnection_Buffered(nc) <= 0) return;
     // Writes cnats' whole buffer; on success cnats removes the write event (our callback
     // clears write_wanted), on EAGAIN it keeps it and we wait for writability.
     natsConnection_ProcessWriteEvent(nc);
+    if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) note_drop("write");
     if (write_wanted.load() && !write_armed && desc) {
       write_armed = true;
       desc->async_wait(asio::posix::stream_descriptor::wait_write,
