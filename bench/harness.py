@@ -480,7 +480,7 @@ class Bench(Stack):
 
     def close(self):
         self.procs.stop_all()
-        if self.a.keep:
+        if getattr(self.a, "keep", False):
             log(f"kept {self.tmp} (weir.log, the flows, the NATS store)")
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)

@@ -9,7 +9,7 @@ namespace weir {
 std::string nats_disconnect_reason(natsConnection* nc) {
   const char* text = nullptr;
   const natsStatus s = natsConnection_GetLastError(nc, &text);
-  if (s == NATS_OK) return "closed";   // natsConnection_Close, or no error recorded
+  if (s == NATS_OK) return "not recorded by cnats";   // a close, or a socket error it keeps no text of
   std::string why = natsStatus_GetText(s);
   if (text != nullptr && *text != '\0' && why != text) why += std::string(": ") + text;
   return why;
