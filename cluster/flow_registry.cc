@@ -11,10 +11,12 @@ namespace {
 using Json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 
-AdminAnswer answer(int code, Json body) { return AdminAnswer{code, std::move(body)}; }
-AdminAnswer error(int code, const std::string& message) { return answer(code, {{"error", message}}); }
-// A store that did not answer: 503, the caller may retry.
-AdminAnswer unavailable(const Status& s) { return error(503, "flow registry unavailable: " + s.message()); }
+ControlResult answer(Outcome outcome, Json body) { return ControlResult{outcome, std::move(body)}; }
+ControlResult error(Outcome outcome, const std::string& message) { return ControlResult::failed(outcome, message); }
+// A store that did not answer: unavailable, the caller may retry.
+ControlResult unavailable(const Status& s) {
+  return error(Outcome::kUnavailable, "flow registry unavailable: " + s.message());
+}
 
 int64_t ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
@@ -364,7 +366,7 @@ int64_t FlowRegistry::running_version(const std::string& flow) const {
 
 // ---- admin calls ---------------------------------------------------------------------
 
-AdminAnswer FlowRegistry::deploy(const std::string& flow, const std::string& text, const std::string& hash,
+ControlResult FlowRegistry::deploy(const std::string& flow, const std::string& text, const std::string& hash,
                                  const std::string& by) {
   int64_t latest = 0;
   if (auto l = flows_.get(latest_key(flow)); l) {
@@ -375,7 +377,7 @@ AdminAnswer FlowRegistry::deploy(const std::string& flow, const std::string& tex
   if (latest > 0) {
     // The same file again is the same version: deploys are idempotent.
     if (auto v = flows_.get(version_key(flow, latest)); v && parse_object(v->value).value("hash", "") == hash) {
-      return answer(200, {{"flow", flow}, {"version", latest}, {"hash", hash}, {"unchanged", true}});
+      return answer(Outcome::kDone, {{"flow", flow}, {"version", latest}, {"hash", hash}, {"unchanged", true}});
     }
   }
   // Put-if-absent on the version key decides who gets a number; `latest` only follows.
@@ -390,7 +392,7 @@ AdminAnswer FlowRegistry::deploy(const std::string& flow, const std::string& tex
     }
     if (c.status().code() != Status::Code::kConflict) return unavailable(c.status());
   }
-  if (version == 0) return error(409, "flow " + flow + ": too many concurrent deploys");
+  if (version == 0) return error(Outcome::kConflict, "flow " + flow + ": too many concurrent deploys");
   for (int attempt = 0; attempt < 16; ++attempt) {
     auto l = flows_.get(latest_key(flow));
     Result<uint64_t> w = Status::ok();
@@ -416,15 +418,15 @@ AdminAnswer FlowRegistry::deploy(const std::string& flow, const std::string& tex
   }
   log::info("flow version deployed", {{"flow", flow}, {"version", std::to_string(version)}, {"hash", hash},
                                       {"by", by}});
-  return answer(201, {{"flow", flow}, {"version", version}, {"hash", hash}, {"deployed_by", by}, {"deployed_at", at}});
+  return answer(Outcome::kCreated, {{"flow", flow}, {"version", version}, {"hash", hash}, {"deployed_by", by}, {"deployed_at", at}});
 }
 
-AdminAnswer FlowRegistry::promote(const std::string& flow, int64_t version, const std::string& by,
+ControlResult FlowRegistry::promote(const std::string& flow, int64_t version, const std::string& by,
                                   int64_t expected_active) {
-  if (version <= 0) return error(400, "version must be a positive integer");
+  if (version <= 0) return error(Outcome::kBadRequest, "version must be a positive integer");
   if (auto v = flows_.get(version_key(flow, version)); !v) {
     if (v.status().code() == Status::Code::kNotFound) {
-      return error(404, "flow " + flow + " has no version " + std::to_string(version));
+      return error(Outcome::kNotFound, "flow " + flow + " has no version " + std::to_string(version));
     }
     return unavailable(v.status());
   }
@@ -435,7 +437,7 @@ AdminAnswer FlowRegistry::promote(const std::string& flow, int64_t version, cons
     // ADR 0121). A peer's concurrent first promote wins the create; then this one is an
     // ordinary promote below.
     if (expected_active != 0) {
-      return error(409, "flow " + flow + ": no version is active yet, not v" + std::to_string(expected_active));
+      return error(Outcome::kConflict, "flow " + flow + ": no version is active yet, not v" + std::to_string(expected_active));
     }
     ActiveRecord first;
     first.version = version;
@@ -445,40 +447,40 @@ AdminAnswer FlowRegistry::promote(const std::string& flow, int64_t version, cons
     auto c = flows_.create(active_key(flow), first.to_json().dump());
     if (c) {
       log::info("flow activated", {{"flow", flow}, {"version", std::to_string(version)}, {"by", by}});
-      return answer(200, {{"flow", flow}, {"version", version}, {"started", true}});
+      return answer(Outcome::kDone, {{"flow", flow}, {"version", version}, {"started", true}});
     }
     if (c.status().code() != Status::Code::kConflict) return unavailable(c.status());
     e = flows_.get(active_key(flow));
   }
   if (!e) {
-    if (e.status().code() == Status::Code::kNotFound) return error(404, "no flow named " + flow + " in the registry");
+    if (e.status().code() == Status::Code::kNotFound) return error(Outcome::kNotFound, "no flow named " + flow + " in the registry");
     return unavailable(e.status());
   }
   auto a = ActiveRecord::parse(e->value);
-  if (!a) return error(500, a.status().message());
+  if (!a) return error(Outcome::kFailed, a.status().message());
   if (a->phase == "pausing") {
-    return error(409, "flow " + flow + ": a switch to v" + std::to_string(a->target) + " is in progress");
+    return error(Outcome::kConflict, "flow " + flow + ": a switch to v" + std::to_string(a->target) + " is in progress");
   }
   if (expected_active != 0 && a->version != expected_active) {
-    return error(409, "flow " + flow + ": stale promote: v" + std::to_string(a->version) + " is active, not v" +
+    return error(Outcome::kConflict, "flow " + flow + ": stale promote: v" + std::to_string(a->version) + " is active, not v" +
                           std::to_string(expected_active));
   }
-  if (a->version == version) return answer(200, {{"flow", flow}, {"version", version}, {"unchanged", true}});
+  if (a->version == version) return answer(Outcome::kDone, {{"flow", flow}, {"version", version}, {"unchanged", true}});
   return switch_to(flow, *a, e->revision, version, "promote", by);
 }
 
-AdminAnswer FlowRegistry::rollback(const std::string& flow, const std::string& by) {
+ControlResult FlowRegistry::rollback(const std::string& flow, const std::string& by) {
   auto e = flows_.get(active_key(flow));
   if (!e) {
-    if (e.status().code() == Status::Code::kNotFound) return error(404, "no flow named " + flow + " in the registry");
+    if (e.status().code() == Status::Code::kNotFound) return error(Outcome::kNotFound, "no flow named " + flow + " in the registry");
     return unavailable(e.status());
   }
   auto a = ActiveRecord::parse(e->value);
-  if (!a) return error(500, a.status().message());
+  if (!a) return error(Outcome::kFailed, a.status().message());
   if (a->phase == "pausing") {
-    return error(409, "flow " + flow + ": a switch to v" + std::to_string(a->target) + " is in progress");
+    return error(Outcome::kConflict, "flow " + flow + ": a switch to v" + std::to_string(a->target) + " is in progress");
   }
-  if (a->stack.empty()) return error(409, "flow " + flow + ": no earlier version to roll back to");
+  if (a->stack.empty()) return error(Outcome::kConflict, "flow " + flow + ": no earlier version to roll back to");
   return switch_to(flow, *a, e->revision, a->stack.back(), "rollback", by);
 }
 
@@ -521,7 +523,7 @@ std::vector<std::string> FlowRegistry::wait_barrier(const std::string& flow, uin
   return {};
 }
 
-AdminAnswer FlowRegistry::switch_to(const std::string& flow, const ActiveRecord& current, uint64_t revision,
+ControlResult FlowRegistry::switch_to(const std::string& flow, const ActiveRecord& current, uint64_t revision,
                                     int64_t target, const std::string& action, const std::string& by) {
   const auto started = SteadyClock::now();
   ActiveRecord pausing = current;
@@ -531,7 +533,7 @@ AdminAnswer FlowRegistry::switch_to(const std::string& flow, const ActiveRecord&
   auto p = flows_.update(active_key(flow), pausing.to_json().dump(), revision);
   if (!p) {
     if (p.status().code() == Status::Code::kConflict) {
-      return error(409, "flow " + flow + " changed meanwhile (another promote or rollback won); read it again");
+      return error(Outcome::kConflict, "flow " + flow + " changed meanwhile (another promote or rollback won); read it again");
     }
     return unavailable(p.status());
   }
@@ -574,7 +576,7 @@ AdminAnswer FlowRegistry::switch_to(const std::string& flow, const ActiveRecord&
   if (!w) {
     log::error("flow registry: cannot finish a switch", {{"flow", flow}, {"error", w.status().message()}});
     if (w.status().code() == Status::Code::kConflict) {
-      return error(409, "flow " + flow + " was changed by someone else during the " + action);
+      return error(Outcome::kConflict, "flow " + flow + " was changed by someone else during the " + action);
     }
     return unavailable(w.status());
   }
@@ -585,7 +587,7 @@ AdminAnswer FlowRegistry::switch_to(const std::string& flow, const ActiveRecord&
     log::warn("flow version switch aborted: instances did not pause in time",
               {{"flow", flow}, {"action", action}, {"to", std::to_string(target)}, {"missing", names},
                {"by", by}});
-    return answer(503, {{"error", action + " of flow " + flow + " to v" + std::to_string(target) +
+    return answer(Outcome::kUnavailable, {{"error", action + " of flow " + flow + " to v" + std::to_string(target) +
                                       " aborted: not paused within " +
                                       std::to_string(options_.barrier_timeout.count()) + " ms: " + names},
                         {"version", current.version},
@@ -595,7 +597,7 @@ AdminAnswer FlowRegistry::switch_to(const std::string& flow, const ActiveRecord&
                                       {"to", std::to_string(target)}, {"by", by},
                                       {"barrier_ms", std::to_string(barrier_ms)},
                                       {"instances", std::to_string(reported.size())}});
-  return answer(200, {{"flow", flow},
+  return answer(Outcome::kDone, {{"flow", flow},
                       {"version", target},
                       {"previous", current.version},
                       {"epoch", next.epoch},

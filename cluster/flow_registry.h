@@ -12,7 +12,7 @@
 // instance pauses the flow (the batch in hand finished, published, acked) and reports;
 // once every live member has reported, CAS `active` to version N, phase "active"; each
 // instance then runs N. Past the barrier timeout the promote is aborted: `active` goes
-// back to the old version (phase "active", same epoch) and the answer is 503.
+// back to the old version (phase "active", same epoch) and the answer is kUnavailable.
 //
 // Contract:
 // - Does not own the stores; they and every FlowControl given to follow() must outlive
@@ -99,11 +99,11 @@ class FlowRegistry {
   Result<ActiveFlow> attach(const std::string& flow, const std::string& text, const std::string& hash);
   Status follow(const std::string& flow, FlowControl* control);
   // `text` was validated by the caller; `by` names who deployed (audit).
-  AdminAnswer deploy(const std::string& flow, const std::string& text, const std::string& hash,
+  ControlResult deploy(const std::string& flow, const std::string& text, const std::string& hash,
                      const std::string& by);
-  // `expected_active` != 0: refuse (409) unless that version is the active one.
-  AdminAnswer promote(const std::string& flow, int64_t version, const std::string& by, int64_t expected_active = 0);
-  AdminAnswer rollback(const std::string& flow, const std::string& by);
+  // `expected_active` != 0: refuse (kConflict) unless that version is the active one.
+  ControlResult promote(const std::string& flow, int64_t version, const std::string& by, int64_t expected_active = 0);
+  ControlResult rollback(const std::string& flow, const std::string& by);
   nlohmann::json describe(const std::string& flow);
   // Calls `on_flow(name)` for each flow that has an active record — those there are now,
   // then each change of one (a flow activated for the first time included), on the watch's
@@ -151,7 +151,7 @@ class FlowRegistry {
   void fence_all();
   void unfence_all();
   // The pause barrier and the final write; `push` true for promote, false for rollback.
-  AdminAnswer switch_to(const std::string& flow, const ActiveRecord& current, uint64_t revision,
+  ControlResult switch_to(const std::string& flow, const ActiveRecord& current, uint64_t revision,
                         int64_t target, const std::string& action, const std::string& by);
   // Waits until every live member reported pausing for `epoch`; the members still
   // missing at the deadline otherwise (empty = done). `reported` gets who did.

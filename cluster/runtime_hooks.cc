@@ -116,18 +116,18 @@ Status ClusterRuntime::follow_flow(const std::string& flow, FlowControl* control
   return registry_->follow(flow, control);
 }
 
-AdminAnswer ClusterRuntime::deploy(const std::string& flow, const std::string& text, const std::string& hash) {
-  if (!registry_) return {503, {{"error", "not in a cluster yet"}}};
+ControlResult ClusterRuntime::deploy(const std::string& flow, const std::string& text, const std::string& hash) {
+  if (!registry_) return ControlResult::failed(Outcome::kUnavailable, "not in a cluster yet");
   return registry_->deploy(flow, text, hash, instance_id_);
 }
 
-AdminAnswer ClusterRuntime::promote(const std::string& flow, int64_t version, int64_t expected_active) {
-  if (!registry_) return {503, {{"error", "not in a cluster yet"}}};
+ControlResult ClusterRuntime::promote(const std::string& flow, int64_t version, int64_t expected_active) {
+  if (!registry_) return ControlResult::failed(Outcome::kUnavailable, "not in a cluster yet");
   return registry_->promote(flow, version, instance_id_, expected_active);
 }
 
-AdminAnswer ClusterRuntime::rollback(const std::string& flow) {
-  if (!registry_) return {503, {{"error", "not in a cluster yet"}}};
+ControlResult ClusterRuntime::rollback(const std::string& flow) {
+  if (!registry_) return ControlResult::failed(Outcome::kUnavailable, "not in a cluster yet");
   return registry_->rollback(flow, instance_id_);
 }
 

@@ -29,10 +29,10 @@ class ClusterRuntime final : public ClusterHooks {
 
   Result<ActiveFlow> attach_flow(const std::string& flow, const std::string& text, const std::string& hash) override;
   Status follow_flow(const std::string& flow, FlowControl* control) override;
-  AdminAnswer deploy(const std::string& flow, const std::string& text, const std::string& hash) override;
-  AdminAnswer promote(const std::string& flow, int64_t version, int64_t expected_active) override;
+  ControlResult deploy(const std::string& flow, const std::string& text, const std::string& hash) override;
+  ControlResult promote(const std::string& flow, int64_t version, int64_t expected_active) override;
   bool may_handle() const override { return registry_ && registry_->member_fresh(); }
-  AdminAnswer rollback(const std::string& flow) override;
+  ControlResult rollback(const std::string& flow) override;
   nlohmann::json describe(const std::string& flow) override;
   Status watch_flows(std::function<void(const std::string& flow)> on_flow) override;
   void stop() override;

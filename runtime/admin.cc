@@ -141,6 +141,7 @@ std::optional<HttpResponse> browser_guard(const HttpRequest& req, bool has_token
 HttpResponse json_reply(int status, const nlohmann::json& j) {
   return HttpResponse::json(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
+HttpResponse reply(const AdminAnswer& a) { return json_reply(a.code, a.body); }
 // GET /status/metrics: the Prometheus text of /metrics as JSON, per flow and stage, with
 // latency percentiles from the histogram buckets (the bucket's upper bound, as
 // histogram_quantile without interpolation). Read from the rendered text so the JSON
@@ -236,7 +237,7 @@ nlohmann::json metrics_json(const std::string& text) {
 }  // namespace
 
 Admin::Admin(AdminBackend& backend, Metrics& metrics, DeadLetters* dlq, std::string token)
-    : backend_(backend), metrics_(metrics), dlq_(dlq), token_(std::move(token)) {
+    : backend_(backend), service_(backend), metrics_(metrics), dlq_(dlq), token_(std::move(token)) {
   worker_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "weir-admin");
     std::unique_lock lock(mu_);
@@ -344,11 +345,11 @@ void Admin::handle(HttpRequest& req, Responder respond) {
   }
   // In a cluster these read the version registry (KV round trips): not on the io thread.
   if (path == "/status" && method == "GET") {
-    on_worker([this, respond] { respond(json_reply(200, backend_.status())); });
+    on_worker([this, respond] { respond(reply(service_.status())); });
     return;
   }
   if (path == "/flows" && method == "GET") {
-    on_worker([this, respond] { respond(json_reply(200, backend_.flows())); });
+    on_worker([this, respond] { respond(reply(service_.flows())); });
     return;
   }
   if (path.substr(0, kFlowsPrefix.size()) == kFlowsPrefix) {
@@ -356,19 +357,14 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     std::string name = rest.substr(0, rest.find('/'));
     std::string action = rest.find('/') == std::string::npos ? "" : rest.substr(rest.find('/') + 1);
     if (action.empty() && method == "GET") {
-      on_worker([this, name, respond] {
-        auto f = backend_.flow(name);
-        if (f) respond(json_reply(200, *f));
-        else respond(HttpResponse::error(404, "no flow named " + name));
-      });
+      on_worker([this, name, respond] { respond(reply(service_.flow(name))); });
       return;
     }
     if (action.empty() && method == "PUT") {
       std::string body = req.body();
       std::string target = query_param(req.target(), "target");
       on_worker([this, name, body = std::move(body), target, respond] {
-        auto [code, j] = backend_.deploy(name, body, target);
-        respond(json_reply(code, j));
+        respond(reply(service_.deploy(name, body, target)));
       });
       return;
     }
@@ -381,17 +377,11 @@ void Admin::handle(HttpRequest& req, Responder respond) {
       }
       int64_t v = j["version"].get<int64_t>();
       int64_t expected = j.value("expected_active", int64_t{0});
-      on_worker([this, name, v, expected, respond] {
-        auto [code, body] = backend_.promote(name, v, expected);
-        respond(json_reply(code, body));
-      });
+      on_worker([this, name, v, expected, respond] { respond(reply(service_.promote(name, v, expected))); });
       return;
     }
     if (action == "rollback" && method == "POST") {
-      on_worker([this, name, respond] {
-        auto [code, body] = backend_.rollback(name);
-        respond(json_reply(code, body));
-      });
+      on_worker([this, name, respond] { respond(reply(service_.rollback(name))); });
       return;
     }
   }

@@ -17,30 +17,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/admin_service.h"
 #include "runtime/dlq.h"
 #include "runtime/http_server.h"
 #include "runtime/kv_tables.h"
 #include "runtime/metrics.h"
 
 namespace weir {
-
-// What the admin API asks of the running process.
-class AdminBackend {
- public:
-  virtual ~AdminBackend() = default;
-  virtual bool ready(std::string* why) const = 0;
-  virtual nlohmann::json flows() const = 0;                                 // array
-  virtual std::optional<nlohmann::json> flow(const std::string& name) const = 0;
-  // Deploy/promote/rollback: answered with (status code, JSON body). `target`: the
-  // `?target=` of the PUT: "" (the mode's default), "file" or "registry" (ADR 0043).
-  virtual std::pair<int, nlohmann::json> deploy(const std::string& name, const std::string& body,
-                                                const std::string& target) = 0;
-  // `expected_active` != 0: a compare-and-set from the client (409 when another is active).
-  virtual std::pair<int, nlohmann::json> promote(const std::string& name, int64_t version,
-                                                 int64_t expected_active) = 0;
-  virtual std::pair<int, nlohmann::json> rollback(const std::string& name) = 0;
-  virtual nlohmann::json status() const = 0;
-};
 
 class Admin {
  public:
@@ -59,6 +42,7 @@ class Admin {
   bool handle_tables(HttpRequest& req, const Responder& respond);
 
   AdminBackend& backend_;
+  AdminService service_;   // the flow and version calls, as HTTP answers
   Metrics& metrics_;
   std::atomic<DeadLetters*> dlq_;
   std::atomic<KvTables*> tables_{nullptr};

@@ -15,7 +15,8 @@
 
 namespace {
 using namespace std::chrono_literals;
-using weir::AdminAnswer;
+using weir::ControlResult;
+using weir::Outcome;
 using weir::FlowControl;
 using weir::Status;
 using weir::cluster::ActiveRecord;
@@ -133,15 +134,15 @@ size_t index_of(const std::vector<std::string>& v, const std::string& e) {
 
 TEST_CASE("registry: deploys get consecutive versions and the same file twice is one version", "[registry]") {
   Cluster c;
-  AdminAnswer d2 = c.a->deploy("orders", "text v2", "h2", "a");
-  CHECK(d2.code == 201);
+  ControlResult d2 = c.a->deploy("orders", "text v2", "h2", "a");
+  CHECK(d2.outcome == Outcome::kCreated);
   CHECK(d2.body["version"] == 2);
-  AdminAnswer again = c.b->deploy("orders", "text v2", "h2", "b");
-  CHECK(again.code == 200);
+  ControlResult again = c.b->deploy("orders", "text v2", "h2", "b");
+  CHECK(again.outcome == Outcome::kDone);
   CHECK(again.body["version"] == 2);
   CHECK(again.body["unchanged"] == true);
-  AdminAnswer d3 = c.b->deploy("orders", "text v3", "h3", "b");
-  CHECK(d3.code == 201);
+  ControlResult d3 = c.b->deploy("orders", "text v3", "h3", "b");
+  CHECK(d3.outcome == Outcome::kCreated);
   CHECK(d3.body["version"] == 3);
   auto desc = c.a->describe("orders");
   CHECK(desc["active_version"] == 1);
@@ -155,9 +156,9 @@ TEST_CASE("registry: deploys get consecutive versions and the same file twice is
 
 TEST_CASE("registry: promote pauses every instance before any runs the new version", "[registry]") {
   Cluster c;
-  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
-  AdminAnswer p = c.a->promote("orders", 2, "a");
-  REQUIRE(p.code == 200);
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").outcome == Outcome::kCreated);
+  ControlResult p = c.a->promote("orders", 2, "a");
+  REQUIRE(p.outcome == Outcome::kDone);
   CHECK(p.body["version"] == 2);
   CHECK(p.body["previous"] == 1);
   CHECK(p.body["instances"].size() == 2);
@@ -179,16 +180,16 @@ TEST_CASE("registry: promote pauses every instance before any runs the new versi
   CHECK(c.a->running_version("orders") == 2);
 
   // Promoting what is active changes nothing.
-  AdminAnswer same = c.b->promote("orders", 2, "b");
-  CHECK(same.code == 200);
+  ControlResult same = c.b->promote("orders", 2, "b");
+  CHECK(same.outcome == Outcome::kDone);
   CHECK(same.body["unchanged"] == true);
   CHECK(c.active().epoch == 1);
 }
 
 TEST_CASE("registry: a promote whose compare-and-set loses answers 409 and changes nothing", "[registry]") {
   Cluster c;
-  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
-  REQUIRE(c.a->deploy("orders", "text v3", "h3", "a").code == 201);
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").outcome == Outcome::kCreated);
+  REQUIRE(c.a->deploy("orders", "text v3", "h3", "a").outcome == Outcome::kCreated);
   // Another promoter writes the active record between our read and our write.
   std::atomic<bool> raced{false};
   c.flows.set_fault([&](const char* op, const std::string& key) {
@@ -200,8 +201,8 @@ TEST_CASE("registry: a promote whose compare-and-set loses answers 409 and chang
     }
     return FakeKv::Fault::kNone;
   });
-  AdminAnswer p = c.a->promote("orders", 2, "a");
-  CHECK(p.code == 409);
+  ControlResult p = c.a->promote("orders", 2, "a");
+  CHECK(p.outcome == Outcome::kConflict);
   CHECK(p.body["error"].get<std::string>().find("changed meanwhile") != std::string::npos);
   c.flows.set_fault(nullptr);
   ActiveRecord r = c.active();
@@ -216,47 +217,47 @@ TEST_CASE("registry: a promote whose compare-and-set loses answers 409 and chang
   pausing.target = 3;
   pausing.epoch = r.epoch + 1;
   REQUIRE(c.flows.update("orders.active", pausing.to_json().dump(), e->revision));
-  CHECK(c.b->promote("orders", 2, "b").code == 409);
-  CHECK(c.b->rollback("orders", "b").code == 409);
+  CHECK(c.b->promote("orders", 2, "b").outcome == Outcome::kConflict);
+  CHECK(c.b->rollback("orders", "b").outcome == Outcome::kConflict);
 }
 
 TEST_CASE("registry: rollback returns to the version before, and then has nowhere to go", "[registry]") {
   Cluster c;
-  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
-  REQUIRE(c.a->deploy("orders", "text v3", "h3", "a").code == 201);
-  REQUIRE(c.a->promote("orders", 2, "a").code == 200);
-  REQUIRE(c.b->promote("orders", 3, "b").code == 200);
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").outcome == Outcome::kCreated);
+  REQUIRE(c.a->deploy("orders", "text v3", "h3", "a").outcome == Outcome::kCreated);
+  REQUIRE(c.a->promote("orders", 2, "a").outcome == Outcome::kDone);
+  REQUIRE(c.b->promote("orders", 3, "b").outcome == Outcome::kDone);
   REQUIRE(eventually([&] { return c.ca.running == 3 && c.cb.running == 3; }));
 
-  AdminAnswer r1 = c.b->rollback("orders", "b");
-  REQUIRE(r1.code == 200);
+  ControlResult r1 = c.b->rollback("orders", "b");
+  REQUIRE(r1.outcome == Outcome::kDone);
   CHECK(r1.body["version"] == 2);
   REQUIRE(eventually([&] { return c.ca.running == 2 && c.cb.running == 2; }));
-  AdminAnswer r2 = c.a->rollback("orders", "a");
-  REQUIRE(r2.code == 200);
+  ControlResult r2 = c.a->rollback("orders", "a");
+  REQUIRE(r2.outcome == Outcome::kDone);
   CHECK(r2.body["version"] == 1);
   REQUIRE(eventually([&] { return c.ca.running == 1 && c.cb.running == 1; }));
-  AdminAnswer r3 = c.a->rollback("orders", "a");
-  CHECK(r3.code == 409);
+  ControlResult r3 = c.a->rollback("orders", "a");
+  CHECK(r3.outcome == Outcome::kConflict);
   CHECK(r3.body["error"].get<std::string>().find("no earlier version") != std::string::npos);
   CHECK(c.active().history.back()["action"] == "rollback");
 
-  CHECK(c.a->promote("orders", 9, "a").code == 404);
-  CHECK(c.a->promote("nosuch", 1, "a").code == 404);
+  CHECK(c.a->promote("orders", 9, "a").outcome == Outcome::kNotFound);
+  CHECK(c.a->promote("nosuch", 1, "a").outcome == Outcome::kNotFound);
 }
 
 TEST_CASE("registry: a barrier that times out is aborted and the old version runs again", "[registry]") {
   Cluster c(150ms);
-  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").outcome == Outcome::kCreated);
   {
     // A member that never reports (alive as far as the member list says).
     std::lock_guard lock(c.live_mu);
     c.live.push_back("ghost");
   }
   auto started = std::chrono::steady_clock::now();
-  AdminAnswer p = c.a->promote("orders", 2, "a");
+  ControlResult p = c.a->promote("orders", 2, "a");
   auto took = std::chrono::steady_clock::now() - started;
-  CHECK(p.code == 503);
+  CHECK(p.outcome == Outcome::kUnavailable);
   CHECK(p.body["not_paused"] == nlohmann::json::array({"ghost"}));
   CHECK(p.body["version"] == 1);
   CHECK(took < 2s);
@@ -277,16 +278,16 @@ TEST_CASE("registry: a barrier that times out is aborted and the old version run
     std::lock_guard lock(c.live_mu);
     c.live.pop_back();
   }
-  CHECK(c.b->promote("orders", 2, "b").code == 200);
+  CHECK(c.b->promote("orders", 2, "b").outcome == Outcome::kDone);
   REQUIRE(eventually([&] { return c.ca.running == 2 && c.cb.running == 2; }));
 }
 
 TEST_CASE("registry: an instance that cannot pause in time makes the promote abort", "[registry]") {
   Cluster c(300ms);
-  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").code == 201);
+  REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").outcome == Outcome::kCreated);
   c.cb.pause_ok = false;   // its batch in hand does not finish
-  AdminAnswer p = c.a->promote("orders", 2, "a");
-  CHECK(p.code == 503);
+  ControlResult p = c.a->promote("orders", 2, "a");
+  CHECK(p.outcome == Outcome::kUnavailable);
   CHECK(p.body["not_paused"] == nlohmann::json::array({"b"}));
   REQUIRE(eventually([&] { return c.ca.running == 1 && !c.ca.paused && !c.cb.paused; }));
   CHECK(c.active().version == 1);
@@ -295,8 +296,8 @@ TEST_CASE("registry: an instance that cannot pause in time makes the promote abo
 TEST_CASE("registry: a version that does not compile on an instance keeps it paused, not on the old version",
           "[registry]") {
   Cluster c;
-  REQUIRE(c.a->deploy("orders", "does not compile", "hx", "a").code == 201);
-  REQUIRE(c.a->promote("orders", 2, "a").code == 200);
+  REQUIRE(c.a->deploy("orders", "does not compile", "hx", "a").outcome == Outcome::kCreated);
+  REQUIRE(c.a->promote("orders", 2, "a").outcome == Outcome::kDone);
   // Neither runs v1 again (that would interleave with anyone running v2).
   REQUIRE(eventually([&] { return c.ca.paused && c.cb.paused; }));
   CHECK(c.a->describe("orders")["error_here"].get<std::string>().find("broken") != std::string::npos);
@@ -368,7 +369,7 @@ TEST_CASE("registry: a switch the watch could not confirm is applied by the hear
   FlowRegistry reg(flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{"a"}); }, o);
   REQUIRE(reg.heartbeat());
   REQUIRE(reg.attach("orders", "text v1", "h1"));
-  REQUIRE(reg.deploy("orders", "text v2", "h2", "a").code == 201);
+  REQUIRE(reg.deploy("orders", "text v2", "h2", "a").outcome == Outcome::kCreated);
   control.running = 1;
   REQUIRE(reg.follow("orders", &control));
   reg.start_heartbeat();

@@ -20,17 +20,17 @@ struct FakeBackend final : weir::AdminBackend {
     if (name == "f") return nlohmann::json{{"name", "f"}};
     return std::nullopt;
   }
-  std::pair<int, nlohmann::json> deploy(const std::string&, const std::string&, const std::string&) override {
+  weir::ControlResult deploy(const std::string&, const std::string&, const std::string&) override {
     ++deploys;
-    return {201, {{"version", 2}}};
+    return weir::ControlResult::created({{"version", 2}});
   }
-  std::pair<int, nlohmann::json> promote(const std::string&, int64_t, int64_t) override {
+  weir::ControlResult promote(const std::string&, int64_t, int64_t) override {
     ++promotes;
-    return {200, {{"active", 2}}};
+    return weir::ControlResult::done({{"active", 2}});
   }
-  std::pair<int, nlohmann::json> rollback(const std::string&) override {
+  weir::ControlResult rollback(const std::string&) override {
     ++rollbacks;
-    return {200, {{"active", 1}}};
+    return weir::ControlResult::done({{"active", 1}});
   }
   nlohmann::json status() const override { return {{"flows", 1}}; }
 };

@@ -1,0 +1,95 @@
+// FlowHost: the flows this process runs and the control-plane calls on them — start at
+// start-up, deploy (standalone: the flow file; clustered: the registry), promote, rollback,
+// the flows the cluster registry activates later (ADR 0121), readiness and GET /flows,
+// /status. It answers the admin API in ControlResults (AdminBackend); admin_service.h turns
+// them into HTTP. Runtime owns it and keeps only the process lifecycle
+// (docs/adr/0200-thin-runtime-core.md).
+//
+// Threads: load/start_*/drain steps on the lifecycle thread; the AdminBackend calls on the
+// io thread (ready) and the admin worker; start_registry_flow on the registry's watch
+// thread. `running_` is written under running_mu_ exclusively and read shared; a start
+// after serving holds lifecycle_mu_, which the drain takes too (no flow starts once draining).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/admin_service.h"
+#include "runtime/flow_set.h"
+#include "runtime/running_flow.h"
+
+namespace weir {
+
+class KvTables;
+
+class FlowHost final : public AdminBackend {
+ public:
+  // `cluster` null: standalone.
+  FlowHost(const RuntimeConfig& config, ClusterHooks* cluster);
+  ~FlowHost() override;
+
+  // The flows dir, compiled and checked together (check_flow_set); invalid with every error.
+  Result<FlowList> load() const;
+  // Once NATS is connected, before any flow starts.
+  void connect(const FlowDeps& deps, KvTables* tables);
+  void set_listen(std::string http, std::string admin);
+  // Starts a flow of the flows dir; clustered, the registry's active version of it (ADR
+  // 0042). Logs why not; the Status's code gives the exit code.
+  Status start_local(const std::shared_ptr<const flows::Flow>& flow);
+  // http-in paths and their flows, for the ready line.
+  std::vector<std::pair<std::string, std::string>> http_routes() const;
+  size_t size() const;
+  // Serving: deploys may start flows; clustered, flows the registry activates start too.
+  void serve();
+
+  // The drain, in order (Runtime::drain): begin_drain (held until the end), stop_sources,
+  // stop_stages.
+  [[nodiscard]] std::unique_lock<std::mutex> begin_drain();
+  void stop_sources();
+  void stop_stages(std::chrono::steady_clock::time_point deadline);
+  // At destruction: stops every part at once; then clear() drops the flows.
+  void stop_all();
+  void clear();
+
+  // ---- AdminBackend ----
+  bool ready(std::string* why) const override;
+  nlohmann::json flows() const override;
+  std::optional<nlohmann::json> flow(const std::string& name) const override;
+  ControlResult deploy(const std::string& name, const std::string& body, const std::string& target) override;
+  ControlResult promote(const std::string& name, int64_t version, int64_t expected_active) override;
+  ControlResult rollback(const std::string& name) override;
+  nlohmann::json status() const override;
+
+ private:
+  bool clustered() const { return cluster_ != nullptr; }
+  RunningFlow* find(const std::string& name) const;
+  FlowList running_flows() const;  // as started
+  Status start(const std::shared_ptr<const flows::Flow>& flow, const std::string& text, bool paused);
+  ControlResult check_target(const std::string& target) const;
+  ControlResult deploy_new(const std::string& name, const std::string& body, const flows::Flow& flow);
+  ControlResult start_new_flow(const std::string& name, const std::string& body);
+  ControlResult check_flows_dir(const std::string& name, const std::string& path) const;
+  void start_registry_flow(const std::string& name);
+
+  const RuntimeConfig& config_;
+  ClusterHooks* cluster_;
+  FlowDeps deps_;                                      // set by connect()
+  KvTables* tables_ = nullptr;                         // set by connect()
+  std::atomic<Bus*> bus_{nullptr};                     // set by connect(); read by /status, /readyz
+  std::vector<std::unique_ptr<RunningFlow>> running_;  // GUARDED_BY(running_mu_) once serving
+  mutable std::shared_mutex running_mu_;
+  std::mutex lifecycle_mu_;
+  std::vector<std::unique_ptr<RunningFlow>> parked_;  // failed to start after the registry followed them
+  std::atomic<bool> serving_{false};                  // set once http-in listens; cleared on drain
+  std::atomic<bool> draining_{false};
+  mutable std::mutex listen_mu_;
+  std::string listen_http_, listen_admin_;  // GUARDED_BY(listen_mu_)
+};
+
+}  // namespace weir
