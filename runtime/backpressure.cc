@@ -134,7 +134,7 @@ BacklogMonitor::BacklogMonitor(Bus& bus, Metrics& metrics, BackpressureOptions o
 
 BacklogMonitor::~BacklogMonitor() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -144,7 +144,7 @@ BacklogMonitor::~BacklogMonitor() {
 std::shared_ptr<FlowBacklog> BacklogMonitor::watch(const std::string& stream, StageMetrics* metrics) {
   auto b = std::make_shared<FlowBacklog>(stream, options_, pending_, metrics);
   refresh(*b);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   watched_.push_back(b);
   return b;
 }
@@ -162,9 +162,9 @@ void BacklogMonitor::refresh(FlowBacklog& b) {
 }
 
 void BacklogMonitor::loop() {
-  std::unique_lock lock(mu_);
+  UniqueLock lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, options_.interval, [&] { return stopping_; });
+    lock.wait_for(cv_, options_.interval, [&]() REQUIRES(mu_) { return stopping_; });
     if (stopping_) break;
     std::vector<std::shared_ptr<FlowBacklog>> now;
     for (auto it = watched_.begin(); it != watched_.end();) {

@@ -29,7 +29,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <condition_variable>
@@ -37,6 +36,7 @@
 
 #include "runtime/bus.h"
 #include "runtime/metrics.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir {
 
@@ -126,10 +126,10 @@ class BacklogMonitor {
   Bus& bus_;
   BackpressureOptions options_;
   std::atomic<int64_t>& pending_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;                            // GUARDED_BY(mu_)
-  std::vector<std::weak_ptr<FlowBacklog>> watched_;  // GUARDED_BY(mu_)
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::vector<std::weak_ptr<FlowBacklog>> watched_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

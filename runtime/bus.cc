@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <deque>
 #include <thread>
 #include <unordered_map>
@@ -171,25 +170,26 @@ struct PullConsumer::Impl {
   Handler handler;
   natsSubscription* sub = nullptr;
 
-  mutable std::mutex mu;
-  int window = 0, batch = 1;          // GUARDED_BY(mu)
-  int64_t in_hand = 0;                // GUARDED_BY(mu): received, not released
-  int64_t outstanding = 0;            // GUARDED_BY(mu): requested, not received nor ended
-  std::deque<Request> requests;       // GUARDED_BY(mu): oldest first
-  uint64_t next_id = 1;               // GUARDED_BY(mu)
-  Clock::time_point retry_at{};       // GUARDED_BY(mu): no request before this
-  bool kick_sent = false;             // GUARDED_BY(mu): a kick is on its way
-  bool kick_later = false;            // GUARDED_BY(mu)
-  bool stopped = false;               // GUARDED_BY(mu)
-  bool complete = false;              // GUARDED_BY(mu): the subscription's last callback ran
-  bool error = false;                 // GUARDED_BY(mu): logged once until the next answer
-  Clock::time_point last_answer{};    // GUARDED_BY(mu): a message or status last came
+  mutable Mutex mu;
+  int window GUARDED_BY(mu) = 0;
+  int batch GUARDED_BY(mu) = 1;
+  int64_t in_hand GUARDED_BY(mu) = 0;  // received, not released
+  int64_t outstanding GUARDED_BY(mu) = 0;  // requested, not received nor ended
+  std::deque<Request> requests GUARDED_BY(mu);  // oldest first
+  uint64_t next_id GUARDED_BY(mu) = 1;
+  Clock::time_point retry_at GUARDED_BY(mu){};  // no request before this
+  bool kick_sent GUARDED_BY(mu) = false;  // a kick is on its way
+  bool kick_later GUARDED_BY(mu) = false;
+  bool stopped GUARDED_BY(mu) = false;
+  bool complete GUARDED_BY(mu) = false;  // the subscription's last callback ran
+  bool error GUARDED_BY(mu) = false;  // logged once until the next answer
+  Clock::time_point last_answer GUARDED_BY(mu){};  // a message or status last came
   std::condition_variable complete_cv;
   std::atomic<bool> healthy{false};
 
   // Decides the requests to send now (under mu); returns their ids. The caller sends them
   // after unlocking (send()).
-  std::vector<uint64_t> plan(Clock::time_point now) {
+  std::vector<uint64_t> plan(Clock::time_point now) REQUIRES(mu) {
     std::vector<uint64_t> ids;
     if (stopped || window <= 0 || now < retry_at || !bus->connected()) return ids;
     while (in_hand + outstanding + batch <= window) {
@@ -214,7 +214,7 @@ struct PullConsumer::Impl {
       std::snprintf(reply, sizeof reply, "%s%llu", inbox_prefix.c_str(), static_cast<unsigned long long>(id));
       natsStatus s = natsConnection_PublishRequestString(nc, next_subject.c_str(), reply, body);
       if (s != NATS_OK) {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         end_request(id, -1);
         retry_at = Clock::now() + kRetryAfter;
         if (!error) {
@@ -230,7 +230,7 @@ struct PullConsumer::Impl {
     std::vector<uint64_t> ids;
     int n = 0;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       ids = plan(now);
       n = batch;
     }
@@ -239,7 +239,7 @@ struct PullConsumer::Impl {
 
   // Removes request `id` (if still known) with `left` messages it will not deliver (-1:
   // as estimated). Under mu.
-  void end_request(uint64_t id, int64_t left) {
+  void end_request(uint64_t id, int64_t left) REQUIRES(mu) {
     auto it = std::find_if(requests.begin(), requests.end(), [&](const Request& r) { return r.id == id; });
     if (it == requests.end()) return;   // filled already (or forgotten at a reconnect)
     if (left < 0) left = it->remaining;
@@ -247,7 +247,7 @@ struct PullConsumer::Impl {
     outstanding = std::max<int64_t>(0, outstanding - left);
   }
 
-  void answered() {   // under mu
+  void answered() REQUIRES(mu) {
     if (error) {
       error = false;
       log::info("pull requests answered again", {{"consumer", durable}});
@@ -264,7 +264,7 @@ struct PullConsumer::Impl {
     const char* reply = natsMsg_GetReply(msg);
     if (reply != nullptr && std::strncmp(reply, "$JS.ACK.", 8) == 0) {
       {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         ++in_hand;
         outstanding = std::max<int64_t>(0, outstanding - 1);
         if (!requests.empty() && --requests.front().remaining <= 0) requests.pop_front();
@@ -277,7 +277,7 @@ struct PullConsumer::Impl {
     if (subject == kick_subject) {
       natsMsg_Destroy(msg);
       {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         kick_sent = false;
       }
       handler(nullptr);
@@ -297,12 +297,12 @@ struct PullConsumer::Impl {
     const uint64_t id = inbox_id(subject, inbox_prefix);
     natsMsg_Destroy(msg);
     if (code == "100") {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       answered();
       return;
     }
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       end_request(id, left);
       if (code == "404" || code == "408") {
         answered();
@@ -322,7 +322,7 @@ struct PullConsumer::Impl {
   void tick(Clock::time_point now) {
     bool kick_now = false;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       if (stopped) return;
       for (auto it = requests.begin(); it != requests.end();) {
         if (it->deadline >= now) {
@@ -352,7 +352,7 @@ struct PullConsumer::Impl {
 
   void connection(bool up) {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       if (stopped) return;
       // The server drops a client's waiting requests with its connection: start afresh.
       requests.clear();
@@ -374,12 +374,12 @@ struct PullConsumer::Impl {
 
   void do_kick() {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       if (stopped || kick_sent) return;
       kick_sent = true;
     }
     if (natsConnection_PublishString(nc, kick_subject.c_str(), "") != NATS_OK) {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       kick_sent = false;
       kick_later = true;
     }
@@ -387,7 +387,7 @@ struct PullConsumer::Impl {
 
   static void on_complete(void* closure) {
     auto* self = static_cast<Impl*>(closure);
-    std::lock_guard lock(self->mu);
+    MutexLock lock(self->mu);
     self->complete = true;
     self->complete_cv.notify_all();
   }
@@ -414,7 +414,7 @@ Status PullConsumer::start(Handler handler) {
 
 void PullConsumer::set_window(int window, int batch) {
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->window = window;
     impl_->batch = std::max(1, batch);
   }
@@ -423,7 +423,7 @@ void PullConsumer::set_window(int window, int batch) {
 
 void PullConsumer::release(int n) {
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->in_hand = std::max<int64_t>(0, impl_->in_hand - n);
   }
   impl_->request();
@@ -432,7 +432,7 @@ void PullConsumer::release(int n) {
 void PullConsumer::kick() { impl_->do_kick(); }
 
 void PullConsumer::kick_later() {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->kick_later = true;
 }
 
@@ -442,17 +442,17 @@ void PullConsumer::stop() {
   if (!impl_ || !impl_->sub) return;
   Impl& c = *impl_;
   {
-    std::lock_guard lock(c.mu);
+    MutexLock lock(c.mu);
     if (c.stopped) return;
     c.stopped = true;
   }
   c.bus->remove_consumer(&c);   // no tick runs on it after this
   natsSubscription_Unsubscribe(c.sub);
   {
-    std::unique_lock lock(c.mu);
+    UniqueLock lock(c.mu);
     // cnats calls on_complete once the handler has returned for the last time. Bounded:
     // a subscription already closed with its connection may never call it.
-    if (!c.complete_cv.wait_for(lock, std::chrono::seconds(10), [&] { return c.complete; })) {
+    if (!lock.wait_for(c.complete_cv, std::chrono::seconds(10), [&]() REQUIRES(c.mu) { return c.complete; })) {
       log::warn("consumer subscription did not complete", {{"consumer", c.durable}});
     }
   }
@@ -532,18 +532,18 @@ struct Bus::Publisher {
   Bus* bus = nullptr;
   std::string inbox_prefix;                       // "_INBOX.<nuid>."
   natsSubscription* sub = nullptr;
-  mutable std::mutex mu;
-  std::unordered_map<uint64_t, Pending> pending;  // GUARDED_BY(mu)
-  std::vector<Deadlines> deadlines;               // GUARDED_BY(mu)
-  size_t queued = 0;                              // GUARDED_BY(mu): entries in all fifos
-  uint64_t next_id = 1;                           // GUARDED_BY(mu)
+  mutable Mutex mu;
+  std::unordered_map<uint64_t, Pending> pending GUARDED_BY(mu);
+  std::vector<Deadlines> deadlines GUARDED_BY(mu);
+  size_t queued GUARDED_BY(mu) = 0;  // entries in all fifos
+  uint64_t next_id GUARDED_BY(mu) = 1;
   std::condition_variable cv;
-  bool stopping = false;                          // GUARDED_BY(mu)
-  bool closed = false;                            // GUARDED_BY(mu): Bus::shutdown()
+  bool stopping GUARDED_BY(mu) = false;
+  bool closed GUARDED_BY(mu) = false;  // Bus::shutdown()
   std::thread sweeper;
 
   // Registers a publish; returns its id. Called with `mu` held.
-  uint64_t add(PublishCallback done, std::chrono::milliseconds timeout) {
+  uint64_t add(PublishCallback done, std::chrono::milliseconds timeout) REQUIRES(mu) {
     uint64_t id = next_id++;
     pending.emplace(id, Pending{std::move(done)});
     auto q = std::find_if(deadlines.begin(), deadlines.end(), [&](const Deadlines& d) { return d.timeout == timeout; });
@@ -554,7 +554,7 @@ struct Bus::Publisher {
   }
 
   std::optional<Pending> take(uint64_t id) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     auto it = pending.find(id);
     if (it == pending.end()) return std::nullopt;
     Pending p = std::move(it->second);
@@ -579,7 +579,7 @@ struct Bus::Publisher {
   void fail_all(const Status& why) {
     std::unordered_map<uint64_t, Pending> failed;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       failed.swap(pending);
     }
     for (auto& [id, p] : failed) p.done(why, PubAck{});
@@ -588,14 +588,14 @@ struct Bus::Publisher {
   // Every publish completes exactly once: take() / the erase below under `mu` decide
   // between the PubAck, this timeout, fail_all and the synchronous failure path.
   void sweep_loop() {
-    std::unique_lock lock(mu);
+    UniqueLock lock(mu);
     auto next_tick = Clock::now();
     while (!stopping) {
       // Consumers' request deadlines and delayed kicks are looked at once per tick too
       // (ADR 0150): this thread is the stages' only timer.
       const bool ticking = bus->consumer_count_.load() > 0;
       if (queued == 0 && !ticking) {
-        cv.wait(lock);
+        lock.wait(cv);
         continue;
       }
       auto now = Clock::now();
@@ -625,7 +625,7 @@ struct Bus::Publisher {
         bus->tick_consumers();
         lock.lock();
       }
-      cv.wait_for(lock, kTick, [&] { return stopping; });
+      lock.wait_for(cv, kTick, [&]() REQUIRES(mu) { return stopping; });
     }
   }
 };
@@ -634,16 +634,16 @@ struct Bus::Publisher {
 
 void Bus::add_consumer(PullConsumer::Impl* c) {
   {
-    std::lock_guard lock(consumers_mu_);
+    MutexLock lock(consumers_mu_);
     consumers_.push_back(c);
   }
   consumer_count_.fetch_add(1);
-  std::lock_guard lock(publisher_->mu);
+  MutexLock lock(publisher_->mu);
   publisher_->cv.notify_all();   // the timer ticks while consumers exist
 }
 
 void Bus::remove_consumer(PullConsumer::Impl* c) {
-  std::lock_guard lock(consumers_mu_);
+  MutexLock lock(consumers_mu_);
   auto it = std::find(consumers_.begin(), consumers_.end(), c);
   if (it == consumers_.end()) return;
   consumers_.erase(it);
@@ -652,7 +652,7 @@ void Bus::remove_consumer(PullConsumer::Impl* c) {
 
 void Bus::tick_consumers() {
   auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(consumers_mu_);
+  MutexLock lock(consumers_mu_);
   for (auto* c : consumers_) c->tick(now);
 }
 
@@ -753,7 +753,7 @@ Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
 Bus::~Bus() {
   if (publisher_) {
     {
-      std::lock_guard lock(publisher_->mu);
+      MutexLock lock(publisher_->mu);
       publisher_->stopping = true;
     }
     publisher_->cv.notify_all();
@@ -787,7 +787,7 @@ void Bus::set_connected(bool up, const std::string& why) {
   {
     // Pull requests die with the connection: consumers forget theirs, and re-request once
     // it is back (the subscriptions themselves are renewed by cnats).
-    std::lock_guard lock(consumers_mu_);
+    MutexLock lock(consumers_mu_);
     for (auto* c : consumers_) c->connection(up);
   }
   if (was != up) {
@@ -801,14 +801,14 @@ void Bus::fail_pending(const std::string& why) { publisher_->fail_all(Status::un
 
 void Bus::shutdown() {
   {
-    std::lock_guard lock(publisher_->mu);
+    MutexLock lock(publisher_->mu);
     publisher_->closed = true;
   }
   publisher_->fail_all(Status::unavailable(std::string("weir is shutting down") + kMayBeStored));
 }
 
 size_t Bus::pending_publishes() const {
-  std::lock_guard lock(publisher_->mu);
+  MutexLock lock(publisher_->mu);
   return publisher_->pending.size();
 }
 
@@ -817,7 +817,7 @@ void Bus::publish(std::string_view subject, std::string_view data, const Headers
   auto& p = *publisher_;
   uint64_t id = 0;   // 0: not registered, fails below
   {
-    std::lock_guard lock(p.mu);
+    MutexLock lock(p.mu);
     if (!p.closed && connected_.load(std::memory_order_acquire)) id = p.add(std::move(done), timeout);
   }
   if (id == 0) {

@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +25,7 @@
 
 #include "runtime/nats_status.h"
 #include "runtime/status.h"
+#include "runtime/thread_annotations.h"
 
 struct __natsConnection;
 struct __natsOptions;
@@ -259,8 +259,8 @@ class Bus {
   std::atomic<bool> connected_{false};
   std::atomic<bool> closed_{false};   // set by cnats' closed callback, the last one it delivers
   std::unique_ptr<Publisher> publisher_;
-  std::mutex consumers_mu_;                        // also held while ticking them
-  std::vector<PullConsumer::Impl*> consumers_;     // GUARDED_BY(consumers_mu_)
+  Mutex consumers_mu_;                        // also held while ticking them
+  std::vector<PullConsumer::Impl*> consumers_ GUARDED_BY(consumers_mu_);
   std::atomic<int> consumer_count_{0};
 };
 

@@ -79,7 +79,7 @@ void DeadLetters::record(const Status& s) {
   refused_.fetch_add(1, std::memory_order_relaxed);
   last_refusal_ms_ = now_ms();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     last_error_ = s.message();
   }
   if (!holding_.exchange(true)) {
@@ -91,7 +91,7 @@ void DeadLetters::record(const Status& s) {
 
 bool DeadLetters::holding(std::string* why) const {
   if (!holding_.load() || now_ms() - last_refusal_ms_.load() > kHoldingFor.count()) return false;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   *why = "the dead-letter stream refuses writes (" + last_error_ +
          "); events that would be dead-lettered are held and retried";
   return true;

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +22,7 @@
 
 #include "runtime/bus.h"
 #include "runtime/status.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir {
 
@@ -88,8 +88,8 @@ class DeadLetters {
   std::atomic<uint64_t> refused_{0};
   std::atomic<bool> holding_{false};
   std::atomic<int64_t> last_refusal_ms_{0};   // steady clock
-  mutable std::mutex mu_;
-  std::string last_error_;   // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::string last_error_ GUARDED_BY(mu_);
 };
 
 }  // namespace weir

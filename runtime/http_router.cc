@@ -3,7 +3,7 @@
 namespace weir {
 
 Status HttpRouter::add_route(const std::string& path, Handler handler) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!routes_.emplace(path, std::make_shared<Handler>(std::move(handler))).second) {
     return Status::conflict("two flows share the http path " + path);
   }
@@ -11,12 +11,12 @@ Status HttpRouter::add_route(const std::string& path, Handler handler) {
 }
 
 void HttpRouter::remove_route(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   routes_.erase(path);
 }
 
 std::vector<std::string> HttpRouter::paths() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> out;
   for (const auto& [p, h] : routes_) out.push_back(p);
   return out;
@@ -38,7 +38,7 @@ void HttpRouter::handle(HttpRequest& request, Responder respond) {
   }
   std::shared_ptr<Handler> h;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = routes_.find(std::string(request.path()));
     if (it != routes_.end()) h = it->second;
   }

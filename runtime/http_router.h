@@ -7,11 +7,11 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "runtime/http_server.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir {
 
@@ -31,8 +31,8 @@ class HttpRouter {
  private:
   std::atomic<bool> draining_{false};
   std::atomic<bool> starting_{true};
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Handler>> routes_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Handler>> routes_ GUARDED_BY(mu_);
 };
 
 }  // namespace weir

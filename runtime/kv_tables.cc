@@ -238,7 +238,7 @@ KvTables::~KvTables() {
   flows::LiveTables::instance().set_on_new(nullptr);
   std::map<std::string, std::unique_ptr<Watcher>> watchers;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     watchers.swap(watchers_);
   }
   watchers.clear();
@@ -270,7 +270,7 @@ Status KvTables::wait_loaded(std::chrono::milliseconds wait) {
   for (const auto& live : flows::LiveTables::instance().all()) {
     if (live->loaded()) continue;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!watchers_.count(live->name())) return Status::unavailable("table " + live->name() + " is not watched (see the log)");
     }
     while (!live->loaded()) {
@@ -290,7 +290,7 @@ Result<kvStore*> KvTables::bucket(const std::string& table, bool create) {
   if (!flows::valid_kv_table_name(table)) {
     return Status::invalid("table name '" + table + "' must be letters, digits, _ and -, at most 64");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = buckets_.find(table); it != buckets_.end()) return it->second;
   if (js_ == nullptr) return Status::unavailable("tables: not connected to NATS yet");
   const std::string name = bucket_name(table);
@@ -324,7 +324,7 @@ Result<kvStore*> KvTables::bucket(const std::string& table, bool create) {
 
 Status KvTables::watch(const std::shared_ptr<flows::LiveTable>& live) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (watchers_.count(live->name())) return Status::ok();
   }
   // A flow that names a table creates it (empty): the flow runs, and rows come later.
@@ -334,7 +334,7 @@ Status KvTables::watch(const std::shared_ptr<flows::LiveTable>& live) {
   if (natsStatus s = kvStore_Watch(&w, kv.value(), ">", nullptr); s != NATS_OK) {
     return nats_status(s, "table " + live->name() + ": watch");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto [it, fresh] = watchers_.emplace(live->name(), nullptr);
   if (fresh) {
     it->second = std::make_unique<Watcher>(w, live);
@@ -465,14 +465,14 @@ namespace {
 
 struct AsyncErrors {
   std::atomic<int> failed{0};
-  std::mutex mu;
-  std::string first;
+  Mutex mu;
+  std::string first GUARDED_BY(mu);
 };
 
 void on_async_error(jsCtx*, jsPubAckErr* pae, void* closure) {
   auto* errors = static_cast<AsyncErrors*>(closure);
   if (errors->failed.fetch_add(1) == 0) {
-    std::lock_guard lock(errors->mu);
+    MutexLock lock(errors->mu);
     errors->first = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
   }
 }
@@ -519,7 +519,7 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
     values.emplace_back(k, std::move(text));
   }
 
-  std::lock_guard import_lock(import_mu_);
+  MutexLock import_lock(import_mu_);
   auto kv = bucket(table, true);
   if (!kv) return status_reply(kv.status());
   auto cur = current(kv.value());
@@ -568,7 +568,13 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
   jsCtx_Destroy(ajs);
   if (s != NATS_OK || errors.failed.load() > 0) {
     (void)purge(gen);
-    std::string why = s != NATS_OK ? nats_status(s, "publish").message() : errors.first;
+    std::string why;
+    if (s != NATS_OK) {
+      why = nats_status(s, "publish").message();
+    } else {
+      MutexLock lock(errors.mu);   // the handler may still be writing it
+      why = errors.first;
+    }
     return error_reply(503, "import of table " + table + " failed while writing rows (" + why +
                                 "); the table is unchanged");
   }

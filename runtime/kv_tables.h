@@ -26,7 +26,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -34,6 +33,7 @@
 
 #include "flows/tables.h"
 #include "runtime/status.h"
+#include "runtime/thread_annotations.h"
 
 struct __natsConnection;
 struct __jsCtx;
@@ -98,10 +98,10 @@ class KvTables {
   __natsConnection* connection_;
   KvTablesOptions options_;
   __jsCtx* js_ = nullptr;
-  std::mutex mu_;
-  std::map<std::string, __kvStore*> buckets_;                  // GUARDED_BY(mu_)
-  std::map<std::string, std::unique_ptr<Watcher>> watchers_;   // GUARDED_BY(mu_)
-  std::mutex import_mu_;   // one import at a time in this process
+  Mutex mu_;
+  std::map<std::string, __kvStore*> buckets_ GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Watcher>> watchers_ GUARDED_BY(mu_);
+  Mutex import_mu_;   // one import at a time in this process
 };
 
 }  // namespace weir

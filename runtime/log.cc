@@ -5,15 +5,16 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
 
 #include <nlohmann/json.hpp>
+
+#include "runtime/thread_annotations.h"
 
 namespace weir::log {
 namespace {
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 std::atomic<int> g_format{static_cast<int>(Format::kText)};
-std::mutex g_mu;
+Mutex g_mu;   // one line at a time on stderr
 
 const char* level_name(Level l) {
   switch (l) {
@@ -152,7 +153,7 @@ void write(Level level, std::string_view message, std::initializer_list<Field> f
     }
   }
   line += '\n';
-  std::lock_guard lock(g_mu);
+  MutexLock lock(g_mu);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

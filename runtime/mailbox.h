@@ -12,11 +12,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "runtime/status.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir {
 
@@ -41,7 +41,7 @@ class Mailbox {
   void post(std::shared_ptr<T> item, Status s) {
     bool first;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       first = completions_.empty();
       completions_.push_back({std::move(item), std::move(s)});
     }
@@ -57,13 +57,13 @@ class Mailbox {
     [[maybe_unused]] ssize_t r = ::read(event_fd_, &v, sizeof v);
   }
   std::vector<Completion> take() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return std::exchange(completions_, {});
   }
 
  private:
-  std::mutex mu_;
-  std::vector<Completion> completions_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<Completion> completions_ GUARDED_BY(mu_);
   const int event_fd_;
 };
 

@@ -33,7 +33,7 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 }
 
 StageMetrics& Metrics::stage(const std::string& flow, const std::string& stage) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& s : stages_) {
     if (s.flow == flow && s.stage == stage) return s;
   }
@@ -44,7 +44,7 @@ StageMetrics& Metrics::stage(const std::string& flow, const std::string& stage) 
 }
 
 uint64_t Metrics::acked(const std::string& flow, const std::string& stage) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t n = 0;
   for (const auto& s : stages_) {
     if (s.flow == flow && s.stage == stage) n += s.acked.load();
@@ -78,7 +78,7 @@ std::string Metrics::render_prometheus() const {
       {"weir_ack_failures_total", "Acks and naks the NATS connection did not take (a redelivery follows).",
        &StageMetrics::ack_failures},
   };
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto labels = [](const StageMetrics& s) { return "flow=\"" + s.flow + "\",stage=\"" + s.stage + "\""; };
   for (const auto& c : kCounters) {
     out += std::string("# HELP ") + c.name + " " + c.help + "\n# TYPE " + c.name + " counter\n";

@@ -8,8 +8,9 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
+
+#include "runtime/thread_annotations.h"
 
 namespace weir {
 
@@ -56,8 +57,8 @@ class Metrics {
   std::atomic<int64_t> ingress_pending{0};
 
  private:
-  mutable std::mutex mu_;
-  std::deque<StageMetrics> stages_;   // GUARDED_BY(mu_) for insertion; deque keeps addresses stable
+  mutable Mutex mu_;
+  std::deque<StageMetrics> stages_ GUARDED_BY(mu_);  // for insertion; deque keeps addresses stable
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

@@ -82,7 +82,7 @@ FlowStage::FlowStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::shared_p
 FlowStage::~FlowStage() { stop(); }
 
 void FlowStage::set_flow(std::shared_ptr<const flows::Flow> flow) {
-  std::lock_guard lock(flow_mu_);
+  MutexLock lock(flow_mu_);
   flow_ = std::move(flow);
 }
 
@@ -93,7 +93,7 @@ const std::string& FlowStage::output_subject(const std::string& sink) {
 }
 
 std::shared_ptr<const flows::Flow> FlowStage::flow() const {
-  std::lock_guard lock(flow_mu_);
+  MutexLock lock(flow_mu_);
   return flow_;
 }
 
@@ -104,24 +104,24 @@ void FlowStage::apply_window() {
   // Set under flow_mu_ (the consumer never calls back into the stage under its own lock),
   // so a pause and a message arriving at once cannot leave a stale window behind.
   const int most = std::max(1, options_.batches_in_flight);
-  std::lock_guard lock(flow_mu_);
+  MutexLock lock(flow_mu_);
   if (paused_ || stopping_.load()) consumer_->set_window(0, 1);
   else if (careful_.load()) consumer_->set_window(1, 1);
   else consumer_->set_window(most * options_.batch, options_.batch);
 }
 
 bool FlowStage::pause(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(flow_mu_);
+  UniqueLock lock(flow_mu_);
   paused_ = true;
   lock.unlock();
   apply_window();
   lock.lock();
-  return pause_cv_.wait_for(lock, timeout, [&] { return in_flight_batches_ == 0; });
+  return lock.wait_for(pause_cv_, timeout, [&]() REQUIRES(flow_mu_) { return in_flight_batches_ == 0; });
 }
 
 void FlowStage::resume(std::shared_ptr<const flows::Flow> flow) {
   {
-    std::lock_guard lock(flow_mu_);
+    MutexLock lock(flow_mu_);
     if (flow) flow_ = std::move(flow);
     paused_ = false;
   }
@@ -132,13 +132,13 @@ void FlowStage::resume(std::shared_ptr<const flows::Flow> flow) {
 }
 
 bool FlowStage::paused() const {
-  std::lock_guard lock(flow_mu_);
+  MutexLock lock(flow_mu_);
   return paused_;
 }
 
 void FlowStage::request_stop() {
   {
-    std::lock_guard lock(flow_mu_);
+    MutexLock lock(flow_mu_);
     if (stopping_.load()) return;
     stopping_ = true;
     pause_cv_.notify_all();
@@ -175,15 +175,19 @@ void FlowStage::stop() {
   {
     // The batches in flight complete by their PubAcks or deadlines (the Bus guarantees
     // each callback once); they release through the consumer, which lives until then.
-    std::unique_lock lock(flow_mu_);
-    pause_cv_.wait(lock, [&] { return in_flight_batches_ == 0; });
+    UniqueLock lock(flow_mu_);
+    lock.wait(pause_cv_, [&]() REQUIRES(flow_mu_) { return in_flight_batches_ == 0; });
   }
   consumer_->stop();   // the handler does not run after this
   // Held (paused, gated, or the kick did not come): handed back at once, not after AckWait.
-  for (auto& m : held_) {
+  std::vector<std::unique_ptr<BusMessage>> held;
+  {
+    MutexLock lock(flow_mu_);
+    held.swap(held_);
+  }
+  for (auto& m : held) {
     if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
   }
-  held_.clear();
 }
 
 void FlowStage::on_message(std::unique_ptr<BusMessage> m) {
@@ -197,7 +201,7 @@ void FlowStage::on_message(std::unique_ptr<BusMessage> m) {
       careful_ = redelivered;
       apply_window();
     }
-    std::lock_guard lock(flow_mu_);
+    MutexLock lock(flow_mu_);
     held_.push_back(std::move(m));
   }
   run_held();
@@ -207,7 +211,7 @@ void FlowStage::run_held() {
   std::vector<std::unique_ptr<BusMessage>> batch;
   std::shared_ptr<const flows::Flow> flow;
   {
-    std::lock_guard lock(flow_mu_);
+    MutexLock lock(flow_mu_);
     if (held_.empty()) return;
     if (stopping_.load()) {
       // Stopping: hand what arrived back at once rather than after AckWait.
@@ -242,30 +246,33 @@ struct FlowStage::Batch {
   std::vector<std::unique_ptr<BusMessage>> msgs;
   std::shared_ptr<const flows::Flow> flow;
   Clock::time_point started;
-  std::mutex mu;
-  size_t remaining = 0;        // GUARDED_BY(mu): outputs not completed, +1 while launching
-  std::vector<char> ok;        // GUARDED_BY(mu)
+  Mutex mu;
+  size_t remaining GUARDED_BY(mu);  // outputs not completed, +1 while launching
+  std::vector<char> ok GUARDED_BY(mu);
   uint64_t dropped = 0;        // stage thread only, read after the last completion
 
+  // +1: not finished before every output is launched.
+  explicit Batch(size_t n) : remaining(n + 1), ok(n, 1) {}
+
   static void complete(const std::shared_ptr<Batch>& b, size_t i, bool ok) {
+    std::vector<char> final_ok;
     {
-      std::lock_guard lock(b->mu);
+      MutexLock lock(b->mu);
       if (!ok) b->ok[i] = 0;
       if (--b->remaining != 0) return;
+      final_ok.swap(b->ok);   // the last completion: nobody writes it any more
     }
-    b->stage->finish_batch(*b);
+    b->stage->finish_batch(*b, final_ok);
   }
 };
 
 void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std::shared_ptr<const flows::Flow> flow) {
-  auto b = std::make_shared<Batch>();
+  const size_t n = batch.size();
+  auto b = std::make_shared<Batch>(n);
   b->stage = this;
   b->msgs = std::move(batch);
   b->flow = flow;
   b->started = Clock::now();
-  const size_t n = b->msgs.size();
-  b->remaining = n + 1;   // +1: not finished before every output is launched
-  b->ok.assign(n, 1);
   metrics_.received.fetch_add(n, std::memory_order_relaxed);
   metrics_.in_flight.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
   const std::string version = std::to_string(flow->version());
@@ -369,13 +376,13 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std:
   Batch::complete(b, 0, true);
 }
 
-void FlowStage::finish_batch(Batch& b) {
+void FlowStage::finish_batch(Batch& b, const std::vector<char>& ok) {
   // Publish before ack: only inputs whose outputs are all persisted are acked. `ok` and
   // `dropped` are final: every completion happened before this, under b.mu.
   const size_t n = b.msgs.size();
   uint64_t acked = 0, ack_failures = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (b.ok[i]) {
+    if (ok[i]) {
       if (!b.msgs[i]->ack()) ++ack_failures;
       ++acked;
     } else {
@@ -391,7 +398,7 @@ void FlowStage::finish_batch(Batch& b) {
   for (size_t i = 0; i < n; ++i) metrics_.latency.observe(per_event);
   consumer_->release(static_cast<int>(n));
   // Notified under the lock: once it is released, stop() may destroy the stage.
-  std::lock_guard lock(flow_mu_);
+  MutexLock lock(flow_mu_);
   --in_flight_batches_;
   pause_cv_.notify_all();
 }
@@ -449,7 +456,7 @@ Status SinkStage::start() {
 
 void SinkStage::request_stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_.load()) return;
     stopping_ = true;
     cv_.notify_all();
@@ -464,8 +471,8 @@ void SinkStage::stop_within(std::chrono::milliseconds budget) {
   const auto deadline = Clock::now() + budget;
   request_stop();
   {
-    std::unique_lock lock(mu_);
-    cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0; });
+    UniqueLock lock(mu_);
+    lock.wait_until(cv_, deadline, [&]() REQUIRES(mu_) { return in_flight_ == 0; });
   }
   // Completes (as retries) whatever is still in flight; those are redelivered later.
   sink_->stop();
@@ -473,8 +480,8 @@ void SinkStage::stop_within(std::chrono::milliseconds budget) {
   // publish within its deadline, so this ends. It must: a completion touches this stage
   // and releases through its consumer.
   {
-    std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return in_flight_ == 0; })) {
+    UniqueLock lock(mu_);
+    while (!lock.wait_for(cv_, std::chrono::seconds(5), [&]() REQUIRES(mu_) { return in_flight_ == 0; })) {
       log::warn("sink stage stopping: waiting for deliveries in flight",
                 {{"flow", flow_}, {"sink", sink_name_}, {"in_flight", std::to_string(in_flight_)}});
     }
@@ -488,7 +495,7 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
   bool taken = false;
   {
     // Decided under mu_ with stop's flag: a message taken here is waited for by stop().
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!stopping_.load()) {
       ++in_flight_;
       taken = true;
@@ -536,7 +543,7 @@ void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
   f->msg.reset();   // acked or naked: nothing of it is needed after the stage lets go
   consumer_->release(1);
   // Notified under the lock: once it is released, stop() may destroy the stage.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   --in_flight_;
   cv_.notify_all();
 }

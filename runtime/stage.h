@@ -19,7 +19,6 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -29,6 +28,7 @@
 #include "runtime/dlq.h"
 #include "runtime/metrics.h"
 #include "runtime/sink.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir {
 
@@ -90,19 +90,19 @@ class FlowStage {
   // The consumer's window from paused_/stopping_/careful_.
   void apply_window();
   void start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std::shared_ptr<const flows::Flow> flow);
-  void finish_batch(Batch& b);
+  void finish_batch(Batch& b, const std::vector<char>& ok);
   // weir.<flow>.out.<sink>, built once per sink (pool thread only).
   const std::string& output_subject(const std::string& sink);
 
   Bus& bus_;
   DeadLetters& dlq_;
   StageMetrics& metrics_;
-  mutable std::mutex flow_mu_;
-  std::shared_ptr<const flows::Flow> flow_;   // GUARDED_BY(flow_mu_)
+  mutable Mutex flow_mu_;
+  std::shared_ptr<const flows::Flow> flow_ GUARDED_BY(flow_mu_);
   std::condition_variable pause_cv_;
-  bool paused_ = false;                       // GUARDED_BY(flow_mu_)
-  int in_flight_batches_ = 0;                 // GUARDED_BY(flow_mu_): started, not yet acked
-  std::vector<std::unique_ptr<BusMessage>> held_;   // GUARDED_BY(flow_mu_): received, not started
+  bool paused_ GUARDED_BY(flow_mu_) = false;
+  int in_flight_batches_ GUARDED_BY(flow_mu_) = 0;  // started, not yet acked
+  std::vector<std::unique_ptr<BusMessage>> held_ GUARDED_BY(flow_mu_);  // received, not started
   // One message at a time after a start and while redeliveries come (ADR 0081).
   std::atomic<bool> careful_{true};
   std::function<bool()> gate_;                // set before start(); read on the pool thread
@@ -146,9 +146,9 @@ class SinkStage {
   std::unique_ptr<Sink> sink_;
   StageOptions options_;
   std::unique_ptr<PullConsumer> consumer_;   // set by start(), destroyed with the stage
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  int in_flight_ = 0;                 // GUARDED_BY(mu_)
+  int in_flight_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};   // written under mu_
   std::atomic<bool> stopped_{false};

@@ -34,7 +34,7 @@ Result<std::optional<std::string>> StateStore::get(const std::string& key) {
   auto r = read(key);
   if (!r) return r.status();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Known& k = known_[key];
     k.revision = r->first;
     k.uncertain = false;
@@ -47,7 +47,7 @@ Status StateStore::put(const std::string& key, const std::string& value) {
   if (!valid_kv_key(key)) return Status::invalid("state store: invalid key '" + key + "'");
   std::optional<Known> known;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = known_.find(key); it != known_.end()) known = it->second;
   }
   uint64_t last = known ? known->revision : 0;
@@ -62,7 +62,7 @@ Status StateStore::put(const std::string& key, const std::string& value) {
   }
   Result<uint64_t> written = last == 0 ? kv_->create(key, value) : kv_->update(key, value, last);
   Status status = written ? Status::ok() : written.status().prefixed("state store: ");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Known& k = known_[key];
   if (written) {
     k.revision = written.value();

@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +28,7 @@
 #include "runtime/kv.h"
 #include "runtime/source.h"
 #include "runtime/status.h"
+#include "runtime/thread_annotations.h"
 
 struct __natsConnection;
 
@@ -66,8 +66,8 @@ class StateStore final : public SourceState {
 
   std::unique_ptr<KvStore> kv_;
   const std::string bucket_;
-  std::mutex mu_;
-  std::map<std::string, Known> known_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, Known> known_ GUARDED_BY(mu_);
 };
 
 

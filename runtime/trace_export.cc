@@ -57,7 +57,7 @@ SpanExporter::SpanExporter(Options options) : options_(std::move(options)) {
 SpanExporter::~SpanExporter() {
   if (exporter() == this) set_exporter(nullptr);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -74,7 +74,7 @@ void SpanExporter::start() {
 void SpanExporter::record(Span span) {
   bool wake = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (queue_.size() >= options_.max_queue) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -91,8 +91,8 @@ void SpanExporter::loop() {
   for (;;) {
     bool last = false;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait_for(lock, options_.interval, [&] { return stopping_ || queue_.size() >= options_.batch; });
+      UniqueLock lock(mu_);
+      lock.wait_for(cv_, options_.interval, [&]() REQUIRES(mu_) { return stopping_ || queue_.size() >= options_.batch; });
       last = stopping_;
       batch.swap(queue_);   // queue_ gets the (empty) vector whose capacity the last send left
     }

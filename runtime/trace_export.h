@@ -18,11 +18,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "runtime/thread_annotations.h"
 
 namespace weir::trace {
 
@@ -70,10 +71,10 @@ class SpanExporter {
   std::string encode(const std::vector<Span>& spans) const;
 
   Options options_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::vector<Span> queue_;   // GUARDED_BY(mu_)
-  bool stopping_ = false;     // GUARDED_BY(mu_)
+  std::vector<Span> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> dropped_{0}, exported_{0}, failures_{0};
   std::thread thread_;
 };

@@ -1,0 +1,142 @@
+// Thread-safety annotations checked by clang's -Wthread-safety, and the annotated Mutex
+// and lock guards they need (docs/adr/0210-thread-safety-annotations.md).
+//
+// Under clang the macros are the thread-safety attributes; under g++ (the release build)
+// they expand to nothing, so the annotations cost nothing at run time. The CTest
+// `thread_safety` (scripts/check-thread-safety.sh) compiles the libraries with clang and
+// -Werror=thread-safety: a member read or written without its mutex, a helper called
+// without the lock it REQUIRES, a lock leaked out of a scope — each fails the build.
+//
+//   Mutex mu_;
+//   std::vector<Item> items_ GUARDED_BY(mu_);
+//   void push(Item i) EXCLUDES(mu_) { MutexLock lock(mu_); items_.push_back(std::move(i)); }
+//   void trim() REQUIRES(mu_);   // the caller holds mu_
+//
+// Waiting on a condition: keep std::condition_variable and wait through UniqueLock
+// (`lock.wait(cv_, pred)`); a predicate lambda that reads guarded members says so with
+// `[&]() REQUIRES(mu_) { return stopping_; }`, since the analysis checks a lambda's body
+// on its own and cannot see that wait() calls it with the lock held.
+//
+// Header-only, depends on the standard library alone: flows/ (the leaf library) uses it too.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+
+#if defined(__clang__)
+#define WEIR_THREAD_ANNOTATION_(x) __attribute__((x))
+#else
+#define WEIR_THREAD_ANNOTATION_(x)
+#endif
+
+// A type that is a lock (Mutex), and a guard type whose lifetime holds one (MutexLock).
+#define CAPABILITY(name) WEIR_THREAD_ANNOTATION_(capability(name))
+#define SCOPED_CAPABILITY WEIR_THREAD_ANNOTATION_(scoped_lockable)
+
+// Data: read or written only with the mutex held; PT_: the data the pointer points to.
+#define GUARDED_BY(mu) WEIR_THREAD_ANNOTATION_(guarded_by(mu))
+#define PT_GUARDED_BY(mu) WEIR_THREAD_ANNOTATION_(pt_guarded_by(mu))
+
+// Lock order between mutexes (checked only with -Wthread-safety-beta).
+#define ACQUIRED_BEFORE(...) WEIR_THREAD_ANNOTATION_(acquired_before(__VA_ARGS__))
+#define ACQUIRED_AFTER(...) WEIR_THREAD_ANNOTATION_(acquired_after(__VA_ARGS__))
+
+// Functions: the caller must hold (REQUIRES) or must not hold (EXCLUDES) the mutex; the
+// function takes (ACQUIRE), gives back (RELEASE) or may take (TRY_ACQUIRE) it.
+#define REQUIRES(...) WEIR_THREAD_ANNOTATION_(requires_capability(__VA_ARGS__))
+#define REQUIRES_SHARED(...) WEIR_THREAD_ANNOTATION_(requires_shared_capability(__VA_ARGS__))
+#define EXCLUDES(...) WEIR_THREAD_ANNOTATION_(locks_excluded(__VA_ARGS__))
+#define ACQUIRE(...) WEIR_THREAD_ANNOTATION_(acquire_capability(__VA_ARGS__))
+#define ACQUIRE_SHARED(...) WEIR_THREAD_ANNOTATION_(acquire_shared_capability(__VA_ARGS__))
+#define RELEASE(...) WEIR_THREAD_ANNOTATION_(release_capability(__VA_ARGS__))
+#define RELEASE_SHARED(...) WEIR_THREAD_ANNOTATION_(release_shared_capability(__VA_ARGS__))
+#define TRY_ACQUIRE(...) WEIR_THREAD_ANNOTATION_(try_acquire_capability(__VA_ARGS__))
+#define ASSERT_CAPABILITY(mu) WEIR_THREAD_ANNOTATION_(assert_capability(mu))
+#define RETURN_CAPABILITY(mu) WEIR_THREAD_ANNOTATION_(lock_returned(mu))
+
+// Turns the analysis off for one function. Each use says why in a comment: it is for code
+// whose locking the analysis cannot follow, never to silence a real finding.
+#define NO_THREAD_SAFETY_ANALYSIS WEIR_THREAD_ANNOTATION_(no_thread_safety_analysis)
+
+namespace weir {
+
+// std::mutex with the annotations. Also a BasicLockable (lock/unlock/try_lock), so
+// std::condition_variable_any works with it; std::condition_variable waits go through
+// UniqueLock below.
+class CAPABILITY("mutex") Mutex {
+ public:
+  Mutex() = default;
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  void lock() ACQUIRE() { mu_.lock(); }
+  void unlock() RELEASE() { mu_.unlock(); }
+  bool try_lock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
+
+  // Tells the analysis the caller holds this mutex where it cannot see so itself (a
+  // callback that a locked caller runs synchronously). Checks nothing at run time.
+  void assert_held() const ASSERT_CAPABILITY(this) {}
+
+  // The std::mutex inside, for UniqueLock's std::unique_lock; not for locking directly
+  // (the analysis would not see it).
+  std::mutex& native() { return mu_; }
+
+ private:
+  std::mutex mu_;
+};
+
+// Holds the mutex for its scope (std::lock_guard).
+class SCOPED_CAPABILITY MutexLock {
+ public:
+  explicit MutexLock(Mutex& mu) ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
+  ~MutexLock() RELEASE() { mu_.unlock(); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+ private:
+  Mutex& mu_;
+};
+
+// Holds the mutex for its scope, may let go of it and take it again (unlock()/lock()),
+// and waits on a std::condition_variable (std::unique_lock). A wait releases the mutex
+// while it sleeps and holds it again when it returns, so for the analysis it stays held.
+class SCOPED_CAPABILITY UniqueLock {
+ public:
+  explicit UniqueLock(Mutex& mu) ACQUIRE(mu) : lock_(mu.native()) {}
+  ~UniqueLock() RELEASE() = default;
+  UniqueLock(const UniqueLock&) = delete;
+  UniqueLock& operator=(const UniqueLock&) = delete;
+
+  void lock() ACQUIRE() { lock_.lock(); }
+  void unlock() RELEASE() { lock_.unlock(); }
+
+  void wait(std::condition_variable& cv) { cv.wait(lock_); }
+  template <typename Predicate>
+  void wait(std::condition_variable& cv, Predicate pred) {
+    cv.wait(lock_, std::move(pred));
+  }
+  template <typename Rep, typename Period>
+  std::cv_status wait_for(std::condition_variable& cv, const std::chrono::duration<Rep, Period>& d) {
+    return cv.wait_for(lock_, d);
+  }
+  template <typename Rep, typename Period, typename Predicate>
+  bool wait_for(std::condition_variable& cv, const std::chrono::duration<Rep, Period>& d, Predicate pred) {
+    return cv.wait_for(lock_, d, std::move(pred));
+  }
+  template <typename Clock, typename Duration>
+  std::cv_status wait_until(std::condition_variable& cv, const std::chrono::time_point<Clock, Duration>& t) {
+    return cv.wait_until(lock_, t);
+  }
+  template <typename Clock, typename Duration, typename Predicate>
+  bool wait_until(std::condition_variable& cv, const std::chrono::time_point<Clock, Duration>& t,
+                  Predicate pred) {
+    return cv.wait_until(lock_, t, std::move(pred));
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
+
+}  // namespace weir
