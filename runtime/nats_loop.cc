@@ -115,6 +115,9 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
   static void note_drop(const char* op) {
     natsStatus last = NATS_OK;
     const char* text = nats_GetLastError(&last);
+    // NATS_OK: another thread dropped it (cnats' ping timer: a stale connection); the
+    // disconnected callback's line says so.
+    if (last == NATS_OK) return;
     log::warn("nats connection dropped", {{"op", op}, {"error", text != nullptr ? text : natsStatus_GetText(last)}});
   }
 

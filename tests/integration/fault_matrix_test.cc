@@ -231,6 +231,15 @@ TEST_CASE("kill -9 of the R3 stream leader under load loses no acked event", "[i
 
   std::set<std::string> acked = acked_ids(all);
   check_all_delivered(acked, sink, 30s, "R3 leader kill -9");
+  if (!missing(acked, sink.ids()).empty()) {
+    // Seen once in a full suite on a machine at load 15 (election 13 s): delivery stopped
+    // after the kill. What the consumers and weir's stages were doing, for the next time.
+    const std::string log = weir.log();
+    FAIL_CHECK("JetStream now:\n"
+               << jetstream_state(nats.monitor_port(other)) << "weir /metrics:\n"
+               << weir.admin("GET", "/metrics").body << "weir log (tail):\n"
+               << log.substr(log.size() > 30000 ? log.size() - 30000 : 0));
+  }
   print_figures("R3 stream leader " + leader + " kill -9", acked, all, sink,
                 "; new leader " + new_leader + " after " + std::to_string(election_ms) + " ms, 500 more acked " +
                     std::to_string(resumed_ms) + " ms after the kill");
