@@ -677,7 +677,8 @@ struct Bus::Prefetch {
 
   void read_answers() {
     while (sub != nullptr && waiting > 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       natsMsg* msg = nullptr;
       if (left.count() <= 0 || natsSubscription_NextMsg(&msg, sub, left.count()) != NATS_OK) break;
       const uint64_t id = inbox_id(natsMsg_GetSubject(msg), inbox_prefix);
@@ -752,7 +753,7 @@ void Bus::prefetch_setup(const std::vector<std::string>& streams) {
   prefetch_ = std::move(p);
 }
 
-std::optional<nlohmann::json> Bus::prefetched_stream(const std::string& name, bool take) {
+std::optional<nlohmann::json> Bus::prefetched(bool stream, const std::string& key, bool take) {
   std::lock_guard lock(prefetch_mu_);
   if (!prefetch_) return std::nullopt;
   prefetch_->read_answers();
@@ -760,30 +761,12 @@ std::optional<nlohmann::json> Bus::prefetched_stream(const std::string& name, bo
     prefetch_.reset();
     return std::nullopt;
   }
-  auto it = prefetch_->streams.find(name);
-  if (it == prefetch_->streams.end()) return std::nullopt;
-  std::optional<nlohmann::json> out;
-  if (take) {
-    out = std::move(it->second);
-    prefetch_->streams.erase(it);
-  } else {
-    out = it->second;
-  }
-  return out;
-}
-
-std::optional<nlohmann::json> Bus::prefetched_consumer(const std::string& stream, const std::string& durable) {
-  std::lock_guard lock(prefetch_mu_);
-  if (!prefetch_) return std::nullopt;
-  prefetch_->read_answers();
-  if (std::chrono::steady_clock::now() - prefetch_->sent > kPrefetchLife) {
-    prefetch_.reset();
-    return std::nullopt;
-  }
-  auto it = prefetch_->consumers.find(stream + "/" + durable);
-  if (it == prefetch_->consumers.end()) return std::nullopt;
+  auto& answers = stream ? prefetch_->streams : prefetch_->consumers;
+  auto it = answers.find(key);
+  if (it == answers.end()) return std::nullopt;
+  if (!take) return it->second;
   std::optional<nlohmann::json> out = std::move(it->second);
-  prefetch_->consumers.erase(it);
+  answers.erase(it);
   return out;
 }
 
@@ -1037,7 +1020,8 @@ bool same_consumer_config(const nlohmann::json& have, const jsConsumerConfig& cc
   return text_at(have, "durable_name") == cc.Durable && text_at(have, "filter_subject") == cc.FilterSubject &&
          text_at(have, "deliver_subject").empty() && text_at(have, "ack_policy") == "explicit" &&
          text_at(have, "deliver_policy") == "all" && number_at(have, "ack_wait", 0) == cc.AckWait &&
-         number_at(have, "max_ack_pending", 0) == cc.MaxAckPending && number_at(have, "max_deliver", -1) == cc.MaxDeliver &&
+         number_at(have, "max_ack_pending", 0) == cc.MaxAckPending &&
+         number_at(have, "max_deliver", -1) == cc.MaxDeliver &&
          number_at(have, "max_waiting", 0) == cc.MaxWaiting && replicas == cc.Replicas;
 }
 }  // namespace
@@ -1077,7 +1061,8 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
     cfg.Discard = js_DiscardNew;
   }
   const int64_t asked = cfg.MaxBytes;
-  if (auto info = prefetched_stream(name, true); info && info->is_object() && same_stream_config((*info)["config"], cfg)) {
+  auto info = prefetched(true, name, true);
+  if (info && info->is_object() && same_stream_config((*info)["config"], cfg)) {
     return Status::ok();   // it is as it would be made: confirmed without a request (ADR 0215)
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
@@ -1143,7 +1128,7 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
   // What these streams reserve already (a restart re-ensures them with the same share).
   int64_t ours = 0;
   for (const auto& name : streams) {
-    if (auto info = prefetched_stream(name, false)) {   // answered: no request (ADR 0215)
+    if (auto info = prefetched(true, name, false)) {   // answered: no request (ADR 0215)
       if (info->is_object()) ours += std::max<int64_t>(0, number_at((*info)["config"], "max_bytes", -1));
       continue;
     }
@@ -1218,7 +1203,7 @@ Status Bus::ensure_flow_stream(std::string_view flow) {
   // nats-server enforces a lowered MaxBytes by deleting stored messages, DiscardNew or
   // not: refuse to shrink a stream below what it holds (those are acked events).
   Result<StreamState> st = Status::not_found("");
-  if (auto info = prefetched_stream(name, false)) {   // answered: no request (ADR 0215)
+  if (auto info = prefetched(true, name, false)) {   // answered: no request (ADR 0215)
     if (info->is_object()) {
       StreamState known;
       known.bytes = number_at((*info)["state"], "bytes", 0);
@@ -1258,7 +1243,7 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   if (o.replicas > 0) cc.Replicas = o.replicas;
   // Create-or-confirm with retries, like streams: a consumer that exists with another config
   // (a changed AckWait) is updated; a server still electing leaders is waited for.
-  auto have = prefetched_consumer(o.stream, o.durable);
+  auto have = prefetched(false, o.stream + "/" + o.durable, true);
   const bool confirmed = have && same_consumer_config(*have, cc);   // no request (ADR 0215)
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
   for (int attempt = 1; !confirmed; ++attempt) {

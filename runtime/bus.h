@@ -262,12 +262,12 @@ class Bus {
   Status add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
                               bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes = std::nullopt);
   void set_connected(bool up);
-  // The prefetched info of stream `name` ({"config":…,"state":…}); nullopt when unknown
-  // (no prefetch, no answer, or already used), a null JSON when the server said it does
-  // not exist. `take`: it serves only this once.
+  // A prefetched answer: `stream` true, the info of stream `key` ({"config":…,"state":…},
+  // or a null JSON when the server said it does not exist); false, the config of consumer
+  // `key` = "<stream>/<durable>". nullopt when unknown (no prefetch, no answer, past the
+  // start-up, or already taken). `take`: it serves only this once.
   struct Prefetch;
-  std::optional<nlohmann::json> prefetched_stream(const std::string& name, bool take);
-  std::optional<nlohmann::json> prefetched_consumer(const std::string& stream, const std::string& durable);
+  std::optional<nlohmann::json> prefetched(bool stream, const std::string& key, bool take);
 
   BusOptions options_;
   __natsConnection* nc_ = nullptr;
