@@ -56,6 +56,23 @@ def smaps_by_file(pid):
     return out
 
 
+def mappings_of(pid, lib):
+    """Each mapping of the file whose name contains `lib`: its permissions, size, resident and
+    private dirty KiB (text is r-x; relocated data and RELRO pages are private dirty)."""
+    out, cur = [], None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                cur = None
+                if len(head) > 5 and lib in os.path.basename(head[5]):
+                    cur = {"perms": head[1], "size_kb": 0, "rss_kb": 0, "private_dirty_kb": 0}
+                    out.append(cur)
+            elif cur is not None and head and head[0] in ("Size:", "Rss:", "Private_Dirty:"):
+                cur[{"Size:": "size_kb", "Rss:": "rss_kb", "Private_Dirty:": "private_dirty_kb"}[head[0]]] = int(head[1])
+    return out
+
+
 def rollup(pid):
     vals = {}
     with open(f"/proc/{pid}/smaps_rollup") as f:
@@ -109,6 +126,8 @@ def main():
     ap.add_argument("--plain", action="store_true", help="N copies of the one-sink flow instead of bench_orders")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds idle before sampling")
     ap.add_argument("--top", type=int, default=14, help="libraries listed")
+    ap.add_argument("--detail", action="append", default=[], metavar="LIB",
+                    help="also list each mapping of LIB (e.g. libcrypto): permissions, resident, private dirty")
     ap.add_argument("--deliver", action="store_true",
                     help="POST one event to the (first) flow before sampling: the figures after the "
                          "first delivery has loaded the HTTP client (its sink refuses: port 9)")
@@ -172,6 +191,8 @@ def main():
             "libraries_mb": {k: round(v / 1024, 2) for k, v in libs.most_common(a.top)},
             "timeline": timeline(log_path),
         }
+        for lib in a.detail:
+            report.setdefault("mappings", {})[lib] = mappings_of(p.pid, lib)
         print(json.dumps(report, indent=1))
     finally:
         st.procs.stop_all()

@@ -70,6 +70,12 @@ const char* const kMayBeStored =
 namespace {
 
 Status js_status(natsStatus s, jsErrCode jerr, std::string_view what) { return nats_status(s, what, jerr); }
+
+// How long the set-up calls wait for prefetch_setup()'s answers; what has not answered by
+// then is asked again the usual way (a fresh or busy server answers the retries later).
+constexpr auto kPrefetchWait = std::chrono::milliseconds(1000);
+// Answers serve the start-up only: a set-up call later than this (a deploy) asks the server.
+constexpr auto kPrefetchLife = std::chrono::seconds(10);
 }  // namespace
 
 // ---- BusMessage ----------------------------------------------------------------------
@@ -658,6 +664,113 @@ void Bus::tick_consumers() {
 
 // ---- Bus -----------------------------------------------------------------------------
 
+// The answers of prefetch_setup(): one sync subscription on a fresh inbox, read when the
+// first set-up call asks.
+struct Bus::Prefetch {
+  natsSubscription* sub = nullptr;
+  std::string inbox_prefix;                       // "<inbox>."
+  std::vector<std::pair<bool, std::string>> asked;  // by request id - 1: (is a stream info, stream)
+  std::vector<bool> answered;
+  size_t waiting = 0;
+  std::chrono::steady_clock::time_point sent, deadline;
+  std::unordered_map<std::string, nlohmann::json> streams;     // info, or null: does not exist
+  std::unordered_map<std::string, nlohmann::json> consumers;   // "<stream>/<durable>" → config
+
+  void read_answers() {
+    while (sub != nullptr && waiting > 0) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      natsMsg* msg = nullptr;
+      if (left.count() <= 0 || natsSubscription_NextMsg(&msg, sub, left.count()) != NATS_OK) break;
+      const uint64_t id = inbox_id(natsMsg_GetSubject(msg), inbox_prefix);
+      if (id >= 1 && id <= asked.size() && !answered[id - 1]) {
+        answered[id - 1] = true;
+        --waiting;
+        if (!natsMsg_IsNoResponders(msg)) take(asked[id - 1], msg);
+      }
+      natsMsg_Destroy(msg);
+    }
+    if (sub != nullptr) {
+      natsSubscription_Unsubscribe(sub);
+      natsSubscription_Destroy(sub);
+      sub = nullptr;
+    }
+  }
+
+  void take(const std::pair<bool, std::string>& what, natsMsg* msg) {
+    auto j = nlohmann::json::parse(natsMsg_GetData(msg), natsMsg_GetData(msg) + natsMsg_GetDataLength(msg), nullptr,
+                                   false);
+    if (!j.is_object()) return;
+    const auto& [is_stream, stream] = what;
+    if (auto e = j.find("error"); e != j.end()) {
+      // Only "no such stream" is an answer; any other error leaves it unknown.
+      if (is_stream && e->is_object() && e->value("err_code", 0) == JSStreamNotFoundErr) streams[stream] = nullptr;
+      return;
+    }
+    if (is_stream) {
+      if (j.contains("config") && j["config"].is_object()) streams[stream] = std::move(j);
+      return;
+    }
+    // A consumer list holds at most a page (256); one beyond it stays unknown.
+    auto list = j.find("consumers");
+    if (list == j.end() || !list->is_array()) return;
+    for (auto& c : *list) {
+      if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("config")) continue;
+      consumers[stream + "/" + c["name"].get<std::string>()] = std::move(c["config"]);
+    }
+  }
+};
+
+void Bus::prefetch_setup(const std::vector<std::string>& streams) {
+  auto p = std::make_unique<Prefetch>();
+  natsInbox* ib = nullptr;
+  natsInbox_Create(&ib);
+  p->inbox_prefix = std::string(static_cast<const char*>(ib)) + ".";
+  natsInbox_Destroy(ib);
+  if (natsConnection_SubscribeSync(&p->sub, nc_, (p->inbox_prefix + "*").c_str()) != NATS_OK) {
+    p->sub = nullptr;
+    return;   // set up as without a prefetch
+  }
+  natsSubscription_SetPendingLimits(p->sub, -1, -1);
+  std::vector<std::string> names = streams;
+  names.push_back(layout::dlq_stream());
+  for (const auto& name : names) p->asked.emplace_back(true, name);
+  for (const auto& name : streams) p->asked.emplace_back(false, name);
+  p->answered.assign(p->asked.size(), false);
+  for (size_t i = 0; i < p->asked.size(); ++i) {
+    const auto& [is_stream, name] = p->asked[i];
+    const std::string subject = (is_stream ? "$JS.API.STREAM.INFO." : "$JS.API.CONSUMER.LIST.") + name;
+    const std::string reply = p->inbox_prefix + std::to_string(i + 1);
+    if (natsConnection_PublishRequestString(nc_, subject.c_str(), reply.c_str(), is_stream ? "" : "{\"offset\":0}") ==
+        NATS_OK) {
+      ++p->waiting;
+    } else {
+      p->answered[i] = true;
+    }
+  }
+  p->sent = std::chrono::steady_clock::now();
+  p->deadline = p->sent + kPrefetchWait;
+  std::lock_guard lock(prefetch_mu_);
+  prefetch_ = std::move(p);
+}
+
+std::optional<nlohmann::json> Bus::prefetched(bool stream, const std::string& key, bool take) {
+  std::lock_guard lock(prefetch_mu_);
+  if (!prefetch_) return std::nullopt;
+  prefetch_->read_answers();
+  if (std::chrono::steady_clock::now() - prefetch_->sent > kPrefetchLife) {
+    prefetch_.reset();
+    return std::nullopt;
+  }
+  auto& answers = stream ? prefetch_->streams : prefetch_->consumers;
+  auto it = answers.find(key);
+  if (it == answers.end()) return std::nullopt;
+  if (!take) return it->second;
+  std::optional<nlohmann::json> out = std::move(it->second);
+  answers.erase(it);
+  return out;
+}
+
 Status set_connection_options(natsOptions* opts, const BusOptions& options, const std::string& name) {
   // A NATS cluster is given as a comma-separated list; natsOptions_SetURL takes one URL
   // and would fail with "No server available" (only natsConnection_ConnectTo splits).
@@ -763,6 +876,14 @@ Bus::~Bus() {
     }
     publisher_->fail_all(Status::unavailable(std::string("bus closed") + kMayBeStored));
   }
+  {
+    std::lock_guard lock(prefetch_mu_);
+    if (prefetch_ && prefetch_->sub) {
+      natsSubscription_Unsubscribe(prefetch_->sub);
+      natsSubscription_Destroy(prefetch_->sub);
+      prefetch_->sub = nullptr;
+    }
+  }
   if (js_) jsCtx_Destroy(js_);
   if (nc_) {
     natsConnection_Close(nc_);
@@ -861,6 +982,50 @@ std::string size_text(int64_t bytes) {
 }
 
 constexpr int64_t kMinStreamBytes = 8LL << 20;
+
+int64_t number_at(const nlohmann::json& j, const char* key, int64_t absent) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : absent;
+}
+std::string text_at(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// True when a stream's config as the server reports it is what `cfg` would create: every
+// field weir sets, and the limits weir leaves at "none" (so a hand-set limit is still reset
+// by the update, as without a prefetch).
+bool same_stream_config(const nlohmann::json& have, const jsStreamConfig& cfg) {
+  if (!have.is_object()) return false;
+  auto subjects = have.find("subjects");
+  if (subjects == have.end() || !subjects->is_array() || subjects->size() != static_cast<size_t>(cfg.SubjectsLen)) {
+    return false;
+  }
+  for (int i = 0; i < cfg.SubjectsLen; ++i) {
+    if (!(*subjects)[i].is_string() || (*subjects)[i].get<std::string>() != cfg.Subjects[i]) return false;
+  }
+  const char* retention = cfg.Retention == js_WorkQueuePolicy ? "workqueue" : "limits";
+  const char* discard = cfg.Discard == js_DiscardNew ? "new" : "old";
+  return text_at(have, "retention") == retention && text_at(have, "storage") == "file" &&
+         text_at(have, "discard") == discard && number_at(have, "num_replicas", 1) == cfg.Replicas &&
+         number_at(have, "duplicate_window", 0) == cfg.Duplicates && number_at(have, "max_bytes", -1) == cfg.MaxBytes &&
+         number_at(have, "max_age", 0) == cfg.MaxAge && number_at(have, "max_msgs", -1) == -1 &&
+         number_at(have, "max_msgs_per_subject", -1) == -1 && number_at(have, "max_msg_size", -1) == -1 &&
+         number_at(have, "max_consumers", -1) == -1 && !have.value("sealed", false) &&
+         !have.value("deny_delete", false) && !have.value("deny_purge", false);
+}
+
+// The same for a durable pull consumer weir creates (Bus::pull_consumer).
+bool same_consumer_config(const nlohmann::json& have, const jsConsumerConfig& cc) {
+  if (!have.is_object()) return false;
+  const int64_t replicas = number_at(have, "num_replicas", 0);
+  return text_at(have, "durable_name") == cc.Durable && text_at(have, "filter_subject") == cc.FilterSubject &&
+         text_at(have, "deliver_subject").empty() && text_at(have, "ack_policy") == "explicit" &&
+         text_at(have, "deliver_policy") == "all" && number_at(have, "ack_wait", 0) == cc.AckWait &&
+         number_at(have, "max_ack_pending", 0) == cc.MaxAckPending &&
+         number_at(have, "max_deliver", -1) == cc.MaxDeliver &&
+         number_at(have, "max_waiting", 0) == cc.MaxWaiting && replicas == cc.Replicas;
+}
 }  // namespace
 
 // Create-or-confirm, safe when several instances start at the same instant and on a server
@@ -898,6 +1063,10 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
     cfg.Discard = js_DiscardNew;
   }
   const int64_t asked = cfg.MaxBytes;
+  auto info = prefetched(true, name, true);
+  if (info && info->is_object() && same_stream_config((*info)["config"], cfg)) {
+    return Status::ok();   // it is as it would be made: confirmed without a request (ADR 0215)
+  }
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
   for (int attempt = 1;; ++attempt) {
     jsStreamInfo* si = nullptr;
@@ -961,6 +1130,10 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
   // What these streams reserve already (a restart re-ensures them with the same share).
   int64_t ours = 0;
   for (const auto& name : streams) {
+    if (auto info = prefetched(true, name, false)) {   // answered: no request (ADR 0215)
+      if (info->is_object()) ours += std::max<int64_t>(0, number_at((*info)["config"], "max_bytes", -1));
+      continue;
+    }
     jsStreamInfo* si = nullptr;
     if (js_GetStreamInfo(&si, js_, name.c_str(), nullptr, nullptr) == NATS_OK && si) {
       if (si->Config && si->Config->MaxBytes > 0) ours += si->Config->MaxBytes;
@@ -1031,8 +1204,19 @@ Status Bus::ensure_flow_stream(std::string_view flow) {
   std::string name = layout::flow_stream(f);
   // nats-server enforces a lowered MaxBytes by deleting stored messages, DiscardNew or
   // not: refuse to shrink a stream below what it holds (those are acked events).
-  if (auto st = stream_state(name); st && options_.stream_max_bytes > 0 && st->bytes > options_.stream_max_bytes &&
-                                    st->max_bytes != options_.stream_max_bytes) {
+  Result<StreamState> st = Status::not_found("");
+  if (auto info = prefetched(true, name, false)) {   // answered: no request (ADR 0215)
+    if (info->is_object()) {
+      StreamState known;
+      known.bytes = number_at((*info)["state"], "bytes", 0);
+      known.max_bytes = number_at((*info)["config"], "max_bytes", -1);
+      st = known;
+    }
+  } else {
+    st = stream_state(name);
+  }
+  if (st && options_.stream_max_bytes > 0 && st->bytes > options_.stream_max_bytes &&
+      st->max_bytes != options_.stream_max_bytes) {
     return Status::invalid("stream " + name + " holds " + std::to_string(st->bytes) +
                            " bytes, more than nats.stream_max_bytes (" + std::to_string(options_.stream_max_bytes) +
                            "): shrinking it would delete stored events; raise nats.stream_max_bytes or let the flow "
@@ -1061,8 +1245,10 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   if (o.replicas > 0) cc.Replicas = o.replicas;
   // Create-or-confirm with retries, like streams: a consumer that exists with another config
   // (a changed AckWait) is updated; a server still electing leaders is waited for.
+  auto have = prefetched(false, o.stream + "/" + o.durable, true);
+  const bool confirmed = have && same_consumer_config(*have, cc);   // no request (ADR 0215)
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
-  for (int attempt = 1;; ++attempt) {
+  for (int attempt = 1; !confirmed; ++attempt) {
     jsConsumerInfo* ci = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
     natsStatus s = js_AddConsumer(&ci, js_, o.stream.c_str(), &cc, nullptr, &jerr);

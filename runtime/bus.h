@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "runtime/nats_status.h"
 #include "runtime/status.h"
 #include "runtime/thread_annotations.h"
@@ -208,6 +210,14 @@ class Bus {
   // a throwaway probe stream. Logs what it chose. Call before ensure_*_stream.
   Status plan_stream_sizes(const std::vector<std::string>& streams);
 
+  // Start-up in one round trip (docs/adr/0215-start-up-round-trips.md): asks the server for
+  // the info of `streams`, of the dead-letter stream and for the consumers of `streams`,
+  // all at once, and returns without waiting. The set-up calls below that come next
+  // (plan_stream_sizes, ensure_*_stream, pull_consumer) wait for those answers (at most
+  // 1 s) and send nothing when what exists is what they would create; each
+  // answer serves once. What did not answer is set up as without a prefetch.
+  void prefetch_setup(const std::vector<std::string>& streams);
+
   // Stream and consumer setup; idempotent (updates what changed).
   Status ensure_flow_stream(std::string_view flow);
   // dlq.max_age / dlq.max_bytes; 0 = no limit. Full: writes are refused, none dropped (ADR 0090).
@@ -252,6 +262,12 @@ class Bus {
   Status add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
                               bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes = std::nullopt);
   void set_connected(bool up, const std::string& why = {});
+  // A prefetched answer: `stream` true, the info of stream `key` ({"config":…,"state":…},
+  // or a null JSON when the server said it does not exist); false, the config of consumer
+  // `key` = "<stream>/<durable>". nullopt when unknown (no prefetch, no answer, past the
+  // start-up, or already taken). `take`: it serves only this once.
+  struct Prefetch;
+  std::optional<nlohmann::json> prefetched(bool stream, const std::string& key, bool take);
 
   BusOptions options_;
   __natsConnection* nc_ = nullptr;
@@ -262,6 +278,8 @@ class Bus {
   Mutex consumers_mu_;                        // also held while ticking them
   std::vector<PullConsumer::Impl*> consumers_ GUARDED_BY(consumers_mu_);
   std::atomic<int> consumer_count_{0};
+  std::mutex prefetch_mu_;
+  std::unique_ptr<Prefetch> prefetch_;   // GUARDED_BY(prefetch_mu_)
 };
 
 // cnats statuses become Status in runtime/nats_status.h (one mapper for every adapter).

@@ -45,12 +45,34 @@ using JsPtr = std::unique_ptr<jsCtx, JsDeleter>;
 using KvPtr = std::unique_ptr<kvStore, KvDeleter>;
 using EntryPtr = std::unique_ptr<kvEntry, EntryDeleter>;
 
-// Looks the bucket up, creating it when missing; checks its TTL.
+struct StreamInfoDeleter {
+  void operator()(jsStreamInfo* si) const { jsStreamInfo_Destroy(si); }
+};
+using StreamInfoPtr = std::unique_ptr<jsStreamInfo, StreamInfoDeleter>;
+
+// The bucket's stream info (one STREAM.INFO); NATS_NOT_FOUND when there is none.
+natsStatus bucket_info(jsCtx* js, const std::string& stream, StreamInfoPtr* out) {
+  jsStreamInfo* raw = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&raw, js, stream.c_str(), nullptr, &jerr);
+  out->reset(raw);
+  if (s != NATS_OK && jerr == JSStreamNotFoundErr) s = NATS_NOT_FOUND;
+  return s;
+}
+
+bool led(const jsStreamInfo* si) {
+  return si != nullptr && si->Cluster != nullptr && si->Cluster->Leader != nullptr && si->Cluster->Leader[0] != '\0';
+}
+
+// Looks the bucket up, creating it when missing; checks its TTL. One STREAM.INFO answers
+// whether it exists, its TTL and its leader (js_KeyValue and kvStore_Status asked twice;
+// start-up round trips, docs/adr/0215-start-up-round-trips.md).
 Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
   const std::string& bucket = options.bucket;
+  const std::string stream = "KV_" + bucket;
   const int64_t ttl_ns = options.ttl.count() * kNanosPerMilli;
-  kvStore* raw = nullptr;
-  natsStatus s = js_KeyValue(&raw, js, bucket.c_str());
+  StreamInfoPtr si;
+  natsStatus s = bucket_info(js, stream, &si);
   if (s == NATS_NOT_FOUND) {
     kvConfig config;
     kvConfig_Init(&config);
@@ -60,40 +82,37 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
     config.Replicas = options.replicas;
     config.StorageType = options.memory_storage ? js_MemoryStorage : js_FileStorage;
     if (!options.description.empty()) config.Description = options.description.c_str();
+    kvStore* raw = nullptr;
     s = js_CreateKeyValue(&raw, js, &config);
+    if (raw != nullptr) kvStore_Destroy(raw);
     if (s != NATS_OK) {
       // Another instance may have created it first (with other settings, or just
       // slightly earlier): look again before giving up.
       Status create_error = nats_status(s, "kv create bucket " + bucket);
-      raw = nullptr;
-      if (js_KeyValue(&raw, js, bucket.c_str()) != NATS_OK) return create_error;
+      if (bucket_info(js, stream, &si) != NATS_OK) return create_error;
+      s = NATS_OK;
     }
   } else if (s != NATS_OK) {
     return nats_status(s, "kv open bucket " + bucket);
   }
-  KvPtr kv(raw);
-  kvStatus* status = nullptr;
-  s = kvStore_Status(&status, kv.get());
-  if (s != NATS_OK) return nats_status(s, "kv status " + bucket);
-  const int64_t actual_ttl = kvStatus_TTL(status);
-  kvStatus_Destroy(status);
-  if (actual_ttl != ttl_ns) {
-    return Status::invalid("kv bucket " + bucket + " exists with TTL " +
-                           std::to_string(actual_ttl / kNanosPerMilli) + "ms, expected " +
-                           std::to_string(options.ttl.count()) + "ms");
+  if (si) {   // found (not made here): the checks js_KeyValue and kvStore_Status made
+    if (si->Config == nullptr || si->Config->MaxMsgsPerSubject < 1) {
+      return Status::invalid("kv bucket " + bucket + ": stream " + stream + " is not a KV bucket");
+    }
+    const int64_t actual_ttl = si->Config->MaxAge;
+    if (actual_ttl != ttl_ns) {
+      return Status::invalid("kv bucket " + bucket + " exists with TTL " +
+                             std::to_string(actual_ttl / kNanosPerMilli) + "ms, expected " +
+                             std::to_string(options.ttl.count()) + "ms");
+    }
   }
   // A replicated bucket just created has no Raft leader for a moment, and a write then
   // fails with "no responders" (weir exited at start on a fresh 3-node cluster): wait
   // for one, bounded by the admin timeout.
-  if (options.replicas > 1) {
-    const std::string stream = "KV_" + bucket;
+  if (options.replicas > 1 && !led(si.get())) {
     const auto deadline = std::chrono::steady_clock::now() + kAdminTimeout;
     for (;;) {
-      jsStreamInfo* si = nullptr;
-      bool led = js_GetStreamInfo(&si, js, stream.c_str(), nullptr, nullptr) == NATS_OK && si->Cluster != nullptr &&
-                 si->Cluster->Leader != nullptr && si->Cluster->Leader[0] != '\0';
-      if (si != nullptr) jsStreamInfo_Destroy(si);
-      if (led) break;
+      if (bucket_info(js, stream, &si) == NATS_OK && led(si.get())) break;
       if (std::chrono::steady_clock::now() > deadline) return Status::unavailable("kv bucket " + bucket + ": no leader");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

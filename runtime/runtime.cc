@@ -240,6 +240,9 @@ struct Runtime::Impl {
       if (b) {
         bus = std::move(b.value());
         log::startup("NATS connected");
+        std::vector<std::string> streams;   // their info is on its way while the rest connects (ADR 0215)
+        for (const auto& f : flows) streams.push_back(layout::flow_stream(f->name()));
+        bus->prefetch_setup(streams);
         break;
       }
       if (std::chrono::steady_clock::now() > deadline || stop_requested()) return b.status();
