@@ -102,7 +102,7 @@ void FlowRegistry::start_heartbeat() {
     const auto fence_after = options_.member_ttl * 2 / 3;
     auto last_ok = SteadyClock::now();
     int beats = 0;
-    std::unique_lock lock(hb_mu_);
+    UniqueLock lock(hb_mu_);
     while (!stopping_) {
       lock.unlock();
       auto sent = SteadyClock::now();
@@ -120,14 +120,14 @@ void FlowRegistry::start_heartbeat() {
         fence_all();
       }
       lock.lock();
-      hb_cv_.wait_for(lock, options_.heartbeat, [&] { return stopping_; });
+      lock.wait_for(hb_cv_, options_.heartbeat, [&]() REQUIRES(hb_mu_) { return stopping_; });
     }
   });
 }
 
 void FlowRegistry::stop() {
   {
-    std::lock_guard lock(hb_mu_);
+    MutexLock lock(hb_mu_);
     if (stopping_) return;
     stopping_ = true;
   }
@@ -136,13 +136,13 @@ void FlowRegistry::stop() {
   // First the watch that starts new flows (its call in progress may still follow one).
   std::unique_ptr<KvWatch> flows_watch;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     flows_watch.swap(flows_watch_);
   }
   flows_watch.reset();
   std::map<std::string, std::unique_ptr<Followed>> followed;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     followed.swap(followed_);
   }
   for (auto& [name, f] : followed) f->watch.reset();   // joins the watch thread
@@ -151,9 +151,9 @@ void FlowRegistry::stop() {
 
 void FlowRegistry::fence_all() {
   fenced_ = true;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [name, f] : followed_) {
-    std::lock_guard fl(f->mu);
+    MutexLock fl(f->mu);
     f->fenced = true;
     f->running = 0;
     f->control->pause(std::chrono::milliseconds(0));   // no new batch starts
@@ -164,12 +164,12 @@ void FlowRegistry::unfence_all() {
   fenced_ = false;
   std::vector<Followed*> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, f] : followed_) all.push_back(f.get());
   }
   for (Followed* f : all) {
     {
-      std::lock_guard fl(f->mu);
+      MutexLock fl(f->mu);
       f->fenced = false;
     }
     // What happened while we were away: the record as the leader has it now.
@@ -180,7 +180,7 @@ void FlowRegistry::unfence_all() {
     } else {
       log::warn("cannot read the active version after a fence; the flow stays paused",
                 {{"flow", f->flow}, {"error", r.status().message()}});
-      std::lock_guard fl(f->mu);
+      MutexLock fl(f->mu);
       f->fenced = true;   // retried at the next renewal
       fenced_ = true;
     }
@@ -227,7 +227,7 @@ Result<ActiveFlow> FlowRegistry::attach(const std::string& flow, const std::stri
               {{"flow", flow}, {"active_version", std::to_string(a->version)}});
   }
   ActiveFlow out{a->version, rec["text"].get<std::string>(), a->phase == "pausing"};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   attached_[flow] = out;
   return out;
 }
@@ -240,7 +240,7 @@ Status FlowRegistry::watch_flows(std::function<void(const std::string& flow)> on
     on_flow(e.key.substr(0, e.key.size() - kSuffix.size()));
   });
   if (!w) return w.status();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (flows_watch_) return Status::invalid("flow registry: flows are watched already");
   flows_watch_ = std::move(w.value());
   return Status::ok();
@@ -249,13 +249,14 @@ Status FlowRegistry::watch_flows(std::function<void(const std::string& flow)> on
 Status FlowRegistry::follow(const std::string& flow, FlowControl* control) {
   Followed* f = nullptr;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto& slot = followed_[flow];
     if (slot) return Status::invalid("flow registry: " + flow + " is followed already");
     slot = std::make_unique<Followed>();
     f = slot.get();
     f->flow = flow;
     f->control = control;
+    MutexLock fl(f->mu);   // the order of fence_all(): mu_, then a flow's mu
     if (fenced_.load()) f->fenced = true;
     if (auto it = attached_.find(flow); it != attached_.end()) {
       // The runtime started the flow with this version (paused when a switch was on).
@@ -280,7 +281,7 @@ Status FlowRegistry::follow(const std::string& flow, FlowControl* control) {
     apply(*f, *r);
   });
   if (!w) return w.status();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   f->watch = std::move(w.value());
   return Status::ok();
 }
@@ -299,14 +300,14 @@ Status FlowRegistry::ensure_loaded(Followed& f, int64_t version) {
 }
 
 void FlowRegistry::apply(Followed& f, const ActiveRecord& r) {
-  std::lock_guard lock(f.mu);
+  MutexLock lock(f.mu);
   apply_locked(f, r);
 }
 
 void FlowRegistry::reconcile() {
   std::vector<Followed*> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, f] : followed_) all.push_back(f.get());
   }
   for (Followed* f : all) {
@@ -314,8 +315,9 @@ void FlowRegistry::reconcile() {
     if (!e) continue;
     auto r = ActiveRecord::parse(e->value);
     if (!r || r->phase != "active") continue;   // pausing: the watch's business (it may wait)
-    std::unique_lock lock(f->mu, std::try_to_lock);
-    if (!lock.owns_lock() || f->running == r->version || f->fenced) continue;
+    if (!f->mu.try_lock()) continue;
+    MutexLock lock(f->mu, std::adopt_lock);
+    if (f->running == r->version || f->fenced) continue;
     log::warn("the watch missed a switch; applying it now", {{"flow", f->flow}, {"version", std::to_string(r->version)}});
     apply_locked(*f, *r);
   }
@@ -357,10 +359,10 @@ void FlowRegistry::apply_locked(Followed& f, const ActiveRecord& r) {
 }
 
 int64_t FlowRegistry::running_version(const std::string& flow) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = followed_.find(flow);
   if (it == followed_.end()) return 0;
-  std::lock_guard fl(it->second->mu);
+  MutexLock fl(it->second->mu);
   return it->second->running;
 }
 
@@ -634,9 +636,9 @@ Json FlowRegistry::describe(const std::string& flow) {
   }
   j["versions"] = versions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = followed_.find(flow); it != followed_.end()) {
-      std::lock_guard fl(it->second->mu);
+      MutexLock fl(it->second->mu);
       j["running_here"] = it->second->running;
       if (!it->second->last_error.empty()) j["error_here"] = it->second->last_error;
     }

@@ -35,7 +35,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -45,6 +44,7 @@
 
 #include "runtime/kv.h"
 #include "runtime/cluster_hooks.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::cluster {
 
@@ -132,22 +132,22 @@ class FlowRegistry {
     std::string flow;
     FlowControl* control = nullptr;
     std::unique_ptr<KvWatch> watch;
-    mutable std::mutex mu;          // serialises apply() (watch thread vs heartbeat thread)
-    int64_t running = 0;            // GUARDED_BY(mu): 0 while paused
-    uint64_t reported_epoch = 0;    // GUARDED_BY(mu): the last epoch we paused for
-    bool fenced = false;            // GUARDED_BY(mu)
-    std::set<int64_t> loaded;       // GUARDED_BY(mu)
-    std::string last_error;         // GUARDED_BY(mu)
+    mutable Mutex mu;          // serialises apply() (watch thread vs heartbeat thread)
+    int64_t running GUARDED_BY(mu) = 0;  // 0 while paused
+    uint64_t reported_epoch GUARDED_BY(mu) = 0;  // the last epoch we paused for
+    bool fenced GUARDED_BY(mu) = false;
+    std::set<int64_t> loaded GUARDED_BY(mu);
+    std::string last_error GUARDED_BY(mu);
   };
 
   Status renew();
   void apply(Followed& f, const ActiveRecord& r);
   // apply() with f.mu already held.
-  void apply_locked(Followed& f, const ActiveRecord& r);
+  void apply_locked(Followed& f, const ActiveRecord& r) REQUIRES(f.mu);
   // Safety net for a watch that went quiet (ADR 0040): re-reads each followed flow's
   // record and applies an "active" one. Never waits for a flow's lock.
   void reconcile();
-  Status ensure_loaded(Followed& f, int64_t version);   // f.mu held
+  Status ensure_loaded(Followed& f, int64_t version) REQUIRES(f.mu);
   void fence_all();
   void unfence_all();
   // The pause barrier and the final write; `push` true for promote, false for rollback.
@@ -162,16 +162,16 @@ class FlowRegistry {
   LiveMembers live_;
   RegistryOptions options_;
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Followed>> followed_;   // GUARDED_BY(mu_); entries never removed before stop()
-  std::map<std::string, ActiveFlow> attached_;                  // GUARDED_BY(mu_): what attach() returned
-  std::unique_ptr<KvWatch> flows_watch_;                        // GUARDED_BY(mu_): watch_flows()
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<Followed>> followed_ GUARDED_BY(mu_);  // entries never removed before stop()
+  std::map<std::string, ActiveFlow> attached_ GUARDED_BY(mu_);  // what attach() returned
+  std::unique_ptr<KvWatch> flows_watch_ GUARDED_BY(mu_);  // watch_flows()
   uint64_t member_revision_ = 0;                                // heartbeat thread (and stop)
   std::atomic<bool> fenced_{false};
   std::atomic<int64_t> fresh_until_ns_{0};                      // steady clock
-  std::mutex hb_mu_;
+  Mutex hb_mu_;
   std::condition_variable hb_cv_;
-  bool stopping_ = false;                                       // GUARDED_BY(hb_mu_)
+  bool stopping_ GUARDED_BY(hb_mu_) = false;
   std::thread heartbeat_thread_;
 };
 

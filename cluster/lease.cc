@@ -97,13 +97,13 @@ Lease::Lease(KvStore& kv, const Clock& clock, std::string key, std::string owner
 }
 
 std::optional<uint64_t> Lease::token() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!valid_ || clock_.now() >= valid_until_) return std::nullopt;
   return term_;
 }
 
 void Lease::set_valid(bool valid, uint64_t term, Clock::TimePoint until) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   valid_ = valid;
   term_ = term;
   valid_until_ = until;
@@ -124,7 +124,7 @@ void Lease::tick() {
   if (role_ == Role::kLeader) {
     Clock::TimePoint until;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       until = valid_until_;
     }
     if (now >= until) {
@@ -211,7 +211,7 @@ void Lease::renew(Clock::TimePoint now) {
   }
   uint64_t term;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     term = term_;
   }
   set_valid(true, term, until);
@@ -320,7 +320,7 @@ Clock::TimePoint Lease::next_deadline() const {
     case Role::kClosed:
       return now + std::chrono::hours(1);
     case Role::kLeader: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       return std::min(renew_at_, valid_until_);
     }
     case Role::kStandby:

@@ -18,7 +18,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +25,7 @@
 #include "cluster/clock.h"
 #include "runtime/kv.h"
 #include "runtime/status.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::cluster {
 
@@ -134,10 +134,10 @@ class Lease {
   Clock::TimePoint paused_until_{};
 
   // Read by token() from other threads.
-  mutable std::mutex mu_;
-  bool valid_ = false;             // GUARDED_BY(mu_)
-  uint64_t term_ = 0;              // GUARDED_BY(mu_)
-  Clock::TimePoint valid_until_{}; // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  bool valid_ GUARDED_BY(mu_) = false;
+  uint64_t term_ GUARDED_BY(mu_) = 0;
+  Clock::TimePoint valid_until_ GUARDED_BY(mu_){};
 };
 
 const char* to_string(Lease::Role role);

@@ -94,7 +94,7 @@ void Singleton::shutdown(bool release) {
   if (!started_) return;
   started_ = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_requested_ = true;
   }
   wake_.notify_all();
@@ -119,7 +119,7 @@ void Singleton::ensure_watch() {
            !watched_revision_.compare_exchange_weak(seen, event.revision, std::memory_order_acq_rel)) {
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!pending_event_ || event.revision > pending_event_->revision) pending_event_ = event;
     }
     wake_.notify_all();
@@ -160,7 +160,7 @@ void Singleton::check_watch() {
 }
 
 void Singleton::run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   while (!stop_requested_) {
     std::optional<KvEvent> event = std::move(pending_event_);
     pending_event_.reset();
@@ -180,7 +180,7 @@ void Singleton::run() {
     if (stop_requested_ || pending_event_) continue;
     const auto until = std::min(lease_.next_deadline(), clock_.now() + kMaxSleep);
     const auto wait = until - clock_.now();
-    if (wait > Clock::Duration::zero()) wake_.wait_for(lock, wait);
+    if (wait > Clock::Duration::zero()) lock.wait_for(wake_, wait);
   }
 }
 

@@ -26,7 +26,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -35,6 +34,7 @@
 #include "runtime/kv.h"
 #include "cluster/lease.h"
 #include "runtime/source.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::cluster {
 
@@ -105,10 +105,10 @@ class Singleton final : public Source {
   std::optional<Clock::TimePoint> watch_disagrees_since_;  // driver thread: when they began to disagree
   Clock::TimePoint watch_retry_at_{};
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  bool stop_requested_ = false;              // GUARDED_BY(mu_)
-  std::optional<KvEvent> pending_event_;     // GUARDED_BY(mu_): the newest one is all the lease needs
+  bool stop_requested_ GUARDED_BY(mu_) = false;
+  std::optional<KvEvent> pending_event_ GUARDED_BY(mu_);  // the newest one is all the lease needs
   std::thread driver_;
   bool started_ = false;                     // controlling thread
 };

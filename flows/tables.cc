@@ -67,12 +67,12 @@ void LiveTable::publish(std::shared_ptr<const TableSnapshot> snapshot) {
 }
 
 std::string LiveTable::key_column() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return key_column_;
 }
 
 void LiveTable::set_key_column(const std::string& column) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   key_column_ = column;
 }
 
@@ -85,7 +85,7 @@ std::shared_ptr<LiveTable> LiveTables::get(const std::string& name) {
   std::function<void(const std::shared_ptr<LiveTable>&)> on_new;
   std::shared_ptr<LiveTable> table;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = tables_.find(name);
     if (it != tables_.end()) return it->second;
     table = std::make_shared<LiveTable>(name);
@@ -97,14 +97,14 @@ std::shared_ptr<LiveTable> LiveTables::get(const std::string& name) {
 }
 
 std::vector<std::shared_ptr<LiveTable>> LiveTables::all() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::shared_ptr<LiveTable>> out;
   for (const auto& [name, t] : tables_) out.push_back(t);
   return out;
 }
 
 void LiveTables::set_on_new(std::function<void(const std::shared_ptr<LiveTable>&)> on_new) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   on_new_ = std::move(on_new);
 }
 
@@ -479,14 +479,14 @@ SharedFileTables& SharedFileTables::instance() {
 
 std::shared_ptr<const Table::Rows> SharedFileTables::find(std::string_view format, const std::string& key,
                                                           const std::string& text) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(file_table_key(format, key, text));
   return it == entries_.end() ? nullptr : it->second.lock();
 }
 
 void SharedFileTables::remember(std::string_view format, const std::string& key, const std::string& text,
                                 const std::shared_ptr<const Table::Rows>& rows) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(entries_, [](const auto& e) { return e.second.expired(); });
   entries_[file_table_key(format, key, text)] = rows;
 }

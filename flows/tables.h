@@ -16,7 +16,6 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <map>
 #include <string>
 #include <string_view>
@@ -25,6 +24,7 @@
 
 #include "flows/expr.h"
 #include "flows/flow.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::flows {
 
@@ -69,8 +69,8 @@ class LiveTable {
   std::atomic<bool> loaded_{false};
   std::atomic<int64_t> updated_ms_{0};
   std::atomic<size_t> entries_{0};
-  mutable std::mutex mu_;
-  std::string key_column_;   // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::string key_column_ GUARDED_BY(mu_);
 };
 
 // The process's live tables by name: one LiveTable per KV table, created by the loader
@@ -86,9 +86,9 @@ class LiveTables {
   void set_on_new(std::function<void(const std::shared_ptr<LiveTable>&)> on_new);
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<LiveTable>, std::less<>> tables_;        // GUARDED_BY(mu_)
-  std::function<void(const std::shared_ptr<LiveTable>&)> on_new_;               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<LiveTable>, std::less<>> tables_ GUARDED_BY(mu_);
+  std::function<void(const std::shared_ptr<LiveTable>&)> on_new_ GUARDED_BY(mu_);
 };
 
 // True for a KV table name: [A-Za-z0-9_-], 1..64 characters (it becomes part of a
@@ -137,8 +137,8 @@ class SharedFileTables {
                 const std::shared_ptr<const Table::Rows>& rows);
 
  private:
-  std::mutex mu_;
-  std::map<std::string, std::weak_ptr<const Table::Rows>, std::less<>> entries_;   // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, std::weak_ptr<const Table::Rows>, std::less<>> entries_ GUARDED_BY(mu_);
 };
 
 // The tables of one flow, by name.

@@ -87,10 +87,12 @@ class CAPABILITY("mutex") Mutex {
   std::mutex mu_;
 };
 
-// Holds the mutex for its scope (std::lock_guard).
+// Holds the mutex for its scope (std::lock_guard). With std::adopt_lock it takes over a
+// mutex the caller holds already (after `if (!mu.try_lock()) …`).
 class SCOPED_CAPABILITY MutexLock {
  public:
   explicit MutexLock(Mutex& mu) ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
+  MutexLock(Mutex& mu, std::adopt_lock_t) REQUIRES(mu) : mu_(mu) {}
   ~MutexLock() RELEASE() { mu_.unlock(); }
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;
@@ -130,8 +132,7 @@ class SCOPED_CAPABILITY UniqueLock {
     return cv.wait_until(lock_, t);
   }
   template <typename Clock, typename Duration, typename Predicate>
-  bool wait_until(std::condition_variable& cv, const std::chrono::time_point<Clock, Duration>& t,
-                  Predicate pred) {
+  bool wait_until(std::condition_variable& cv, const std::chrono::time_point<Clock, Duration>& t, Predicate pred) {
     return cv.wait_until(lock_, t, std::move(pred));
   }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/log.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::connectors {
 namespace {
@@ -168,6 +169,7 @@ void finish(Work& work, DeliveryResult result) {
 }
 
 struct Client;
+class Loop;
 
 // One reusable request: an easy handle with its fixed options set once, the header list
 // nodes (owned here, not by curl_slist_append), and the bits of the response we keep.
@@ -261,12 +263,13 @@ struct Client {
   std::vector<std::string> static_headers;  // "Name: value" lines; fixed after start()
   int pool_size = 1;
 
-  std::mutex mu;
-  State state = State::kNew;  // guarded by mu
-  std::deque<Work> pending;   // guarded by mu
-  bool queued = false;        // guarded by mu: in Loop::dirty (or about to be)
-  bool detached = false;      // guarded by mu: the loop let go of this client for good
+  Mutex mu;
+  State state GUARDED_BY(mu) = State::kNew;
+  std::deque<Work> pending GUARDED_BY(mu);
+  bool queued GUARDED_BY(mu) = false;  // in Loop::dirty (or about to be)
+  bool detached GUARDED_BY(mu) = false;  // the loop let go of this client for good
   std::condition_variable detached_cv;
+  std::shared_ptr<Loop> loop GUARDED_BY(mu);  // from the first delivery until stop()
 
   // Loop thread only.
   bool attached = false;   // counted in the loop's connection budget
@@ -299,7 +302,7 @@ class Loop {
   // Called with c->mu held (lock order: a client's mu, then the loop's), when c->queued
   // goes false → true: under the client's lock, a mark can never land after the loop
   // has let go of the client.
-  void mark(Client* c);
+  void mark(Client* c) REQUIRES(c->mu);
   void wake() { curl_multi_wakeup(multi_); }
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
@@ -312,10 +315,10 @@ class Loop {
   CURLM* multi_ = nullptr;
   std::thread thread_;
 
-  std::mutex mu_;
-  std::vector<Client*> dirty_;  // guarded by mu_
-  bool sleeping_ = false;       // guarded by mu_: the thread is in (or about to enter) poll
-  bool quit_ = false;           // guarded by mu_
+  Mutex mu_;
+  std::vector<Client*> dirty_ GUARDED_BY(mu_);
+  bool sleeping_ GUARDED_BY(mu_) = false;  // the thread is in (or about to enter) poll
+  bool quit_ GUARDED_BY(mu_) = false;
 
   // Loop thread only.
   std::vector<Client*> clients_;  // attached, until their stop() completes
@@ -516,9 +519,9 @@ void Client::abandon_all(CURLM* multi) {
 
 std::shared_ptr<Loop> Loop::acquire() {
   // Leaked on purpose: sinks may still stop during static destruction.
-  static auto* mu = new std::mutex;
+  static auto* mu = new Mutex;
   static auto* current = new std::weak_ptr<Loop>;
-  std::lock_guard lock(*mu);
+  MutexLock lock(*mu);
   if (auto loop = current->lock()) return loop;
   global_init_once();
   auto loop = std::make_shared<Loop>();
@@ -535,7 +538,7 @@ std::shared_ptr<Loop> Loop::acquire() {
 Loop::~Loop() {
   if (thread_.joinable()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       quit_ = true;
     }
     wake();
@@ -547,7 +550,7 @@ Loop::~Loop() {
 void Loop::mark(Client* c) {
   bool wake_it = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     dirty_.push_back(c);
     wake_it = sleeping_;
     sleeping_ = false;  // one wakeup is enough until the thread goes to sleep again
@@ -570,7 +573,7 @@ void Loop::apply_limits() {
 // or, once it is stopping, into refused. One lock of mu_ and one of each client's mu.
 void Loop::take(std::vector<Client*>& turn) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (Client* c : dirty_) {
       if (c->in_turn) continue;
       c->in_turn = true;
@@ -587,7 +590,7 @@ void Loop::take(std::vector<Client*>& turn) {
       budget_ += c->pool_size;
       limits_changed_ = true;
     }
-    std::lock_guard lock(c->mu);
+    MutexLock lock(c->mu);
     c->queued = false;
     if (c->state != Client::State::kRunning) {
       if (!c->stopping) {
@@ -613,10 +616,10 @@ void Loop::detach(Client* c, std::vector<Client*>& turn) {
   clients_.erase(std::find(clients_.begin(), clients_.end(), c));
   if (c->in_turn) turn.erase(std::find(turn.begin(), turn.end(), c));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     dirty_.erase(std::remove(dirty_.begin(), dirty_.end(), c), dirty_.end());
   }
-  std::lock_guard lock(c->mu);
+  MutexLock lock(c->mu);
   c->detached = true;
   c->detached_cv.notify_all();
   // From here on the client is its sink's again: stop() may return and destroy it.
@@ -671,7 +674,7 @@ void Loop::run() {
     if (limits_changed_) apply_limits();
 
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (quit_ && clients_.empty() && dirty_.empty()) break;
       // Marked clients, or completions whose sinks may have work waiting: go round.
       if (!dirty_.empty() || !turn.empty()) continue;
@@ -684,7 +687,7 @@ void Loop::run() {
     }
     curl_multi_poll(multi_, nullptr, 0, timeout, nullptr);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       sleeping_ = false;
     }
   }
@@ -698,7 +701,6 @@ using http_sink_detail::Work;
 
 struct HttpSink::Impl {
   Client client;
-  std::shared_ptr<Loop> loop;  // guarded by client.mu: from the first delivery until stop()
 };
 
 HttpSink::HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name,
@@ -716,12 +718,12 @@ HttpSink::~HttpSink() { stop(); }
 Status HttpSink::start() {
   Client& c = impl_->client;
   {
-    std::lock_guard lock(c.mu);
+    MutexLock lock(c.mu);
     if (c.state != Client::State::kNew) return Status::conflict("http sink " + c.sink + ": started twice");
   }
   if (Status st = c.configure(); !st) return st;
   {
-    std::lock_guard lock(c.mu);
+    MutexLock lock(c.mu);
     c.state = Client::State::kRunning;
   }
   // The loop (and curl, and OpenSSL) start with the first delivery (ADR 0161).
@@ -732,27 +734,28 @@ Status HttpSink::start() {
 
 void HttpSink::stop() {
   Client& c = impl_->client;
-  std::unique_lock lock(c.mu);
+  UniqueLock lock(c.mu);
   if (c.state == Client::State::kNew) {
     c.state = Client::State::kStopped;
     return;
   }
   if (c.state != Client::State::kRunning) return;
-  if (!impl_->loop) {  // never delivered: nothing on the wire, no loop to leave
+  if (!c.loop) {  // never delivered: nothing on the wire, no loop to leave
     c.state = Client::State::kStopped;
     return;
   }
   c.state = Client::State::kStopping;
   if (!c.queued) {
     c.queued = true;
-    impl_->loop->mark(&c);
+    c.loop->mark(&c);
   }
   // (Already queued: the loop sees the new state when it takes the client.) Waiting here
   // on the loop thread would never end: `done` must not call stop().
-  c.detached_cv.wait(lock, [&] { return c.detached; });
+  lock.wait(c.detached_cv, [&]() REQUIRES(c.mu) { return c.detached; });
   c.state = Client::State::kStopped;
+  std::shared_ptr<Loop> loop = std::move(c.loop);
   lock.unlock();
-  impl_->loop.reset();  // the last sink to stop ends the loop's thread
+  loop.reset();  // the last sink to stop ends the loop's thread
 }
 
 int HttpSink::max_in_flight() const { return std::max(1, impl_->client.spec.max_connections); }
@@ -763,17 +766,17 @@ void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> do
   Client& c = impl_->client;
   const char* refused = nullptr;
   {
-    std::lock_guard lock(c.mu);
-    if (c.state == Client::State::kRunning && !impl_->loop) {
-      impl_->loop = Loop::acquire();  // the first delivery: joins (or starts) the loop
-      if (!impl_->loop) refused = "curl_multi_init failed";
+    MutexLock lock(c.mu);
+    if (c.state == Client::State::kRunning && !c.loop) {
+      c.loop = Loop::acquire();  // the first delivery: joins (or starts) the loop
+      if (!c.loop) refused = "curl_multi_init failed";
     }
     if (refused == nullptr && c.state == Client::State::kRunning) {
       c.pending.push_back(Work{std::move(delivery), std::move(done)});
       // Already queued: the loop takes this one with the others in its next turn.
       if (!c.queued) {
         c.queued = true;
-        impl_->loop->mark(&c);
+        c.loop->mark(&c);
       }
       return;
     }

@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "connectors/mqtt/mqtt_codec.h"
 #include "connectors/mqtt/mqtt_transport.h"
 #include "runtime/log.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::connectors {
 namespace paho = ::mqtt;   // Paho MQTT C++ (our own wire code is weir::connectors::mqtt)
@@ -51,11 +51,11 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   std::atomic<bool> connecting{false};
   std::atomic<uint64_t> refused{0};      // publishes Paho threw on (for rate-limited warnings)
 
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  std::map<uint64_t, Pending> pending;   // GUARDED_BY(mu); keyed by a never-reused number
-  uint64_t next_id = 1;                  // GUARDED_BY(mu)
-  bool stopping = false;                 // GUARDED_BY(mu)
+  std::map<uint64_t, Pending> pending GUARDED_BY(mu);  // keyed by a never-reused number
+  uint64_t next_id GUARDED_BY(mu) = 1;
+  bool stopping GUARDED_BY(mu) = false;
   std::thread thread;
 
   // Paho's connect listener: the connect token has no user context of ours, so connects use
@@ -90,7 +90,7 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   }
 
   std::optional<Pending> take(uint64_t id) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     auto it = pending.find(id);
     if (it == pending.end()) return std::nullopt;
     Pending p = std::move(it->second);
@@ -127,9 +127,9 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   void run() {
     milliseconds backoff = options.reconnect_min;
     auto next_connect = Clock::now();
-    std::unique_lock lock(mu);
+    UniqueLock lock(mu);
     while (!stopping) {
-      cv.wait_for(lock, milliseconds(100));
+      lock.wait_for(cv, milliseconds(100));
       if (stopping) break;
       const auto now = Clock::now();
       std::vector<Pending> expired;
@@ -248,7 +248,7 @@ Status MqttSink::start() {
     self->cv.notify_all();
   });
   {
-    std::lock_guard lock(m.mu);
+    MutexLock lock(m.mu);
     m.stopping = false;
   }
   m.running = true;
@@ -261,7 +261,7 @@ void MqttSink::stop() {
   Impl& m = *impl_;
   if (!m.running.exchange(false)) return;
   {
-    std::lock_guard lock(m.mu);
+    MutexLock lock(m.mu);
     m.stopping = true;
   }
   m.cv.notify_all();
@@ -271,7 +271,7 @@ void MqttSink::stop() {
   const auto until = Clock::now() + milliseconds(1000);
   for (;;) {
     {
-      std::lock_guard lock(m.mu);
+      MutexLock lock(m.mu);
       if (m.pending.empty() || Clock::now() >= until) break;
     }
     std::this_thread::sleep_for(milliseconds(10));
@@ -283,7 +283,7 @@ void MqttSink::stop() {
   m.client.reset();
   std::map<uint64_t, Pending> left;
   {
-    std::lock_guard lock(m.mu);
+    MutexLock lock(m.mu);
     left.swap(m.pending);
   }
   for (auto& [id, p] : left) p.done(DeliveryResult::retry("sink stopping"));
@@ -309,7 +309,7 @@ void MqttSink::deliver(Delivery d, std::function<void(DeliveryResult)> done) {
   }
   uint64_t id;
   {
-    std::lock_guard lock(m.mu);
+    MutexLock lock(m.mu);
     id = m.next_id++;
     m.pending.emplace(id, Pending{std::move(done), Clock::now() + m.options.ack_timeout});
   }

@@ -4,7 +4,6 @@
 #include <pthread.h>
 
 #include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "connectors/nats/nats_connection.h"
 #include "runtime/bus.h"
 #include "runtime/log.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::connectors {
 namespace {
@@ -29,7 +29,7 @@ class NatsSink final : public weir::Sink {
     if (!c) return Status::unavailable("flow " + flow_ + ": sink " + sink_name_ + ": " + c.status().message());
     conn_ = std::move(c.value());
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = false;
     }
     running_ = true;
@@ -41,7 +41,7 @@ class NatsSink final : public weir::Sink {
   void stop() override {
     if (!running_) return;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
@@ -75,7 +75,7 @@ class NatsSink final : public weir::Sink {
       return;
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       published_.push_back(std::move(done));
     }
     cv_.notify_all();
@@ -84,9 +84,9 @@ class NatsSink final : public weir::Sink {
  private:
   // Flushes in rounds: every publish made before a round's PING is confirmed by its PONG.
   void run() {
-    std::unique_lock lock(mu_);
+    UniqueLock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stopping_ || !published_.empty(); });
+      lock.wait(cv_, [&]() REQUIRES(mu_) { return stopping_ || !published_.empty(); });
       if (published_.empty() && stopping_) break;
       std::vector<std::function<void(DeliveryResult)>> round;
       round.swap(published_);
@@ -107,10 +107,10 @@ class NatsSink final : public weir::Sink {
   std::string flow_, sink_name_;
   NatsSinkOptions options_;
   std::unique_ptr<NatsConnection> conn_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::function<void(DeliveryResult)>> published_;   // GUARDED_BY(mu_)
-  bool stopping_ = false;                                        // GUARDED_BY(mu_)
+  std::vector<std::function<void(DeliveryResult)>> published_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<bool> running_{false};
   std::thread thread_;
 };

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "connectors/nats/nats_connection.h"
 #include "runtime/bus.h"
 #include "runtime/log.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::connectors {
 namespace {
@@ -70,21 +70,21 @@ struct Item {
 
 // State shared by the cnats callback, the source thread and bus callbacks.
 struct Shared {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  std::deque<Item> fresh;                        // GUARDED_BY(mu)
-  std::vector<Item> retrying;                    // GUARDED_BY(mu)
-  size_t in_flight = 0;                          // GUARDED_BY(mu): queued, publishing or retrying
-  bool stopping = false;                         // GUARDED_BY(mu)
-  natsConnection* nc = nullptr;                  // GUARDED_BY(mu): null once stopped (replies stop)
-  bool failing = false;                          // GUARDED_BY(mu): for one warning per outage
-  bool subscription_done = false;                // GUARDED_BY(mu): cnats will not call on_message again
+  std::deque<Item> fresh GUARDED_BY(mu);
+  std::vector<Item> retrying GUARDED_BY(mu);
+  size_t in_flight GUARDED_BY(mu) = 0;  // queued, publishing or retrying
+  bool stopping GUARDED_BY(mu) = false;
+  natsConnection* nc GUARDED_BY(mu) = nullptr;  // null once stopped (replies stop)
+  bool failing GUARDED_BY(mu) = false;  // for one warning per outage
+  bool subscription_done GUARDED_BY(mu) = false;  // cnats will not call on_message again
   int max_depth = 128;                           // set before the subscription; read-only after
   std::string flow;
   size_t max_in_flight = 4096;
 
   void reply(const std::string& subject, const std::string& body) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (nc && !subject.empty()) natsConnection_Publish(nc, subject.c_str(), body.data(), static_cast<int>(body.size()));
   }
 };
@@ -113,7 +113,10 @@ class NatsSource final : public Source {
     auto c = NatsConnection::open({options_.url, options_.creds_file, "weir-" + ctx.flow + "-nats-source", true});
     if (!c) return Status::unavailable("flow " + ctx.flow + ": " + c.status().message());
     conn_ = std::move(c.value());
-    shared_->nc = conn_->get();
+    {
+      MutexLock lock(shared_->mu);   // nobody else has shared_ yet; the lock is for the analysis
+      shared_->nc = conn_->get();
+    }
     thread_ = std::thread([this] { run(); });
     pthread_setname_np(thread_.native_handle(), "nats-src");
     natsStatus s = natsConnection_QueueSubscribe(&sub_, conn_->get(), spec_.subject.c_str(), spec_.queue.c_str(),
@@ -140,7 +143,7 @@ class NatsSource final : public Source {
     // Unsubscribe first so the callback (which may wait for room) is released and no new
     // message arrives; then finish the thread; then detach the connection from replies.
     {
-      std::lock_guard lock(shared_->mu);
+      MutexLock lock(shared_->mu);
       shared_->stopping = true;
     }
     shared_->cv.notify_all();
@@ -148,8 +151,8 @@ class NatsSource final : public Source {
       // The callback may be running (or waiting for room) on cnats' delivery thread: wait
       // until cnats says the handler has returned for good before this object can go.
       if (natsSubscription_Unsubscribe(sub_) == NATS_OK) {
-        std::unique_lock lock(shared_->mu);
-        shared_->cv.wait_for(lock, std::chrono::seconds(10), [&] { return shared_->subscription_done; });
+        UniqueLock lock(shared_->mu);
+        lock.wait_for(shared_->cv, std::chrono::seconds(10), [&]() REQUIRES(shared_->mu) { return shared_->subscription_done; });
       }
       natsSubscription_Destroy(sub_);
       sub_ = nullptr;
@@ -160,15 +163,15 @@ class NatsSource final : public Source {
  private:
   void stop_thread() {
     {
-      std::lock_guard lock(shared_->mu);
+      MutexLock lock(shared_->mu);
       shared_->stopping = true;
     }
     shared_->cv.notify_all();
     if (thread_.joinable()) thread_.join();
     // Give writes in flight a moment so their requesters get an answer.
     {
-      std::unique_lock lock(shared_->mu);
-      shared_->cv.wait_for(lock, milliseconds(1000), [&] { return shared_->in_flight == shared_->retrying.size(); });
+      UniqueLock lock(shared_->mu);
+      lock.wait_for(shared_->cv, milliseconds(1000), [&]() REQUIRES(shared_->mu) { return shared_->in_flight == shared_->retrying.size(); });
       shared_->nc = nullptr;
       if (!shared_->retrying.empty()) {
         log::warn("nats source stopped with unwritten messages", {{"flow", shared_->flow},
@@ -182,7 +185,7 @@ class NatsSource final : public Source {
   static void on_complete(void* closure) {
     auto* sh = static_cast<Shared*>(closure);
     {
-      std::lock_guard lock(sh->mu);
+      MutexLock lock(sh->mu);
       sh->subscription_done = true;
     }
     sh->cv.notify_all();
@@ -215,8 +218,8 @@ class NatsSource final : public Source {
     if (!item.reject_reason.empty()) item.event.body = std::string(data);   // dead-lettered as received
     if (const char* r = natsMsg_GetReply(msg)) item.reply = r;
     natsMsg_Destroy(msg);
-    std::unique_lock lock(sh.mu);
-    sh.cv.wait(lock, [&] { return sh.stopping || sh.in_flight < sh.max_in_flight; });
+    UniqueLock lock(sh.mu);
+    lock.wait(sh.cv, [&]() REQUIRES(sh.mu) { return sh.stopping || sh.in_flight < sh.max_in_flight; });
     if (sh.stopping) {
       lock.unlock();
       sh.reply(item.reply, R"({"error":"weir is shutting down"})");
@@ -230,15 +233,15 @@ class NatsSource final : public Source {
 
   void run() {
     Shared& sh = *shared_;
-    std::unique_lock lock(sh.mu);
+    UniqueLock lock(sh.mu);
     while (!sh.stopping) {
       auto next_retry = Clock::time_point::max();
       for (const auto& r : sh.retrying) next_retry = std::min(next_retry, r.retry_at);
       if (sh.fresh.empty()) {
         if (next_retry == Clock::time_point::max()) {
-          sh.cv.wait(lock);
+          lock.wait(sh.cv);
         } else {
-          sh.cv.wait_until(lock, next_retry);
+          lock.wait_until(sh.cv, next_retry);
         }
       }
       if (sh.stopping) break;
@@ -262,7 +265,7 @@ class NatsSource final : public Source {
     auto done = [sh, item = std::move(item)](const Status& s, const std::string& id) mutable {
                            if (s) {
                              sh->reply(item.reply, nlohmann::json{{"id", id}}.dump());
-                             std::lock_guard lock(sh->mu);
+                             MutexLock lock(sh->mu);
                              --sh->in_flight;
                              if (sh->failing) {
                                sh->failing = false;
@@ -274,12 +277,12 @@ class NatsSource final : public Source {
                            if (!item.reply.empty()) {
                              // The requester is waiting: let it decide to retry.
                              sh->reply(item.reply, nlohmann::json{{"error", "not stored: " + s.message()}}.dump());
-                             std::lock_guard lock(sh->mu);
+                             MutexLock lock(sh->mu);
                              --sh->in_flight;
                              sh->cv.notify_all();
                              return;
                            }
-                           std::lock_guard lock(sh->mu);
+                           MutexLock lock(sh->mu);
                            if (!sh->failing) {
                              sh->failing = true;
                              log::warn("nats source cannot write to JetStream; retrying",

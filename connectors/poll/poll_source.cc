@@ -17,6 +17,7 @@
 #include "connectors/http/http_sink.h"
 #include "flows/json_limits.h"
 #include "runtime/log.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::connectors {
 
@@ -288,11 +289,11 @@ struct Response {
 // Counts a page's publishes in flight. Shared with the publish callbacks, which may run
 // after the source is gone.
 struct PageAcks {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  size_t outstanding = 0;   // GUARDED_BY(mu)
-  size_t acked = 0;         // GUARDED_BY(mu)
-  Status first_error;       // GUARDED_BY(mu)
+  size_t outstanding GUARDED_BY(mu) = 0;
+  size_t acked GUARDED_BY(mu) = 0;
+  Status first_error GUARDED_BY(mu);
 };
 
 }  // namespace
@@ -311,7 +312,7 @@ struct PollSource::Impl {
   std::thread thread;
   bool started = false;
   std::atomic<bool> stopping{false};
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable wake;
 
   CURL* curl = nullptr;        // poll thread only (after start)
@@ -327,8 +328,8 @@ struct PollSource::Impl {
 
   // Sleeps until `until` or stop; false when stopping.
   bool sleep_until(SteadyClock::time_point until) {
-    std::unique_lock<std::mutex> lock(mu);
-    wake.wait_until(lock, until, [&] { return stopping.load(); });
+    UniqueLock lock(mu);
+    lock.wait_until(wake, until, [&] { return stopping.load(); });
     return !stopping.load();
   }
 
@@ -540,9 +541,9 @@ struct PollSource::Impl {
     auto acks = std::make_shared<PageAcks>();
     for (size_t i = 0; i < items.size(); ++i) {
       {
-        std::unique_lock<std::mutex> lock(acks->mu);
+        UniqueLock lock(acks->mu);
         while (acks->outstanding >= options.max_in_flight && !stopping.load()) {
-          acks->cv.wait_for(lock, milliseconds(50));
+          lock.wait_for(acks->cv, milliseconds(50));
         }
         if (stopping.load()) break;
         if (!acks->first_error.is_ok()) break;
@@ -555,7 +556,7 @@ struct PollSource::Impl {
       // Not under acks->mu: the callback may run synchronously and take it.
       context.ingest->publish(std::move(event), options.publish_timeout,
                               [acks](const Status& status, const std::string&) {
-                                std::lock_guard<std::mutex> lock(acks->mu);
+                                MutexLock lock(acks->mu);
                                 --acks->outstanding;
                                 if (status) {
                                   ++acks->acked;
@@ -565,8 +566,8 @@ struct PollSource::Impl {
                                 acks->cv.notify_all();
                               });
     }
-    std::unique_lock<std::mutex> lock(acks->mu);
-    while (acks->outstanding > 0 && !stopping.load()) acks->cv.wait_for(lock, milliseconds(50));
+    UniqueLock lock(acks->mu);
+    while (acks->outstanding > 0 && !stopping.load()) lock.wait_for(acks->cv, milliseconds(50));
     published.fetch_add(acks->acked, std::memory_order_acq_rel);
     if (!acks->first_error.is_ok()) return acks->first_error;
     if (acks->outstanding > 0 || acks->acked < items.size()) return Status::unavailable("stopping");
@@ -655,8 +656,8 @@ struct PollSource::Impl {
       Outcome o = poll_once();
       if (deposed) {
         // Park until stopped: the new holder owns the cursor now.
-        std::unique_lock<std::mutex> lock(mu);
-        wake.wait(lock, [&] { return stopping.load(); });
+        UniqueLock lock(mu);
+        lock.wait(wake, [&] { return stopping.load(); });
         return;
       }
       if (o.ok) {
@@ -742,7 +743,7 @@ void PollSource::stop() {
   Impl& m = *impl_;
   if (!m.started) return;
   {
-    std::lock_guard<std::mutex> lock(m.mu);
+    MutexLock lock(m.mu);
     m.stopping = true;
   }
   m.wake.notify_all();

@@ -72,7 +72,7 @@ Status TimerSource::start(SourceContext& context) {
   if (context.ingest == nullptr) return Status::invalid("timer: no ingest");
   context_ = context;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = false;
   }
   started_ = true;
@@ -84,7 +84,7 @@ Status TimerSource::start(SourceContext& context) {
 void TimerSource::stop() {
   if (!started_) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -94,7 +94,7 @@ void TimerSource::stop() {
 
 void TimerSource::run() {
   int64_t next = next_tick_after(now_ms());
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   while (!stopping_) {
     if (next < 0) {
       log::warn("timer: no next tick; stopping", {{"flow", context_.flow}});
@@ -102,7 +102,7 @@ void TimerSource::run() {
     }
     const int64_t now = now_ms();
     if (now < next) {
-      wake_.wait_for(lock, std::min(milliseconds(next - now), kMaxWait));
+      lock.wait_for(wake_, std::min(milliseconds(next - now), kMaxWait));
       continue;
     }
     lock.unlock();

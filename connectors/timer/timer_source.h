@@ -20,7 +20,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +28,7 @@
 #include "flows/cron.h"
 #include "flows/flow.h"
 #include "runtime/source.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::connectors {
 
@@ -62,9 +62,9 @@ class TimerSource final : public Source {
   std::optional<flows::CronSchedule> cron_;
   SourceContext context_;
   std::thread thread_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  bool stopping_ GUARDED_BY(mu_) = false;
   bool started_ = false;
   std::atomic<uint64_t> fired_{0};
   std::atomic<uint64_t> skipped_{0};
