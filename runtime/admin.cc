@@ -142,6 +142,29 @@ HttpResponse json_reply(int status, const nlohmann::json& j) {
   return HttpResponse::json(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 HttpResponse reply(const AdminAnswer& a) { return json_reply(a.code, a.body); }
+// Latency percentiles from cumulative histogram buckets (le, count): the bucket's upper
+// bound in ms, as histogram_quantile without interpolation; null past the last bound.
+nlohmann::json latency_ms(std::vector<std::pair<double, double>>& buckets) {
+  std::sort(buckets.begin(), buckets.end());
+  double count = buckets.empty() ? 0 : buckets.back().second;
+  nlohmann::json lat = {{"count", count}};
+  for (auto [q, field] : {std::pair{0.5, "p50"}, std::pair{0.9, "p90"}, std::pair{0.99, "p99"}}) {
+    if (count <= 0) {
+      lat[field] = nullptr;
+      continue;
+    }
+    double rank = q * count, bound = INFINITY;
+    for (const auto& [le, c] : buckets) {
+      if (c >= rank) {
+        bound = le;
+        break;
+      }
+    }
+    lat[field] = std::isinf(bound) ? nlohmann::json(nullptr) : nlohmann::json(bound * 1000.0);
+  }
+  return lat;
+}
+
 // GET /status/metrics: the Prometheus text of /metrics as JSON, per flow and stage, with
 // latency percentiles from the histogram buckets (the bucket's upper bound, as
 // histogram_quantile without interpolation). Read from the rendered text so the JSON
@@ -208,30 +231,29 @@ nlohmann::json metrics_json(const std::string& text) {
   for (auto& [key, st] : stages) {
     st.j["flow"] = key.first;
     st.j["stage"] = key.second;
-    std::sort(st.buckets.begin(), st.buckets.end());
-    double count = st.buckets.empty() ? 0 : st.buckets.back().second;
-    nlohmann::json lat = {{"count", count}};
-    for (auto [q, field] : {std::pair{0.5, "p50"}, std::pair{0.9, "p90"}, std::pair{0.99, "p99"}}) {
-      if (count <= 0) {
-        lat[field] = nullptr;
-        continue;
-      }
-      double rank = q * count, bound = INFINITY;
-      for (const auto& [le, c] : st.buckets) {
-        if (c >= rank) {
-          bound = le;
-          break;
-        }
-      }
-      lat[field] = std::isinf(bound) ? nlohmann::json(nullptr) : nlohmann::json(bound * 1000.0);
-    }
-    st.j["latency_ms"] = lat;
+    st.j["latency_ms"] = latency_ms(st.buckets);
     st.j.erase("latency_count");
     list.push_back(std::move(st.j));
   }
   out["stages"] = std::move(list);
   out["dlq"] = std::move(dlq);
   if (!tables.empty()) out["tables"] = std::move(tables);
+  return out;
+}
+
+// A page of GET /dlq with its cursor headers: X-More, and when there is more the Link to
+// the next page and its X-Next-After / X-Next-After-Seq.
+HttpResponse dead_letter_page(const DeadLetterPage& page, const DeadLetterQuery& q) {
+  HttpResponse out = json_reply(200, page.items);
+  out.headers.emplace_back("X-More", page.more ? "true" : "false");
+  if (page.more) {
+    std::string next = "/dlq?after_seq=" + std::to_string(page.last_seq) + "&limit=" + std::to_string(q.limit);
+    if (q.flow) next += "&flow=" + flows::url_encode(*q.flow);
+    if (q.id) next += "&id=" + flows::url_encode(*q.id);
+    out.headers.emplace_back("Link", "<" + next + ">; rel=\"next\"");
+    out.headers.emplace_back("X-Next-After", page.last_id);
+    out.headers.emplace_back("X-Next-After-Seq", std::to_string(page.last_seq));
+  }
   return out;
 }
 }  // namespace
@@ -297,7 +319,7 @@ bool Admin::serve_dashboard(std::string_view path, const Responder& respond) {
   return false;
 }
 
-void Admin::handle(HttpRequest& req, Responder respond) {
+void Admin::handle(HttpRequest& req, const Responder& respond) {
   std::string_view path = req.path();
   std::string_view method = req.method();
   if (auto refused = browser_guard(req, !token_.empty())) {
@@ -316,148 +338,167 @@ void Admin::handle(HttpRequest& req, Responder respond) {
     return;
   }
   if (method == "GET" && serve_dashboard(path, respond)) return;
-  if (!token_.empty()) {
-    std::string_view auth = req.header("Authorization");
-    constexpr std::string_view kBearer = "Bearer ";
-    if (auth.size() <= kBearer.size() || auth.substr(0, kBearer.size()) != kBearer ||
-        !constant_time_equal(auth.substr(kBearer.size()), token_)) {
-      HttpResponse r = HttpResponse::error(401, "admin token required (Authorization: Bearer ...)");
-      r.headers.emplace_back("WWW-Authenticate", "Bearer");
-      respond(std::move(r));
-      return;
-    }
-  }
-  if (path == "/metrics" && method == "GET") {
-    HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4";
-    r.body = metrics_.render_prometheus();
-    if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(r.body);
-    if (KvTables* tables = tables_.load()) tables->render_metrics(r.body);
-    respond(std::move(r));
-    return;
-  }
-  if (path == "/status/metrics" && method == "GET") {
-    std::string text = metrics_.render_prometheus();
-    if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(text);
-    if (KvTables* tables = tables_.load()) tables->render_metrics(text);
-    respond(json_reply(200, metrics_json(text)));
-    return;
-  }
-  // In a cluster these read the version registry (KV round trips): not on the io thread.
-  if (path == "/status" && method == "GET") {
-    on_worker([this, respond] { respond(reply(service_.status())); });
-    return;
-  }
-  if (path == "/flows" && method == "GET") {
-    on_worker([this, respond] { respond(reply(service_.flows())); });
-    return;
-  }
-  if (path.substr(0, kFlowsPrefix.size()) == kFlowsPrefix) {
-    std::string rest(path.substr(kFlowsPrefix.size()));
-    std::string name = rest.substr(0, rest.find('/'));
-    std::string action = rest.find('/') == std::string::npos ? "" : rest.substr(rest.find('/') + 1);
-    if (action.empty() && method == "GET") {
-      on_worker([this, name, respond] { respond(reply(service_.flow(name))); });
-      return;
-    }
-    if (action.empty() && method == "PUT") {
-      std::string body = req.body();
-      std::string target = query_param(req.target(), "target");
-      on_worker([this, name, body = std::move(body), target, respond] {
-        respond(reply(service_.deploy(name, body, target)));
-      });
-      return;
-    }
-    if (action == "promote" && method == "POST") {
-      auto j = nlohmann::json::parse(req.body(), nullptr, false);
-      if (j.is_discarded() || !j.is_object() || !j.contains("version") || !j["version"].is_number_integer() ||
-          (j.contains("expected_active") && !j["expected_active"].is_number_integer())) {
-        respond(HttpResponse::error(400, "body must be {\"version\": N} or {\"version\": N, \"expected_active\": M}"));
-        return;
-      }
-      int64_t v = j["version"].get<int64_t>();
-      int64_t expected = j.value("expected_active", int64_t{0});
-      on_worker([this, name, v, expected, respond] { respond(reply(service_.promote(name, v, expected))); });
-      return;
-    }
-    if (action == "rollback" && method == "POST") {
-      on_worker([this, name, respond] { respond(reply(service_.rollback(name))); });
-      return;
-    }
-  }
-  if (handle_tables(req, respond)) return;
-  if (path == "/dlq" && method == "GET") {
-    DeadLetters* dlq = dlq_.load();
-    if (!dlq) {
-      respond(HttpResponse::error(503, "not connected to NATS yet"));
-      return;
-    }
-    // Paging (spec §5): ?flow=F&after=ID&limit=N; after_seq=N is the exact cursor the
-    // Link header hands out (docs/admin-api.md, ADR 0091).
-    DeadLetterQuery q;
-    std::string target(req.target());
-    if (auto f = query_opt(target, "flow"); f && !f->empty()) q.flow = *f;
-    if (auto id = query_opt(target, "id"); id && !id->empty()) q.id = *id;
-    if (auto a = query_opt(target, "after"); a && !a->empty()) q.after_id = *a;
-    if (auto l = query_opt(target, "limit")) {
-      auto v = whole_number(*l, 1, DeadLetters::kMaxPage);
-      if (!v) {
-        respond(HttpResponse::error(400, "limit must be a whole number from 1 to " +
-                                             std::to_string(DeadLetters::kMaxPage)));
-        return;
-      }
-      q.limit = *v;
-    }
-    if (auto a = query_opt(target, "after_seq")) {
-      auto v = whole_number(*a, 0, UINT64_MAX / 2);
-      if (!v) {
-        respond(HttpResponse::error(400, "after_seq must be a whole number (a dead letter's seq)"));
-        return;
-      }
-      q.after_seq = *v;
-    }
-    on_worker([dlq, q, respond] {
-      auto r = dlq->list(q);
-      if (!r) {
-        int code = r.status().code() == Status::Code::kNotFound ? 404 : 503;
-        respond(HttpResponse::error(code, r.status().message()));
-        return;
-      }
-      HttpResponse out = json_reply(200, r->items);
-      out.headers.emplace_back("X-More", r->more ? "true" : "false");
-      if (r->more) {
-        std::string next = "/dlq?after_seq=" + std::to_string(r->last_seq) + "&limit=" + std::to_string(q.limit);
-        if (q.flow) next += "&flow=" + flows::url_encode(*q.flow);
-        if (q.id) next += "&id=" + flows::url_encode(*q.id);
-        out.headers.emplace_back("Link", "<" + next + ">; rel=\"next\"");
-        out.headers.emplace_back("X-Next-After", r->last_id);
-        out.headers.emplace_back("X-Next-After-Seq", std::to_string(r->last_seq));
-      }
-      respond(std::move(out));
-    });
-    return;
-  }
-  if (path == "/dlq/replay" && method == "POST") {
-    DeadLetters* dlq = dlq_.load();
-    if (!dlq) {
-      respond(HttpResponse::error(503, "not connected to NATS yet"));
-      return;
-    }
-    std::optional<std::string> flow;
-    std::vector<std::string> ids;
-    if (auto bad = parse_replay_filter(req.body(), &flow, &ids)) {
-      respond(HttpResponse::error(400, "malformed replay filter: " + *bad +
-                                           "; send {}, {\"flow\": F}, {\"ids\": [ID, ...]} or both keys"));
-      return;
-    }
-    on_worker([dlq, flow, ids, respond] {
-      auto r = dlq->replay(flow, ids);
-      if (r) respond(json_reply(200, {{"replayed", r.value()}}));
-      else respond(HttpResponse::error(503, r.status().message()));
-    });
+  if (!authorized(req, respond)) return;
+  if (handle_metrics(req, respond) || handle_flows(req, respond) || handle_tables(req, respond) ||
+      handle_dlq(req, respond)) {
     return;
   }
   respond(HttpResponse::error(404, "no admin call " + std::string(method) + " " + std::string(path)));
+}
+
+// With a token, every call past /healthz, /readyz and the dashboard's files needs it;
+// false: answered 401.
+bool Admin::authorized(const HttpRequest& req, const Responder& respond) const {
+  if (token_.empty()) return true;
+  std::string_view auth = req.header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() <= kBearer.size() || auth.substr(0, kBearer.size()) != kBearer ||
+      !constant_time_equal(auth.substr(kBearer.size()), token_)) {
+    HttpResponse r = HttpResponse::error(401, "admin token required (Authorization: Bearer ...)");
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    respond(std::move(r));
+    return false;
+  }
+  return true;
+}
+
+// GET /metrics (Prometheus text) and GET /status/metrics (the same as JSON). False when
+// the call is not one of them.
+bool Admin::handle_metrics(const HttpRequest& req, const Responder& respond) {
+  std::string_view path = req.path();
+  if (req.method() != "GET" || (path != "/metrics" && path != "/status/metrics")) return false;
+  std::string text = metrics_.render_prometheus();
+  if (DeadLetters* dlq = dlq_.load()) dlq->render_metrics(text);
+  if (KvTables* tables = tables_.load()) tables->render_metrics(text);
+  if (path == "/status/metrics") {
+    respond(json_reply(200, metrics_json(text)));
+    return true;
+  }
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = std::move(text);
+  respond(std::move(r));
+  return true;
+}
+
+// GET /status, /flows, /flows/{name}; PUT /flows/{name}; POST /flows/{name}/promote and
+// /rollback — answered by the AdminService. In a cluster these read the version registry
+// (KV round trips): not on the io thread. False when the call is not one of them.
+bool Admin::handle_flows(HttpRequest& req, const Responder& respond) {
+  std::string_view path = req.path();
+  std::string_view method = req.method();
+  if (path == "/status" && method == "GET") {
+    on_worker([this, respond] { respond(reply(service_.status())); });
+    return true;
+  }
+  if (path == "/flows" && method == "GET") {
+    on_worker([this, respond] { respond(reply(service_.flows())); });
+    return true;
+  }
+  if (path.substr(0, kFlowsPrefix.size()) != kFlowsPrefix) return false;
+  std::string rest(path.substr(kFlowsPrefix.size()));
+  std::string name = rest.substr(0, rest.find('/'));
+  std::string action = rest.find('/') == std::string::npos ? "" : rest.substr(rest.find('/') + 1);
+  if (action.empty() && method == "GET") {
+    on_worker([this, name, respond] { respond(reply(service_.flow(name))); });
+    return true;
+  }
+  if (action.empty() && method == "PUT") {
+    std::string body = req.body();
+    std::string target = query_param(req.target(), "target");
+    on_worker([this, name, body = std::move(body), target, respond] {
+      respond(reply(service_.deploy(name, body, target)));
+    });
+    return true;
+  }
+  if (action == "promote" && method == "POST") {
+    auto j = nlohmann::json::parse(req.body(), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("version") || !j["version"].is_number_integer() ||
+        (j.contains("expected_active") && !j["expected_active"].is_number_integer())) {
+      respond(HttpResponse::error(400, "body must be {\"version\": N} or {\"version\": N, \"expected_active\": M}"));
+      return true;
+    }
+    int64_t v = j["version"].get<int64_t>();
+    int64_t expected = j.value("expected_active", int64_t{0});
+    on_worker([this, name, v, expected, respond] { respond(reply(service_.promote(name, v, expected))); });
+    return true;
+  }
+  if (action == "rollback" && method == "POST") {
+    on_worker([this, name, respond] { respond(reply(service_.rollback(name))); });
+    return true;
+  }
+  return false;
+}
+
+// GET /dlq and POST /dlq/replay (spec §5). False when the call is not one of them.
+bool Admin::handle_dlq(HttpRequest& req, const Responder& respond) {
+  std::string_view path = req.path();
+  std::string_view method = req.method();
+  const bool list = path == "/dlq" && method == "GET";
+  const bool replay = path == "/dlq/replay" && method == "POST";
+  if (!list && !replay) return false;
+  DeadLetters* dlq = dlq_.load();
+  if (!dlq) {
+    respond(HttpResponse::error(503, "not connected to NATS yet"));
+    return true;
+  }
+  if (list) {
+    list_dead_letters(*dlq, req, respond);
+  } else {
+    replay_dead_letters(*dlq, req, respond);
+  }
+  return true;
+}
+
+void Admin::list_dead_letters(DeadLetters& dlq, const HttpRequest& req, const Responder& respond) {
+  // Paging (spec §5): ?flow=F&after=ID&limit=N; after_seq=N is the exact cursor the
+  // Link header hands out (docs/admin-api.md, ADR 0091).
+  DeadLetterQuery q;
+  std::string target(req.target());
+  if (auto f = query_opt(target, "flow"); f && !f->empty()) q.flow = *f;
+  if (auto id = query_opt(target, "id"); id && !id->empty()) q.id = *id;
+  if (auto a = query_opt(target, "after"); a && !a->empty()) q.after_id = *a;
+  if (auto l = query_opt(target, "limit")) {
+    auto v = whole_number(*l, 1, DeadLetters::kMaxPage);
+    if (!v) {
+      respond(
+          HttpResponse::error(400, "limit must be a whole number from 1 to " + std::to_string(DeadLetters::kMaxPage)));
+      return;
+    }
+    q.limit = *v;
+  }
+  if (auto a = query_opt(target, "after_seq")) {
+    auto v = whole_number(*a, 0, UINT64_MAX / 2);
+    if (!v) {
+      respond(HttpResponse::error(400, "after_seq must be a whole number (a dead letter's seq)"));
+      return;
+    }
+    q.after_seq = *v;
+  }
+  on_worker([dlq = &dlq, q, respond] {
+    auto r = dlq->list(q);
+    if (!r) {
+      int code = r.status().code() == Status::Code::kNotFound ? 404 : 503;
+      respond(HttpResponse::error(code, r.status().message()));
+      return;
+    }
+    respond(dead_letter_page(*r, q));
+  });
+}
+
+void Admin::replay_dead_letters(DeadLetters& dlq, const HttpRequest& req, const Responder& respond) {
+  std::optional<std::string> flow;
+  std::vector<std::string> ids;
+  if (auto bad = parse_replay_filter(req.body(), &flow, &ids)) {
+    respond(HttpResponse::error(400, "malformed replay filter: " + *bad +
+                                         "; send {}, {\"flow\": F}, {\"ids\": [ID, ...]} or both keys"));
+    return;
+  }
+  on_worker([dlq = &dlq, flow, ids, respond] {
+    auto r = dlq->replay(flow, ids);
+    if (r) respond(json_reply(200, {{"replayed", r.value()}}));
+    else respond(HttpResponse::error(503, r.status().message()));
+  });
 }
 
 // /tables, /tables/{name}, /tables/{name}/{key} (docs/admin-api.md, ADR 0120). Every

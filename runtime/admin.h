@@ -36,10 +36,16 @@ class Admin {
   void set_tables(KvTables* tables) { tables_.store(tables); }
 
  private:
-  void handle(HttpRequest& req, Responder respond);
+  void handle(HttpRequest& req, const Responder& respond);
   bool serve_dashboard(std::string_view path, const Responder& respond);
   void on_worker(std::function<void()> job);
+  bool authorized(const HttpRequest& req, const Responder& respond) const;
+  bool handle_metrics(const HttpRequest& req, const Responder& respond);
+  bool handle_flows(HttpRequest& req, const Responder& respond);
   bool handle_tables(HttpRequest& req, const Responder& respond);
+  bool handle_dlq(HttpRequest& req, const Responder& respond);
+  void list_dead_letters(DeadLetters& dlq, const HttpRequest& req, const Responder& respond);
+  void replay_dead_letters(DeadLetters& dlq, const HttpRequest& req, const Responder& respond);
 
   AdminBackend& backend_;
   AdminService service_;   // the flow and version calls, as HTTP answers

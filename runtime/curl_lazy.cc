@@ -53,7 +53,8 @@ namespace {
   X(curl_url_set, CURLUcode, (CURLU*, CURLUPart, const char*, unsigned int))
 
 struct Curl {
-#define WEIR_CURL_POINTER(name, ret, args) ret(*name) args = nullptr;
+// `ret` and `args` are a type and a parameter list: they cannot take parentheses.
+#define WEIR_CURL_POINTER(name, ret, args) ret(*name) args = nullptr;   // NOLINT(bugprone-macro-parentheses)
   WEIR_CURL_FUNCTIONS(WEIR_CURL_POINTER)
 #undef WEIR_CURL_POINTER
   bool ok = false;
@@ -72,7 +73,7 @@ const Curl& curl() {
       missing = e != nullptr ? e : "dlopen failed";
     } else {
 #define WEIR_CURL_RESOLVE(name, ret, args)                                        \
-  c.name = reinterpret_cast<ret(*) args>(dlsym(h, #name));                         \
+  c.name = reinterpret_cast<ret(*) args>(dlsym(h, #name)); /* NOLINT(bugprone-macro-parentheses) */ \
   if (c.name == nullptr && missing.empty()) missing = "libcurl.so.4 has no " #name;
       WEIR_CURL_FUNCTIONS(WEIR_CURL_RESOLVE)
 #undef WEIR_CURL_RESOLVE
@@ -110,10 +111,13 @@ void curl_slist_free_all(curl_slist* list) {
 }
 
 CURL* curl_easy_init(void) { return curl().ok ? curl().curl_easy_init() : nullptr; }
+// The variadic entry points keep libcurl's own signatures: va_start after an enum
+// parameter, which clang's -Wvarargs calls undefined (the enum is promoted to int); it is
+// how libcurl itself declares them and passes them on every ABI weir builds for.
 CURLcode curl_easy_setopt(CURL* h, CURLoption option, ...) {
   if (!curl().ok) return CURLE_FAILED_INIT;
   va_list ap;
-  va_start(ap, option);
+  va_start(ap, option);   // NOLINT(clang-diagnostic-varargs): curl's own signature (see above)
   const CURLcode rc = forward_option(curl().curl_easy_setopt, h, option, ap);
   va_end(ap);
   return rc;
@@ -121,7 +125,7 @@ CURLcode curl_easy_setopt(CURL* h, CURLoption option, ...) {
 CURLcode curl_easy_getinfo(CURL* h, CURLINFO info, ...) {
   if (!curl().ok) return CURLE_FAILED_INIT;
   va_list ap;
-  va_start(ap, info);
+  va_start(ap, info);   // NOLINT(clang-diagnostic-varargs): curl's own signature (see above)
   void* out = va_arg(ap, void*);  // every CURLINFO takes a pointer to where the answer goes
   va_end(ap);
   return curl().curl_easy_getinfo(h, info, out);
@@ -141,7 +145,7 @@ CURLM* curl_multi_init(void) { return curl().ok ? curl().curl_multi_init() : nul
 CURLMcode curl_multi_setopt(CURLM* m, CURLMoption option, ...) {
   if (!curl().ok) return CURLM_INTERNAL_ERROR;
   va_list ap;
-  va_start(ap, option);
+  va_start(ap, option);   // NOLINT(clang-diagnostic-varargs): curl's own signature (see above)
   const CURLMcode rc = forward_option(curl().curl_multi_setopt, m, option, ap);
   va_end(ap);
   return rc;

@@ -52,6 +52,7 @@ Result<std::unique_ptr<EmbeddedNats>> EmbeddedNats::start(const std::string& dat
     // API opens before NATS is spawned) would stay bound after weir exits.
     ::close_range(3, ~0U, 0);
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     execvp("nats-server", argv.data());

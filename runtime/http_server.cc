@@ -128,7 +128,7 @@ class BeastRequest final : public HttpRequest {
 
 // Waits on the io thread for a Responder that may fire on any thread.
 struct ResponseSlot {
-  explicit ResponseSlot(asio::any_io_executor ex) : timer(ex) {
+  explicit ResponseSlot(const asio::any_io_executor& ex) : timer(ex) {
     timer.expires_at(asio::steady_timer::time_point::max());
   }
   asio::steady_timer timer;

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <optional>
 #include <condition_variable>
 #include <thread>
 #include <unordered_map>
@@ -477,16 +478,12 @@ void on_async_error(jsCtx*, jsPubAckErr* pae, void* closure) {
   }
 }
 
-}  // namespace
 
-KvTables::Reply KvTables::import(const std::string& table, const std::string& body, const std::string& format,
-                                 const std::string& key_column) {
-  if (!flows::valid_kv_table_name(table)) {
-    return error_reply(400, "table name '" + table + "' must be letters, digits, _ and -, at most 64");
-  }
-  std::string key = key_column;
-  if (key.empty()) key = flows::LiveTables::instance().get(table)->key_column();
-  // Parse and check everything before the first write.
+// The rows of an import body as (key, row JSON), checked against the table limits; the
+// refusal (400, 413) when anything is wrong — nothing is written then.
+std::optional<KvTables::Reply> import_rows(const std::string& body, const std::string& format, const std::string& key,
+                                           const KvTablesOptions& options,
+                                           std::vector<std::pair<std::string, std::string>>* values) {
   flows::Table rows;
   std::vector<flows::Diagnostic> diagnostics;
   bool parsed = false;
@@ -503,21 +500,65 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
     for (size_t i = 0; i < diagnostics.size() && i < 20; ++i) errors += (i ? "; " : "") + diagnostics[i].str();
     return error_reply(400, "import refused, nothing changed: " + errors);
   }
-  if (rows.size() > options_.max_entries) {
+  if (rows.size() > options.max_entries) {
     return error_reply(413, "import of " + std::to_string(rows.size()) + " rows refused, the limit is " +
-                                std::to_string(options_.max_entries) + " rows per table; nothing changed");
+                                std::to_string(options.max_entries) + " rows per table; nothing changed");
   }
-  std::vector<std::pair<std::string, std::string>> values;
-  values.reserve(rows.size());
+  values->reserve(rows.size());
   for (const auto& [k, row] : rows.rows()) {
     std::string text = row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    if (text.size() > options_.max_value_bytes) {
+    if (text.size() > options.max_value_bytes) {
       return error_reply(413, "row \"" + k + "\" is " + std::to_string(text.size()) +
-                                  " bytes; a table row may be at most " + std::to_string(options_.max_value_bytes) +
+                                  " bytes; a table row may be at most " + std::to_string(options.max_value_bytes) +
                                   " bytes; nothing changed");
     }
-    values.emplace_back(k, std::move(text));
+    values->emplace_back(k, std::move(text));
   }
+  return std::nullopt;
+}
+
+// Publishes every row under generation `gen` (subjects `prefix` + row key) with async
+// publishes, then waits for all their acks; a rejected one counts in `errors`.
+natsStatus publish_rows(natsConnection* connection, std::chrono::milliseconds timeout, const std::string& prefix,
+                        uint64_t gen, const std::vector<std::pair<std::string, std::string>>& values,
+                        AsyncErrors* errors) {
+  jsOptions ao;
+  jsOptions_Init(&ao);
+  ao.Wait = timeout.count();
+  ao.PublishAsync.MaxPending = 1024;
+  ao.PublishAsync.StallWait = timeout.count();
+  ao.PublishAsync.ErrHandler = on_async_error;
+  ao.PublishAsync.ErrHandlerClosure = errors;
+  jsCtx* ajs = nullptr;
+  if (natsStatus s = natsConnection_JetStream(&ajs, connection, &ao); s != NATS_OK) return s;
+  natsStatus s = NATS_OK;
+  for (const auto& [k, text] : values) {
+    const std::string subject = prefix + KvTables::row_key(gen, k);
+    s = js_PublishAsync(ajs, subject.c_str(), text.data(), static_cast<int>(text.size()), nullptr);
+    if (s != NATS_OK) break;
+  }
+  if (s == NATS_OK) {
+    jsPubOptions wait;
+    jsPubOptions_Init(&wait);
+    wait.MaxWait = 60000;
+    s = js_PublishAsyncComplete(ajs, &wait);
+  }
+  jsCtx_Destroy(ajs);
+  return s;
+}
+
+}  // namespace
+
+KvTables::Reply KvTables::import(const std::string& table, const std::string& body, const std::string& format,
+                                 const std::string& key_column) {
+  if (!flows::valid_kv_table_name(table)) {
+    return error_reply(400, "table name '" + table + "' must be letters, digits, _ and -, at most 64");
+  }
+  std::string key = key_column;
+  if (key.empty()) key = flows::LiveTables::instance().get(table)->key_column();
+  // Parse and check everything before the first write.
+  std::vector<std::pair<std::string, std::string>> values;
+  if (auto refused = import_rows(body, format, key, options_, &values)) return *refused;
 
   MutexLock import_lock(import_mu_);
   auto kv = bucket(table, true);
@@ -542,30 +583,7 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
 
   // 1. The rows, under the new generation (nobody reads it yet).
   AsyncErrors errors;
-  jsOptions ao;
-  jsOptions_Init(&ao);
-  ao.Wait = options_.timeout.count();
-  ao.PublishAsync.MaxPending = 1024;
-  ao.PublishAsync.StallWait = options_.timeout.count();
-  ao.PublishAsync.ErrHandler = on_async_error;
-  ao.PublishAsync.ErrHandlerClosure = &errors;
-  jsCtx* ajs = nullptr;
-  if (natsStatus s = natsConnection_JetStream(&ajs, connection_, &ao); s != NATS_OK) {
-    return status_reply(nats_status(s, "table " + table + ": jetstream context"));
-  }
-  natsStatus s = NATS_OK;
-  for (const auto& [k, text] : values) {
-    const std::string subject = prefix + row_key(gen, k);
-    s = js_PublishAsync(ajs, subject.c_str(), text.data(), static_cast<int>(text.size()), nullptr);
-    if (s != NATS_OK) break;
-  }
-  if (s == NATS_OK) {
-    jsPubOptions wait;
-    jsPubOptions_Init(&wait);
-    wait.MaxWait = 60000;
-    s = js_PublishAsyncComplete(ajs, &wait);
-  }
-  jsCtx_Destroy(ajs);
+  natsStatus s = publish_rows(connection_, options_.timeout, prefix, gen, values, &errors);
   if (s != NATS_OK || errors.failed.load() > 0) {
     (void)purge(gen);
     std::string why;

@@ -101,12 +101,12 @@ std::string redact_url(std::string_view urls) {
 }
 
 namespace {
-const auto g_process_start = std::chrono::steady_clock::now();
+const auto kProcessStart = std::chrono::steady_clock::now();
 }  // namespace
 
 std::string since_start_ms() {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                        g_process_start).count();
+                                                                        kProcessStart).count();
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(us) / 1000.0);
   return buf;

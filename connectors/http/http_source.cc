@@ -159,7 +159,7 @@ class HttpSource final : public Source {
                           });
   }
 
-  HttpResponse unavailable(std::string msg) const {
+  HttpResponse unavailable(const std::string& msg) const {
     HttpResponse r = HttpResponse::error(503, msg);
     r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_seconds));
     return r;
