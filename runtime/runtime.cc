@@ -222,7 +222,7 @@ struct Runtime::Impl {
 
   // The embedded nats-server when no URL is given, then the Bus (retried for 10 s while
   // the server comes up), http-in's publisher and the dead-letter stream.
-  Status connect_nats() {
+  Status connect_nats(const FlowList& flows) {
     if (config.nats.url.empty()) {
       auto n = EmbeddedNats::start(config.data_dir);
       if (!n) return n.status();
@@ -313,7 +313,7 @@ struct Runtime::Impl {
   }
 
   Status connect_bus(const FlowList& flows) {
-    if (Status s = connect_nats(); !s) return s;
+    if (Status s = connect_nats(flows); !s) return s;
     if (Status s = check_old_streams(flows); !s) return s;
     if (Status s = plan_streams(flows); !s) return s;
     if (Status s = open_buckets(); !s) return s;
