@@ -1039,7 +1039,53 @@ bool same_consumer_config(const nlohmann::json& have, const jsConsumerConfig& cc
 //  - 10047/10023 no storage → the server's JetStream limit (max_file_store) is smaller than
 //    asked: halve the size down to 8 MiB and say what was chosen;
 //  - timeouts, no responders, no leader yet → retried with backoff up to setup_timeout.
-// NOLINTNEXTLINE(readability-function-size): stream create-or-confirm, being reworked this session (ADR 0200)
+namespace {
+// Creates stream cfg.Name or, when it exists, updates it to `cfg`. A subject overlap with a
+// stream of that name is a peer's create that landed first (confirmed like an existing
+// one); with no such stream the subjects belong to someone else: `*foreign` is set.
+natsStatus add_or_update(jsCtx* js, jsStreamConfig& cfg, jsErrCode* jerr, bool* foreign) {
+  jsStreamInfo* si = nullptr;
+  *jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_AddStream(&si, js, &cfg, nullptr, jerr);
+  if (si) jsStreamInfo_Destroy(si), si = nullptr;
+  if (s != NATS_OK && *jerr == JSStreamSubjectOverlapErr) {
+    jsErrCode ierr = static_cast<jsErrCode>(0);
+    natsStatus is = js_GetStreamInfo(&si, js, cfg.Name, nullptr, &ierr);
+    if (si) jsStreamInfo_Destroy(si), si = nullptr;
+    if (is == NATS_OK) {
+      *jerr = JSStreamNameExistErr;   // a peer made it first: confirm it below
+    } else if (is == NATS_NOT_FOUND || ierr == JSStreamNotFoundErr) {
+      *foreign = true;
+      return s;
+    }
+  }
+  if (s != NATS_OK && *jerr == JSStreamNameExistErr) {
+    *jerr = static_cast<jsErrCode>(0);
+    s = js_UpdateStream(&si, js, &cfg, nullptr, jerr);
+    if (si) jsStreamInfo_Destroy(si), si = nullptr;
+  }
+  return s;
+}
+
+// JetStream refused the storage: halves cfg.MaxBytes while that stays at least
+// kMinStreamBytes (nullopt: try again), else the operator's error.
+std::optional<Status> shrink_or_fail(jsStreamConfig& cfg, const std::string& name, jsErrCode jerr) {
+  if (cfg.MaxBytes <= 0) {
+    return Status::unavailable("create stream " + name + ": JetStream's storage is fully reserved by other "
+                               "streams (JetStream error " + std::to_string(jerr) + "); raise the server's "
+                               "jetstream max_file_store, or lower nats.stream_max_bytes");
+  }
+  if (cfg.MaxBytes / 2 >= kMinStreamBytes) {
+    cfg.MaxBytes /= 2;
+    return std::nullopt;
+  }
+  return Status::unavailable("create stream " + name + ": JetStream has no storage left for it even at " +
+                             size_text(cfg.MaxBytes) + " (JetStream error " + std::to_string(jerr) +
+                             "); raise the server's jetstream max_file_store, free space, or lower "
+                             "nats.stream_max_bytes");
+}
+}  // namespace
+
 Status Bus::add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
                                  bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes) {
   jsStreamConfig cfg;
@@ -1074,26 +1120,13 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
   for (int attempt = 1;; ++attempt) {
-    jsStreamInfo* si = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
-    natsStatus s = js_AddStream(&si, js_, &cfg, nullptr, &jerr);
-    if (si) jsStreamInfo_Destroy(si), si = nullptr;
-    if (s != NATS_OK && jerr == JSStreamSubjectOverlapErr) {
-      jsErrCode ierr = static_cast<jsErrCode>(0);
-      natsStatus is = js_GetStreamInfo(&si, js_, name.c_str(), nullptr, &ierr);
-      if (si) jsStreamInfo_Destroy(si), si = nullptr;
-      if (is == NATS_OK) {
-        jerr = JSStreamNameExistErr;   // a peer made it first: confirm it below
-      } else if (is == NATS_NOT_FOUND || ierr == JSStreamNotFoundErr) {
-        return Status::invalid("create stream " + name + ": its subjects (" + subjects.front() +
-                               ") belong to another stream on this NATS; remove that stream or use another "
-                               "cluster name");
-      }
-    }
-    if (s != NATS_OK && jerr == JSStreamNameExistErr) {
-      jerr = static_cast<jsErrCode>(0);
-      s = js_UpdateStream(&si, js_, &cfg, nullptr, &jerr);
-      if (si) jsStreamInfo_Destroy(si), si = nullptr;
+    bool foreign = false;
+    natsStatus s = add_or_update(js_, cfg, &jerr, &foreign);
+    if (foreign) {
+      return Status::invalid("create stream " + name + ": its subjects (" + subjects.front() +
+                             ") belong to another stream on this NATS; remove that stream or use another "
+                             "cluster name");
     }
     if (s == NATS_OK) {
       if (cfg.MaxBytes != asked) {
@@ -1104,19 +1137,8 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
       return Status::ok();
     }
     if (jerr == JSStorageResourcesExceededErr || jerr == JSInsufficientResourcesErr) {
-      if (cfg.MaxBytes <= 0) {
-        return Status::unavailable("create stream " + name + ": JetStream's storage is fully reserved by other "
-                                   "streams (JetStream error " + std::to_string(jerr) + "); raise the server's "
-                                   "jetstream max_file_store, or lower nats.stream_max_bytes");
-      }
-      if (cfg.MaxBytes / 2 >= kMinStreamBytes) {
-        cfg.MaxBytes /= 2;
-        continue;
-      }
-      return Status::unavailable("create stream " + name + ": JetStream has no storage left for it even at " +
-                                 size_text(cfg.MaxBytes) + " (JetStream error " + std::to_string(jerr) +
-                                 "); raise the server's jetstream max_file_store, free space, or lower "
-                                 "nats.stream_max_bytes");
+      if (auto failed = shrink_or_fail(cfg, name, jerr)) return *failed;
+      continue;
     }
     if (transient(s, jerr) && std::chrono::steady_clock::now() < deadline) {
       if (attempt == 1 || attempt % 10 == 0) {

@@ -266,115 +266,123 @@ struct FlowStage::Batch {
   }
 };
 
-// NOLINTNEXTLINE(readability-function-size): the data path's hot loop (ADR 0200 lists it as left to split)
 void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std::shared_ptr<const flows::Flow> flow) {
   const size_t n = batch.size();
   auto b = std::make_shared<Batch>(n);
   b->stage = this;
   b->msgs = std::move(batch);
-  b->flow = flow;
+  b->flow = std::move(flow);
   b->started = Clock::now();
   metrics_.received.fetch_add(n, std::memory_order_relaxed);
   metrics_.in_flight.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
-  const std::string version = std::to_string(flow->version());
+  const std::string version = std::to_string(b->flow->version());
+  for (size_t i = 0; i < n; ++i) run_input(b, i, version);
+  // Launched: drop the guard; whoever completes last (maybe this) acks the batch.
+  Batch::complete(b, 0, true);
+}
 
-  // Dead-letters input i with `reason`; it is acked once the dead letter is stored.
-  auto dead_letter = [&](size_t i, const std::string& id, std::string reason, uint64_t deliveries) {
-    BusMessage& m = *b->msgs[i];
-    DeadLetter d;
-    d.flow = name_;
-    d.version = flow->version();
-    d.stage = "flow";
-    d.reason = std::move(reason);
-    d.deliveries = deliveries;
-    d.event_id = id;
-    d.replay_subject = input_subject_;
-    d.body = m.data();
-    d.source_sequence = m.stream_sequence();
-    d.source_stream = input_stream_;
-    d.traceparent = m.header(trace::kHeaderTraceparent);
-    d.tracestate = m.header(trace::kHeaderTracestate);
-    metrics_.dead.fetch_add(1, std::memory_order_relaxed);
-    dlq_.publish(d, [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
-  };
+// Dead-letters input i with `reason`; it is acked once the dead letter is stored.
+void FlowStage::dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, const std::string& id, std::string reason,
+                                  uint64_t deliveries) {
+  BusMessage& m = *b->msgs[i];
+  DeadLetter d;
+  d.flow = name_;
+  d.version = b->flow->version();
+  d.stage = "flow";
+  d.reason = std::move(reason);
+  d.deliveries = deliveries;
+  d.event_id = id;
+  d.replay_subject = input_subject_;
+  d.body = m.data();
+  d.source_sequence = m.stream_sequence();
+  d.source_stream = input_stream_;
+  d.traceparent = m.header(trace::kHeaderTraceparent);
+  d.tracestate = m.header(trace::kHeaderTracestate);
+  metrics_.dead.fetch_add(1, std::memory_order_relaxed);
+  dlq_.publish(d, [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
+}
 
-  for (size_t i = 0; i < n; ++i) {
-    BusMessage& m = *b->msgs[i];
-    std::string id = event_id_of(m);
-    if (uint64_t delivered = m.deliveries(); delivered > static_cast<uint64_t>(options_.max_deliver)) {
-      // Checked before the event is touched: if handling it is what kills the process,
-      // this is the only place that can still act on it (spec §1.6).
-      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-      log::warn("event dead-lettered after too many deliveries",
-                {{"flow", name_}, {"id", id}, {"deliveries", std::to_string(delivered - 1)}});
-      dead_letter(i, id, poison_reason(delivered, options_.max_deliver), delivered - 1);
-      continue;
+// Publishes the output of input i to `sink` (at most once per input); `span_tp` is the
+// flow stage's span, the outputs' parent.
+void FlowStage::emit_output(const std::shared_ptr<Batch>& b, size_t i, const std::string& id, const std::string& version,
+                            std::string span_tp, const std::string& sink, std::string_view body) {
+  const BusMessage& m = *b->msgs[i];
+  Headers h;
+  h.reserve(6);
+  h.emplace_back(trace::kHeaderTraceparent, std::move(span_tp));
+  if (auto ts = m.header(trace::kHeaderTracestate); !ts.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(ts));
+  h.emplace_back(layout::kHeaderId, id);
+  h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
+  h.emplace_back(layout::kHeaderVersion, version);
+  if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
+  bus_.publish(output_subject(sink), body, h, options_.publish_timeout,
+               [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
+}
+
+// Input i of the batch: dead-lettered past max_deliver or when it is no event, else run
+// by the batch's version and its outcome published, dropped or dead-lettered.
+void FlowStage::run_input(const std::shared_ptr<Batch>& b, size_t i, const std::string& version) {
+  BusMessage& m = *b->msgs[i];
+  const flows::Flow& flow = *b->flow;
+  std::string id = event_id_of(m);
+  if (uint64_t delivered = m.deliveries(); delivered > static_cast<uint64_t>(options_.max_deliver)) {
+    // Checked before the event is touched: if handling it is what kills the process,
+    // this is the only place that can still act on it (spec §1.6).
+    metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+    log::warn("event dead-lettered after too many deliveries",
+              {{"flow", name_}, {"id", id}, {"deliveries", std::to_string(delivered - 1)}});
+    dead_letter_input(b, i, id, poison_reason(delivered, options_.max_deliver), delivered - 1);
+    return;
+  }
+  // The flow stage's span for this event (ADR 0140): a child of the incoming one; the
+  // outputs carry it as their parent. Exported (when on) as this function returns.
+  const std::string_view in_tp = m.header(trace::kHeaderTraceparent);
+  std::string span_tp = trace::child_traceparent(in_tp);
+  SpanScope span("flow", name_, span_tp, in_tp);
+  flows::JsonError jerr;
+  if (const std::string& sink = flow.pass_through_sink(); !sink.empty()) {
+    // No steps: the stored bytes go out unchanged (spec §1.8), checked without a DOM.
+    if (flows::check_json(m.data(), options_.max_depth, &jerr)) {
+      emit_output(b, i, id, version, std::move(span_tp), sink, m.data());
+      return;
     }
-    // The flow stage's span for this event (ADR 0140): a child of the incoming one; the
-    // outputs carry it as their parent. Exported (when on) as this iteration ends.
-    const std::string_view in_tp = m.header(trace::kHeaderTraceparent);
-    std::string span_tp = trace::child_traceparent(in_tp);
-    SpanScope span("flow", name_, span_tp, in_tp);
-    // Publishes one output of input i to `sink` (at most once per input: it takes span_tp).
-    auto emit = [&](const std::string& sink, std::string_view body) {
-      Headers h;
-      h.reserve(6);
-      h.emplace_back(trace::kHeaderTraceparent, std::move(span_tp));
-      if (auto ts = m.header(trace::kHeaderTracestate); !ts.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(ts));
-      h.emplace_back(layout::kHeaderId, id);
-      h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
-      h.emplace_back(layout::kHeaderVersion, version);
-      if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
-      bus_.publish(output_subject(sink), body, h, options_.publish_timeout,
-                   [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
-    };
-    flows::JsonError jerr;
-    if (const std::string& sink = flow->pass_through_sink(); !sink.empty()) {
-      // No steps: the stored bytes go out unchanged (spec §1.8), checked without a DOM.
-      if (!flows::check_json(m.data(), options_.max_depth, &jerr)) {
-        span.fail();
-        metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-        dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
-      } else {
-        emit(sink, m.data());
-      }
-      continue;
-    }
-    auto event = flows::parse_json(m.data(), options_.max_depth, &jerr);
-    if (!event) {
-      // Not a flow error (on_error does not apply): the bytes cannot become an event.
-      // Ingress refuses such bodies; these came by another route (an older weir, a
-      // direct publish into the stream, a replay).
+    span.fail();
+    metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+    dead_letter_input(b, i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
+    return;
+  }
+  auto event = flows::parse_json(m.data(), options_.max_depth, &jerr);
+  if (!event) {
+    // Not a flow error (on_error does not apply): the bytes cannot become an event.
+    // Ingress refuses such bodies; these came by another route (an older weir, a
+    // direct publish into the stream, a replay).
+    span.fail();
+    metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+    dead_letter_input(b, i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
+    return;
+  }
+  flows::Outcome outcome = flow.run(std::move(*event));
+  switch (outcome.kind) {
+    case flows::Outcome::Kind::kEmit:
+      emit_output(b, i, id, version, std::move(span_tp), outcome.sink,
+                  outcome.event.dump(-1, ' ', false, flows::Json::error_handler_t::replace));
+      break;
+    case flows::Outcome::Kind::kDropped:
+      ++b->dropped;
+      Batch::complete(b, i, true);
+      break;
+    case flows::Outcome::Kind::kError:
       span.fail();
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-      dead_letter(i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
-      continue;
-    }
-    flows::Outcome outcome = flow->run(std::move(*event));
-    switch (outcome.kind) {
-      case flows::Outcome::Kind::kEmit:
-        emit(outcome.sink, outcome.event.dump(-1, ' ', false, flows::Json::error_handler_t::replace));
-        break;
-      case flows::Outcome::Kind::kDropped:
+      if (flow.on_error() == flows::OnError::kDrop) {
+        log::debug("flow error, event dropped", {{"flow", name_}, {"id", id}, {"error", outcome.error.str()}});
         ++b->dropped;
         Batch::complete(b, i, true);
         break;
-      case flows::Outcome::Kind::kError: {
-        span.fail();
-        metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-        if (flow->on_error() == flows::OnError::kDrop) {
-          log::debug("flow error, event dropped", {{"flow", name_}, {"id", id}, {"error", outcome.error.str()}});
-          ++b->dropped;
-          Batch::complete(b, i, true);
-          break;
-        }
-        dead_letter(i, id, outcome.error.str(), m.deliveries());
-        break;
       }
-    }
+      dead_letter_input(b, i, id, outcome.error.str(), m.deliveries());
+      break;
   }
-  // Launched: drop the guard; whoever completes last (maybe this) acks the batch.
-  Batch::complete(b, 0, true);
 }
 
 void FlowStage::finish_batch(Batch& b, const std::vector<char>& ok) {

@@ -91,6 +91,11 @@ class FlowStage {
   void apply_window();
   void start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std::shared_ptr<const flows::Flow> flow);
   void finish_batch(Batch& b, const std::vector<char>& ok);
+  void run_input(const std::shared_ptr<Batch>& b, size_t i, const std::string& version);
+  void emit_output(const std::shared_ptr<Batch>& b, size_t i, const std::string& id, const std::string& version,
+                   std::string span_tp, const std::string& sink, std::string_view body);
+  void dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, const std::string& id, std::string reason,
+                         uint64_t deliveries);
   // weir.<flow>.out.<sink>, built once per sink (pool thread only).
   const std::string& output_subject(const std::string& sink);
 
