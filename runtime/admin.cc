@@ -293,7 +293,7 @@ void Admin::on_worker(std::function<void()> job) {
 }
 
 Handler Admin::handler() {
-  return [this](HttpRequest& req, Responder respond) { handle(req, std::move(respond)); };
+  return [this](HttpRequest& req, const Responder& respond) { handle(req, respond); };
 }
 
 // The dashboard's page, script and style sheet (runtime/dashboard/, embedded). They hold

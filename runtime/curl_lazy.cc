@@ -114,10 +114,14 @@ CURL* curl_easy_init(void) { return curl().ok ? curl().curl_easy_init() : nullpt
 // The variadic entry points keep libcurl's own signatures: va_start after an enum
 // parameter, which clang's -Wvarargs calls undefined (the enum is promoted to int); it is
 // how libcurl itself declares them and passes them on every ABI weir builds for.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wvarargs"
+#endif
 CURLcode curl_easy_setopt(CURL* h, CURLoption option, ...) {
   if (!curl().ok) return CURLE_FAILED_INIT;
   va_list ap;
-  va_start(ap, option);   // NOLINT(clang-diagnostic-varargs): curl's own signature (see above)
+  va_start(ap, option);
   const CURLcode rc = forward_option(curl().curl_easy_setopt, h, option, ap);
   va_end(ap);
   return rc;
@@ -125,7 +129,7 @@ CURLcode curl_easy_setopt(CURL* h, CURLoption option, ...) {
 CURLcode curl_easy_getinfo(CURL* h, CURLINFO info, ...) {
   if (!curl().ok) return CURLE_FAILED_INIT;
   va_list ap;
-  va_start(ap, info);   // NOLINT(clang-diagnostic-varargs): curl's own signature (see above)
+  va_start(ap, info);
   void* out = va_arg(ap, void*);  // every CURLINFO takes a pointer to where the answer goes
   va_end(ap);
   return curl().curl_easy_getinfo(h, info, out);
@@ -145,11 +149,14 @@ CURLM* curl_multi_init(void) { return curl().ok ? curl().curl_multi_init() : nul
 CURLMcode curl_multi_setopt(CURLM* m, CURLMoption option, ...) {
   if (!curl().ok) return CURLM_INTERNAL_ERROR;
   va_list ap;
-  va_start(ap, option);   // NOLINT(clang-diagnostic-varargs): curl's own signature (see above)
+  va_start(ap, option);
   const CURLMcode rc = forward_option(curl().curl_multi_setopt, m, option, ap);
   va_end(ap);
   return rc;
 }
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 CURLMcode curl_multi_add_handle(CURLM* m, CURL* h) {
   return curl().ok ? curl().curl_multi_add_handle(m, h) : CURLM_INTERNAL_ERROR;
 }

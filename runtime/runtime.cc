@@ -47,7 +47,7 @@ class SignalWatch {
     over_ = true;
     // SIGTERM is what its sigwait() takes (blocked in every thread, so it ends nothing):
     // the one signal that wakes it without a race against its own sigmask.
-    if (!taken()) pthread_kill(thread_.native_handle(), SIGTERM);   // NOLINT(bugprone-bad-signal-to-kill-thread)
+    if (!taken()) pthread_kill(thread_.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
     thread_.join();
   }
   SignalWatch(const SignalWatch&) = delete;

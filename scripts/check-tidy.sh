@@ -5,7 +5,8 @@
 #   TIDY_FOLDERS="flows cluster" scripts/check-tidy.sh   # other folders (e.g. runtime)
 # A file whose text, the project's headers and .clang-tidy are unchanged since it last
 # passed is not analysed again (stamps in BUILD_DIR/tidy-stamps), so a second run costs
-# seconds; a cold run of the default folders takes ~3 CPU-minutes (~1.5 min on 2 idle cores). Exit 77 (CTest: skipped)
+# seconds; a cold run of the default folders (65 files) took 21 min with 2 jobs on a loaded
+# machine (~6-7 CPU-minutes; ADR 0182). Exit 77 (CTest: skipped)
 # when clang-tidy is missing (scripts/setup.sh installs it).
 # Every folder of the tree is listed; runtime/.clang-tidy adds the function-size rule there.
 set -euo pipefail
