@@ -14,7 +14,9 @@
 #     integration suite under ASan does not fit CI's 45 minutes next to the normal suite.
 #   scripts/sanitize.sh tsan
 #     build-tsan/: the runtime unit tests (HTTP server, router, admin API with a fake
-#     backend, config, log) with TSan; runs them.
+#     backend, config, log) and the Bus's pull consumer tests (weir-bus-tests: its own
+#     pull requests on cnats' delivery pool, the sweeper's ticks, a server restart; ADR
+#     0150) with TSan; runs them.
 #
 # Both build at -O1 in the Debug configuration (asserts on, a third of the compile time
 # of -O2 -g under the sanitizers); warnings are not errors there (g++ warns falsely inside
@@ -84,9 +86,12 @@ case "$kind" in
     build=${TSAN_BUILD_DIR:-build-tsan}
     BUILD_DIR=$build BUILD_TYPE=Debug CXXFLAGS="-O1 -fsanitize=thread" LDFLAGS="-fsanitize=thread" \
       CMAKE_ARGS="-DWEIR_WERROR=OFF -DWEIR_BENCH=OFF" \
-      build_tree "TSan" weir-runtime-tests
-    echo "sanitize: weir-runtime-tests under TSan" >&2
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$build/weir-runtime-tests"
+      build_tree "TSan" weir-runtime-tests weir-bus-tests
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    for t in weir-runtime-tests weir-bus-tests; do
+      echo "sanitize: $t under TSan" >&2
+      "$build/$t"
+    done
     ;;
   *)
     echo "scripts/sanitize.sh: unknown job '$kind' (asan or tsan)" >&2

@@ -5,10 +5,11 @@
 # run. Integration tests are RUN_SERIAL (they time failovers); unit tests run two at a
 # time. The last lines are CTest's summary.
 #
-# WEIR_SANITIZERS=1 (opt-in; not in .ci/run yet, ADR 0170) adds the sanitizer jobs to the suite as the
+# WEIR_SANITIZERS=1 (.ci/run sets it; ADR 0170) adds the sanitizer jobs to the suite as the
 # CTest tests sanitize_asan_ubsan and sanitize_tsan (scripts/sanitize.sh: an ASan+UBSan
 # build of weir and the unit tests, the unit tests and the data-path integration tests
-# against that weir; a TSan build of the runtime unit tests). They build their own trees
+# against that weir; a TSan build of the runtime unit tests and the Bus's pull consumer
+# tests). They build their own trees
 # (build-asan/, build-tsan/) and run one at a time, so the summary stays CTest's.
 set -euo pipefail
 cd "$(dirname "$0")/.."

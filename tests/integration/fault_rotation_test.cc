@@ -140,7 +140,12 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
   if (lost.empty()) dead = dead_letter_ids(weir);
   CHECK(really_lost.empty());
   if (!really_lost.empty()) {
-    FAIL_CHECK("lost " << really_lost.size() << " of " << acked.size() << " acked, first: " << really_lost.front());
+    // Stuck in the stream (pending, ack pending) or never stored: JetStream's view and weir's log say which.
+    const std::string log = weir.log();
+    FAIL_CHECK("lost " << really_lost.size() << " of " << acked.size() << " acked, first: " << really_lost.front()
+                       << ", last: " << really_lost.back() << "\nJetStream now:\n"
+                       << jetstream_state(nats.monitor_port()) << "weir log (end):\n"
+                       << log.substr(log.size() > 8000 ? log.size() - 8000 : 0));
   }
   CHECK(dead_lettered.empty());  // max_deliver is raised: nothing should run out of attempts
   if (!dead_lettered.empty()) {

@@ -453,6 +453,33 @@ std::multimap<std::string, std::pair<std::string, double>> parse_metrics(const s
   return out;
 }
 
+std::string jetstream_state(int monitor_port) {
+  HttpReply r = http_request("GET",
+                             "http://127.0.0.1:" + std::to_string(monitor_port) +
+                                 "/jsz?accounts=true&streams=true&consumers=true",
+                             "", {}, 2s);
+  if (r.status != 200) return "/jsz answered " + std::to_string(r.status) + " " + r.error;
+  std::string out;
+  try {
+    for (const auto& account : json::parse(r.body).value("account_details", json::array())) {
+      for (const auto& s : account.value("stream_detail", json::array())) {
+        const json& st = s.value("state", json::object());
+        out += "stream " + s.value("name", "") + ": msgs " + std::to_string(st.value("messages", 0)) + " seq " +
+               std::to_string(st.value("first_seq", 0)) + ".." + std::to_string(st.value("last_seq", 0)) + "\n";
+        for (const auto& c : s.value("consumer_detail", json::array())) {
+          out += "  consumer " + c.value("name", "") + ": pending " + std::to_string(c.value("num_pending", 0)) +
+                 ", ack pending " + std::to_string(c.value("num_ack_pending", 0)) + ", redelivered " +
+                 std::to_string(c.value("num_redelivered", 0)) + ", waiting " + std::to_string(c.value("num_waiting", 0)) +
+                 "\n";
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    out += std::string("unreadable /jsz: ") + e.what();
+  }
+  return out;
+}
+
 namespace {
 std::string hmac_sha256_raw(const std::string& key, const std::string& data) {
   unsigned char out[EVP_MAX_MD_SIZE];

@@ -192,6 +192,11 @@ class Posters {
 std::string header_of(const json& request, const std::string& name);
 json body_of(const json& request);
 
+// Streams and consumers as the nats-server monitor on `monitor_port` sees them (/jsz):
+// messages and sequences per stream; pending, ack pending, redelivered and waiting pull
+// requests per consumer. For failure messages.
+std::string jetstream_state(int monitor_port);
+
 // Ids in `want` that are missing from `have`.
 std::vector<std::string> missing(const std::set<std::string>& want, const std::set<std::string>& have);
 

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <stdexcept>
 #include <thread>
@@ -70,6 +71,7 @@ TEST_CASE("SIGTERM with publishes stuck in a frozen NATS answers them 503 and ex
   std::vector<HttpReply> replies(3);
   std::vector<std::thread> clients;
   std::optional<int> code;
+  int64_t exit_ms = -1;
   {
     Frozen frozen(nats.pid());
     for (size_t i = 0; i < replies.size(); ++i) {
@@ -80,10 +82,16 @@ TEST_CASE("SIGTERM with publishes stuck in a frozen NATS answers them 503 and ex
     // Written to the socket, waiting for PubAcks that cannot come (cnats notices the dead
     // server only after two missed pings, ~4 s).
     CHECK(wait_until([&] { return metric(weir, "weir_ingress_pending_publishes") == 3; }, 3s, 20ms));
+    const auto term_at = std::chrono::steady_clock::now();
     code = weir.terminate(20s);
+    exit_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - term_at).count();
     for (auto& t : clients) t.join();
   }
   CHECK(code == std::optional<int>(0));
+  std::cout << "SIGTERM with 3 publishes stuck in a frozen NATS: exit " << (code ? *code : -1) << " after " << exit_ms
+            << " ms (drain_timeout 1s), answers";
+  for (const auto& r : replies) std::cout << " " << r.status;
+  std::cout << "\n";
   for (const auto& r : replies) {
     INFO("answer: " << r.status << " " << r.body);
     CHECK(r.status == 503);

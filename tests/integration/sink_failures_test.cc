@@ -11,6 +11,12 @@ using namespace weir::itest;
 using weir::testing::wait_until;
 using weir::testing::NatsServer;
 
+namespace {
+int64_t ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
 TEST_CASE("a sink answering 503 to its first 300 requests still gets everything, same keys",
           "[integration][sink]") {
   NatsServer nats;
@@ -137,6 +143,7 @@ TEST_CASE("a sink answering 400 dead-letters with the reason, replay delivers on
 
   sink.reset();
   sink.control({{"status", 204}, {"fail_first", 0}});
+  const auto replay_at = std::chrono::steady_clock::now();
   auto replay = weir.admin("POST", "/dlq/replay", "{}");
   INFO("replay: " << replay.status << " " << replay.body);
   CHECK(replay.status / 100 == 2);
@@ -170,6 +177,9 @@ TEST_CASE("a sink answering 400 dead-letters with the reason, replay delivers on
   CHECK(empty);
   // Replay delivers once: no second copy shows up.
   CHECK(sink.stat("duplicates") == 0);
+  std::cout << "sink 400: " << dead.size() << " of " << kEvents << " dead-lettered, " << sink.stat("unique")
+            << " delivered by the replay in " << ms_since(replay_at) << " ms (DLQ empty by then), lost "
+            << lost.size() << ", duplicates " << sink.stat("duplicates") << "\n";
 }
 
 namespace {
@@ -292,9 +302,15 @@ TEST_CASE("a sink slower than the timeout is retried with the same key", "[integ
   // both arrive, and the re-send must carry the same key.
   REQUIRE(wait_until([&] { return sink.stat("resends_with_same_key") >= 5; }, 30s, 100ms));
   sink.control({{"delay_ms", 0}});
+  const auto fast_at = std::chrono::steady_clock::now();
   CHECK(wait_until([&] { return missing(keys(posted), sink.ids()).empty(); }, 20s, 100ms));
+  const int64_t recovered_ms = ms_since(fast_at);
   CHECK(sink.stat("resends_with_other_key") == 0);
   CHECK(wait_until([&] { return dlq(weir).empty(); }, 5s, 100ms));
+  std::cout << "sink slower than timeout: " << posted.size() << " events, lost "
+            << missing(keys(posted), sink.ids()).size() << ", duplicates " << sink.stat("duplicates") << " (same key "
+            << sink.stat("resends_with_same_key") << ", other key " << sink.stat("resends_with_other_key")
+            << "), all delivered " << recovered_ms << " ms after the sink answered in time\n";
 }
 
 TEST_CASE("a sink that resets connections, then is down, then comes up gets every event",
@@ -317,8 +333,10 @@ TEST_CASE("a sink that resets connections, then is down, then comes up gets ever
   }
   // weir tries, the connections are reset: connection errors are retried.
   REQUIRE(wait_until([&] { return broken.accepted() >= 20; }, 20s, 20ms));
+  const int64_t resets = broken.accepted();
   broken.close();  // now nothing listens: connection refused
   SinkProcess sink({}, port);
+  const auto up_at = std::chrono::steady_clock::now();
   std::vector<std::string> lost;
   CHECK(wait_until(
       [&] {
@@ -326,11 +344,15 @@ TEST_CASE("a sink that resets connections, then is down, then comes up gets ever
         return lost.empty();
       },
       30s, 100ms));
+  const int64_t recovered_ms = ms_since(up_at);
   CHECK(lost.empty());
   CHECK(dlq(weir).empty());
   for (const auto& [id, attempts] : attempts_by_id(sink)) {
     for (const auto& a : attempts) CHECK(header_of(a, "Idempotency-Key") == posted[id]);
   }
+  std::cout << "sink resets, down, up: " << posted.size() << " events, " << resets << " connections reset, lost "
+            << lost.size() << ", duplicates " << sink.stat("duplicates") << ", all delivered " << recovered_ms
+            << " ms after the sink came up\n";
 }
 
 TEST_CASE("POST /dlq/replay by flow and by ids replays exactly those", "[integration][dlq]") {
