@@ -20,7 +20,6 @@
 // Header-only, depends on the standard library alone: flows/ (the leaf library) uses it too.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <utility>
@@ -114,26 +113,18 @@ class SCOPED_CAPABILITY UniqueLock {
   void lock() ACQUIRE() { lock_.lock(); }
   void unlock() RELEASE() { lock_.unlock(); }
 
-  void wait(std::condition_variable& cv) { cv.wait(lock_); }
-  template <typename Predicate>
-  void wait(std::condition_variable& cv, Predicate pred) {
-    cv.wait(lock_, std::move(pred));
+  // std::condition_variable's wait, wait_for and wait_until, with or without a predicate.
+  template <typename... Args>
+  auto wait(std::condition_variable& cv, Args&&... args) {
+    return cv.wait(lock_, std::forward<Args>(args)...);
   }
-  template <typename Rep, typename Period>
-  std::cv_status wait_for(std::condition_variable& cv, const std::chrono::duration<Rep, Period>& d) {
-    return cv.wait_for(lock_, d);
+  template <typename... Args>
+  auto wait_for(std::condition_variable& cv, Args&&... args) {
+    return cv.wait_for(lock_, std::forward<Args>(args)...);
   }
-  template <typename Rep, typename Period, typename Predicate>
-  bool wait_for(std::condition_variable& cv, const std::chrono::duration<Rep, Period>& d, Predicate pred) {
-    return cv.wait_for(lock_, d, std::move(pred));
-  }
-  template <typename Clock, typename Duration>
-  std::cv_status wait_until(std::condition_variable& cv, const std::chrono::time_point<Clock, Duration>& t) {
-    return cv.wait_until(lock_, t);
-  }
-  template <typename Clock, typename Duration, typename Predicate>
-  bool wait_until(std::condition_variable& cv, const std::chrono::time_point<Clock, Duration>& t, Predicate pred) {
-    return cv.wait_until(lock_, t, std::move(pred));
+  template <typename... Args>
+  auto wait_until(std::condition_variable& cv, Args&&... args) {
+    return cv.wait_until(lock_, std::forward<Args>(args)...);
   }
 
  private:
