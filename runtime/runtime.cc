@@ -242,7 +242,7 @@ struct Runtime::Impl {
       if (b) {
         bus = std::move(b.value());
         log::startup("NATS connected");
-        std::vector<std::string> streams;   // their info is on its way while the rest connects (ADR 0215)
+        std::vector<std::string> streams;  // their info is on its way while the rest connects (ADR 0215)
         for (const auto& f : flows) streams.push_back(layout::flow_stream(f->name()));
         bus->prefetch_setup(streams);
         break;
