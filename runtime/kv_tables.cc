@@ -369,6 +369,19 @@ Result<std::pair<uint64_t, uint64_t>> KvTables::current(kvStore* kv) {
   return out;
 }
 
+// Answers once this instance's flows read generation `gen` (so a client's next event sees
+// the import here); other instances follow within their watch delay. False past kWaitForFlip.
+bool KvTables::wait_generation(const std::string& table, uint64_t gen) {
+  auto live = loaded(table, options_.timeout);
+  if (!live) return false;
+  const auto deadline = std::chrono::steady_clock::now() + kWaitForFlip;
+  while (live.value()->current()->generation < gen) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
 bool KvTables::wait_applied(const std::shared_ptr<flows::LiveTable>& live, uint64_t revision) {
   const auto deadline = std::chrono::steady_clock::now() + kWaitForFlip;
   while (live->current()->revision < revision) {
@@ -619,16 +632,7 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
   if (Status p = purge(old_gen); !p) {
     log::warn("table: old generation not purged", {{"table", table}, {"error", p.message()}});
   }
-  // Answer once this instance's flows read the new rows (so a client's next event sees
-  // them here); other instances follow within their watch delay.
-  bool applied = false;
-  auto live = loaded(table, options_.timeout);
-  if (live) {
-    const auto deadline = std::chrono::steady_clock::now() + kWaitForFlip;
-    while (!(applied = live.value()->current()->generation >= gen) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  }
+  const bool applied = wait_generation(table, gen);
   log::info("table imported", {{"table", table}, {"entries", std::to_string(values.size())},
                                {"generation", std::to_string(gen)}});
   return {200,

@@ -90,6 +90,8 @@ class KvTables {
   Status watch(const std::shared_ptr<flows::LiveTable>& live);
   // The table's live copy, watched and loaded (waits at most `wait`).
   Result<std::shared_ptr<flows::LiveTable>> loaded(const std::string& table, std::chrono::milliseconds wait);
+  // Waits (at most 2 s) until this instance's flows read import generation `gen`.
+  bool wait_generation(const std::string& table, uint64_t gen);
   // Waits (at most 2 s) until this instance's snapshot holds KV revision `revision`.
   static bool wait_applied(const std::shared_ptr<flows::LiveTable>& live, uint64_t revision);
   // The generation in `current` and its revision (0, 0 when there is none).
