@@ -347,6 +347,13 @@ struct PullConsumer::Impl {
         }
         it = requests.erase(it);
       }
+      // `outstanding` counts what requests may still bring. Fills are attributed to the
+      // oldest request (the server may fill them in any order), so a request can be taken
+      // off as filled while its status answer still comes; that answer's unfilled count is
+      // then never subtracted. With no request left nothing can come: a leftover count
+      // would shut a small window for good (careful mode's window of 1 after redeliveries:
+      // the flow consumer stopped pulling after an R3 leader kill, ADR 0170).
+      if (requests.empty()) outstanding = 0;
       if (kick_later) {
         kick_later = false;
         kick_now = true;
