@@ -24,8 +24,10 @@ namespace weir {
 // JetStream API error code when the call reported one (0 otherwise).
 Status nats_status(int s, std::string_view what, int js_error = 0);
 
-// Why cnats dropped a connection ("stale connection", "connection closed: …"), from its
-// last error; for the disconnected callback's log line. Never holds credentials.
+// The connection's last error as cnats recorded it, for the disconnected callback's log
+// line. cnats does not record why it dropped a connection after a read/write failure or a
+// stale ping (its op-error path leaves the error unset), so this is mostly "not recorded
+// by cnats"; NatsLoop logs the failing call's own text for event-loop connections.
 std::string nats_disconnect_reason(__natsConnection* nc);
 
 }  // namespace weir
