@@ -39,8 +39,7 @@ inline const Clock& Clock::steady() {
 class ManualClock final : public Clock {
  public:
   // Starts well away from the epoch so that `now() - some_duration` stays meaningful.
-  explicit ManualClock(TimePoint start = TimePoint(std::chrono::hours(24)))
-      : ns_(start.time_since_epoch().count()) {}
+  explicit ManualClock(TimePoint start = TimePoint(std::chrono::hours(24))) : ns_(start.time_since_epoch().count()) {}
 
   TimePoint now() const override { return TimePoint(Duration(ns_.load(std::memory_order_acquire))); }
   void advance(Duration d) { ns_.fetch_add(d.count(), std::memory_order_acq_rel); }

@@ -34,8 +34,13 @@ int64_t wall_ms() {
 }
 
 Json ActiveRecord::to_json() const {
-  Json j = {{"version", version}, {"epoch", epoch},     {"phase", phase},           {"stack", stack},
-            {"history", history}, {"promoted_by", promoted_by}, {"promoted_at", promoted_at}};
+  Json j = {{"version", version},
+            {"epoch", epoch},
+            {"phase", phase},
+            {"stack", stack},
+            {"history", history},
+            {"promoted_by", promoted_by},
+            {"promoted_at", promoted_at}};
   if (phase == "pausing") j["target"] = target;
   return j;
 }
@@ -145,7 +150,7 @@ void FlowRegistry::stop() {
     MutexLock lock(mu_);
     followed.swap(followed_);
   }
-  for (auto& [name, f] : followed) f->watch.reset();   // joins the watch thread
+  for (auto& [name, f] : followed) f->watch.reset();  // joins the watch thread
   if (member_revision_ != 0) (void)members_.erase(member_key(options_.instance), member_revision_);
 }
 
@@ -156,7 +161,7 @@ void FlowRegistry::fence_all() {
     MutexLock fl(f->mu);
     f->fenced = true;
     f->running = 0;
-    f->control->pause(std::chrono::milliseconds(0));   // no new batch starts
+    f->control->pause(std::chrono::milliseconds(0));  // no new batch starts
   }
 }
 
@@ -181,7 +186,7 @@ void FlowRegistry::unfence_all() {
       log::warn("cannot read the active version after a fence; the flow stays paused",
                 {{"flow", f->flow}, {"error", r.status().message()}});
       MutexLock fl(f->mu);
-      f->fenced = true;   // retried at the next renewal
+      f->fenced = true;  // retried at the next renewal
       fenced_ = true;
     }
   }
@@ -192,13 +197,17 @@ void FlowRegistry::unfence_all() {
 Result<ActiveFlow> FlowRegistry::attach(const std::string& flow, const std::string& text, const std::string& hash) {
   auto e = flows_.get(active_key(flow));
   if (!e && e.status().code() == Status::Code::kNotFound && text.empty()) {
-    return Status::not_found("flow registry: " + flow + " has no active version");   // nothing to seed from
+    return Status::not_found("flow registry: " + flow + " has no active version");  // nothing to seed from
   }
   if (!e && e.status().code() == Status::Code::kNotFound) {
     // The first instance to start with this flow seeds version 1 from its file; the
     // others' creates lose and they read what it wrote.
-    Json v1 = {{"version", 1}, {"hash", hash}, {"text", text}, {"deployed_by", options_.instance},
-               {"deployed_at", wall_ms()}, {"seeded_from", "flows dir"}};
+    Json v1 = {{"version", 1},
+               {"hash", hash},
+               {"text", text},
+               {"deployed_by", options_.instance},
+               {"deployed_at", wall_ms()},
+               {"seeded_from", "flows dir"}};
     auto c = flows_.create(version_key(flow, 1), v1.dump());
     if (!c && c.status().code() != Status::Code::kConflict) return c.status();
     auto l = flows_.create(latest_key(flow), Json{{"version", 1}}.dump());
@@ -256,7 +265,7 @@ Status FlowRegistry::follow(const std::string& flow, FlowControl* control) {
     f = slot.get();
     f->flow = flow;
     f->control = control;
-    MutexLock fl(f->mu);   // the order of fence_all(): mu_, then a flow's mu
+    MutexLock fl(f->mu);  // the order of fence_all(): mu_, then a flow's mu
     if (fenced_.load()) f->fenced = true;
     if (auto it = attached_.find(flow); it != attached_.end()) {
       // The runtime started the flow with this version (paused when a switch was on).
@@ -270,7 +279,8 @@ Status FlowRegistry::follow(const std::string& flow, FlowControl* control) {
     // A hint (a replica may be ahead or diverged): act on what the leader has.
     auto now = flows_.get(active_key(f->flow));
     if (!now) {
-      log::warn("cannot confirm a change of the active version", {{"flow", f->flow}, {"error", now.status().message()}});
+      log::warn("cannot confirm a change of the active version",
+                {{"flow", f->flow}, {"error", now.status().message()}});
       return;
     }
     auto r = ActiveRecord::parse(now->value);
@@ -314,17 +324,18 @@ void FlowRegistry::reconcile() {
     auto e = flows_.get(active_key(f->flow));
     if (!e) continue;
     auto r = ActiveRecord::parse(e->value);
-    if (!r || r->phase != "active") continue;   // pausing: the watch's business (it may wait)
+    if (!r || r->phase != "active") continue;  // pausing: the watch's business (it may wait)
     if (!f->mu.try_lock()) continue;
     MutexLock lock(f->mu, std::adopt_lock);
     if (f->running == r->version || f->fenced) continue;
-    log::warn("the watch missed a switch; applying it now", {{"flow", f->flow}, {"version", std::to_string(r->version)}});
+    log::warn("the watch missed a switch; applying it now",
+              {{"flow", f->flow}, {"version", std::to_string(r->version)}});
     apply_locked(*f, *r);
   }
 }
 
 void FlowRegistry::apply_locked(Followed& f, const ActiveRecord& r) {
-  if (f.fenced) return;   // unfence_all() re-reads the record
+  if (f.fenced) return;  // unfence_all() re-reads the record
   if (r.phase == "pausing") {
     if (f.reported_epoch >= r.epoch) return;
     bool quiet = f.control->pause(options_.pause_timeout);
@@ -354,8 +365,8 @@ void FlowRegistry::apply_locked(Followed& f, const ActiveRecord& r) {
   f.control->resume(r.version);
   f.running = r.version;
   f.last_error.clear();
-  log::info("flow version running", {{"flow", f.flow}, {"version", std::to_string(r.version)},
-                                     {"epoch", std::to_string(r.epoch)}});
+  log::info("flow version running",
+            {{"flow", f.flow}, {"version", std::to_string(r.version)}, {"epoch", std::to_string(r.epoch)}});
 }
 
 int64_t FlowRegistry::running_version(const std::string& flow) const {
@@ -369,7 +380,7 @@ int64_t FlowRegistry::running_version(const std::string& flow) const {
 // ---- admin calls ---------------------------------------------------------------------
 
 ControlResult FlowRegistry::deploy(const std::string& flow, const std::string& text, const std::string& hash,
-                                 const std::string& by) {
+                                   const std::string& by) {
   int64_t latest = 0;
   if (auto l = flows_.get(latest_key(flow)); l) {
     latest = parse_object(l->value).value("version", int64_t{0});
@@ -418,13 +429,14 @@ ControlResult FlowRegistry::deploy(const std::string& flow, const std::string& t
     r.history.push_back({{"action", "deploy"}, {"to", version}, {"by", by}, {"at", at}});
     (void)flows_.create(active_key(flow), r.to_json().dump());
   }
-  log::info("flow version deployed", {{"flow", flow}, {"version", std::to_string(version)}, {"hash", hash},
-                                      {"by", by}});
-  return answer(Outcome::kCreated, {{"flow", flow}, {"version", version}, {"hash", hash}, {"deployed_by", by}, {"deployed_at", at}});
+  log::info("flow version deployed",
+            {{"flow", flow}, {"version", std::to_string(version)}, {"hash", hash}, {"by", by}});
+  return answer(Outcome::kCreated,
+                {{"flow", flow}, {"version", version}, {"hash", hash}, {"deployed_by", by}, {"deployed_at", at}});
 }
 
 ControlResult FlowRegistry::promote(const std::string& flow, int64_t version, const std::string& by,
-                                  int64_t expected_active) {
+                                    int64_t expected_active) {
   if (version <= 0) return error(Outcome::kBadRequest, "version must be a positive integer");
   if (auto v = flows_.get(version_key(flow, version)); !v) {
     if (v.status().code() == Status::Code::kNotFound) {
@@ -439,7 +451,8 @@ ControlResult FlowRegistry::promote(const std::string& flow, int64_t version, co
     // ADR 0121). A peer's concurrent first promote wins the create; then this one is an
     // ordinary promote below.
     if (expected_active != 0) {
-      return error(Outcome::kConflict, "flow " + flow + ": no version is active yet, not v" + std::to_string(expected_active));
+      return error(Outcome::kConflict,
+                   "flow " + flow + ": no version is active yet, not v" + std::to_string(expected_active));
     }
     ActiveRecord first;
     first.version = version;
@@ -455,17 +468,19 @@ ControlResult FlowRegistry::promote(const std::string& flow, int64_t version, co
     e = flows_.get(active_key(flow));
   }
   if (!e) {
-    if (e.status().code() == Status::Code::kNotFound) return error(Outcome::kNotFound, "no flow named " + flow + " in the registry");
+    if (e.status().code() == Status::Code::kNotFound)
+      return error(Outcome::kNotFound, "no flow named " + flow + " in the registry");
     return unavailable(e.status());
   }
   auto a = ActiveRecord::parse(e->value);
   if (!a) return error(Outcome::kFailed, a.status().message());
   if (a->phase == "pausing") {
-    return error(Outcome::kConflict, "flow " + flow + ": a switch to v" + std::to_string(a->target) + " is in progress");
+    return error(Outcome::kConflict,
+                 "flow " + flow + ": a switch to v" + std::to_string(a->target) + " is in progress");
   }
   if (expected_active != 0 && a->version != expected_active) {
-    return error(Outcome::kConflict, "flow " + flow + ": stale promote: v" + std::to_string(a->version) + " is active, not v" +
-                          std::to_string(expected_active));
+    return error(Outcome::kConflict, "flow " + flow + ": stale promote: v" + std::to_string(a->version) +
+                                         " is active, not v" + std::to_string(expected_active));
   }
   if (a->version == version) return answer(Outcome::kDone, {{"flow", flow}, {"version", version}, {"unchanged", true}});
   return switch_to(flow, *a, e->revision, version, "promote", by);
@@ -474,13 +489,15 @@ ControlResult FlowRegistry::promote(const std::string& flow, int64_t version, co
 ControlResult FlowRegistry::rollback(const std::string& flow, const std::string& by) {
   auto e = flows_.get(active_key(flow));
   if (!e) {
-    if (e.status().code() == Status::Code::kNotFound) return error(Outcome::kNotFound, "no flow named " + flow + " in the registry");
+    if (e.status().code() == Status::Code::kNotFound)
+      return error(Outcome::kNotFound, "no flow named " + flow + " in the registry");
     return unavailable(e.status());
   }
   auto a = ActiveRecord::parse(e->value);
   if (!a) return error(Outcome::kFailed, a.status().message());
   if (a->phase == "pausing") {
-    return error(Outcome::kConflict, "flow " + flow + ": a switch to v" + std::to_string(a->target) + " is in progress");
+    return error(Outcome::kConflict,
+                 "flow " + flow + ": a switch to v" + std::to_string(a->target) + " is in progress");
   }
   if (a->stack.empty()) return error(Outcome::kConflict, "flow " + flow + ": no earlier version to roll back to");
   return switch_to(flow, *a, e->revision, a->stack.back(), "rollback", by);
@@ -526,7 +543,7 @@ std::vector<std::string> FlowRegistry::wait_barrier(const std::string& flow, uin
 }
 
 ControlResult FlowRegistry::switch_to(const std::string& flow, const ActiveRecord& current, uint64_t revision,
-                                    int64_t target, const std::string& action, const std::string& by) {
+                                      int64_t target, const std::string& action, const std::string& by) {
   const auto started = SteadyClock::now();
   ActiveRecord pausing = current;
   pausing.phase = "pausing";
@@ -535,7 +552,8 @@ ControlResult FlowRegistry::switch_to(const std::string& flow, const ActiveRecor
   auto p = flows_.update(active_key(flow), pausing.to_json().dump(), revision);
   if (!p) {
     if (p.status().code() == Status::Code::kConflict) {
-      return error(Outcome::kConflict, "flow " + flow + " changed meanwhile (another promote or rollback won); read it again");
+      return error(Outcome::kConflict,
+                   "flow " + flow + " changed meanwhile (another promote or rollback won); read it again");
     }
     return unavailable(p.status());
   }
@@ -547,8 +565,8 @@ ControlResult FlowRegistry::switch_to(const std::string& flow, const ActiveRecor
   next.phase = "active";
   next.epoch = pausing.epoch;
   const int64_t at = wall_ms();
-  Json audit = {{"action", action}, {"from", current.version}, {"to", target}, {"by", by},
-                {"at", at},         {"epoch", pausing.epoch}, {"barrier_ms", barrier_ms}};
+  Json audit = {{"action", action},       {"from", current.version}, {"to", target}, {"by", by}, {"at", at},
+                {"epoch", pausing.epoch}, {"barrier_ms", barrier_ms}};
   if (missing.empty()) {
     next.version = target;
     if (action == "rollback") {
@@ -587,25 +605,28 @@ ControlResult FlowRegistry::switch_to(const std::string& flow, const ActiveRecor
     std::string names;
     for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
     log::warn("flow version switch aborted: instances did not pause in time",
-              {{"flow", flow}, {"action", action}, {"to", std::to_string(target)}, {"missing", names},
-               {"by", by}});
-    return answer(Outcome::kUnavailable, {{"error", action + " of flow " + flow + " to v" + std::to_string(target) +
-                                      " aborted: not paused within " +
-                                      std::to_string(options_.barrier_timeout.count()) + " ms: " + names},
-                        {"version", current.version},
-                        {"not_paused", missing}});
+              {{"flow", flow}, {"action", action}, {"to", std::to_string(target)}, {"missing", names}, {"by", by}});
+    return answer(
+        Outcome::kUnavailable,
+        {{"error", action + " of flow " + flow + " to v" + std::to_string(target) + " aborted: not paused within " +
+                       std::to_string(options_.barrier_timeout.count()) + " ms: " + names},
+         {"version", current.version},
+         {"not_paused", missing}});
   }
-  log::info("flow version switched", {{"flow", flow}, {"action", action}, {"from", std::to_string(current.version)},
-                                      {"to", std::to_string(target)}, {"by", by},
+  log::info("flow version switched", {{"flow", flow},
+                                      {"action", action},
+                                      {"from", std::to_string(current.version)},
+                                      {"to", std::to_string(target)},
+                                      {"by", by},
                                       {"barrier_ms", std::to_string(barrier_ms)},
                                       {"instances", std::to_string(reported.size())}});
   return answer(Outcome::kDone, {{"flow", flow},
-                      {"version", target},
-                      {"previous", current.version},
-                      {"epoch", next.epoch},
-                      {"barrier_ms", barrier_ms},
-                      {"total_ms", total_ms},
-                      {"instances", reported}});
+                                 {"version", target},
+                                 {"previous", current.version},
+                                 {"epoch", next.epoch},
+                                 {"barrier_ms", barrier_ms},
+                                 {"total_ms", total_ms},
+                                 {"instances", reported}});
 }
 
 Json FlowRegistry::describe(const std::string& flow) {
@@ -631,7 +652,9 @@ Json FlowRegistry::describe(const std::string& flow) {
     if (!r) continue;
     Json rec = parse_object(r->value);
     if (rec.is_null()) continue;
-    versions.push_back({{"version", v}, {"hash", rec.value("hash", "")}, {"deployed_by", rec.value("deployed_by", "")},
+    versions.push_back({{"version", v},
+                        {"hash", rec.value("hash", "")},
+                        {"deployed_by", rec.value("deployed_by", "")},
                         {"deployed_at", rec.value("deployed_at", int64_t{0})}});
   }
   j["versions"] = versions;

@@ -54,26 +54,26 @@ inline int64_t steady_clock_ns() {
 }
 
 struct RegistryOptions {
-  std::string instance;                                // key-safe: [A-Za-z0-9_-]+
-  std::chrono::milliseconds barrier_timeout{2000};     // promote: every live member paused
-  std::chrono::milliseconds pause_timeout{1500};       // an instance: the batch in hand done
-  std::chrono::milliseconds poll{2};                   // barrier: how often reports are read
-  std::chrono::milliseconds relist{100};               // barrier: how often members are listed
-  std::chrono::milliseconds heartbeat{300};            // member key renewal
-  std::chrono::milliseconds member_ttl{1000};          // the members bucket's TTL
-  size_t history = 20;                                 // audit entries and rollback depth kept
+  std::string instance;                             // key-safe: [A-Za-z0-9_-]+
+  std::chrono::milliseconds barrier_timeout{2000};  // promote: every live member paused
+  std::chrono::milliseconds pause_timeout{1500};    // an instance: the batch in hand done
+  std::chrono::milliseconds poll{2};                // barrier: how often reports are read
+  std::chrono::milliseconds relist{100};            // barrier: how often members are listed
+  std::chrono::milliseconds heartbeat{300};         // member key renewal
+  std::chrono::milliseconds member_ttl{1000};       // the members bucket's TTL
+  size_t history = 20;                              // audit entries and rollback depth kept
 };
 
 // The `<flow>.active` record.
 struct ActiveRecord {
   int64_t version = 0;
   uint64_t epoch = 0;
-  std::string phase = "active";   // "active" | "pausing"
-  int64_t target = 0;             // pausing: the version being switched to
-  std::vector<int64_t> stack;     // earlier active versions, most recent last (rollback)
-  nlohmann::json history = nlohmann::json::array();   // audit: {action, from, to, by, at, ...}
+  std::string phase = "active";                      // "active" | "pausing"
+  int64_t target = 0;                                // pausing: the version being switched to
+  std::vector<int64_t> stack;                        // earlier active versions, most recent last (rollback)
+  nlohmann::json history = nlohmann::json::array();  // audit: {action, from, to, by, at, ...}
   std::string promoted_by;
-  int64_t promoted_at = 0;        // ms since the epoch
+  int64_t promoted_at = 0;  // ms since the epoch
 
   nlohmann::json to_json() const;
   static Result<ActiveRecord> parse(const std::string& text);
@@ -100,7 +100,7 @@ class FlowRegistry {
   Status follow(const std::string& flow, FlowControl* control);
   // `text` was validated by the caller; `by` names who deployed (audit).
   ControlResult deploy(const std::string& flow, const std::string& text, const std::string& hash,
-                     const std::string& by);
+                       const std::string& by);
   // `expected_active` != 0: refuse (kConflict) unless that version is the active one.
   ControlResult promote(const std::string& flow, int64_t version, const std::string& by, int64_t expected_active = 0);
   ControlResult rollback(const std::string& flow, const std::string& by);
@@ -115,9 +115,7 @@ class FlowRegistry {
   bool fenced() const { return fenced_.load(); }
   // True until 2/3 of the member TTL after the last renewal was sent (the key cannot have
   // expired yet). Lock-free: stages ask before each batch.
-  bool member_fresh() const {
-    return steady_clock_ns() < fresh_until_ns_.load(std::memory_order_acquire);
-  }
+  bool member_fresh() const { return steady_clock_ns() < fresh_until_ns_.load(std::memory_order_acquire); }
 
   static std::string version_key(const std::string& flow, int64_t v) { return flow + ".v" + std::to_string(v); }
   static std::string latest_key(const std::string& flow) { return flow + ".latest"; }
@@ -132,8 +130,8 @@ class FlowRegistry {
     std::string flow;
     FlowControl* control = nullptr;
     std::unique_ptr<KvWatch> watch;
-    mutable Mutex mu;          // serialises apply() (watch thread vs heartbeat thread)
-    int64_t running GUARDED_BY(mu) = 0;  // 0 while paused
+    mutable Mutex mu;                            // serialises apply() (watch thread vs heartbeat thread)
+    int64_t running GUARDED_BY(mu) = 0;          // 0 while paused
     uint64_t reported_epoch GUARDED_BY(mu) = 0;  // the last epoch we paused for
     bool fenced GUARDED_BY(mu) = false;
     std::set<int64_t> loaded GUARDED_BY(mu);
@@ -151,8 +149,8 @@ class FlowRegistry {
   void fence_all();
   void unfence_all();
   // The pause barrier and the final write; `push` true for promote, false for rollback.
-  ControlResult switch_to(const std::string& flow, const ActiveRecord& current, uint64_t revision,
-                        int64_t target, const std::string& action, const std::string& by);
+  ControlResult switch_to(const std::string& flow, const ActiveRecord& current, uint64_t revision, int64_t target,
+                          const std::string& action, const std::string& by);
   // Waits until every live member reported pausing for `epoch`; the members still
   // missing at the deadline otherwise (empty = done). `reported` gets who did.
   std::vector<std::string> wait_barrier(const std::string& flow, uint64_t epoch, std::vector<std::string>* reported);
@@ -164,11 +162,11 @@ class FlowRegistry {
 
   mutable Mutex mu_;
   std::map<std::string, std::unique_ptr<Followed>> followed_ GUARDED_BY(mu_);  // entries never removed before stop()
-  std::map<std::string, ActiveFlow> attached_ GUARDED_BY(mu_);  // what attach() returned
-  std::unique_ptr<KvWatch> flows_watch_ GUARDED_BY(mu_);  // watch_flows()
-  uint64_t member_revision_ = 0;                                // heartbeat thread (and stop)
+  std::map<std::string, ActiveFlow> attached_ GUARDED_BY(mu_);                 // what attach() returned
+  std::unique_ptr<KvWatch> flows_watch_ GUARDED_BY(mu_);                       // watch_flows()
+  uint64_t member_revision_ = 0;                                               // heartbeat thread (and stop)
   std::atomic<bool> fenced_{false};
-  std::atomic<int64_t> fresh_until_ns_{0};                      // steady clock
+  std::atomic<int64_t> fresh_until_ns_{0};  // steady clock
   Mutex hb_mu_;
   std::condition_variable hb_cv_;
   bool stopping_ GUARDED_BY(hb_mu_) = false;

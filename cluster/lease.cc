@@ -51,8 +51,7 @@ const char* to_string(Lease::Role role) {
 std::string lease_bucket_name(std::string_view cluster, milliseconds ttl) {
   std::string name = "weir_leases_";
   for (char c : cluster) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                    c == '_';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
     name += ok ? c : '_';
   }
   name += "_" + std::to_string(ttl.count());
@@ -76,8 +75,8 @@ Status LeaseOptions::validate() const {
                            ms_string(renew_interval) + ")");
   }
   if (ttl <= hold) {
-    return Status::invalid("lease ttl (" + ms_string(ttl) + ") must be longer than the hold time (" +
-                           ms_string(hold) + ")");
+    return Status::invalid("lease ttl (" + ms_string(ttl) + ") must be longer than the hold time (" + ms_string(hold) +
+                           ")");
   }
   return Status::ok();
 }
@@ -232,10 +231,7 @@ void Lease::become_leader(uint64_t revision, Clock::TimePoint sent, const char* 
   ++acquisitions_;
   renew_at_ = sent + options_.renew_interval;
   set_valid(true, revision, until);
-  log::info("lease acquired", {{"key", key_},
-                               {"owner", owner_},
-                               {"revision", std::to_string(revision)},
-                               {"by", how}});
+  log::info("lease acquired", {{"key", key_}, {"owner", owner_}, {"revision", std::to_string(revision)}, {"by", how}});
 }
 
 void Lease::lose(const std::string& reason) {
@@ -293,8 +289,7 @@ void Lease::release() {
     if (erased) {
       log::info("lease released", {{"key", key_}, {"owner", owner_}});
     } else {
-      log::warn("lease release failed; others take over after the ttl",
-                {{"key", key_}, {"error", erased.str()}});
+      log::warn("lease release failed; others take over after the ttl", {{"key", key_}, {"error", erased.str()}});
     }
   }
   role_ = Role::kClosed;
@@ -317,20 +312,17 @@ bool Lease::takeover_due(Clock::TimePoint now) const {
 Clock::TimePoint Lease::next_deadline() const {
   const Clock::TimePoint now = clock_.now();
   switch (role_) {
-    case Role::kClosed:
-      return now + std::chrono::hours(1);
+    case Role::kClosed: return now + std::chrono::hours(1);
     case Role::kLeader: {
       MutexLock lock(mu_);
       return std::min(renew_at_, valid_until_);
     }
-    case Role::kStandby:
-      break;
+    case Role::kStandby: break;
   }
   if (now < paused_until_) return paused_until_;
   Clock::TimePoint next = campaign_at_;
   if (present_ && seen_revision_ != 0) {
-    const Clock::TimePoint takeover =
-        seen_mine_ ? retry_at_ : std::max(seen_at_ + options_.ttl, retry_at_);
+    const Clock::TimePoint takeover = seen_mine_ ? retry_at_ : std::max(seen_at_ + options_.ttl, retry_at_);
     next = std::min(next, takeover);
   }
   return next;

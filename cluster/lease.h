@@ -110,7 +110,7 @@ class Lease {
   const Clock& clock_;
   const std::string key_;
   const std::string owner_;
-  const std::string nonce_;        // in every value this lease writes
+  const std::string nonce_;  // in every value this lease writes
   const std::string value_;
   const LeaseOptions options_;
 
@@ -119,18 +119,18 @@ class Lease {
 
   // What this lease knows of the key: from its own writes and from KvStore::get (the stream
   // leader), never from watch events alone.
-  bool present_ = false;           // the last entry known is a put
-  uint64_t seen_revision_ = 0;     // last revision known (put or delete marker); 0 = none
-  bool seen_mine_ = false;         // seen_revision_ is a put this lease wrote (by its nonce)
-  Clock::TimePoint seen_at_{};     // when seen_revision_ was first observed, this clock
+  bool present_ = false;        // the last entry known is a put
+  uint64_t seen_revision_ = 0;  // last revision known (put or delete marker); 0 = none
+  bool seen_mine_ = false;      // seen_revision_ is a put this lease wrote (by its nonce)
+  Clock::TimePoint seen_at_{};  // when seen_revision_ was first observed, this clock
 
   // Leader.
-  uint64_t revision_ = 0;          // this lease's last successful write
+  uint64_t revision_ = 0;  // this lease's last successful write
   Clock::TimePoint renew_at_{};
 
   // Standby.
   Clock::TimePoint campaign_at_{};
-  Clock::TimePoint retry_at_{};    // no takeover attempt before (after a failed one)
+  Clock::TimePoint retry_at_{};  // no takeover attempt before (after a failed one)
   Clock::TimePoint paused_until_{};
 
   // Read by token() from other threads.

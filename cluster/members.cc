@@ -37,7 +37,7 @@ Result<std::vector<std::string>> NatsKeyList::keys(const std::string& prefix) {
   kvKeysList list{};
   natsStatus s = kvStore_Keys(&list, kv_, nullptr);
   std::vector<std::string> out;
-  if (s == NATS_NOT_FOUND) return out;   // an empty bucket
+  if (s == NATS_NOT_FOUND) return out;  // an empty bucket
   if (s != NATS_OK) return nats_status(s, "kv keys");
   for (int i = 0; i < list.Count; ++i) {
     std::string k = list.Keys[i];

@@ -82,8 +82,10 @@ Status ClusterRuntime::start(Bus& bus, const RuntimeConfig& config) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
   }
   registry_->start_heartbeat();
-  log::info("joined cluster", {{"cluster", config.cluster.name}, {"instance", instance_id_},
-                               {"lease_bucket", o.bucket}, {"flows_bucket", fo.bucket}});
+  log::info("joined cluster", {{"cluster", config.cluster.name},
+                               {"instance", instance_id_},
+                               {"lease_bucket", o.bucket},
+                               {"flows_bucket", fo.bucket}});
   return Status::ok();
 }
 

@@ -23,8 +23,7 @@ class ClusterRuntime final : public ClusterHooks {
  public:
   ClusterRuntime();
   Status start(Bus& bus, const RuntimeConfig& config) override;
-  std::unique_ptr<Source> singleton(const std::string& key,
-                                    std::function<std::unique_ptr<Source>()> factory) override;
+  std::unique_ptr<Source> singleton(const std::string& key, std::function<std::unique_ptr<Source>()> factory) override;
   nlohmann::json status() const override;
 
   Result<ActiveFlow> attach_flow(const std::string& flow, const std::string& text, const std::string& hash) override;
@@ -45,7 +44,7 @@ class ClusterRuntime final : public ClusterHooks {
   std::unique_ptr<NatsKeyList> member_list_;
   std::unique_ptr<FlowRegistry> registry_;
   mutable std::mutex mu_;
-  std::vector<const Singleton*> singletons_;   // GUARDED_BY(mu_); owned by the runtime's flows
+  std::vector<const Singleton*> singletons_;  // GUARDED_BY(mu_); owned by the runtime's flows
 };
 
 }  // namespace weir::cluster

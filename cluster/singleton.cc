@@ -188,19 +188,16 @@ void Singleton::sync_inner() {
   const bool holding = lease_.holding();
   if (holding && !inner_) {
     std::unique_ptr<Source> source = factory_();
-    Status started = source ? source->start(inner_context_)
-                            : Status::internal("source factory returned nothing");
+    Status started = source ? source->start(inner_context_) : Status::internal("source factory returned nothing");
     if (!started) {
-      log::error("singleton source failed to start; stepping down",
-                 {{"key", options_.key}, {"error", started.str()}});
+      log::error("singleton source failed to start; stepping down", {{"key", options_.key}, {"error", started.str()}});
       lease_.step_down(options_.restart_pause);
       return;
     }
     inner_ = std::move(source);
     inner_running_.store(true, std::memory_order_release);
     starts_.fetch_add(1, std::memory_order_acq_rel);
-    log::info("singleton started", {{"key", options_.key},
-                                    {"fence", std::to_string(lease_.token().value_or(0))}});
+    log::info("singleton started", {{"key", options_.key}, {"fence", std::to_string(lease_.token().value_or(0))}});
   } else if (!holding && inner_) {
     stop_inner();
     log::info("singleton stopped", {{"key", options_.key}});

@@ -41,8 +41,8 @@ namespace weir::cluster {
 inline constexpr const char* kFenceHeader = "Weir-Fence";
 
 struct SingletonOptions {
-  std::string key;     // the lease key, e.g. "timer.<flow>" ([A-Za-z0-9_=/.-]+)
-  std::string owner;   // this instance's id, written into the lease for status and logs
+  std::string key;    // the lease key, e.g. "timer.<flow>" ([A-Za-z0-9_=/.-]+)
+  std::string owner;  // this instance's id, written into the lease for status and logs
   LeaseOptions lease;
   // After the inner source failed to start: step down so another instance may try, and
   // do not campaign again for this long.
@@ -53,8 +53,7 @@ using SourceFactory = std::function<std::unique_ptr<Source>()>;
 
 class Singleton final : public Source {
  public:
-  Singleton(KvStore& kv, SingletonOptions options, SourceFactory factory,
-            const Clock& clock = Clock::steady());
+  Singleton(KvStore& kv, SingletonOptions options, SourceFactory factory, const Clock& clock = Clock::steady());
   ~Singleton() override;  // stop() when still running
   Singleton(const Singleton&) = delete;
   Singleton& operator=(const Singleton&) = delete;
@@ -96,12 +95,12 @@ class Singleton final : public Source {
 
   SourceContext inner_context_;
   std::unique_ptr<FencedIngest> fenced_ingest_;
-  std::unique_ptr<Source> inner_;            // driver thread only
+  std::unique_ptr<Source> inner_;  // driver thread only
   std::atomic<bool> inner_running_{false};
   std::atomic<uint64_t> starts_{0};
-  std::unique_ptr<KvWatch> watch_;           // driver thread while running
+  std::unique_ptr<KvWatch> watch_;  // driver thread while running
   std::atomic<bool> watching_{false};
-  std::atomic<uint64_t> watched_revision_{0};  // newest revision the watch delivered
+  std::atomic<uint64_t> watched_revision_{0};              // newest revision the watch delivered
   std::optional<Clock::TimePoint> watch_disagrees_since_;  // driver thread: when they began to disagree
   Clock::TimePoint watch_retry_at_{};
 
@@ -110,7 +109,7 @@ class Singleton final : public Source {
   bool stop_requested_ GUARDED_BY(mu_) = false;
   std::optional<KvEvent> pending_event_ GUARDED_BY(mu_);  // the newest one is all the lease needs
   std::thread driver_;
-  bool started_ = false;                     // controlling thread
+  bool started_ = false;  // controlling thread
 };
 
 }  // namespace weir::cluster

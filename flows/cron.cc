@@ -71,22 +71,37 @@ int parse_value(std::string_view s, const FieldSpec& f) {
 template <size_t N>
 bool parse_field(std::string_view text, const FieldSpec& f, std::bitset<N>* bits, std::string* error) {
   const std::string where = std::string(f.name) + " field '" + std::string(text) + "'";
-  if (text.empty()) { *error = "cron: empty " + std::string(f.name) + " field"; return false; }
+  if (text.empty()) {
+    *error = "cron: empty " + std::string(f.name) + " field";
+    return false;
+  }
   for (std::string_view item : split(text, ',')) {
-    if (item.empty()) { *error = "cron: " + where + ": empty list item"; return false; }
+    if (item.empty()) {
+      *error = "cron: " + where + ": empty list item";
+      return false;
+    }
     int step = 1;
     std::string_view range = item;
     const size_t slash = item.find('/');
     if (slash != std::string_view::npos) {
       std::string_view step_text = item.substr(slash + 1);
       range = item.substr(0, slash);
-      if (step_text.empty() || step_text.size() > 2) { *error = "cron: " + where + ": bad step"; return false; }
+      if (step_text.empty() || step_text.size() > 2) {
+        *error = "cron: " + where + ": bad step";
+        return false;
+      }
       step = 0;
       for (char c : step_text) {
-        if (!std::isdigit(static_cast<unsigned char>(c))) { *error = "cron: " + where + ": bad step"; return false; }
+        if (!std::isdigit(static_cast<unsigned char>(c))) {
+          *error = "cron: " + where + ": bad step";
+          return false;
+        }
         step = step * 10 + (c - '0');
       }
-      if (step == 0) { *error = "cron: " + where + ": step must be > 0"; return false; }
+      if (step == 0) {
+        *error = "cron: " + where + ": step must be > 0";
+        return false;
+      }
     }
     int lo = f.min;
     int hi = f.max;
@@ -96,19 +111,27 @@ bool parse_field(std::string_view text, const FieldSpec& f, std::bitset<N>* bits
       const size_t dash = range.find('-');
       if (dash == std::string_view::npos) {
         lo = parse_value(range, f);
-        if (lo < 0) { *error = "cron: " + where + ": '" + std::string(range) + "' is not a value"; return false; }
+        if (lo < 0) {
+          *error = "cron: " + where + ": '" + std::string(range) + "' is not a value";
+          return false;
+        }
         hi = slash != std::string_view::npos ? f.max : lo;  // `a/n` runs to the maximum
       } else {
         lo = parse_value(range.substr(0, dash), f);
         hi = parse_value(range.substr(dash + 1), f);
         if (lo < 0 || hi < 0) {
-          { *error = "cron: " + where + ": '" + std::string(range) + "' is not a range"; return false; }
+          {
+            *error = "cron: " + where + ": '" + std::string(range) + "' is not a range";
+            return false;
+          }
         }
       }
     }
     if (lo < f.min || hi > f.max || lo > hi) {
-      { *error = "cron: " + where + ": out of range " + std::to_string(f.min) + "-" +
-                             std::to_string(f.max); return false; }
+      {
+        *error = "cron: " + where + ": out of range " + std::to_string(f.min) + "-" + std::to_string(f.max);
+        return false;
+      }
     }
     for (int v = lo; v <= hi; v += step) bits->set(static_cast<size_t>(v));
   }
@@ -118,9 +141,8 @@ bool parse_field(std::string_view text, const FieldSpec& f, std::bitset<N>* bits
 // The five fields a macro stands for (Vixie cron's list); nullptr when it is none.
 const char* expand_macro(std::string_view text) {
   static constexpr std::pair<std::string_view, const char*> kMacros[] = {
-      {"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
-      {"@weekly", "0 0 * * 0"}, {"@daily", "0 0 * * *"},    {"@midnight", "0 0 * * *"},
-      {"@hourly", "0 * * * *"}};
+      {"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"}, {"@weekly", "0 0 * * 0"},
+      {"@daily", "0 0 * * *"},  {"@midnight", "0 0 * * *"}, {"@hourly", "0 * * * *"}};
   for (const auto& [name, fields] : kMacros) {
     if (text == name) return fields;
   }

@@ -38,9 +38,9 @@ class CronSchedule {
   std::string text_;
   std::bitset<60> minutes_;
   std::bitset<24> hours_;
-  std::bitset<32> days_;      // 1..31
-  std::bitset<13> months_;    // 1..12
-  std::bitset<7> weekdays_;   // 0..6, Sunday = 0
+  std::bitset<32> days_;     // 1..31
+  std::bitset<13> months_;   // 1..12
+  std::bitset<7> weekdays_;  // 0..6, Sunday = 0
   bool days_restricted_ = false;
   bool weekdays_restricted_ = false;
 };

@@ -29,7 +29,7 @@ class TableSet;
 class LiveTable;
 struct TableSnapshot;
 
-inline constexpr int kMaxLambdaDepth = 16;     // nested lambdas in one expression
+inline constexpr int kMaxLambdaDepth = 16;       // nested lambdas in one expression
 inline constexpr int kMaxExpressionDepth = 200;  // AST depth (guards the C++ stack)
 inline constexpr size_t kMaxExpressionBytes = 64 * 1024;
 
@@ -54,15 +54,15 @@ inline constexpr int64_t kEvalBudget = 8'000'000;
 inline constexpr size_t kMaxStringBytes = 16u << 20;
 
 struct EvalContext {
-  const Json* self = nullptr;          // `this`
-  int64_t budget = kEvalBudget;        // units left for this event (see kEvalBudget)
-  const TableSet* tables = nullptr;    // for lookup(); null: no tables
+  const Json* self = nullptr;                       // `this`
+  int64_t budget = kEvalBudget;                     // units left for this event (see kEvalBudget)
+  const TableSet* tables = nullptr;                 // for lookup(); null: no tables
   std::array<const Json*, kMaxLambdaDepth> vars{};  // lambda parameters, by slot
   // Live tables' snapshots this event has read (flows/tables.h): one per table, taken at
   // its first lookup and held until the event is done, so that the rows looked up stay
   // valid and every lookup of the event sees the same version of the table.
   std::vector<std::pair<const LiveTable*, std::shared_ptr<const TableSnapshot>>> pinned;
-  std::string error;                   // set when eval returns nullptr
+  std::string error;  // set when eval returns nullptr
 };
 
 class Expression {
@@ -75,8 +75,7 @@ class Expression {
   Expression& operator=(const Expression&) = delete;
 
   // Compiles `text`. On failure returns false and fills `error`.
-  static bool compile(std::string_view text, const CompileScope& scope, Expression* out,
-                      CompileError* error);
+  static bool compile(std::string_view text, const CompileScope& scope, Expression* out, CompileError* error);
   // An expression that is a constant (a number, boolean or null written in YAML).
   static Expression constant(Json value, std::string text);
 

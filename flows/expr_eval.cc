@@ -89,8 +89,7 @@ bool arith(Op op, const Json& a, const Json& b, Json& out, std::string& err) {
         }
         if (y == -1) return out = int64_t{0}, true;  // INT64_MIN % -1 is UB in C++
         return out = x % y, true;
-      default:
-        break;
+      default: break;
     }
   } else if (a.is_number() && b.is_number()) {
     double p = get_double(a), q = get_double(b);
@@ -110,8 +109,7 @@ bool arith(Op op, const Json& a, const Json& b, Json& out, std::string& err) {
           return false;
         }
         return checked_finite(std::fmod(p, q), out, err);
-      default:
-        break;
+      default: break;
     }
   } else if (op == Op::kAdd && a.is_string() && b.is_string()) {
     const auto& s = a.get_ref<const std::string&>();
@@ -133,8 +131,11 @@ bool arith(Op op, const Json& a, const Json& b, Json& out, std::string& err) {
     out = std::move(r);
     return true;
   }
-  const char* verb = op == Op::kAdd ? "add" : op == Op::kSub ? "subtract" : op == Op::kMul ? "multiply"
-                   : op == Op::kDiv ? "divide" : "take the remainder of";
+  const char* verb = op == Op::kAdd   ? "add"
+                     : op == Op::kSub ? "subtract"
+                     : op == Op::kMul ? "multiply"
+                     : op == Op::kDiv ? "divide"
+                                      : "take the remainder of";
   err = std::string("cannot ") + verb + " " + type_name(a) + " and " + type_name(b);
   if (op == Op::kAdd && (a.is_string() || b.is_string())) err += " (convert with string(x) or number(x))";
   return false;
@@ -195,8 +196,9 @@ int64_t cost_of(const Json& v) {
 const Json* Expression::Impl::charge(const Node& n, EvalContext& ctx, const Json* v) const {
   if (v == nullptr) return nullptr;
   if (v->is_string() && v->get_ref<const std::string&>().size() > kMaxStringBytes) {
-    return fail(n, ctx, "the result is a string of " + std::to_string(v->get_ref<const std::string&>().size()) +
-                            " bytes, over the limit of " + std::to_string(kMaxStringBytes));
+    return fail(n, ctx,
+                "the result is a string of " + std::to_string(v->get_ref<const std::string&>().size()) +
+                    " bytes, over the limit of " + std::to_string(kMaxStringBytes));
   }
   ctx.budget -= cost_of(*v);
   if (ctx.budget < 0) return over_budget(n, ctx);
@@ -204,20 +206,18 @@ const Json* Expression::Impl::charge(const Node& n, EvalContext& ctx, const Json
 }
 
 const Json* Expression::Impl::over_budget(const Node& n, EvalContext& ctx) const {
-  return fail(n, ctx, "evaluation budget exceeded (more than " + std::to_string(kEvalBudget) +
-                          " steps and values for one event)");
+  return fail(
+      n, ctx,
+      "evaluation budget exceeded (more than " + std::to_string(kEvalBudget) + " steps and values for one event)");
 }
 
 const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) const {
   const Node& n = nodes[index];
   if (--ctx.budget < 0) return over_budget(n, ctx);
   switch (n.op) {
-    case Op::kConst:
-      return &consts[n.aux];
-    case Op::kThis:
-      return ctx.self;
-    case Op::kVar:
-      return ctx.vars[n.slot];
+    case Op::kConst: return &consts[n.aux];
+    case Op::kThis: return ctx.self;
+    case Op::kVar: return ctx.vars[n.slot];
     case Op::kPath: {
       const Json* p = eval(kid(n, 0), ctx, tmp);
       if (p == nullptr) return nullptr;
@@ -262,7 +262,11 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       if (!truth(*v, &b)) return fail(n, ctx, std::string("! needs a bool, got ") + type_name(*v));
       return b ? &kFalse : &kTrue;
     }
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kMod: {
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMod: {
       Json la, lb;
       const Json* a = eval(kid(n, 0), ctx, la);
       if (a == nullptr) return nullptr;
@@ -272,8 +276,8 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       // String concatenation can reuse the left operand's buffer when it is ours.
       if (n.op == Op::kAdd && a == &la && la.is_string() && b->is_string()) {
         if (la.get_ref<const std::string&>().size() + b->get_ref<const std::string&>().size() > kMaxStringBytes) {
-          return fail(n, ctx, "the joined string would be over the limit of " + std::to_string(kMaxStringBytes) +
-                                  " bytes");
+          return fail(n, ctx,
+                      "the joined string would be over the limit of " + std::to_string(kMaxStringBytes) + " bytes");
         }
         la.get_ref<std::string&>() += b->get_ref<const std::string&>();
         tmp = std::move(la);
@@ -282,7 +286,8 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       if (!arith(n.op, *a, *b, tmp, err)) return fail(n, ctx, std::move(err));
       return charge(n, ctx, &tmp);
     }
-    case Op::kEq: case Op::kNe: {
+    case Op::kEq:
+    case Op::kNe: {
       Json la, lb;
       const Json* a = eval(kid(n, 0), ctx, la);
       if (a == nullptr) return nullptr;
@@ -291,7 +296,10 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       bool eq = values_equal(*a, *b);
       return (eq == (n.op == Op::kEq)) ? &kTrue : &kFalse;
     }
-    case Op::kLt: case Op::kLe: case Op::kGt: case Op::kGe: {
+    case Op::kLt:
+    case Op::kLe:
+    case Op::kGt:
+    case Op::kGe: {
       Json la, lb;
       const Json* a = eval(kid(n, 0), ctx, la);
       if (a == nullptr) return nullptr;
@@ -303,7 +311,8 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       bool r = n.op == Op::kLt ? c < 0 : n.op == Op::kLe ? c <= 0 : n.op == Op::kGt ? c > 0 : c >= 0;
       return r ? &kTrue : &kFalse;
     }
-    case Op::kAnd: case Op::kOr: {
+    case Op::kAnd:
+    case Op::kOr: {
       Json local;
       const Json* a = eval(kid(n, 0), ctx, local);
       if (a == nullptr) return nullptr;
@@ -389,7 +398,8 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       }
       return r;
     }
-    case Op::kMap: case Op::kFilter: {
+    case Op::kMap:
+    case Op::kFilter: {
       Json local;
       const Json* recv = eval(kid(n, 0), ctx, local);
       if (recv == nullptr) return nullptr;
@@ -412,7 +422,7 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
           return nullptr;
         }
         if (n.op == Op::kMap) {
-          ctx.budget -= cost_of(*v);   // a copy of what the lambda answered
+          ctx.budget -= cost_of(*v);  // a copy of what the lambda answered
           if (ctx.budget < 0) {
             ctx.vars[n.slot] = saved;
             return over_budget(n, ctx);

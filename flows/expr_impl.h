@@ -14,22 +14,34 @@ namespace weir::flows {
 class Table;
 
 enum class Op : uint8_t {
-  kConst,     // aux: index into consts
+  kConst,  // aux: index into consts
   kThis,
-  kVar,       // slot: lambda slot
-  kPath,      // kid 0: base; aux: index into paths (static member names / indexes)
-  kIndex,     // kid 0: base, kid 1: index (computed)
-  kNeg, kNot,
-  kAdd, kSub, kMul, kDiv, kMod,
-  kEq, kNe, kLt, kLe, kGt, kGe,
-  kAnd, kOr, kCoalesce,
-  kCond,      // kids: condition, then, else
-  kArray,     // kids: elements
-  kObject,    // kids: values; aux: index of the first key in keys
-  kCall,      // fn: builtin index; kids: arguments
-  kMap,       // kid 0: receiver, kid 1: body; slot: the lambda's variable
-  kFilter,    // same
-  kLookup,    // kids: [name expr,] key expr; aux: index into tables or kDynamicTable
+  kVar,    // slot: lambda slot
+  kPath,   // kid 0: base; aux: index into paths (static member names / indexes)
+  kIndex,  // kid 0: base, kid 1: index (computed)
+  kNeg,
+  kNot,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMod,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kAnd,
+  kOr,
+  kCoalesce,
+  kCond,    // kids: condition, then, else
+  kArray,   // kids: elements
+  kObject,  // kids: values; aux: index of the first key in keys
+  kCall,    // fn: builtin index; kids: arguments
+  kMap,     // kid 0: receiver, kid 1: body; slot: the lambda's variable
+  kFilter,  // same
+  kLookup,  // kids: [name expr,] key expr; aux: index into tables or kDynamicTable
 };
 
 inline constexpr uint32_t kDynamicTable = 0xFFFFFFFF;
@@ -45,8 +57,8 @@ struct Node {
 };
 
 struct PathSeg {
-  std::string key;       // member name when !is_index
-  int64_t index = 0;     // array index when is_index (negative counts from the end)
+  std::string key;    // member name when !is_index
+  int64_t index = 0;  // array index when is_index (negative counts from the end)
   bool is_index = false;
 };
 

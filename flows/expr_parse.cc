@@ -11,11 +11,36 @@ namespace weir::flows {
 namespace {
 
 enum class Tok : uint8_t {
-  kEnd, kNumber, kString, kIdent,
-  kLParen, kRParen, kLBracket, kRBracket, kLBrace, kRBrace,
-  kComma, kColon, kDot, kQuestion, kQQ, kArrow,
-  kPlus, kMinus, kStar, kSlash, kPercent,
-  kEq, kNe, kLt, kLe, kGt, kGe, kAnd, kOr, kNot,
+  kEnd,
+  kNumber,
+  kString,
+  kIdent,
+  kLParen,
+  kRParen,
+  kLBracket,
+  kRBracket,
+  kLBrace,
+  kRBrace,
+  kComma,
+  kColon,
+  kDot,
+  kQuestion,
+  kQQ,
+  kArrow,
+  kPlus,
+  kMinus,
+  kStar,
+  kSlash,
+  kPercent,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kAnd,
+  kOr,
+  kNot,
 };
 
 struct Token {
@@ -61,9 +86,7 @@ const char* tok_name(Tok t) {
   return "token";
 }
 
-bool is_ident_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 
 struct Failure {
@@ -150,8 +173,7 @@ class Lexer {
         if (n == '|') return two(Tok::kOr);
         *f = {i_, "unexpected '|' (logical or is ||)"};
         return false;
-      default:
-        break;
+      default: break;
     }
     auto uc = static_cast<unsigned char>(c);
     if (uc >= 0x80) {
@@ -275,9 +297,7 @@ class Lexer {
           append_utf8(&out, cp);
           break;
         }
-        default:
-          *f = {esc, std::string("unknown escape \\") + e};
-          return false;
+        default: *f = {esc, std::string("unknown escape \\") + e}; return false;
       }
     }
     t->kind = Tok::kString;
@@ -291,8 +311,7 @@ class Lexer {
 
 class Parser {
  public:
-  Parser(std::string_view src, std::vector<Token> toks, const CompileScope& scope,
-         Expression::Impl* out)
+  Parser(std::string_view src, std::vector<Token> toks, const CompileScope& scope, Expression::Impl* out)
       : src_(src), toks_(std::move(toks)), scope_(scope), x_(out) {}
 
   bool run(Failure* f) {
@@ -309,9 +328,7 @@ class Parser {
   using Ix = uint32_t;
 
   const Token& cur() const { return toks_[p_]; }
-  const Token& peek(size_t k = 1) const {
-    return toks_[std::min(p_ + k, toks_.size() - 1)];
-  }
+  const Token& peek(size_t k = 1) const { return toks_[std::min(p_ + k, toks_.size() - 1)]; }
   bool at(Tok t) const { return cur().kind == t; }
   bool accept(Tok t) {
     if (!at(t)) return false;
@@ -344,8 +361,8 @@ class Parser {
     return add_v(op, pos, end, std::vector<Ix>(kids), out);
   }
 
-  bool add_v(Op op, uint32_t pos, uint32_t end, const std::vector<Ix>& kids, Ix* out,
-             uint32_t aux = 0, uint16_t fn = 0, uint8_t slot = 0) {
+  bool add_v(Op op, uint32_t pos, uint32_t end, const std::vector<Ix>& kids, Ix* out, uint32_t aux = 0, uint16_t fn = 0,
+             uint8_t slot = 0) {
     int d = 0;
     for (Ix k : kids) d = std::max(d, depth_[k]);
     if (d + 1 > kMaxExpressionDepth) return fail(pos, "expression is nested too deeply");
@@ -387,14 +404,16 @@ class Parser {
   void fold(Ix i) {
     Node& n = x_->nodes[i];
     switch (n.op) {
-      case Op::kConst: case Op::kThis: case Op::kVar: case Op::kMap: case Op::kFilter:
-      case Op::kLookup:
-        return;
+      case Op::kConst:
+      case Op::kThis:
+      case Op::kVar:
+      case Op::kMap:
+      case Op::kFilter:
+      case Op::kLookup: return;
       case Op::kCall:
         if (!builtin(n.fn).pure) return;
         break;
-      default:
-        break;
+      default: break;
     }
     for (uint32_t k = 0; k < n.count; ++k) {
       if (!is_const(x_->kid(n, k))) return;
@@ -405,7 +424,7 @@ class Parser {
     Json scratch;
     const Json* r = x_->eval(i, ctx, scratch);
     if (r == nullptr) return;
-    x_->consts.push_back(r == &scratch ? std::move(scratch) : Json(*r));   // moves the computed one
+    x_->consts.push_back(r == &scratch ? std::move(scratch) : Json(*r));  // moves the computed one
     Node& m = x_->nodes[i];  // eval does not add nodes, but keep the reference honest
     m.op = Op::kConst;
     m.aux = static_cast<uint32_t>(x_->consts.size() - 1);
@@ -468,16 +487,12 @@ class Parser {
   bool coalesce(Ix* out) { return binary_level(out, &Parser::disjunction, {{Tok::kQQ, Op::kCoalesce}}); }
   bool disjunction(Ix* out) { return binary_level(out, &Parser::conjunction, {{Tok::kOr, Op::kOr}}); }
   bool conjunction(Ix* out) { return binary_level(out, &Parser::eq, {{Tok::kAnd, Op::kAnd}}); }
-  bool eq(Ix* out) {
-    return binary_level(out, &Parser::rel, {{Tok::kEq, Op::kEq}, {Tok::kNe, Op::kNe}});
-  }
+  bool eq(Ix* out) { return binary_level(out, &Parser::rel, {{Tok::kEq, Op::kEq}, {Tok::kNe, Op::kNe}}); }
   bool rel(Ix* out) {
     return binary_level(out, &Parser::additive,
                         {{Tok::kLt, Op::kLt}, {Tok::kLe, Op::kLe}, {Tok::kGt, Op::kGt}, {Tok::kGe, Op::kGe}});
   }
-  bool additive(Ix* out) {
-    return binary_level(out, &Parser::mul, {{Tok::kPlus, Op::kAdd}, {Tok::kMinus, Op::kSub}});
-  }
+  bool additive(Ix* out) { return binary_level(out, &Parser::mul, {{Tok::kPlus, Op::kAdd}, {Tok::kMinus, Op::kSub}}); }
   bool mul(Ix* out) {
     return binary_level(out, &Parser::unary,
                         {{Tok::kStar, Op::kMul}, {Tok::kSlash, Op::kDiv}, {Tok::kPercent, Op::kMod}});
@@ -663,8 +678,8 @@ class Parser {
       if (b.max_args < 0) want = "at least " + std::to_string(b.min_args);
       else if (b.min_args == b.max_args) want = std::to_string(b.min_args);
       else want = std::to_string(b.min_args) + " to " + std::to_string(b.max_args);
-      return fail(name.pos, std::string(b.name) + "() takes " + want + " argument" +
-                                (want == "1" ? "" : "s") + ", got " + std::to_string(n));
+      return fail(name.pos, std::string(b.name) + "() takes " + want + " argument" + (want == "1" ? "" : "s") +
+                                ", got " + std::to_string(n));
     }
     return add_v(Op::kCall, pos, end, a, out, 0, static_cast<uint16_t>(fn));
   }
@@ -676,8 +691,8 @@ class Parser {
     bool dynamic = false;
     std::string table_name;
     uint32_t table_pos = cur().pos;
-    if (at(Tok::kIdent) && (peek().kind == Tok::kComma || peek().kind == Tok::kRParen) &&
-        !is_lambda_var(cur().text) && cur().text != "this") {
+    if (at(Tok::kIdent) && (peek().kind == Tok::kComma || peek().kind == Tok::kRParen) && !is_lambda_var(cur().text) &&
+        cur().text != "this") {
       table_name = cur().text;
       ++p_;
     } else {
@@ -730,12 +745,8 @@ class Parser {
   bool primary(Ix* out) {
     const Token t = cur();
     switch (t.kind) {
-      case Tok::kNumber:
-        ++p_;
-        return number_literal(t.text, t.pos, t.end, out);
-      case Tok::kString:
-        ++p_;
-        return constant(Json(t.text), t.pos, t.end, out);
+      case Tok::kNumber: ++p_; return number_literal(t.text, t.pos, t.end, out);
+      case Tok::kString: ++p_; return constant(Json(t.text), t.pos, t.end, out);
       case Tok::kLParen: {
         ++p_;
         Ix e;
@@ -761,12 +772,9 @@ class Parser {
         }
         return add_v(Op::kArray, t.pos, toks_[p_ - 1].end, items, out);
       }
-      case Tok::kLBrace:
-        return object(out);
-      case Tok::kIdent:
-        return name(out);
-      default:
-        return unexpected("a value");
+      case Tok::kLBrace: return object(out);
+      case Tok::kIdent: return name(out);
+      default: return unexpected("a value");
     }
   }
 
@@ -884,8 +892,7 @@ Expression Expression::constant(Json value, std::string text) {
   return e;
 }
 
-bool Expression::compile(std::string_view text, const CompileScope& scope, Expression* out,
-                         CompileError* error) {
+bool Expression::compile(std::string_view text, const CompileScope& scope, Expression* out, CompileError* error) {
   auto fail = [&](size_t offset, std::string message) {
     if (error) *error = CompileError{offset, std::move(message)};
     return false;
@@ -918,8 +925,7 @@ bool Expression::compile(std::string_view text, const CompileScope& scope, Expre
   return true;
 }
 
-bool Expression::evaluate(const Json& self, const TableSet* tables, Json* out,
-                          std::string* error) const {
+bool Expression::evaluate(const Json& self, const TableSet* tables, Json* out, std::string* error) const {
   if (!impl_) {
     if (error) *error = "empty expression";
     return false;
@@ -947,8 +953,6 @@ bool Expression::evaluate(const Json& self, const TableSet* tables, Json* out,
   return true;
 }
 
-const Json* Expression::eval(EvalContext& ctx, Json& scratch) const {
-  return impl_->eval(impl_->root, ctx, scratch);
-}
+const Json* Expression::eval(EvalContext& ctx, Json& scratch) const { return impl_->eval(impl_->root, ctx, scratch); }
 
 }  // namespace weir::flows

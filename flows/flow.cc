@@ -68,8 +68,7 @@ Outcome Flow::run(Json event) const {
 }
 
 void FlowBuilder::fill(Flow& f, std::string name, std::string hash, std::string file, SourceSpec source,
-                       std::vector<SinkSpec> sinks, OnError on_error, Json tests,
-                       std::unique_ptr<Program> program) {
+                       std::vector<SinkSpec> sinks, OnError on_error, Json tests, std::unique_ptr<Program> program) {
   f.name_ = std::move(name);
   f.hash_ = std::move(hash);
   f.file_ = std::move(file);

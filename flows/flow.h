@@ -48,22 +48,22 @@ struct Diagnostic {
 
 struct HmacSpec {
   enum class Scheme { kGithub, kStandard };
-  std::string secret_env;                     // name of the env variable holding the secret
-  std::string header = "X-Hub-Signature-256"; // github scheme only
+  std::string secret_env;                      // name of the env variable holding the secret
+  std::string header = "X-Hub-Signature-256";  // github scheme only
   Scheme scheme = Scheme::kGithub;
 };
 
 struct HttpSourceSpec {
-  std::string path;                     // starts with '/'
+  std::string path;  // starts with '/'
   std::optional<HmacSpec> hmac;
   std::optional<std::string> bearer_token_env;  // `bearer: {token_env: NAME}`
 };
 
 struct MqttSourceSpec {
-  std::string broker;                   // tcp://host:port or ssl://host:port
-  std::vector<std::string> topics;      // `topic:` (string) or `topics:` (list)
-  int qos = 1;                          // 0 or 1
-  std::string client_id;                // default: weir-<flow>
+  std::string broker;               // tcp://host:port or ssl://host:port
+  std::vector<std::string> topics;  // `topic:` (string) or `topics:` (list)
+  int qos = 1;                      // 0 or 1
+  std::string client_id;            // default: weir-<flow>
   bool clean_session = false;
   std::string username_env, password_env;
   std::string ca_file, cert_file, key_file;  // TLS, optional
@@ -72,22 +72,22 @@ struct MqttSourceSpec {
 
 struct NatsSourceSpec {
   std::string subject;
-  std::string queue;                    // default: weir-<flow>
+  std::string queue;  // default: weir-<flow>
 };
 
 struct TimerSourceSpec {
-  std::optional<Millis> every;          // exactly one of every / cron
-  std::string cron;                     // 5-field cron expression
-  Json payload = Json::object();        // the event each tick emits (plus tick fields)
+  std::optional<Millis> every;    // exactly one of every / cron
+  std::string cron;               // 5-field cron expression
+  Json payload = Json::object();  // the event each tick emits (plus tick fields)
 };
 
 struct PollSourceSpec {
   std::string url;
   Millis every{60000};
   std::map<std::string, std::string> headers;
-  std::string split;                    // path of the array to split into events ("" = whole body)
-  std::string cursor_field;             // response field holding the next cursor ("" = none)
-  std::string cursor_param;             // query parameter that carries the cursor
+  std::string split;         // path of the array to split into events ("" = whole body)
+  std::string cursor_field;  // response field holding the next cursor ("" = none)
+  std::string cursor_param;  // query parameter that carries the cursor
   struct OAuth2 {
     std::string token_url, client_id_env, client_secret_env;
     std::vector<std::string> scopes;
@@ -96,21 +96,21 @@ struct PollSourceSpec {
 };
 
 struct ExecSourceSpec {
-  std::vector<std::string> command;     // argv; no shell
-  std::string format = "json";          // json | text
-  int64_t max_line = 1 << 20;           // bytes
+  std::vector<std::string> command;  // argv; no shell
+  std::string format = "json";       // json | text
+  int64_t max_line = 1 << 20;        // bytes
   // Names of weir's environment variables the command sees besides PATH, HOME and LANG
   // (`env:`); nothing else is passed, so secrets meant for weir stay with weir.
   std::vector<std::string> env;
 };
 
 struct FlowSourceSpec {
-  std::string flow;                     // `from: {flow: other.sink}`
+  std::string flow;  // `from: {flow: other.sink}`
   std::string sink;
 };
 
-using SourceSpec = std::variant<HttpSourceSpec, MqttSourceSpec, NatsSourceSpec, TimerSourceSpec,
-                                PollSourceSpec, ExecSourceSpec, FlowSourceSpec>;
+using SourceSpec = std::variant<HttpSourceSpec, MqttSourceSpec, NatsSourceSpec, TimerSourceSpec, PollSourceSpec,
+                                ExecSourceSpec, FlowSourceSpec>;
 
 // ---- Sinks (`to:`), one or more, by name ---------------------------------------------
 
@@ -142,9 +142,9 @@ class EventExpression {
 };
 
 struct MqttSinkSpec {
-  std::string broker;                   // one of schema::kMqttSinkSchemes
-  std::string topic;                    // `topic: out/orders`: the topic as written ("" with topic_expr)
-  std::shared_ptr<const EventExpression> topic_expr;   // `topic: {expr: …}` (docs/adr/0181)
+  std::string broker;                                 // one of schema::kMqttSinkSchemes
+  std::string topic;                                  // `topic: out/orders`: the topic as written ("" with topic_expr)
+  std::shared_ptr<const EventExpression> topic_expr;  // `topic: {expr: …}` (docs/adr/0181)
   int qos = 1;
   bool retain = false;
   std::string client_id;
@@ -156,7 +156,7 @@ struct NatsSinkSpec {
   std::string subject;
 };
 
-struct FlowSinkSpec {};                 // `to: {x: {flow: {}}}`: other flows read it with `from: {flow: this.x}`
+struct FlowSinkSpec {};  // `to: {x: {flow: {}}}`: other flows read it with `from: {flow: this.x}`
 
 struct SinkSpec {
   std::string name;
@@ -170,37 +170,37 @@ struct SinkSpec {
 struct FlowError {
   std::string flow;
   int64_t version = 0;
-  int step = -1;                        // 0-based index in `steps` (nested steps: the top-level index)
-  std::string expression;               // the expression's text
+  int step = -1;           // 0-based index in `steps` (nested steps: the top-level index)
+  std::string expression;  // the expression's text
   std::string message;
-  std::string step_path;                // the step's kind and place: "set", "branch arm 1 > filter"
-  std::string str() const;              // one line, for logs and dead-letter headers
+  std::string step_path;    // the step's kind and place: "set", "branch arm 1 > filter"
+  std::string str() const;  // one line, for logs and dead-letter headers
 };
 
 // What one event became. At most one output per input: branch takes the first arm.
 struct Outcome {
   enum class Kind { kEmit, kDropped, kError };
   Kind kind = Kind::kEmit;
-  std::string sink;                     // kEmit: the sink name it routes to
-  Json event;                           // kEmit: the output event; kError: the event as it
-                                        // was when the step failed (for debugging only)
-  FlowError error;                      // kError
+  std::string sink;  // kEmit: the sink name it routes to
+  Json event;        // kEmit: the output event; kError: the event as it
+                     // was when the step failed (for debugging only)
+  FlowError error;   // kError
 };
 
 enum class OnError { kDlq, kDrop };
 
-class Program;                          // compiled steps; private to the library
+class Program;  // compiled steps; private to the library
 
 class Flow {
  public:
   const std::string& name() const { return name_; }
   int64_t version() const { return version_; }
-  const std::string& content_hash() const { return hash_; }   // hex sha-256 of the file bytes
+  const std::string& content_hash() const { return hash_; }  // hex sha-256 of the file bytes
   const std::string& file() const { return file_; }
   const SourceSpec& source() const { return source_; }
   const std::vector<SinkSpec>& sinks() const { return sinks_; }
   OnError on_error() const { return on_error_; }
-  const Json& tests() const { return tests_; }                 // the `tests:` list, as written
+  const Json& tests() const { return tests_; }  // the `tests:` list, as written
 
   // Runs the steps over one event. Never throws for data reasons: a type error is
   // Outcome::Kind::kError. Thread-safe.

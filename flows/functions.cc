@@ -444,7 +444,7 @@ const Json* fn_replace(Args a, int, Json& out, std::string& err) {
     r.append(*s, start, at - start);
     r += *to;
     start = at + from->size();
-    if (r.size() > kMaxStringBytes) {   // checked while growing: the result could be |s|·|to|
+    if (r.size() > kMaxStringBytes) {  // checked while growing: the result could be |s|·|to|
       err = "replace() would make a string over the limit of " + std::to_string(kMaxStringBytes) + " bytes";
       return nullptr;
     }

@@ -98,7 +98,7 @@ bool run(std::string_view text, Sax& sax, JsonError* error) {
   bool ok = false;
   try {
     ok = Json::sax_parse(text.begin(), text.end(), &sax, Json::input_format_t::json, /*strict=*/true);
-  } catch (const std::exception& e) {   // the DOM builder may throw on allocation or errors
+  } catch (const std::exception& e) {  // the DOM builder may throw on allocation or errors
     if (error) {
       error->message = e.what();
       error->too_deep = false;

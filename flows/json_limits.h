@@ -20,9 +20,9 @@ namespace weir::flows {
 inline constexpr int kDefaultMaxDepth = 128;
 
 struct JsonError {
-  bool too_deep = false;   // nesting passed the limit (the text may be valid JSON)
-  size_t byte = 0;         // 1-based position of the problem in the text
-  std::string message;     // "nested deeper than 128 levels" or the parser's reason
+  bool too_deep = false;  // nesting passed the limit (the text may be valid JSON)
+  size_t byte = 0;        // 1-based position of the problem in the text
+  std::string message;    // "nested deeper than 128 levels" or the parser's reason
 };
 
 // Parses `text`, allowing at most `max_depth` nested arrays and objects (a scalar is

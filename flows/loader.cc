@@ -155,7 +155,8 @@ class Loader {
     } else {
       if (n.quoted && j < size && (src_[j] == '"' || src_[j] == '\'')) ++j;
       for (size_t i = 0; i < offset && j < size; ++i) {
-        // NOLINTNEXTLINE(bugprone-branch-clone): a matching byte and any other both advance by one; the order of the tests matters
+        // NOLINTNEXTLINE(bugprone-branch-clone): a matching byte and any other both advance by one; the order of the
+        // tests matters
         if (src_[j] == t[i]) {
           ++j;
         } else if (t[i] == ' ' && is_space(src_[j])) {
@@ -173,8 +174,7 @@ class Loader {
     size_t line = static_cast<size_t>(std::upper_bound(line_starts_.begin(), line_starts_.end(), j) -
                                       line_starts_.begin());
     size_t start = line_starts_[line - 1];
-    return Location{file_, static_cast<int>(line),
-                    1 + static_cast<int>(utf8_length(src_.substr(start, j - start)))};
+    return Location{file_, static_cast<int>(line), 1 + static_cast<int>(utf8_length(src_.substr(start, j - start)))};
   }
 
   // ---- typed getters -----------------------------------------------------------------
@@ -233,8 +233,7 @@ class Loader {
     return scalar_text(*n, what + "." + key, out);
   }
 
-  bool get_int(const SrcNode& map, const char* key, const std::string& what, int64_t lo, int64_t hi,
-               int64_t* out) {
+  bool get_int(const SrcNode& map, const char* key, const std::string& what, int64_t lo, int64_t hi, int64_t* out) {
     const SrcNode* n = map.get(key);
     if (n == nullptr) return false;
     Json v = n->is_scalar() ? resolve_plain_scalar(n->text) : Json();
@@ -348,8 +347,8 @@ class Loader {
     bool ok = false;
     for (const std::string& s : schemes) ok = ok || out->rfind(s, 0) == 0;
     if (!ok || out->find_first_of(" \t\r\n") != std::string::npos) {
-      error(*map.get(key), what + "." + key + " must be a URL starting with " + join(schemes, " or ") + ", got " +
-                               quote(*out));
+      error(*map.get(key),
+            what + "." + key + " must be a URL starting with " + join(schemes, " or ") + ", got " + quote(*out));
     }
   }
 
@@ -365,7 +364,8 @@ class Loader {
       check_keys(*t, w + ".topic", schema::kMqttSinkTopic);
       const SrcNode* e = t->get("expr");
       if (e == nullptr) {
-        if (t->keys.empty()) error(*t, w + ".topic needs `expr` (an expression over the event), or write the topic as text");
+        if (t->keys.empty())
+          error(*t, w + ".topic needs `expr` (an expression over the event), or write the topic as text");
         return;
       }
       Expression x;
@@ -493,8 +493,8 @@ class Loader {
   void tables(const SrcNode& n);
   void steps(const SrcNode& list, const std::string& what, int top_index, const std::string& path_prefix,
              std::vector<Step>* out, int depth);
-  void step(const SrcNode& n, const std::string& what, int index, const std::string& path_prefix, Step* out,
-            bool* ok, int depth);
+  void step(const SrcNode& n, const std::string& what, int index, const std::string& path_prefix, Step* out, bool* ok,
+            int depth);
   bool check_sink_ref(const SrcNode& n, const std::string& what, std::string* out);
   void tests(const SrcNode& n);
 
@@ -594,7 +594,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     if (get_duration(n, "every", what, &every)) s.every = every;
     bool has_cron = get_string(n, "cron", what, &s.cron);
     if (has_cron) {
-      std::string why;   // the timer source's own parser: what validates, runs
+      std::string why;  // the timer source's own parser: what validates, runs
       if (!CronSchedule::parse(s.cron, &why)) error(*n.get("cron"), what + ".cron: " + why);
     }
     if (has_every && n.get("cron")) error(n, what + " takes `every` or `cron`, not both");
@@ -688,7 +688,8 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     }
     *out = s;
   } else {
-    error(from.keys[0], "unknown source kind " + quote(kind) + "; expected one of: http, mqtt, nats, timer, poll, exec, flow");
+    error(from.keys[0],
+          "unknown source kind " + quote(kind) + "; expected one of: http, mqtt, nats, timer, poll, exec, flow");
     return false;
   }
   return d_.size() == before;
@@ -724,8 +725,8 @@ void Loader::sinks(const SrcNode& to) {
       if (get_string(n, "method", w, &s.method)) {
         for (auto& c : s.method) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         if (s.method != "POST" && s.method != "PUT" && s.method != "PATCH") {
-          error(*n.get("method"), w + ".method must be POST, PUT or PATCH (the event is the body), got " +
-                                      quote(n.get("method")->text));
+          error(*n.get("method"),
+                w + ".method must be POST, PUT or PATCH (the event is the body), got " + quote(n.get("method")->text));
         }
       }
       get_string_map(n, "headers", w, &s.headers);
@@ -825,7 +826,8 @@ void Loader::tables(const SrcNode& n) {
     }
     std::string full = !path.empty() && path[0] == '/' ? path : dir_ + "/" + path;
     bool is_csv = path.size() > 4 && (path.substr(path.size() - 4) == ".csv" || path.substr(path.size() - 4) == ".CSV");
-    bool is_json = path.size() > 5 && (path.substr(path.size() - 5) == ".json" || path.substr(path.size() - 5) == ".JSON");
+    bool is_json = path.size() > 5 &&
+                   (path.substr(path.size() - 5) == ".json" || path.substr(path.size() - 5) == ".JSON");
     if (!is_csv && !is_json) {
       error(*file, what + ".file must end in .csv or .json, got " + quote(path));
       continue;
@@ -841,7 +843,7 @@ void Loader::tables(const SrcNode& n) {
     }
     const std::string_view format = is_csv ? "csv" : "json";
     if (auto shared = SharedFileTables::instance().find(format, key, text)) {
-      table.use_rows(std::move(shared));   // another flow loaded this very text: one copy
+      table.use_rows(std::move(shared));  // another flow loaded this very text: one copy
       continue;
     }
     const bool loaded = is_csv ? load_csv_table(text, full, key, &table, &d_)
@@ -908,8 +910,9 @@ void Loader::step(const SrcNode& n, const std::string& what, int index, const st
       out->table = program_->tables.find(table);
       if (out->table == nullptr) {
         auto names = program_->tables.names();
-        error(*body->get("table"), w + ".table: unknown table " + quote(table) +
-                                       (names.empty() ? " (the flow has no `tables:`)" : " (tables: " + join(names) + ")"));
+        error(*body->get("table"),
+              w + ".table: unknown table " + quote(table) +
+                  (names.empty() ? " (the flow has no `tables:`)" : " (tables: " + join(names) + ")"));
       }
       out->path += " " + table;
     }
@@ -1067,8 +1070,8 @@ std::shared_ptr<const Flow> Loader::load(const SrcNode& root, const std::string&
     return nullptr;
   }
   auto flow = std::make_shared<Flow>();
-  FlowBuilder::fill(*flow, flow_name_, hash, file_, std::move(src), std::move(sinks_), on_error,
-                    std::move(tests_json), std::move(program_));
+  FlowBuilder::fill(*flow, flow_name_, hash, file_, std::move(src), std::move(sinks_), on_error, std::move(tests_json),
+                    std::move(program_));
   return flow;
 }
 
@@ -1086,9 +1089,10 @@ void forbid_env_refs(SrcNode* n, const std::string& file, std::vector<Diagnostic
     auto v = substitute_env(n->text, none, &error);
     if (!asked.empty()) {
       diagnostics->push_back({{file, n->line, n->column},
-                              "${" + asked + "}: a flow deployed over the admin API gets no environment "
-                              "substitution outside from: and to: (write the value, or put it in the flow "
-                              "file on the server)"});
+                              "${" + asked +
+                                  "}: a flow deployed over the admin API gets no environment "
+                                  "substitution outside from: and to: (write the value, or put it in the flow "
+                                  "file on the server)"});
       n->bad = true;
     } else if (v) {
       n->text = std::move(*v);

@@ -175,8 +175,7 @@ bool assign_path(Json& root, const std::vector<std::string>& path, Json value, s
         where.clear();
         for (size_t k = 0; k < i; ++k) where += (k ? "." : "") + path[k];
       }
-      err = where + " is " + (cur->is_array() ? "an array" : std::string("a ") + type_name(*cur)) +
-            ", not an object";
+      err = where + " is " + (cur->is_array() ? "an array" : std::string("a ") + type_name(*cur)) + ", not an object";
       return false;
     }
     auto& obj = cur->get_ref<Json::object_t&>();
@@ -204,9 +203,7 @@ void Program::run(Json event, Outcome* out) const {
       out->sink = std::move(st.route);
       out->event = std::move(event);
       return;
-    case Next::kDropped:
-      out->kind = Outcome::Kind::kDropped;
-      return;
+    case Next::kDropped: out->kind = Outcome::Kind::kDropped; return;
     case Next::kError:
       out->kind = Outcome::Kind::kError;
       out->error.step = st.failed->index;

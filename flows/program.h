@@ -22,16 +22,16 @@ struct FieldPath {
 struct Step;
 
 struct Arm {
-  Expression when;                // !valid(): the default arm
+  Expression when;  // !valid(): the default arm
   std::vector<Step> steps;
-  std::string to;                 // "" : continue after the branch
+  std::string to;  // "" : continue after the branch
 };
 
 struct Step {
   enum class Kind { kLookup, kSet, kMap, kMapExpr, kFilter, kBranch };
   Kind kind = Kind::kSet;
-  int index = 0;                  // top-level step index (nested steps: their top-level step)
-  std::string path;               // "branch arm 0 > set" : where in the file, for errors
+  int index = 0;     // top-level step index (nested steps: their top-level step)
+  std::string path;  // "branch arm 0 > set" : where in the file, for errors
   // lookup
   const Table* table = nullptr;
   Expression key;
@@ -57,7 +57,7 @@ class Program {
  public:
   TableSet tables;
   std::vector<Step> steps;
-  std::string only_sink;          // the sink for events that leave without a route
+  std::string only_sink;  // the sink for events that leave without a route
 
   // Runs the steps. Fills `out`; never throws for data reasons.
   void run(Json event, Outcome* out) const;
@@ -70,8 +70,7 @@ bool assign_path(Json& root, const std::vector<std::string>& path, Json value, s
 // Gives the loader access to Flow's private members.
 struct FlowBuilder {
   static void fill(Flow& f, std::string name, std::string hash, std::string file, SourceSpec source,
-                   std::vector<SinkSpec> sinks, OnError on_error, Json tests,
-                   std::unique_ptr<Program> program);
+                   std::vector<SinkSpec> sinks, OnError on_error, Json tests, std::unique_ptr<Program> program);
 };
 
 }  // namespace weir::flows

@@ -12,16 +12,15 @@ namespace weir::flows::schema {
 
 using Keys = std::span<const std::string_view>;
 
-inline constexpr std::string_view kFlowFile[] = {"flow", "description", "from", "tables", "steps",
-                                                 "to",   "on_error",    "tests"};
+inline constexpr std::string_view kFlowFile[] = {"flow",  "description", "from",     "tables",
+                                                 "steps", "to",          "on_error", "tests"};
 // Sources (`from: {<kind>: {...}}`); `from.flow` takes a string, no keys.
 inline constexpr std::string_view kHttpSource[] = {"path", "hmac", "bearer"};
 inline constexpr std::string_view kHttpSourceHmac[] = {"secret_env", "header", "scheme"};
 inline constexpr std::string_view kHttpSourceBearer[] = {"token_env"};
-inline constexpr std::string_view kMqttSource[] = {"broker",       "topic",        "topics",  "qos",
-                                                   "client_id",    "clean_session", "username_env",
-                                                   "password_env", "ca_file",      "cert_file", "key_file",
-                                                   "insecure_skip_verify"};
+inline constexpr std::string_view kMqttSource[] = {
+    "broker",       "topic",        "topics",  "qos",       "client_id", "clean_session",
+    "username_env", "password_env", "ca_file", "cert_file", "key_file",  "insecure_skip_verify"};
 inline constexpr std::string_view kNatsSource[] = {"subject", "queue"};
 inline constexpr std::string_view kTimerSource[] = {"every", "cron", "payload"};
 inline constexpr std::string_view kPollSource[] = {"url",          "every",        "headers", "split",
@@ -30,9 +29,9 @@ inline constexpr std::string_view kPollSourceOauth2[] = {"token_url", "client_id
 inline constexpr std::string_view kExecSource[] = {"command", "format", "max_line", "env"};
 // Sinks (`to: {<name>: {<kind>: {...}}}`); `flow: {}` takes no keys.
 inline constexpr std::string_view kHttpSink[] = {"url", "method", "headers", "timeout", "retries", "max_connections"};
-inline constexpr std::string_view kMqttSink[] = {"broker",       "topic",        "qos",    "retain", "client_id",
-                                                 "username_env", "password_env", "retries"};
-inline constexpr std::string_view kMqttSinkTopic[] = {"expr"};   // `topic: {expr: …}`
+inline constexpr std::string_view kMqttSink[] = {"broker",    "topic",        "qos",          "retain",
+                                                 "client_id", "username_env", "password_env", "retries"};
+inline constexpr std::string_view kMqttSinkTopic[] = {"expr"};  // `topic: {expr: …}`
 inline constexpr std::string_view kNatsSink[] = {"subject"};
 // Tables and the steps with mappings.
 inline constexpr std::string_view kTable[] = {"file", "key", "rows", "kv"};
@@ -48,7 +47,7 @@ inline constexpr std::string_view kMqttSinkSchemes[] = {"tcp", "mqtt", "ssl", "m
 inline constexpr std::string_view kMqttTlsSchemes[] = {"ssl", "mqtts", "wss"};
 
 struct Section {
-  std::string_view name;   // as docs/connectors.md heads it: "from.http", "to.<name>.http", ...
+  std::string_view name;  // as docs/connectors.md heads it: "from.http", "to.<name>.http", ...
   Keys keys;
 };
 

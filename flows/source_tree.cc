@@ -86,8 +86,7 @@ struct Abort {};  // unwinds the event handler on a fatal limit
 
 class TreeBuilder : public YAML::EventHandler {
  public:
-  TreeBuilder(std::string_view text, const std::string& file, SourceDoc* doc)
-      : text_(text), file_(file), doc_(doc) {}
+  TreeBuilder(std::string_view text, const std::string& file, SourceDoc* doc) : text_(text), file_(file), doc_(doc) {}
 
   bool has_root() const { return has_root_; }
   SrcNode take_root() { return std::move(root_); }
@@ -176,8 +175,7 @@ class TreeBuilder : public YAML::EventHandler {
   void attach(SrcNode n, YAML::anchor_t anchor, size_t size) {
     total_ += size;
     if (total_ > kMaxSourceNodes) {
-      doc_->diagnostics.push_back(diag_at(file_, n.line, n.column,
-                                          "document too large after expanding aliases"));
+      doc_->diagnostics.push_back(diag_at(file_, n.line, n.column, "document too large after expanding aliases"));
       throw Abort{};
     }
     if (anchor != 0) anchors_[anchor] = Anchored{n, size};
@@ -205,8 +203,7 @@ class TreeBuilder : public YAML::EventHandler {
       } else {
         for (const auto& k : p.keys) {
           if (k.text == n.text) {
-            doc_->diagnostics.push_back(
-                diag_at(file_, n.line, n.column, "duplicate key \"" + n.text + "\""));
+            doc_->diagnostics.push_back(diag_at(file_, n.line, n.column, "duplicate key \"" + n.text + "\""));
             break;
           }
         }
@@ -268,8 +265,7 @@ namespace {
 
 class JsonSourceParser {
  public:
-  JsonSourceParser(std::string_view text, const std::string& file, SourceDoc* doc)
-      : s_(text), file_(file), doc_(doc) {}
+  JsonSourceParser(std::string_view text, const std::string& file, SourceDoc* doc) : s_(text), file_(file), doc_(doc) {}
 
   bool parse(SrcNode* out) {
     if (s_.size() >= 3 && s_.substr(0, 3) == "\xEF\xBB\xBF") advance(3);
@@ -356,8 +352,7 @@ class JsonSourceParser {
       if (!string(&key.text)) return false;
       for (const auto& k : out->keys) {
         if (k.text == key.text) {
-          doc_->diagnostics.push_back(
-              diag_at(file_, key.line, key.column, "duplicate key \"" + key.text + "\""));
+          doc_->diagnostics.push_back(diag_at(file_, key.line, key.column, "duplicate key \"" + key.text + "\""));
           break;
         }
       }
@@ -467,8 +462,7 @@ class JsonSourceParser {
           append_utf8(out, cp);
           break;
         }
-        default:
-          return error(std::string("invalid escape \\") + e);
+        default: return error(std::string("invalid escape \\") + e);
       }
     }
   }
@@ -534,8 +528,7 @@ SourceDoc parse_source(std::string_view text, const std::string& file) {
   return parse_yaml(text, file);
 }
 
-void substitute_tree(SrcNode* n, const EnvLookup& env, const std::string& file,
-                     std::vector<Diagnostic>* diagnostics) {
+void substitute_tree(SrcNode* n, const EnvLookup& env, const std::string& file, std::vector<Diagnostic>* diagnostics) {
   if (n->kind == SrcNode::Kind::kScalar) {
     if (n->text.find('$') == std::string::npos) return;
     std::string error;
@@ -601,8 +594,7 @@ PlainKind resolve(const std::string& t, Json* out) {
     std::string_view rest(t);
     size_t sign = (t[0] == '-' || t[0] == '+') ? 1 : 0;
     rest.remove_prefix(sign);
-    if (rest == ".inf" || rest == ".Inf" || rest == ".INF" || rest == ".nan" || rest == ".NaN" ||
-        rest == ".NAN") {
+    if (rest == ".inf" || rest == ".Inf" || rest == ".INF" || rest == ".nan" || rest == ".NaN" || rest == ".NAN") {
       return PlainKind::kOutOfRange;  // JSON has no infinity or NaN
     }
     *out = t;
@@ -651,9 +643,7 @@ Json resolve_plain_scalar(const std::string& text) {
 
 bool to_plain_json(const SrcNode& n, Json* out, std::string* error, const SrcNode** where) {
   switch (n.kind) {
-    case SrcNode::Kind::kNull:
-      *out = nullptr;
-      return true;
+    case SrcNode::Kind::kNull: *out = nullptr; return true;
     case SrcNode::Kind::kScalar:
       if (n.quoted) {
         *out = n.text;

@@ -24,13 +24,13 @@ struct SrcNode {
   // Scalar written quoted or as a block (YAML), or a JSON string: always a string.
   // A plain scalar is resolved by the YAML core schema (null, bool, int, float, string).
   bool quoted = false;
-  bool block = false;                 // YAML `|` or `>` scalar
-  bool bad = false;                   // already reported (a failed ${} substitution)
-  int line = 0, column = 0;           // 1-based
-  int offset = 0;                     // byte offset of the node in the source
-  std::string text;                   // scalar text
-  std::vector<SrcNode> items;         // seq: the items; map: the values
-  std::vector<SrcNode> keys;          // map: the keys (scalars), parallel to items
+  bool block = false;          // YAML `|` or `>` scalar
+  bool bad = false;            // already reported (a failed ${} substitution)
+  int line = 0, column = 0;    // 1-based
+  int offset = 0;              // byte offset of the node in the source
+  std::string text;            // scalar text
+  std::vector<SrcNode> items;  // seq: the items; map: the values
+  std::vector<SrcNode> keys;   // map: the keys (scalars), parallel to items
 
   bool is_null() const { return kind == Kind::kNull; }
   bool is_scalar() const { return kind == Kind::kScalar; }
@@ -45,8 +45,8 @@ struct SrcNode {
 };
 
 struct SourceDoc {
-  bool ok = false;          // parsed and no diagnostics
-  bool has_root = false;    // parsed (there may still be diagnostics, e.g. duplicate keys)
+  bool ok = false;        // parsed and no diagnostics
+  bool has_root = false;  // parsed (there may still be diagnostics, e.g. duplicate keys)
   SrcNode root;
   std::vector<Diagnostic> diagnostics;
 };
@@ -63,8 +63,7 @@ SourceDoc parse_source(std::string_view text, const std::string& file);
 
 // Replaces `${NAME}` / `${NAME:-default}` in every scalar value (not in keys). A
 // missing variable is a diagnostic at the scalar's position.
-void substitute_tree(SrcNode* n, const EnvLookup& env, const std::string& file,
-                     std::vector<Diagnostic>* diagnostics);
+void substitute_tree(SrcNode* n, const EnvLookup& env, const std::string& file, std::vector<Diagnostic>* diagnostics);
 
 // The plain value of a node (tests, lookup defaults, timer payloads, JSON tables):
 // quoted scalars are strings; plain scalars follow the YAML 1.2 core schema. Fails

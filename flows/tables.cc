@@ -306,8 +306,8 @@ std::string trim(std::string_view s) {
 
 }  // namespace
 
-bool load_csv_table(std::string_view text, const std::string& file, const std::string& key,
-                    Table* out, std::vector<Diagnostic>* diagnostics) {
+bool load_csv_table(std::string_view text, const std::string& file, const std::string& key, Table* out,
+                    std::vector<Diagnostic>* diagnostics) {
   size_t bad = 0;
   if (!valid_utf8(text, &bad)) {
     int line = 1;
@@ -346,9 +346,9 @@ bool load_csv_table(std::string_view text, const std::string& file, const std::s
   for (size_t r = 1; r < records.size(); ++r) {
     const auto& rec = records[r];
     if (rec.size() != header.size()) {
-      diagnostics->push_back({{file, rec[0].line, rec[0].column},
-                              "row has " + std::to_string(rec.size()) + " fields, the header has " +
-                                  std::to_string(header.size())});
+      diagnostics->push_back(
+          {{file, rec[0].line, rec[0].column},
+           "row has " + std::to_string(rec.size()) + " fields, the header has " + std::to_string(header.size())});
       ok = false;
       continue;
     }
@@ -364,8 +364,8 @@ bool load_csv_table(std::string_view text, const std::string& file, const std::s
   return ok;
 }
 
-bool load_json_table(std::string_view text, const std::string& file, const std::string& key,
-                     Table* out, std::vector<Diagnostic>* diagnostics) {
+bool load_json_table(std::string_view text, const std::string& file, const std::string& key, Table* out,
+                     std::vector<Diagnostic>* diagnostics) {
   SourceDoc doc = parse_json_source(text, file);
   if (!doc.ok) {
     diagnostics->insert(diagnostics->end(), doc.diagnostics.begin(), doc.diagnostics.end());

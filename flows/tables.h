@@ -36,8 +36,8 @@ struct TextHash {
 // The rows of a live table at one moment. Immutable once published; rows are shared
 // between snapshots so that one changed row does not copy the others.
 struct TableSnapshot {
-  uint64_t generation = 0;   // the import generation the rows belong to (0: none yet)
-  uint64_t revision = 0;     // the last KV revision folded in (a writer waits for its own)
+  uint64_t generation = 0;  // the import generation the rows belong to (0: none yet)
+  uint64_t revision = 0;    // the last KV revision folded in (a writer waits for its own)
   std::unordered_map<std::string, std::shared_ptr<const Json>, TextHash, std::equal_to<>> rows;
 
   const Json* find_text(std::string_view key) const {
@@ -166,13 +166,13 @@ Json csv_cell_value(std::string_view cell);
 // Loads CSV text (RFC 4180: header row, quoted fields, "" inside quotes, commas and
 // newlines inside quotes, CRLF or LF) keyed by `key`. Problems are appended to
 // `diagnostics` with positions in `file`. Returns false on any problem.
-bool load_csv_table(std::string_view text, const std::string& file, const std::string& key,
-                    Table* out, std::vector<Diagnostic>* diagnostics);
+bool load_csv_table(std::string_view text, const std::string& file, const std::string& key, Table* out,
+                    std::vector<Diagnostic>* diagnostics);
 
 // Loads JSON text: an array of objects keyed by their field `key`, or an object of
 // objects keyed by the object's keys (then `key` may be empty).
-bool load_json_table(std::string_view text, const std::string& file, const std::string& key,
-                     Table* out, std::vector<Diagnostic>* diagnostics);
+bool load_json_table(std::string_view text, const std::string& file, const std::string& key, Table* out,
+                     std::vector<Diagnostic>* diagnostics);
 
 // Builds a table from rows already in memory (`rows:` written inline in the flow).
 // On a problem returns false with `*error` naming the row.

@@ -29,8 +29,9 @@ std::vector<Diagnostic> check_test_cases(const SrcNode& list, const std::string&
     for (const auto& k : c.keys) {
       bool known = k.text == "name" || k.text == "input" || k.text == "expect" || (cases_file && k.text == "flow");
       if (!known) {
-        d.push_back(at(file, k, "unknown key \"" + k.text + "\" in " + what + "; expected one of: name, input, expect" +
-                                    (cases_file ? ", flow" : "")));
+        d.push_back(at(file, k,
+                       "unknown key \"" + k.text + "\" in " + what + "; expected one of: name, input, expect" +
+                           (cases_file ? ", flow" : "")));
       }
     }
     if (const SrcNode* name = c.get("name"); name && !name->is_scalar()) {
@@ -47,8 +48,9 @@ std::vector<Diagnostic> check_test_cases(const SrcNode& list, const std::string&
     }
     if (expect->is_scalar()) {
       if (expect->text != "dropped" && expect->text != "error") {
-        d.push_back(at(file, *expect, what + ".expect must be dropped, error or a mapping of sink: [events], got \"" +
-                                          expect->text + "\""));
+        d.push_back(
+            at(file, *expect,
+               what + ".expect must be dropped, error or a mapping of sink: [events], got \"" + expect->text + "\""));
       }
       continue;
     }
@@ -71,9 +73,9 @@ std::vector<Diagnostic> check_test_cases(const SrcNode& list, const std::string&
       }
       if (events.is_seq()) {
         if (events.items.size() > 1) {
-          d.push_back(at(file, events, what + ".expect." + key.text +
-                                           ": a flow emits at most one event per input, this lists " +
-                                           std::to_string(events.items.size())));
+          d.push_back(at(file, events,
+                         what + ".expect." + key.text + ": a flow emits at most one event per input, this lists " +
+                             std::to_string(events.items.size())));
         }
         non_empty += events.items.empty() ? 0 : 1;
       } else if (events.is_map()) {
@@ -83,8 +85,8 @@ std::vector<Diagnostic> check_test_cases(const SrcNode& list, const std::string&
       }
     }
     if (non_empty > 1) {
-      d.push_back(at(file, *expect, what + ".expect: an event goes to one sink, this expects events at " +
-                                        std::to_string(non_empty)));
+      d.push_back(at(file, *expect,
+                     what + ".expect: an event goes to one sink, this expects events at " + std::to_string(non_empty)));
     }
   }
   return d;

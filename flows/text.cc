@@ -13,8 +13,7 @@ EnvLookup process_env() {
   };
 }
 
-std::optional<std::string> substitute_env(std::string_view text, const EnvLookup& env,
-                                          std::string* error) {
+std::optional<std::string> substitute_env(std::string_view text, const EnvLookup& env, std::string* error) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
@@ -57,8 +56,8 @@ std::optional<std::string> substitute_env(std::string_view text, const EnvLookup
     } else if (fallback) {
       out += *fallback;
     } else {
-      if (error) *error = "environment variable " + name + " is not set (write ${" + name +
-                          ":-default} to give a default)";
+      if (error)
+        *error = "environment variable " + name + " is not set (write ${" + name + ":-default} to give a default)";
       return std::nullopt;
     }
     i = close;

@@ -19,8 +19,7 @@ EnvLookup process_env();
 // Replaces `${NAME}` and `${NAME:-default}` in `text`. On a missing variable without a
 // default returns nullopt and sets `error` to a message naming the variable.
 // `$$` stands for a literal `$`.
-std::optional<std::string> substitute_env(std::string_view text, const EnvLookup& env,
-                                          std::string* error);
+std::optional<std::string> substitute_env(std::string_view text, const EnvLookup& env, std::string* error);
 
 // "250ms", "3s", "1.5s", "1m", "1h", "100us"; a bare number is milliseconds.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);

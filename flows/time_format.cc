@@ -122,10 +122,9 @@ bool format_time(int64_t ms, std::string_view fmt, std::string* out, std::string
   unsigned m, d;
   civil_from_days(days, &y, &m, &d);
   int h = sod / 3600, mi = sod / 60 % 60, s = sod % 60;
-  static constexpr const char* kDay[] = {"Thursday", "Friday", "Saturday", "Sunday",
-                                         "Monday", "Tuesday", "Wednesday"};
-  static constexpr const char* kMonth[] = {"January", "February", "March", "April", "May", "June", "July",
-                                           "August", "September", "October", "November", "December"};
+  static constexpr const char* kDay[] = {"Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"};
+  static constexpr const char* kMonth[] = {"January", "February", "March",     "April",   "May",      "June",
+                                           "July",    "August",   "September", "October", "November", "December"};
   int64_t wd = days % 7;
   if (wd < 0) wd += 7;
   int yday = static_cast<int>(days - days_from_civil(y, 1, 1)) + 1;
@@ -166,8 +165,16 @@ bool format_time(int64_t ms, std::string_view fmt, std::string* out, std::string
       case 'Z': r += "UTC"; break;
       case 'z': r += "+0000"; break;
       case 's': put("%lld", secs); break;
-      case 'F': put("%04lld", y); put("-%02lld", m); put("-%02lld", d); break;
-      case 'T': put("%02lld", h); put(":%02lld", mi); put(":%02lld", s); break;
+      case 'F':
+        put("%04lld", y);
+        put("-%02lld", m);
+        put("-%02lld", d);
+        break;
+      case 'T':
+        put("%02lld", h);
+        put(":%02lld", mi);
+        put(":%02lld", s);
+        break;
       case '%': r.push_back('%'); break;
       default:
         if (error) {

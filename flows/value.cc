@@ -18,9 +18,7 @@ const char* type_name(const Json& j) {
   }
 }
 
-std::string dump_safe(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+std::string dump_safe(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 std::string brief(const Json& j, size_t max) {
   std::string s = dump_safe(j);

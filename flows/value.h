@@ -19,17 +19,14 @@ using Json = nlohmann::json;
 // fits int64 is an int; one above INT64_MAX counts as a double.
 inline bool get_int(const Json& j, int64_t* out) {
   switch (j.type()) {
-    case Json::value_t::number_integer:
-      *out = j.get_ref<const Json::number_integer_t&>();
-      return true;
+    case Json::value_t::number_integer: *out = j.get_ref<const Json::number_integer_t&>(); return true;
     case Json::value_t::number_unsigned: {
       auto u = j.get_ref<const Json::number_unsigned_t&>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return false;
       *out = static_cast<int64_t>(u);
       return true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -41,14 +38,10 @@ inline bool is_int(const Json& j) {
 // Any number (int, unsigned or double) as a double.
 inline double get_double(const Json& j) {
   switch (j.type()) {
-    case Json::value_t::number_integer:
-      return static_cast<double>(j.get_ref<const Json::number_integer_t&>());
-    case Json::value_t::number_unsigned:
-      return static_cast<double>(j.get_ref<const Json::number_unsigned_t&>());
-    case Json::value_t::number_float:
-      return j.get_ref<const Json::number_float_t&>();
-    default:
-      return 0;
+    case Json::value_t::number_integer: return static_cast<double>(j.get_ref<const Json::number_integer_t&>());
+    case Json::value_t::number_unsigned: return static_cast<double>(j.get_ref<const Json::number_unsigned_t&>());
+    case Json::value_t::number_float: return j.get_ref<const Json::number_float_t&>();
+    default: return 0;
   }
 }
 

@@ -52,10 +52,7 @@ std::optional<std::string> query_opt(std::string_view target, std::string_view n
   return std::nullopt;
 }
 
-std::string query_param(std::string_view target, std::string_view name) {
-  return query_opt(target, name).value_or("");
-}
-
+std::string query_param(std::string_view target, std::string_view name) { return query_opt(target, name).value_or(""); }
 
 // A whole decimal number in [lo, hi], or nullopt.
 std::optional<uint64_t> whole_number(const std::string& s, uint64_t lo, uint64_t hi) {
@@ -113,8 +110,8 @@ std::optional<HttpResponse> browser_guard(const HttpRequest& req, bool has_token
   };
   std::string host = lower(req.header("Host"));
   if (!has_token && !host.empty() && !is_loopback_listen(host)) {  // an address, not "127.0.0.1.evil.example"
-    return HttpResponse::error(403, "Host " + host.substr(0, 100) +
-                                        " is not a loopback name; without an admin token only loopback is served");
+    return HttpResponse::error(
+        403, "Host " + host.substr(0, 100) + " is not a loopback name; without an admin token only loopback is served");
   }
   std::string_view origin = req.header("Origin");
   if (!origin.empty() && lower(origin) != "http://" + host) {
@@ -172,7 +169,7 @@ nlohmann::json latency_ms(std::vector<std::pair<double, double>>& buckets) {
 nlohmann::json metrics_json(const std::string& text) {
   struct Stage {
     nlohmann::json j = nlohmann::json::object();
-    std::vector<std::pair<double, double>> buckets;   // le, cumulative count
+    std::vector<std::pair<double, double>> buckets;  // le, cumulative count
   };
   std::map<std::pair<std::string, std::string>, Stage> stages;
   nlohmann::json out = nlohmann::json::object();
@@ -203,7 +200,7 @@ nlohmann::json metrics_json(const std::string& text) {
       else if (name == "weir_dlq_holding") dlq["holding"] = value != 0;
       continue;
     }
-    if (name.rfind("weir_table_", 0) == 0) {   // KV lookup tables: {"tables": {name: {...}}}
+    if (name.rfind("weir_table_", 0) == 0) {  // KV lookup tables: {"tables": {name: {...}}}
       std::string field = name.substr(std::string_view("weir_table_").size());
       if (field == "updated_timestamp_seconds") field = "updated_s";
       tables[label(labels, "table")][field] = value;
@@ -212,11 +209,13 @@ nlohmann::json metrics_json(const std::string& text) {
     std::string flow = label(labels, "flow"), stage = label(labels, "stage");
     if (flow.empty()) continue;
     Stage& st = stages[{flow, stage}];
-    static const std::pair<const char*, const char*> kFields[] = {
-        {"weir_events_received_total", "received"}, {"weir_events_acked_total", "acked"},
-        {"weir_events_errors_total", "errors"},     {"weir_events_dlq_total", "dead"},
-        {"weir_events_dropped_total", "dropped"},   {"weir_events_in_flight", "in_flight"},
-        {"weir_consumer_lag", "lag"}};
+    static const std::pair<const char*, const char*> kFields[] = {{"weir_events_received_total", "received"},
+                                                                  {"weir_events_acked_total", "acked"},
+                                                                  {"weir_events_errors_total", "errors"},
+                                                                  {"weir_events_dlq_total", "dead"},
+                                                                  {"weir_events_dropped_total", "dropped"},
+                                                                  {"weir_events_in_flight", "in_flight"},
+                                                                  {"weir_consumer_lag", "lag"}};
     for (const auto& [metric, field] : kFields) {
       if (name == metric) st.j[field] = value;
     }
@@ -406,9 +405,8 @@ bool Admin::handle_flows(HttpRequest& req, const Responder& respond) {
   if (action.empty() && method == "PUT") {
     std::string body = req.body();
     std::string target = query_param(req.target(), "target");
-    on_worker([this, name, body = std::move(body), target, respond] {
-      respond(reply(service_.deploy(name, body, target)));
-    });
+    on_worker(
+        [this, name, body = std::move(body), target, respond] { respond(reply(service_.deploy(name, body, target))); });
     return true;
   }
   if (action == "promote" && method == "POST") {
@@ -490,8 +488,8 @@ void Admin::replay_dead_letters(DeadLetters& dlq, const HttpRequest& req, const 
   std::optional<std::string> flow;
   std::vector<std::string> ids;
   if (auto bad = parse_replay_filter(req.body(), &flow, &ids)) {
-    respond(HttpResponse::error(400, "malformed replay filter: " + *bad +
-                                         "; send {}, {\"flow\": F}, {\"ids\": [ID, ...]} or both keys"));
+    respond(HttpResponse::error(
+        400, "malformed replay filter: " + *bad + "; send {}, {\"flow\": F}, {\"ids\": [ID, ...]} or both keys"));
     return;
   }
   on_worker([dlq = &dlq, flow, ids, respond] {

@@ -48,15 +48,15 @@ class Admin {
   void replay_dead_letters(DeadLetters& dlq, const HttpRequest& req, const Responder& respond);
 
   AdminBackend& backend_;
-  AdminService service_;   // the flow and version calls, as HTTP answers
+  AdminService service_;  // the flow and version calls, as HTTP answers
   Metrics& metrics_;
   std::atomic<DeadLetters*> dlq_;
   std::atomic<KvTables*> tables_{nullptr};
-  std::string token_;   // never logged
+  std::string token_;  // never logged
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;   // GUARDED_BY(mu_)
-  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                   // GUARDED_BY(mu_)
   std::thread worker_;
 };
 

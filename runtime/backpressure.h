@@ -41,11 +41,11 @@
 namespace weir {
 
 struct BackpressureOptions {
-  int64_t max_bytes = 0;       // per flow backlog in stream bytes; 0 = no bound
-  int64_t max_messages = 0;    // per flow backlog in messages; 0 = no bound
-  int64_t max_pending = 0;     // ingress publishes awaiting a PubAck, whole process; 0 = no cap
-  std::chrono::milliseconds interval{200};   // stream state refresh
-  std::chrono::milliseconds max_delay{0};    // backlog.max_delay; 0 = no delay bound
+  int64_t max_bytes = 0;                    // per flow backlog in stream bytes; 0 = no bound
+  int64_t max_messages = 0;                 // per flow backlog in messages; 0 = no bound
+  int64_t max_pending = 0;                  // ingress publishes awaiting a PubAck, whole process; 0 = no cap
+  std::chrono::milliseconds interval{200};  // stream state refresh
+  std::chrono::milliseconds max_delay{0};   // backlog.max_delay; 0 = no delay bound
 };
 
 // The delay bound never goes below this many stream messages: the pipeline holds about
@@ -74,8 +74,7 @@ class FlowBacklog {
   // `last_seq`: the stream's last sequence (its growth is what was added, by anyone);
   // `at`: when the state was read. Updates the drain rate and the delay bound.
   void refreshed(int64_t stream_bytes, int64_t stream_msgs, int64_t stored_bytes_before, int64_t stored_msgs_before,
-                 uint64_t last_seq = 0,
-                 std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
+                 uint64_t last_seq = 0, std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
 
   // What a check compares (for metrics).
   int64_t backlog_bytes() const;
@@ -91,25 +90,25 @@ class FlowBacklog {
   std::string stream_;
   BackpressureOptions options_;
   std::atomic<int64_t>& process_pending_;
-  StageMetrics* metrics_;   // the flow's ingress stage; may be null
-  std::atomic<int64_t> base_bytes_{0}, base_msgs_{0};        // stream state at the last refresh
-  std::atomic<int64_t> stored_bytes_{0}, stored_msgs_{0};    // stored by this process since then
+  StageMetrics* metrics_;                                  // the flow's ingress stage; may be null
+  std::atomic<int64_t> base_bytes_{0}, base_msgs_{0};      // stream state at the last refresh
+  std::atomic<int64_t> stored_bytes_{0}, stored_msgs_{0};  // stored by this process since then
   std::atomic<int64_t> inflight_bytes_{0}, inflight_msgs_{0};
   // Drain-rate state: written by the monitor thread only (refreshed), read by admit.
   bool have_last_ = false;
   int64_t last_msgs_ = 0;
   uint64_t last_seq_ = 0;
   std::chrono::steady_clock::time_point last_at_{};
-  double msgs_per_event_ = 2;   // an input and one output until measured
+  double msgs_per_event_ = 2;  // an input and one output until measured
   std::atomic<double> drain_rate_{0};
-  std::atomic<int64_t> delay_bound_{0};   // set in the constructor: the floor while max_delay is on
+  std::atomic<int64_t> delay_bound_{0};  // set in the constructor: the floor while max_delay is on
 };
 
 class BacklogMonitor {
  public:
   // Pending ingress publishes are counted in `metrics.ingress_pending`.
   BacklogMonitor(Bus& bus, Metrics& metrics, BackpressureOptions options);
-  ~BacklogMonitor();   // stops and joins the thread
+  ~BacklogMonitor();  // stops and joins the thread
   BacklogMonitor(const BacklogMonitor&) = delete;
   BacklogMonitor& operator=(const BacklogMonitor&) = delete;
 

@@ -21,7 +21,7 @@ namespace weir {
 
 namespace layout {
 namespace {
-std::string g_cluster;   // set once at start (set_cluster), read-only after
+std::string g_cluster;  // set once at start (set_cluster), read-only after
 
 std::string subject_prefix() { return g_cluster.empty() ? "weir" : "weirc." + g_cluster; }
 std::string stream_prefix() { return g_cluster.empty() ? "weir_" : "weirc_" + g_cluster + "__"; }
@@ -36,7 +36,8 @@ std::string invalid_cluster_name(std::string_view name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
     if (!ok) return "may use only A-Z a-z 0-9 _ - (it names streams, subjects and KV buckets)";
   }
-  if (name.find("__") != std::string_view::npos) return "may not contain \"__\" (it separates the cluster from the flow in stream names)";
+  if (name.find("__") != std::string_view::npos)
+    return "may not contain \"__\" (it separates the cluster from the flow in stream names)";
   return "";
 }
 
@@ -111,7 +112,7 @@ void BusMessage::load_meta() const {
     if (dot == std::string_view::npos) break;
     reply.remove_prefix(dot + 1);
   }
-  size_t at = n == 7 ? 2 : n >= 9 ? 4 : 12;   // index of <delivered>
+  size_t at = n == 7 ? 2 : n >= 9 ? 4 : 12;  // index of <delivered>
   if (at + 4 >= n) return;
   auto number = [](std::string_view t) {
     uint64_t v = 0;
@@ -165,13 +166,13 @@ struct PullConsumer::Impl {
 
   struct Request {
     uint64_t id;
-    int remaining;            // an estimate: the server may fill requests in any order
+    int remaining;  // an estimate: the server may fill requests in any order
     Clock::time_point deadline;
   };
 
   Bus* bus = nullptr;
   natsConnection* nc = nullptr;
-  std::string durable, next_subject, inbox_prefix, kick_subject;   // fixed after creation
+  std::string durable, next_subject, inbox_prefix, kick_subject;  // fixed after creation
   std::chrono::milliseconds expires{2000};
   Handler handler;
   natsSubscription* sub = nullptr;
@@ -179,16 +180,16 @@ struct PullConsumer::Impl {
   mutable Mutex mu;
   int window GUARDED_BY(mu) = 0;
   int batch GUARDED_BY(mu) = 1;
-  int64_t in_hand GUARDED_BY(mu) = 0;  // received, not released
-  int64_t outstanding GUARDED_BY(mu) = 0;  // requested, not received nor ended
+  int64_t in_hand GUARDED_BY(mu) = 0;           // received, not released
+  int64_t outstanding GUARDED_BY(mu) = 0;       // requested, not received nor ended
   std::deque<Request> requests GUARDED_BY(mu);  // oldest first
   uint64_t next_id GUARDED_BY(mu) = 1;
   Clock::time_point retry_at GUARDED_BY(mu){};  // no request before this
-  bool kick_sent GUARDED_BY(mu) = false;  // a kick is on its way
+  bool kick_sent GUARDED_BY(mu) = false;        // a kick is on its way
   bool kick_later GUARDED_BY(mu) = false;
   bool stopped GUARDED_BY(mu) = false;
-  bool complete GUARDED_BY(mu) = false;  // the subscription's last callback ran
-  bool error GUARDED_BY(mu) = false;  // logged once until the next answer
+  bool complete GUARDED_BY(mu) = false;            // the subscription's last callback ran
+  bool error GUARDED_BY(mu) = false;               // logged once until the next answer
   Clock::time_point last_answer GUARDED_BY(mu){};  // a message or status last came
   std::condition_variable complete_cv;
   std::atomic<bool> healthy{false};
@@ -211,8 +212,8 @@ struct PullConsumer::Impl {
     if (ids.empty()) return;
     // The server ends a request a little before `expires` so its 408 arrives in time (as
     // cnats' own fetch does).
-    const auto exp_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(expires - std::chrono::milliseconds(10)).count();
+    const auto exp_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(expires - std::chrono::milliseconds(10))
+                            .count();
     char body[96];
     std::snprintf(body, sizeof body, "{\"batch\":%d,\"expires\":%lld}", n, static_cast<long long>(exp_ns));
     for (uint64_t id : ids) {
@@ -247,7 +248,7 @@ struct PullConsumer::Impl {
   // as estimated). Under mu.
   void end_request(uint64_t id, int64_t left) REQUIRES(mu) {
     auto it = std::find_if(requests.begin(), requests.end(), [&](const Request& r) { return r.id == id; });
-    if (it == requests.end()) return;   // filled already (or forgotten at a reconnect)
+    if (it == requests.end()) return;  // filled already (or forgotten at a reconnect)
     if (left < 0) left = it->remaining;
     requests.erase(it);
     outstanding = std::max<int64_t>(0, outstanding - left);
@@ -338,7 +339,7 @@ struct PullConsumer::Impl {
         // The server forgot it (restart, leader change) or its answer was lost; or it was
         // filled while the fills were counted against another request. Either way: gone.
         outstanding = std::max<int64_t>(0, outstanding - it->remaining);
-        if (last_answer < it->deadline - expires - kLostMargin) {   // nothing came since it was sent
+        if (last_answer < it->deadline - expires - kLostMargin) {  // nothing came since it was sent
           healthy = false;
           if (!error) {
             error = true;
@@ -374,14 +375,14 @@ struct PullConsumer::Impl {
       kick_sent = false;
       if (up) {
         error = false;
-        healthy = true;   // re-requested below; an error answer comes back at once
+        healthy = true;  // re-requested below; an error answer comes back at once
       } else {
         healthy = false;
       }
     }
     if (up) {
       request();
-      do_kick();   // what waited for the connection (held messages) runs again
+      do_kick();  // what waited for the connection (held messages) runs again
     }
   }
 
@@ -459,7 +460,7 @@ void PullConsumer::stop() {
     if (c.stopped) return;
     c.stopped = true;
   }
-  c.bus->remove_consumer(&c);   // no tick runs on it after this
+  c.bus->remove_consumer(&c);  // no tick runs on it after this
   natsSubscription_Unsubscribe(c.sub);
   {
     UniqueLock lock(c.mu);
@@ -519,7 +520,8 @@ bool parse_puback(std::string_view data, PubAck* ack, Status* status) {
   std::string_view seq = value_of("\"seq\"");
   if (seq.empty() || seq[0] < '0' || seq[0] > '9') return false;
   uint64_t n = 0;
-  for (size_t i = 0; i < seq.size() && seq[i] >= '0' && seq[i] <= '9'; ++i) n = n * 10 + static_cast<uint64_t>(seq[i] - '0');
+  for (size_t i = 0; i < seq.size() && seq[i] >= '0' && seq[i] <= '9'; ++i)
+    n = n * 10 + static_cast<uint64_t>(seq[i] - '0');
   ack->sequence = n;
   ack->duplicate = value_of("\"duplicate\"").substr(0, 4) == "true";
   return true;
@@ -543,7 +545,7 @@ struct Bus::Publisher {
   };
 
   Bus* bus = nullptr;
-  std::string inbox_prefix;                       // "_INBOX.<nuid>."
+  std::string inbox_prefix;  // "_INBOX.<nuid>."
   natsSubscription* sub = nullptr;
   mutable Mutex mu;
   std::unordered_map<uint64_t, Pending> pending GUARDED_BY(mu);
@@ -562,7 +564,7 @@ struct Bus::Publisher {
     auto q = std::find_if(deadlines.begin(), deadlines.end(), [&](const Deadlines& d) { return d.timeout == timeout; });
     if (q == deadlines.end()) q = deadlines.insert(deadlines.end(), Deadlines{timeout, {}});
     q->fifo.emplace_back(Clock::now() + timeout, id);
-    if (queued++ == 0) cv.notify_one();   // the sweeper sleeps without a deadline only when empty
+    if (queued++ == 0) cv.notify_one();  // the sweeper sleeps without a deadline only when empty
     return id;
   }
 
@@ -581,7 +583,7 @@ struct Bus::Publisher {
     auto p = self->take(id);
     if (!p) {
       natsMsg_Destroy(msg);
-      return;   // answered after its deadline: the caller already got a timeout
+      return;  // answered after its deadline: the caller already got a timeout
     }
     PubAck ack;
     Status status = puback_status(msg, &ack);
@@ -628,7 +630,8 @@ struct Bus::Publisher {
       }
       if (!expired.empty()) {
         lock.unlock();
-        for (auto& p : expired) p.done(Status::timeout(std::string("JetStream did not acknowledge in time") + kMayBeStored), PubAck{});
+        for (auto& p : expired)
+          p.done(Status::timeout(std::string("JetStream did not acknowledge in time") + kMayBeStored), PubAck{});
         expired.clear();
         lock.lock();
       }
@@ -652,7 +655,7 @@ void Bus::add_consumer(PullConsumer::Impl* c) {
   }
   consumer_count_.fetch_add(1);
   MutexLock lock(publisher_->mu);
-  publisher_->cv.notify_all();   // the timer ticks while consumers exist
+  publisher_->cv.notify_all();  // the timer ticks while consumers exist
 }
 
 void Bus::remove_consumer(PullConsumer::Impl* c) {
@@ -675,18 +678,18 @@ void Bus::tick_consumers() {
 // first set-up call asks.
 struct Bus::Prefetch {
   natsSubscription* sub = nullptr;
-  std::string inbox_prefix;                       // "<inbox>."
+  std::string inbox_prefix;                         // "<inbox>."
   std::vector<std::pair<bool, std::string>> asked;  // by request id - 1: (is a stream info, stream)
   std::vector<bool> answered;
   size_t waiting = 0;
   std::chrono::steady_clock::time_point sent, deadline;
-  std::unordered_map<std::string, nlohmann::json> streams;     // info, or null: does not exist
-  std::unordered_map<std::string, nlohmann::json> consumers;   // "<stream>/<durable>" → config
+  std::unordered_map<std::string, nlohmann::json> streams;    // info, or null: does not exist
+  std::unordered_map<std::string, nlohmann::json> consumers;  // "<stream>/<durable>" → config
 
   void read_answers() {
     while (sub != nullptr && waiting > 0) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                              std::chrono::steady_clock::now());
       natsMsg* msg = nullptr;
       if (left.count() <= 0 || natsSubscription_NextMsg(&msg, sub, left.count()) != NATS_OK) break;
       const uint64_t id = inbox_id(natsMsg_GetSubject(msg), inbox_prefix);
@@ -736,7 +739,7 @@ void Bus::prefetch_setup(const std::vector<std::string>& streams) {
   natsInbox_Destroy(ib);
   if (natsConnection_SubscribeSync(&p->sub, nc_, (p->inbox_prefix + "*").c_str()) != NATS_OK) {
     p->sub = nullptr;
-    return;   // set up as without a prefetch
+    return;  // set up as without a prefetch
   }
   natsSubscription_SetPendingLimits(p->sub, -1, -1);
   std::vector<std::string> names = streams;
@@ -795,7 +798,7 @@ Status set_connection_options(natsOptions* opts, const BusOptions& options, cons
   for (const auto& u : urls) servers.push_back(u.c_str());
   natsStatus s = NATS_OK;
   if (servers.size() > 1) {
-    s = natsOptions_SetServers(opts, servers.data(), static_cast<int>(servers.size()));   // copies
+    s = natsOptions_SetServers(opts, servers.data(), static_cast<int>(servers.size()));  // copies
   } else {
     s = natsOptions_SetURL(opts, options.url.c_str());
   }
@@ -944,7 +947,7 @@ size_t Bus::pending_publishes() const {
 void Bus::publish(std::string_view subject, std::string_view data, const Headers& headers,
                   std::chrono::milliseconds timeout, PublishCallback done) {
   auto& p = *publisher_;
-  uint64_t id = 0;   // 0: not registered, fails below
+  uint64_t id = 0;  // 0: not registered, fails below
   {
     MutexLock lock(p.mu);
     if (!p.closed && connected_.load(std::memory_order_acquire)) id = p.add(std::move(done), timeout);
@@ -1033,8 +1036,8 @@ bool same_consumer_config(const nlohmann::json& have, const jsConsumerConfig& cc
          text_at(have, "deliver_subject").empty() && text_at(have, "ack_policy") == "explicit" &&
          text_at(have, "deliver_policy") == "all" && number_at(have, "ack_wait", 0) == cc.AckWait &&
          number_at(have, "max_ack_pending", 0) == cc.MaxAckPending &&
-         number_at(have, "max_deliver", -1) == cc.MaxDeliver &&
-         number_at(have, "max_waiting", 0) == cc.MaxWaiting && replicas == cc.Replicas;
+         number_at(have, "max_deliver", -1) == cc.MaxDeliver && number_at(have, "max_waiting", 0) == cc.MaxWaiting &&
+         replicas == cc.Replicas;
 }
 }  // namespace
 
@@ -1060,7 +1063,7 @@ natsStatus add_or_update(jsCtx* js, jsStreamConfig& cfg, jsErrCode* jerr, bool* 
     natsStatus is = js_GetStreamInfo(&si, js, cfg.Name, nullptr, &ierr);
     if (si) jsStreamInfo_Destroy(si), si = nullptr;
     if (is == NATS_OK) {
-      *jerr = JSStreamNameExistErr;   // a peer made it first: confirm it below
+      *jerr = JSStreamNameExistErr;  // a peer made it first: confirm it below
     } else if (is == NATS_NOT_FOUND || ierr == JSStreamNotFoundErr) {
       *foreign = true;
       return s;
@@ -1078,8 +1081,11 @@ natsStatus add_or_update(jsCtx* js, jsStreamConfig& cfg, jsErrCode* jerr, bool* 
 // kMinStreamBytes (nullopt: try again), else the operator's error.
 std::optional<Status> shrink_or_fail(jsStreamConfig& cfg, const std::string& name, jsErrCode jerr) {
   if (cfg.MaxBytes <= 0) {
-    return Status::unavailable("create stream " + name + ": JetStream's storage is fully reserved by other "
-                               "streams (JetStream error " + std::to_string(jerr) + "); raise the server's "
+    return Status::unavailable("create stream " + name +
+                               ": JetStream's storage is fully reserved by other "
+                               "streams (JetStream error " +
+                               std::to_string(jerr) +
+                               "); raise the server's "
                                "jetstream max_file_store, or lower nats.stream_max_bytes");
   }
   if (cfg.MaxBytes / 2 >= kMinStreamBytes) {
@@ -1093,8 +1099,8 @@ std::optional<Status> shrink_or_fail(jsStreamConfig& cfg, const std::string& nam
 }
 }  // namespace
 
-Status Bus::add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
-                                 bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes) {
+Status Bus::add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects, bool work_queue,
+                                 int64_t max_age_ns, std::optional<int64_t> max_bytes) {
   jsStreamConfig cfg;
   jsStreamConfig_Init(&cfg);
   cfg.Name = name.c_str();
@@ -1123,7 +1129,7 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
   const int64_t asked = cfg.MaxBytes;
   auto info = prefetched(true, name, true);
   if (info && info->is_object() && same_stream_config((*info)["config"], cfg)) {
-    return Status::ok();   // it is as it would be made: confirmed without a request (ADR 0215)
+    return Status::ok();  // it is as it would be made: confirmed without a request (ADR 0215)
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
   for (int attempt = 1;; ++attempt) {
@@ -1137,9 +1143,10 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
     }
     if (s == NATS_OK) {
       if (cfg.MaxBytes != asked) {
-        log::warn("stream sized to fit the server's JetStream storage",
-                  {{"stream", name}, {"max_bytes", size_text(cfg.MaxBytes)},
-                   {"asked", size_text(asked)}, {"key", "nats.stream_max_bytes"}});
+        log::warn("stream sized to fit the server's JetStream storage", {{"stream", name},
+                                                                         {"max_bytes", size_text(cfg.MaxBytes)},
+                                                                         {"asked", size_text(asked)},
+                                                                         {"key", "nats.stream_max_bytes"}});
       }
       return Status::ok();
     }
@@ -1164,7 +1171,7 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
   // What these streams reserve already (a restart re-ensures them with the same share).
   int64_t ours = 0;
   for (const auto& name : streams) {
-    if (auto info = prefetched(true, name, false)) {   // answered: no request (ADR 0215)
+    if (auto info = prefetched(true, name, false)) {  // answered: no request (ADR 0215)
       if (info->is_object()) ours += std::max<int64_t>(0, number_at((*info)["config"], "max_bytes", -1));
       continue;
     }
@@ -1209,26 +1216,29 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
       break;
     }
     if (jerr != JSStorageResourcesExceededErr && jerr != JSInsufficientResourcesErr) {
-      return Status::ok();   // not a storage answer: nothing learned; creation reports errors itself
+      return Status::ok();  // not a storage answer: nothing learned; creation reports errors itself
     }
   }
-  if (free_bytes == want - ours) return Status::ok();   // everything fits as configured
+  if (free_bytes == want - ours) return Status::ok();  // everything fits as configured
   const int64_t budget = std::max<int64_t>(free_bytes, 0) + ours;
   // One share stays unreserved: streams without a size limit (dead letters, KV buckets) are
   // refused by the server once reservations take all of its storage.
-  int64_t share = (budget / (n + 1)) & ~((int64_t{1} << 20) - 1);   // whole MiB
+  int64_t share = (budget / (n + 1)) & ~((int64_t{1} << 20) - 1);  // whole MiB
   if (share < floor) {
     return Status::unavailable("JetStream storage is too small for weir: " + std::to_string(n) +
-                               " streams need at least " + size_text(floor) + " each (and as much left "
+                               " streams need at least " + size_text(floor) +
+                               " each (and as much left "
                                "unreserved), the server can give " +
-                               size_text(budget) + " in all; raise the server's jetstream max_file_store or free "
+                               size_text(budget) +
+                               " in all; raise the server's jetstream max_file_store or free "
                                "space (weir sizes its streams with nats.stream_max_bytes)");
   }
   share = std::min(share, options_.stream_max_bytes);
-  log::warn("streams sized to fit the server's JetStream storage",
-            {{"streams", std::to_string(n)}, {"max_bytes_each", size_text(share)},
-             {"asked", size_text(options_.stream_max_bytes)}, {"available", size_text(budget)},
-             {"key", "nats.stream_max_bytes"}});
+  log::warn("streams sized to fit the server's JetStream storage", {{"streams", std::to_string(n)},
+                                                                    {"max_bytes_each", size_text(share)},
+                                                                    {"asked", size_text(options_.stream_max_bytes)},
+                                                                    {"available", size_text(budget)},
+                                                                    {"key", "nats.stream_max_bytes"}});
   options_.stream_max_bytes = share;
   return Status::ok();
 }
@@ -1239,7 +1249,7 @@ Status Bus::ensure_flow_stream(std::string_view flow) {
   // nats-server enforces a lowered MaxBytes by deleting stored messages, DiscardNew or
   // not: refuse to shrink a stream below what it holds (those are acked events).
   Result<StreamState> st = Status::not_found("");
-  if (auto info = prefetched(true, name, false)) {   // answered: no request (ADR 0215)
+  if (auto info = prefetched(true, name, false)) {  // answered: no request (ADR 0215)
     if (info->is_object()) {
       StreamState known;
       known.bytes = number_at((*info)["state"], "bytes", 0);
@@ -1280,7 +1290,7 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   // Create-or-confirm with retries, like streams: a consumer that exists with another config
   // (a changed AckWait) is updated; a server still electing leaders is waited for.
   auto have = prefetched(false, o.stream + "/" + o.durable, true);
-  const bool confirmed = have && same_consumer_config(*have, cc);   // no request (ADR 0215)
+  const bool confirmed = have && same_consumer_config(*have, cc);  // no request (ADR 0215)
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
   for (int attempt = 1; !confirmed; ++attempt) {
     jsConsumerInfo* ci = nullptr;
@@ -1297,7 +1307,8 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
       return js_status(s, jerr, "create consumer " + o.durable);
     }
     if (attempt == 1 || attempt % 10 == 0) {
-      log::info("JetStream not ready, retrying", {{"consumer", o.durable}, {"error", js_status(s, jerr, "create").str()}});
+      log::info("JetStream not ready, retrying",
+                {{"consumer", o.durable}, {"error", js_status(s, jerr, "create").str()}});
     }
     setup_backoff(attempt);
   }

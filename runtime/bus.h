@@ -57,32 +57,33 @@ const std::string& cluster();
 // Why `name` cannot be a cluster name ("" when it can): [A-Za-z0-9_-]{1,32}, no "__".
 std::string invalid_cluster_name(std::string_view name);
 std::string flow_stream(std::string_view flow);
-std::string flow_subjects(std::string_view flow);                // <prefix>.<flow>.>
+std::string flow_subjects(std::string_view flow);  // <prefix>.<flow>.>
 std::string input_subject(std::string_view flow);
 std::string output_subject(std::string_view flow, std::string_view sink);
-std::string flow_consumer(std::string_view flow);                // <flow>
-std::string sink_consumer(std::string_view flow, std::string_view sink);   // <flow>-to-<sink>
+std::string flow_consumer(std::string_view flow);                         // <flow>
+std::string sink_consumer(std::string_view flow, std::string_view sink);  // <flow>-to-<sink>
 std::string dlq_stream();
-std::string dlq_subjects();                                      // <prefix>.dlq.>
+std::string dlq_subjects();  // <prefix>.dlq.>
 std::string dlq_subject(std::string_view flow, std::string_view stage);
 std::string state_bucket();
 // True when `subject` lies in any weir namespace (weir.> or weirc.>): sinks may not write there.
 bool is_internal_subject(std::string_view subject);
 // Header names carried on bus messages.
-inline constexpr const char* kHeaderId = "Weir-Id";             // stable event id
-inline constexpr const char* kHeaderMsgId = "Nats-Msg-Id";      // per-hop dedup key
+inline constexpr const char* kHeaderId = "Weir-Id";         // stable event id
+inline constexpr const char* kHeaderMsgId = "Nats-Msg-Id";  // per-hop dedup key
 inline constexpr const char* kHeaderVersion = "Weir-Version";
 inline constexpr const char* kHeaderIngestUs = "Weir-Ingest-Us";
 }  // namespace layout
 
 struct BusOptions {
   std::string url;
-  std::string creds_file;                 // optional .creds file
+  std::string creds_file;  // optional .creds file
   std::string name = "weir";
   std::chrono::milliseconds reconnect_wait{250};
   int stream_replicas = 1;
-  std::chrono::seconds dedup_window{360};  // ≥ webhook timestamp tolerance (5 min) + 1 min skew: replays dedup (ADR 0102)
-  int64_t stream_max_bytes = 1LL << 30;   // per flow stream; the bound on a stalled sink's backlog
+  std::chrono::seconds dedup_window{
+      360};  // ≥ webhook timestamp tolerance (5 min) + 1 min skew: replays dedup (ADR 0102)
+  int64_t stream_max_bytes = 1LL << 30;  // per flow stream; the bound on a stalled sink's backlog
   // Stream/consumer set-up calls are retried with backoff this long while JetStream is not
   // ready (fresh server or cluster electing leaders) or a peer is creating the same thing.
   std::chrono::milliseconds setup_timeout{30000};
@@ -113,10 +114,10 @@ class BusMessage {
 
   std::string_view data() const;
   std::string_view subject() const;
-  std::string_view header(const char* name) const;   // "" when absent
-  uint64_t deliveries() const;                        // 1 on first delivery
+  std::string_view header(const char* name) const;  // "" when absent
+  uint64_t deliveries() const;                      // 1 on first delivery
   uint64_t stream_sequence() const;
-  uint64_t pending() const;                           // messages left in the consumer after this one
+  uint64_t pending() const;  // messages left in the consumer after this one
   // Fire-and-forget; false when the connection did not take it (e.g. the reconnect
   // buffer is full): the message is then redelivered after AckWait.
   bool ack();
@@ -136,7 +137,7 @@ struct ConsumerOptions {
   std::string stream, durable, filter_subject;
   std::chrono::milliseconds ack_wait{30000};
   int64_t max_ack_pending = 1000;
-  int replicas = 0;                       // 0 = as the stream
+  int replicas = 0;  // 0 = as the stream
   // How long one pull request waits on the server for messages (its "expires"). An idle
   // consumer sends one request per this; a request the server lost (a restart without a
   // reconnect seen here, a leader change) is re-sent after this plus a margin.
@@ -158,7 +159,7 @@ class PullConsumer {
  public:
   // Called with each message, and with nullptr for a kick().
   using Handler = std::function<void(std::unique_ptr<BusMessage>)>;
-  ~PullConsumer();   // stop()s
+  ~PullConsumer();  // stop()s
   // Subscribes and starts requesting (if the window allows). Once.
   Status start(Handler handler);
   // 0 = request nothing more (what was requested may still arrive).
@@ -232,13 +233,13 @@ class Bus {
   Result<std::pair<uint64_t, uint64_t>> stream_bounds(const std::string& stream);  // first, last
   struct StreamState {
     int64_t bytes = 0, messages = 0, max_bytes = -1;
-    uint64_t last_seq = 0;   // every message ever stored: its growth counts what was added
+    uint64_t last_seq = 0;  // every message ever stored: its growth counts what was added
   };
-  Result<StreamState> stream_state(const std::string& stream);   // one STREAM.INFO request
+  Result<StreamState> stream_state(const std::string& stream);  // one STREAM.INFO request
   Result<StoredMessage> get_message(const std::string& stream, uint64_t seq);
   Status delete_message(const std::string& stream, uint64_t seq);
 
-  __natsConnection* connection() { return nc_; }   // for cluster/ (KV); not owned by the caller
+  __natsConnection* connection() { return nc_; }  // for cluster/ (KV); not owned by the caller
   __jsCtx* jetstream() { return js_; }
 
   size_t pending_publishes() const;
@@ -259,8 +260,8 @@ class Bus {
   void remove_consumer(PullConsumer::Impl* c);
   void tick_consumers();
   // `max_bytes` given: that bound (0 = none) with discard-new (a full stream refuses writes).
-  Status add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects,
-                              bool work_queue, int64_t max_age_ns, std::optional<int64_t> max_bytes = std::nullopt);
+  Status add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects, bool work_queue,
+                              int64_t max_age_ns, std::optional<int64_t> max_bytes = std::nullopt);
   void set_connected(bool up, const std::string& why = {});
   // A prefetched answer: `stream` true, the info of stream `key` ({"config":…,"state":…},
   // or a null JSON when the server said it does not exist); false, the config of consumer
@@ -273,13 +274,13 @@ class Bus {
   __natsConnection* nc_ = nullptr;
   __jsCtx* js_ = nullptr;
   std::atomic<bool> connected_{false};
-  std::atomic<bool> closed_{false};   // set by cnats' closed callback, the last one it delivers
+  std::atomic<bool> closed_{false};  // set by cnats' closed callback, the last one it delivers
   std::unique_ptr<Publisher> publisher_;
-  Mutex consumers_mu_;                        // also held while ticking them
+  Mutex consumers_mu_;  // also held while ticking them
   std::vector<PullConsumer::Impl*> consumers_ GUARDED_BY(consumers_mu_);
   std::atomic<int> consumer_count_{0};
   std::mutex prefetch_mu_;
-  std::unique_ptr<Prefetch> prefetch_;   // GUARDED_BY(prefetch_mu_)
+  std::unique_ptr<Prefetch> prefetch_;  // GUARDED_BY(prefetch_mu_)
 };
 
 // cnats statuses become Status in runtime/nats_status.h (one mapper for every adapter).

@@ -93,8 +93,8 @@ void read_nats(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
 }
 
 void read_http(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
-  r.check_keys(n, "http", {"listen", "max_body", "max_header", "read_timeout", "ack_timeout", "max_depth",
-                           "max_connections"});
+  r.check_keys(n, "http",
+               {"listen", "max_body", "max_header", "read_timeout", "ack_timeout", "max_depth", "max_connections"});
   if (n["listen"]) c.http.listen = r.str(n["listen"], "http.listen");
   if (n["max_body"]) c.http.max_body = r.size(n["max_body"], "http.max_body");
   if (n["max_header"]) c.http.max_header = r.size(n["max_header"], "http.max_header");
@@ -176,7 +176,7 @@ void read_backlog(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
   if (n["max_pending"]) c.backlog.max_pending = r.integer(n["max_pending"], "backlog.max_pending", 1, 1 << 24);
   if (auto d = n["max_delay"]) {
     c.backlog.max_delay = d.IsScalar() && d.Scalar() == "0" ? std::chrono::milliseconds(0)
-                                                             : r.duration(d, "backlog.max_delay");
+                                                            : r.duration(d, "backlog.max_delay");
   }
 }
 
@@ -184,9 +184,9 @@ void check_backlog_room(Reader& r, const YAML::Node& root, const RuntimeConfig& 
   // The stream must keep room above the backlog bound for the flow's own outputs, or a
   // full input could block them (ADR 0080): at least one body of the largest size.
   if (c.backlog.bytes_bound(c.nats.stream_max_bytes) + c.http.max_body > c.nats.stream_max_bytes) {
-    YAML::Node at = root["backlog"] && root["backlog"]["max_bytes"] ? root["backlog"]["max_bytes"]
+    YAML::Node at = root["backlog"] && root["backlog"]["max_bytes"]    ? root["backlog"]["max_bytes"]
                     : root["nats"] && root["nats"]["stream_max_bytes"] ? root["nats"]["stream_max_bytes"]
-                                                                         : YAML::Node();
+                                                                       : YAML::Node();
     r.fail(at, root["backlog"] && root["backlog"]["max_bytes"] ? "backlog.max_bytes" : "nats.stream_max_bytes",
            "backlog.max_bytes (" + std::to_string(c.backlog.bytes_bound(c.nats.stream_max_bytes)) +
                ") + http.max_body (" + std::to_string(c.http.max_body) + ") must not exceed nats.stream_max_bytes (" +
@@ -205,13 +205,14 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   try {
     root = YAML::Load(in);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                      ": " + e.msg);
+    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
+                      e.msg);
   }
-  if (root.IsNull()) return c;   // an empty file means defaults
+  if (root.IsNull()) return c;  // an empty file means defaults
   Reader r(path);
-  r.check_keys(root, "", {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout",
-                         "max_deliver", "dlq", "backlog", "tables", "trace"});
+  r.check_keys(root, "",
+               {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout", "max_deliver", "dlq",
+                "backlog", "tables", "trace"});
   if (auto n = root["nats"]) read_nats(r, n, c);
   if (auto n = root["data_dir"]) c.data_dir = r.str(n, "data_dir");
   if (auto n = root["http"]) read_http(r, n, c);

@@ -17,9 +17,9 @@ struct ConfigError : std::runtime_error {
 
 struct RuntimeConfig {
   struct Nats {
-    std::string url;          // empty: spawn the embedded nats-server
+    std::string url;  // empty: spawn the embedded nats-server
     std::string creds;
-    int replicas = 1;         // stream and KV replicas (3 on a NATS cluster)
+    int replicas = 1;  // stream and KV replicas (3 on a NATS cluster)
     // Each flow's stream (docs/adr/0080-backlog-admission.md); shared out at start (down
     // to 8 MiB, logged) when the server's JetStream storage (max_file_store) has less room.
     int64_t stream_max_bytes = int64_t{1} << 30;
@@ -32,43 +32,43 @@ struct RuntimeConfig {
     int64_t max_body = 1 << 20;
     int64_t max_header = 16 * 1024;
     std::chrono::milliseconds read_timeout{10000};
-    std::chrono::milliseconds ack_timeout{5000};   // PubAck wait before answering 503
-    int max_depth = 128;            // JSON nesting limit at every source (spec §1.6)
-    int max_connections = 4096;     // open ingress connections; past it 503 and close (spec §6)
+    std::chrono::milliseconds ack_timeout{5000};  // PubAck wait before answering 503
+    int max_depth = 128;                          // JSON nesting limit at every source (spec §1.6)
+    int max_connections = 4096;                   // open ingress connections; past it 503 and close (spec §6)
   } http;
   struct Admin {
     std::string listen = "127.0.0.1:8081";
     std::string token_env;
-    int max_connections = 256;      // open admin connections; past it 503 and close
+    int max_connections = 256;  // open admin connections; past it 503 and close
   } admin;
   std::string flows = "./flows";
   struct Cluster {
     std::string name;
-    std::chrono::milliseconds lease_ttl{1000};   // docs/adr/0040-leases.md
+    std::chrono::milliseconds lease_ttl{1000};  // docs/adr/0040-leases.md
   } cluster;
   struct Log {
     std::string level = "info";
     std::string format = "text";
   } log;
-  struct Dlq {                // dead-letter retention; 0 = no limit (ADR 0090)
-    std::chrono::milliseconds max_age{0};   // dead letters older than this expire
-    int64_t max_bytes = 0;                  // past it the stream refuses writes: stages hold
+  struct Dlq {                             // dead-letter retention; 0 = no limit (ADR 0090)
+    std::chrono::milliseconds max_age{0};  // dead letters older than this expire
+    int64_t max_bytes = 0;                 // past it the stream refuses writes: stages hold
   } dlq;
-  struct Tables {             // KV lookup tables (ADR 0120); past a limit a write is 413
+  struct Tables {                        // KV lookup tables (ADR 0120); past a limit a write is 413
     int max_entries = 1'000'000;         // rows per table
     int64_t max_value_bytes = 64 << 10;  // one row, as JSON
   } tables;
-  struct Trace {              // OTLP/HTTP span export (ADR 0141); off without an endpoint
-    std::string otlp_endpoint;           // full URL, e.g. http://127.0.0.1:4318/v1/traces
+  struct Trace {                // OTLP/HTTP span export (ADR 0141); off without an endpoint
+    std::string otlp_endpoint;  // full URL, e.g. http://127.0.0.1:4318/v1/traces
     std::string service_name = "weir";
-    int max_queue = 2048;                // spans waiting for export; past it they are dropped
+    int max_queue = 2048;  // spans waiting for export; past it they are dropped
   } trace;
   std::chrono::milliseconds drain_timeout{10000};
   // Ingress backpressure (spec §1.7, ADR 0080): a source's event is refused (http-in: 503
   // + Retry-After) while its flow's stream holds `max_bytes` / `max_events`, or while the
   // process has `max_pending` events waiting for their PubAck.
   struct Backlog {
-    int64_t max_bytes = 0;          // 0: 3/4 of nats.stream_max_bytes
+    int64_t max_bytes = 0;  // 0: 3/4 of nats.stream_max_bytes
     int64_t max_events = 100000;
     int max_pending = 10000;
     // Opt-in latency bound (ADR 0085): while the flow delivers, refuse past what it drains
@@ -77,8 +77,8 @@ struct RuntimeConfig {
     // The bound in force: max_bytes, or its default from the stream size.
     int64_t bytes_bound(int64_t stream_max_bytes) const { return max_bytes > 0 ? max_bytes : stream_max_bytes / 4 * 3; }
   } backlog;
-  int max_deliver = 5;        // a stage dead-letters an event on this delivery (spec §1.6: poison events)
-  std::string config_file;    // where it came from ("" = defaults only)
+  int max_deliver = 5;      // a stage dead-letters an event on this delivery (spec §1.6: poison events)
+  std::string config_file;  // where it came from ("" = defaults only)
 };
 
 // Reads `path` (YAML); `${NAME}` / `${NAME:-default}` substituted from the environment.

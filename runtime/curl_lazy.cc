@@ -24,37 +24,37 @@
 
 namespace {
 
-#define WEIR_CURL_FUNCTIONS(X)                                                                  \
-  X(curl_global_init, CURLcode, (long))                                                         \
-  X(curl_free, void, (void*))                                                                   \
-  X(curl_getdate, time_t, (const char*, const time_t*))                                         \
-  X(curl_slist_append, curl_slist*, (curl_slist*, const char*))                                 \
-  X(curl_slist_free_all, void, (curl_slist*))                                                   \
-  X(curl_easy_init, CURL*, (void))                                                              \
-  X(curl_easy_setopt, CURLcode, (CURL*, CURLoption, ...))                                       \
-  X(curl_easy_getinfo, CURLcode, (CURL*, CURLINFO, ...))                                        \
-  X(curl_easy_perform, CURLcode, (CURL*))                                                       \
-  X(curl_easy_reset, void, (CURL*))                                                             \
-  X(curl_easy_cleanup, void, (CURL*))                                                           \
-  X(curl_easy_strerror, const char*, (CURLcode))                                                \
-  X(curl_multi_init, CURLM*, (void))                                                            \
-  X(curl_multi_setopt, CURLMcode, (CURLM*, CURLMoption, ...))                                   \
-  X(curl_multi_add_handle, CURLMcode, (CURLM*, CURL*))                                          \
-  X(curl_multi_remove_handle, CURLMcode, (CURLM*, CURL*))                                       \
-  X(curl_multi_perform, CURLMcode, (CURLM*, int*))                                              \
-  X(curl_multi_poll, CURLMcode, (CURLM*, curl_waitfd*, unsigned int, int, int*))                \
-  X(curl_multi_wakeup, CURLMcode, (CURLM*))                                                     \
-  X(curl_multi_info_read, CURLMsg*, (CURLM*, int*))                                             \
-  X(curl_multi_cleanup, CURLMcode, (CURLM*))                                                    \
-  X(curl_multi_strerror, const char*, (CURLMcode))                                              \
-  X(curl_url, CURLU*, (void))                                                                   \
-  X(curl_url_cleanup, void, (CURLU*))                                                           \
-  X(curl_url_get, CURLUcode, (CURLU*, CURLUPart, char**, unsigned int))                         \
+#define WEIR_CURL_FUNCTIONS(X)                                                   \
+  X(curl_global_init, CURLcode, (long))                                          \
+  X(curl_free, void, (void*))                                                    \
+  X(curl_getdate, time_t, (const char*, const time_t*))                          \
+  X(curl_slist_append, curl_slist*, (curl_slist*, const char*))                  \
+  X(curl_slist_free_all, void, (curl_slist*))                                    \
+  X(curl_easy_init, CURL*, (void))                                               \
+  X(curl_easy_setopt, CURLcode, (CURL*, CURLoption, ...))                        \
+  X(curl_easy_getinfo, CURLcode, (CURL*, CURLINFO, ...))                         \
+  X(curl_easy_perform, CURLcode, (CURL*))                                        \
+  X(curl_easy_reset, void, (CURL*))                                              \
+  X(curl_easy_cleanup, void, (CURL*))                                            \
+  X(curl_easy_strerror, const char*, (CURLcode))                                 \
+  X(curl_multi_init, CURLM*, (void))                                             \
+  X(curl_multi_setopt, CURLMcode, (CURLM*, CURLMoption, ...))                    \
+  X(curl_multi_add_handle, CURLMcode, (CURLM*, CURL*))                           \
+  X(curl_multi_remove_handle, CURLMcode, (CURLM*, CURL*))                        \
+  X(curl_multi_perform, CURLMcode, (CURLM*, int*))                               \
+  X(curl_multi_poll, CURLMcode, (CURLM*, curl_waitfd*, unsigned int, int, int*)) \
+  X(curl_multi_wakeup, CURLMcode, (CURLM*))                                      \
+  X(curl_multi_info_read, CURLMsg*, (CURLM*, int*))                              \
+  X(curl_multi_cleanup, CURLMcode, (CURLM*))                                     \
+  X(curl_multi_strerror, const char*, (CURLMcode))                               \
+  X(curl_url, CURLU*, (void))                                                    \
+  X(curl_url_cleanup, void, (CURLU*))                                            \
+  X(curl_url_get, CURLUcode, (CURLU*, CURLUPart, char**, unsigned int))          \
   X(curl_url_set, CURLUcode, (CURLU*, CURLUPart, const char*, unsigned int))
 
 struct Curl {
 // `ret` and `args` are a type and a parameter list: they cannot take parentheses.
-#define WEIR_CURL_POINTER(name, ret, args) ret(*name) args = nullptr;   // NOLINT(bugprone-macro-parentheses)
+#define WEIR_CURL_POINTER(name, ret, args) ret(*name) args = nullptr;  // NOLINT(bugprone-macro-parentheses)
   WEIR_CURL_FUNCTIONS(WEIR_CURL_POINTER)
 #undef WEIR_CURL_POINTER
   bool ok = false;
@@ -72,14 +72,15 @@ const Curl& curl() {
       const char* e = dlerror();
       missing = e != nullptr ? e : "dlopen failed";
     } else {
-#define WEIR_CURL_RESOLVE(name, ret, args)                                        \
+#define WEIR_CURL_RESOLVE(name, ret, args)                                                          \
   c.name = reinterpret_cast<ret(*) args>(dlsym(h, #name)); /* NOLINT(bugprone-macro-parentheses) */ \
   if (c.name == nullptr && missing.empty()) missing = "libcurl.so.4 has no " #name;
       WEIR_CURL_FUNCTIONS(WEIR_CURL_RESOLVE)
 #undef WEIR_CURL_RESOLVE
     }
     c.ok = missing.empty();
-    if (!c.ok) weir::log::error("cannot load libcurl: HTTP sinks, poll sources and span export fail", {{"error", missing}});
+    if (!c.ok)
+      weir::log::error("cannot load libcurl: HTTP sinks, poll sources and span export fail", {{"error", missing}});
   });
   return c;
 }

@@ -9,7 +9,7 @@
 namespace weir {
 
 struct DashboardAsset {
-  std::string_view path;           // "/index.html", "/dashboard.js", ...
+  std::string_view path;  // "/index.html", "/dashboard.js", ...
   std::string_view content_type;
   std::string_view body;
 };

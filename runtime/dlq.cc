@@ -83,9 +83,10 @@ void DeadLetters::record(const Status& s) {
     last_error_ = s.message();
   }
   if (!holding_.exchange(true)) {
-    log::warn("the dead-letter stream refuses writes: stages hold their events until it takes them "
-              "(replay or delete dead letters, or raise dlq.max_bytes)",
-              {{"error", s.message()}});
+    log::warn(
+        "the dead-letter stream refuses writes: stages hold their events until it takes them "
+        "(replay or delete dead letters, or raise dlq.max_bytes)",
+        {{"error", s.message()}});
   }
 }
 
@@ -98,17 +99,23 @@ bool DeadLetters::holding(std::string* why) const {
 }
 
 void DeadLetters::render_metrics(std::string& out) const {
-  out += "# HELP weir_dlq_written_total Dead letters written to the dead-letter stream.\n"
-         "# TYPE weir_dlq_written_total counter\n"
-         "weir_dlq_written_total " + std::to_string(written_.load()) + "\n";
-  out += "# HELP weir_dlq_write_failures_total Dead-letter writes refused (stream at dlq.max_bytes, or NATS away); "
-         "each one's event is held and retried.\n"
-         "# TYPE weir_dlq_write_failures_total counter\n"
-         "weir_dlq_write_failures_total " + std::to_string(refused_.load()) + "\n";
+  out +=
+      "# HELP weir_dlq_written_total Dead letters written to the dead-letter stream.\n"
+      "# TYPE weir_dlq_written_total counter\n"
+      "weir_dlq_written_total " +
+      std::to_string(written_.load()) + "\n";
+  out +=
+      "# HELP weir_dlq_write_failures_total Dead-letter writes refused (stream at dlq.max_bytes, or NATS away); "
+      "each one's event is held and retried.\n"
+      "# TYPE weir_dlq_write_failures_total counter\n"
+      "weir_dlq_write_failures_total " +
+      std::to_string(refused_.load()) + "\n";
   std::string why;
-  out += "# HELP weir_dlq_holding 1 while the last dead-letter write failed (stages hold events).\n"
-         "# TYPE weir_dlq_holding gauge\n"
-         "weir_dlq_holding " + std::string(holding(&why) ? "1" : "0") + "\n";
+  out +=
+      "# HELP weir_dlq_holding 1 while the last dead-letter write failed (stages hold events).\n"
+      "# TYPE weir_dlq_holding gauge\n"
+      "weir_dlq_holding " +
+      std::string(holding(&why) ? "1" : "0") + "\n";
 }
 
 Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
@@ -138,12 +145,12 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
   const size_t limit = std::clamp<size_t>(q.limit, 1, kMaxPage);
   for (; seq <= last; ++seq) {
     auto m = bus_.get_message(layout::dlq_stream(), seq);
-    if (!m) continue;   // deleted (replayed) sequences leave gaps
+    if (!m) continue;  // deleted (replayed) sequences leave gaps
     std::string f = header_of(m.value(), kFlow);
     if (q.flow && f != *q.flow) continue;
     std::string id = header_of(m.value(), layout::kHeaderId);
     if (q.id && id != *q.id) continue;
-    if (page.items.size() == limit) {   // one more matches: say so and stop
+    if (page.items.size() == limit) {  // one more matches: say so and stop
       page.more = true;
       break;
     }
@@ -188,8 +195,7 @@ Result<size_t> DeadLetters::replay(const std::optional<std::string>& flow, const
     if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) continue;
     std::string subject = header_of(m.value(), kSubject);
     if (subject.empty()) continue;
-    Headers h = {{layout::kHeaderId, id},
-                 {layout::kHeaderMsgId, id + "#replay" + std::to_string(seq)}};
+    Headers h = {{layout::kHeaderId, id}, {layout::kHeaderMsgId, id + "#replay" + std::to_string(seq)}};
     // A replayed event stays in its trace.
     for (const char* name : {trace::kHeaderTraceparent, trace::kHeaderTracestate}) {
       if (std::string v = header_of(m.value(), name); !v.empty()) h.emplace_back(name, std::move(v));

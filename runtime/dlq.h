@@ -29,32 +29,32 @@ namespace weir {
 struct DeadLetter {
   std::string flow;
   int64_t version = 0;
-  std::string stage;          // "flow" or "sink:<name>"
+  std::string stage;  // "flow" or "sink:<name>"
   std::string reason;
   uint64_t deliveries = 0;
   std::string event_id;
-  std::string replay_subject; // where replay puts it back
+  std::string replay_subject;  // where replay puts it back
   std::string_view body;
-  uint64_t source_sequence = 0;   // the dying message's stream sequence (dedup key)
+  uint64_t source_sequence = 0;  // the dying message's stream sequence (dedup key)
   std::string source_stream;
-  std::string source_key;         // instead of the sequence when the event never had one (a source)
-  std::string_view traceparent;   // the event's trace context, kept on the dead letter (ADR 0140)
+  std::string source_key;        // instead of the sequence when the event never had one (a source)
+  std::string_view traceparent;  // the event's trace context, kept on the dead letter (ADR 0140)
   std::string_view tracestate;
 };
 
 // One page of GET /dlq. Dead letters are listed in stream order (oldest first).
 struct DeadLetterQuery {
-  std::optional<std::string> flow;   // only this flow
-  std::optional<std::string> id;     // only dead letters of this event id
-  uint64_t after_seq = 0;            // start after this stream sequence (exact cursor)
-  std::optional<std::string> after_id;   // start after the first dead letter with this id
+  std::optional<std::string> flow;      // only this flow
+  std::optional<std::string> id;        // only dead letters of this event id
+  uint64_t after_seq = 0;               // start after this stream sequence (exact cursor)
+  std::optional<std::string> after_id;  // start after the first dead letter with this id
   size_t limit = 100;
 };
 
 struct DeadLetterPage {
-  nlohmann::json items = nlohmann::json::array();   // spec §5 shape, plus "seq"
-  bool more = false;          // another matching dead letter follows the last item
-  uint64_t last_seq = 0;      // the cursor for the next page (after_seq)
+  nlohmann::json items = nlohmann::json::array();  // spec §5 shape, plus "seq"
+  bool more = false;                               // another matching dead letter follows the last item
+  uint64_t last_seq = 0;                           // the cursor for the next page (after_seq)
   std::string last_id;
 };
 
@@ -87,7 +87,7 @@ class DeadLetters {
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> refused_{0};
   std::atomic<bool> holding_{false};
-  std::atomic<int64_t> last_refusal_ms_{0};   // steady clock
+  std::atomic<int64_t> last_refusal_ms_{0};  // steady clock
   mutable Mutex mu_;
   std::string last_error_ GUARDED_BY(mu_);
 };

@@ -29,8 +29,9 @@ Result<std::unique_ptr<EmbeddedNats>> EmbeddedNats::start(const std::string& dat
   fs::create_directories(ports_dir, ec);
   std::string log_file = (dir / "nats-server.log").string();
 
-  std::vector<std::string> args = {"nats-server", "-js", "-sd", (dir / "jetstream").string(), "-a", "127.0.0.1",
-                                   "-p", "-1", "--ports_file_dir", ports_dir.string(), "-l", log_file};
+  std::vector<std::string> args = {"nats-server", "-js",   "-sd", (dir / "jetstream").string(), "-a",
+                                   "127.0.0.1",   "-p",    "-1",  "--ports_file_dir",           ports_dir.string(),
+                                   "-l",          log_file};
   std::unique_ptr<EmbeddedNats> n(new EmbeddedNats());
   pid_t parent = getpid();
   pid_t pid = fork();
@@ -42,7 +43,7 @@ Result<std::unique_ptr<EmbeddedNats>> EmbeddedNats::start(const std::string& dat
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    setpgid(0, 0);   // Ctrl-C in a terminal goes to weir, which stops the server itself
+    setpgid(0, 0);  // Ctrl-C in a terminal goes to weir, which stops the server itself
     int devnull = open("/dev/null", O_RDWR);
     if (devnull >= 0) {
       dup2(devnull, 0);
@@ -76,7 +77,8 @@ Result<std::unique_ptr<EmbeddedNats>> EmbeddedNats::start(const std::string& dat
       auto j = nlohmann::json::parse(ss.str(), nullptr, false);
       if (!j.is_discarded() && j.contains("nats") && j["nats"].is_array() && !j["nats"].empty()) {
         n->url_ = j["nats"][0].get<std::string>();
-        log::info("embedded nats-server started", {{"url", n->url_}, {"pid", std::to_string(pid)}, {"store", (dir / "jetstream").string()}});
+        log::info("embedded nats-server started",
+                  {{"url", n->url_}, {"pid", std::to_string(pid)}, {"store", (dir / "jetstream").string()}});
         return n;
       }
     }

@@ -28,7 +28,7 @@ HttpResponse HttpResponse::error(int status, std::string_view message) {
   HttpResponse r;
   r.status = status;
   r.body = nlohmann::json{{"error", std::string(message)}}.dump(-1, ' ', false,
-                                                               nlohmann::json::error_handler_t::replace);
+                                                                nlohmann::json::error_handler_t::replace);
   return r;
 }
 
@@ -166,7 +166,8 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
   }
 
   void start() {
-    asio::co_spawn(ioc_, [self = shared_from_this()]() { return self->accept_loop(); }, asio::detached);
+    asio::co_spawn(
+        ioc_, [self = shared_from_this()]() { return self->accept_loop(); }, asio::detached);
   }
 
   std::string address() const override { return address_; }
@@ -206,15 +207,15 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
           continue;
         }
         ++refusing_;
-        asio::co_spawn(ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable {
-          return self->refuse(std::move(s));
-        }, asio::detached);
+        asio::co_spawn(
+            ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable { return self->refuse(std::move(s)); },
+            asio::detached);
         continue;
       }
       ++connections_;
-      asio::co_spawn(ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable {
-        return self->session(std::move(s));
-      }, asio::detached);
+      asio::co_spawn(
+          ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable { return self->session(std::move(s)); },
+          asio::detached);
     }
   }
 
@@ -428,8 +429,7 @@ class ServerHandle final : public HttpServer {
 
 }  // namespace
 
-Result<std::unique_ptr<HttpServer>> HttpServer::create(IoLoop& loop, HttpServerOptions options,
-                                                       Handler handler) {
+Result<std::unique_ptr<HttpServer>> HttpServer::create(IoLoop& loop, HttpServerOptions options, Handler handler) {
   auto& ioc = *static_cast<asio::io_context*>(loop.native());
   auto server = std::make_shared<BeastServer>(ioc, std::move(options), std::move(handler));
   if (Status s = server->listen(); !s) return s;

@@ -35,11 +35,11 @@ class HttpRequest {
  public:
   virtual ~HttpRequest() = default;
   virtual std::string_view method() const = 0;
-  virtual std::string_view target() const = 0;   // path and query as sent
-  virtual std::string_view path() const = 0;     // target without the query
+  virtual std::string_view target() const = 0;                       // path and query as sent
+  virtual std::string_view path() const = 0;                         // target without the query
   virtual std::string_view header(std::string_view name) const = 0;  // "" when absent
   virtual const std::string& body() const = 0;
-  virtual std::string& mutable_body() = 0;       // handlers may move the body out
+  virtual std::string& mutable_body() = 0;  // handlers may move the body out
 };
 
 struct HttpResponse {
@@ -62,12 +62,12 @@ using Responder = std::function<void(HttpResponse)>;
 using Handler = std::function<void(HttpRequest& request, Responder respond)>;
 
 struct HttpServerOptions {
-  std::string name = "http";                       // for logs: "ingress" / "admin"
-  std::string listen = "127.0.0.1:8080";           // host:port; port 0 picks a free one
+  std::string name = "http";              // for logs: "ingress" / "admin"
+  std::string listen = "127.0.0.1:8080";  // host:port; port 0 picks a free one
   int64_t max_body = 1 << 20;
   int64_t max_header = 16 * 1024;
   std::chrono::milliseconds read_timeout{10000};
-  size_t max_connections = 4096;                   // open at once; past it 503 and close
+  size_t max_connections = 4096;  // open at once; past it 503 and close
 };
 
 // True when the host of a listen address ("host:port") is a loopback address (127/8,
@@ -77,8 +77,8 @@ bool is_loopback_listen(std::string_view listen);
 // What the raw-byte check of a header block found (exposed for the unit tests).
 struct HeaderScan {
   enum State { kNeedMore, kComplete, kBad } state = kNeedMore;
-  size_t offset = 0;         // kComplete: length of the header block; kNeedMore: where to resume
-  const char* why = "";      // kBad: the reason, for the 400
+  size_t offset = 0;     // kComplete: length of the header block; kNeedMore: where to resume
+  const char* why = "";  // kBad: the reason, for the 400
 };
 // Scans `data` (a request starting at its request line) from `from` for the end of the
 // header block ("\r\n\r\n"), rejecting bare LF, CR without LF and obs-fold.
@@ -87,11 +87,10 @@ HeaderScan scan_header_block(std::string_view data, size_t from = 0);
 class HttpServer {
  public:
   // The handler sees every request; routing is the handler's business.
-  static Result<std::unique_ptr<HttpServer>> create(class IoLoop& loop, HttpServerOptions options,
-                                                     Handler handler);
+  static Result<std::unique_ptr<HttpServer>> create(class IoLoop& loop, HttpServerOptions options, Handler handler);
   virtual ~HttpServer() = default;
-  virtual std::string address() const = 0;   // host:port actually bound
-  virtual void stop_accepting() = 0;         // thread-safe
+  virtual std::string address() const = 0;  // host:port actually bound
+  virtual void stop_accepting() = 0;        // thread-safe
   virtual size_t open_connections() const = 0;
 };
 
@@ -102,9 +101,9 @@ class IoLoop {
   // `thread_name`: the io thread's name (at most 15 characters).
   explicit IoLoop(const char* thread_name = "weir-io");
   ~IoLoop();
-  void start();            // spawns the io thread
-  void stop();             // stops and joins
-  void* native();          // boost::asio::io_context*
+  void start();    // spawns the io thread
+  void stop();     // stops and joins
+  void* native();  // boost::asio::io_context*
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

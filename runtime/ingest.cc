@@ -9,8 +9,8 @@ namespace weir {
 
 std::string new_event_id() {
   thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch()).count();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
   char buf[40];
   std::snprintf(buf, sizeof buf, "%012llx%016llx", static_cast<unsigned long long>(ms) & 0xffffffffffffULL,
                 static_cast<unsigned long long>(rng()));
@@ -38,7 +38,10 @@ void trace_ingress(Headers& h) {
 }
 
 FlowIngest::FlowIngest(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow)
-    : bus_(bus), dlq_(dlq), metrics_(metrics.stage(flow, "ingress")), flow_(std::move(flow)),
+    : bus_(bus),
+      dlq_(dlq),
+      metrics_(metrics.stage(flow, "ingress")),
+      flow_(std::move(flow)),
       subject_(layout::input_subject(flow_)) {}
 
 void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
@@ -46,11 +49,12 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
   if (event.id.empty()) event.id = new_event_id();
   auto started = std::chrono::steady_clock::now();
   auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                    std::chrono::system_clock::now().time_since_epoch()).count();
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
   Headers h = std::move(event.headers);
   // Export on (ADR 0141): the ingress span runs from here to the PubAck.
   std::unique_ptr<trace::Span> span;
-  std::string sender_tp;   // the sender's traceparent, kept only while export is on
+  std::string sender_tp;  // the sender's traceparent, kept only while export is on
   if (trace::exporter() != nullptr) {
     span = std::make_unique<trace::Span>();
     span->name = "ingress";
@@ -83,8 +87,8 @@ void FlowIngest::publish(IngestEvent event, std::chrono::milliseconds timeout,
   }
   metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
   PublishCallback completed = [this, id = std::move(event.id), started, size,
-                                span = std::shared_ptr<trace::Span>(std::move(span)),
-                                done = std::move(done)](const Status& s, const PubAck&) {
+                               span = std::shared_ptr<trace::Span>(std::move(span)),
+                               done = std::move(done)](const Status& s, const PubAck&) {
     if (span) {
       if (trace::SpanExporter* x = trace::exporter()) {
         span->end_ns = trace::now_ns();
@@ -125,9 +129,7 @@ void FlowIngest::reject(IngestEvent event, std::string reason, std::chrono::mill
   // One dead letter per event id: a broker's redelivery of the same message is deduplicated.
   d.source_stream = "source";
   d.source_key = event.id;
-  dlq_.publish(d, [id = std::move(event.id), done = std::move(done)](const Status& s, const PubAck&) {
-    done(s, id);
-  });
+  dlq_.publish(d, [id = std::move(event.id), done = std::move(done)](const Status& s, const PubAck&) { done(s, id); });
 }
 
 }  // namespace weir

@@ -25,9 +25,7 @@ class FlowIngest final : public Ingest {
                std::function<void(const Status&, const std::string& id)> done) override;
   void reject(IngestEvent event, std::string reason, std::chrono::milliseconds timeout,
               std::function<void(const Status&, const std::string& id)> done) override;
-  bool ready() const override {
-    return on_loop() ? loop_->connected() : bus_.connected();
-  }
+  bool ready() const override { return on_loop() ? loop_->connected() : bus_.connected(); }
   // The io thread's publisher; null: every publish goes through the Bus. Set before the
   // source starts.
   void set_loop_publisher(LoopPublisher* loop) { loop_ = loop; }

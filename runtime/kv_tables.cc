@@ -60,7 +60,7 @@ bool unbase64url(std::string_view in, std::string* out) {
   int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out->data()),
                           reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
   if (n < 0) return false;
-  out->resize(static_cast<size_t>(n) - pad);   // DecodeBlock counts the padding as zero bytes
+  out->resize(static_cast<size_t>(n) - pad);  // DecodeBlock counts the padding as zero bytes
   return true;
 }
 
@@ -129,7 +129,7 @@ class KvTables::Watcher {
     thread_ = std::thread([this] { run(); });
   }
   ~Watcher() {
-    kvWatcher_Stop(w_);   // wakes kvWatcher_Next with NATS_ILLEGAL_STATE
+    kvWatcher_Stop(w_);  // wakes kvWatcher_Next with NATS_ILLEGAL_STATE
     thread_.join();
     kvWatcher_Destroy(w_);
   }
@@ -145,7 +145,7 @@ class KvTables::Watcher {
       int64_t wait = dirty && initial_done ? kBatch.count() : 1000;
       kvEntry* e = nullptr;
       natsStatus s = kvWatcher_Next(&e, w_, wait);
-      if (s == NATS_ILLEGAL_STATE) return;   // stopped
+      if (s == NATS_ILLEGAL_STATE) return;  // stopped
       if (s == NATS_TIMEOUT) {
         if (dirty && initial_done) {
           publish();
@@ -154,13 +154,14 @@ class KvTables::Watcher {
         continue;
       }
       if (s != NATS_OK) {
-        if (!warned) log::warn("table watch failed", {{"table", live_->name()}, {"error", nats_status(s, "kv watch").message()}});
+        if (!warned)
+          log::warn("table watch failed", {{"table", live_->name()}, {"error", nats_status(s, "kv watch").message()}});
         warned = true;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         continue;
       }
       warned = false;
-      if (e == nullptr) {   // the initial state is in
+      if (e == nullptr) {  // the initial state is in
         initial_done = true;
         publish();
         dirty = false;
@@ -224,16 +225,15 @@ class KvTables::Watcher {
 
   kvWatcher* w_;
   std::shared_ptr<flows::LiveTable> live_;
-  uint64_t current_ = 0;             // watcher thread only
-  uint64_t revision_ = 0;            // watcher thread only
-  std::map<uint64_t, Rows> gens_;    // watcher thread only
+  uint64_t current_ = 0;           // watcher thread only
+  uint64_t revision_ = 0;          // watcher thread only
+  std::map<uint64_t, Rows> gens_;  // watcher thread only
   std::thread thread_;
 };
 
 // ---- KvTables ----------------------------------------------------------------------
 
-KvTables::KvTables(natsConnection* connection, KvTablesOptions options)
-    : connection_(connection), options_(options) {}
+KvTables::KvTables(natsConnection* connection, KvTablesOptions options) : connection_(connection), options_(options) {}
 
 KvTables::~KvTables() {
   flows::LiveTables::instance().set_on_new(nullptr);
@@ -272,7 +272,8 @@ Status KvTables::wait_loaded(std::chrono::milliseconds wait) {
     if (live->loaded()) continue;
     {
       MutexLock lock(mu_);
-      if (!watchers_.count(live->name())) return Status::unavailable("table " + live->name() + " is not watched (see the log)");
+      if (!watchers_.count(live->name()))
+        return Status::unavailable("table " + live->name() + " is not watched (see the log)");
     }
     while (!live->loaded()) {
       if (std::chrono::steady_clock::now() > deadline) {
@@ -281,7 +282,8 @@ Status KvTables::wait_loaded(std::chrono::milliseconds wait) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    log::info("table loaded", {{"table", live->name()}, {"entries", std::to_string(live->entries())},
+    log::info("table loaded", {{"table", live->name()},
+                               {"entries", std::to_string(live->entries())},
                                {"generation", std::to_string(live->current()->generation)}});
   }
   return Status::ok();
@@ -310,7 +312,7 @@ Result<kvStore*> KvTables::bucket(const std::string& table, bool create) {
       // The server refuses a larger row too (one more byte for safety over our own check).
       config.MaxValueSize = static_cast<int32_t>(options_.max_value_bytes + 1);
       s = js_CreateKeyValue(&kv, js_, &config);
-      if (s != NATS_OK) s = js_KeyValue(&kv, js_, name.c_str());   // a peer created it first
+      if (s != NATS_OK) s = js_KeyValue(&kv, js_, name.c_str());  // a peer created it first
     }
     if (s == NATS_OK) {
       buckets_[table] = kv;
@@ -346,13 +348,13 @@ Status KvTables::watch(const std::shared_ptr<flows::LiveTable>& live) {
 }
 
 Result<std::shared_ptr<flows::LiveTable>> KvTables::loaded(const std::string& table, std::chrono::milliseconds wait) {
-  auto live = flows::LiveTables::instance().get(table);   // may start the watch (on_new)
+  auto live = flows::LiveTables::instance().get(table);  // may start the watch (on_new)
   if (Status s = watch(live); !s) return s;
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (!live->loaded()) {
     if (std::chrono::steady_clock::now() > deadline) {
-      return Status::timeout("table " + table + ": rows not read from NATS KV within " +
-                             std::to_string(wait.count()) + " ms");
+      return Status::timeout("table " + table + ": rows not read from NATS KV within " + std::to_string(wait.count()) +
+                             " ms");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -420,8 +422,9 @@ KvTables::Reply KvTables::get(const std::string& table, const std::string& key) 
 
 KvTables::Reply KvTables::put(const std::string& table, const std::string& key, const std::string& body) {
   if (body.size() > options_.max_value_bytes) {
-    return error_reply(413, "row \"" + key + "\" is " + std::to_string(body.size()) + " bytes; a table row may be at most " +
-                                std::to_string(options_.max_value_bytes) + " bytes");
+    return error_reply(413, "row \"" + key + "\" is " + std::to_string(body.size()) +
+                                " bytes; a table row may be at most " + std::to_string(options_.max_value_bytes) +
+                                " bytes");
   }
   auto row = nlohmann::json::parse(body, nullptr, false);
   if (row.is_discarded() || !row.is_object()) return error_reply(400, "the body must be a JSON object (the row)");
@@ -443,7 +446,8 @@ KvTables::Reply KvTables::put(const std::string& table, const std::string& key, 
   if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": put"));
   // Answer once this instance's flows read the row (so the client's next event sees it).
   const bool applied = wait_applied(live.value(), revision);
-  return {200, {{"table", table}, {"key", key}, {"generation", cur->first}, {"revision", revision}, {"applied", applied}}};
+  return {200,
+          {{"table", table}, {"key", key}, {"generation", cur->first}, {"revision", revision}, {"applied", applied}}};
 }
 
 KvTables::Reply KvTables::erase(const std::string& table, const std::string& key) {
@@ -490,7 +494,6 @@ void on_async_error(jsCtx*, jsPubAckErr* pae, void* closure) {
     errors->first = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
   }
 }
-
 
 // The rows of an import body as (key, row JSON), checked against the table limits; the
 // refusal (400, 413) when anything is wrong — nothing is written then.
@@ -590,8 +593,8 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
     const std::string filter = prefix + "g" + std::to_string(g) + ".>";
     po.Stream.Purge.Subject = filter.c_str();
     jsErrCode jerr = static_cast<jsErrCode>(0);
-    return nats_status(js_PurgeStream(js_, stream.c_str(), &po, &jerr), "table " + table + ": purge generation " +
-                                                                             std::to_string(g));
+    return nats_status(js_PurgeStream(js_, stream.c_str(), &po, &jerr),
+                       "table " + table + ": purge generation " + std::to_string(g));
   };
 
   // 1. The rows, under the new generation (nobody reads it yet).
@@ -603,16 +606,18 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
     if (s != NATS_OK) {
       why = nats_status(s, "publish").message();
     } else {
-      MutexLock lock(errors.mu);   // the handler may still be writing it
+      MutexLock lock(errors.mu);  // the handler may still be writing it
       why = errors.first;
     }
-    return error_reply(503, "import of table " + table + " failed while writing rows (" + why +
-                                "); the table is unchanged");
+    return error_reply(503,
+                       "import of table " + table + " failed while writing rows (" + why + "); the table is unchanged");
   }
   // 2. The switch: one compare-and-set of `current`.
-  const std::string pointer =
-      nlohmann::json({{"generation", gen}, {"entries", values.size()}, {"key", key}, {"imported_unix_ms", unix_ms()}})
-          .dump();
+  const std::string pointer = nlohmann::json({{"generation", gen},
+                                              {"entries", values.size()},
+                                              {"key", key},
+                                              {"imported_unix_ms", unix_ms()}})
+                                  .dump();
   uint64_t revision = 0;
   if (cur->second == 0) {
     s = kvStore_Create(&revision, kv.value(), std::string(kCurrent).c_str(), pointer.data(),
@@ -625,7 +630,8 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
     (void)purge(gen);
     return error_reply(s == NATS_ERR ? 409 : 503, "import of table " + table +
                                                       ": another import switched the table meanwhile, or NATS did "
-                                                      "not answer (" + nats_status(s, "switch").message() +
+                                                      "not answer (" +
+                                                      nats_status(s, "switch").message() +
                                                       "); this import was not applied");
   }
   // 3. The old generation's rows.
@@ -633,10 +639,11 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
     log::warn("table: old generation not purged", {{"table", table}, {"error", p.message()}});
   }
   const bool applied = wait_generation(table, gen);
-  log::info("table imported", {{"table", table}, {"entries", std::to_string(values.size())},
-                               {"generation", std::to_string(gen)}});
-  return {200,
-          {{"table", table}, {"entries", values.size()}, {"generation", gen}, {"replaced", old_gen}, {"applied", applied}}};
+  log::info("table imported",
+            {{"table", table}, {"entries", std::to_string(values.size())}, {"generation", std::to_string(gen)}});
+  return {
+      200,
+      {{"table", table}, {"entries", values.size()}, {"generation", gen}, {"replaced", old_gen}, {"applied", applied}}};
 }
 
 KvTables::Reply KvTables::export_rows(const std::string& table) {
@@ -653,16 +660,20 @@ KvTables::Reply KvTables::export_rows(const std::string& table) {
 void KvTables::render_metrics(std::string& out) const {
   auto tables = flows::LiveTables::instance().all();
   if (tables.empty()) return;
-  out += "# HELP weir_table_entries Rows in a KV lookup table as this instance reads it.\n"
-         "# TYPE weir_table_entries gauge\n";
-  for (const auto& t : tables) out += "weir_table_entries{table=\"" + t->name() + "\"} " + std::to_string(t->entries()) + "\n";
-  out += "# HELP weir_table_generation The import generation of a KV lookup table this instance reads.\n"
-         "# TYPE weir_table_generation gauge\n";
+  out +=
+      "# HELP weir_table_entries Rows in a KV lookup table as this instance reads it.\n"
+      "# TYPE weir_table_entries gauge\n";
+  for (const auto& t : tables)
+    out += "weir_table_entries{table=\"" + t->name() + "\"} " + std::to_string(t->entries()) + "\n";
+  out +=
+      "# HELP weir_table_generation The import generation of a KV lookup table this instance reads.\n"
+      "# TYPE weir_table_generation gauge\n";
   for (const auto& t : tables) {
     out += "weir_table_generation{table=\"" + t->name() + "\"} " + std::to_string(t->current()->generation) + "\n";
   }
-  out += "# HELP weir_table_updated_timestamp_seconds When this instance last applied a change to the table (Unix time).\n"
-         "# TYPE weir_table_updated_timestamp_seconds gauge\n";
+  out +=
+      "# HELP weir_table_updated_timestamp_seconds When this instance last applied a change to the table (Unix time).\n"
+      "# TYPE weir_table_updated_timestamp_seconds gauge\n";
   for (const auto& t : tables) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(t->updated_unix_ms()) / 1000.0);

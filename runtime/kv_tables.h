@@ -43,14 +43,14 @@ namespace weir {
 
 struct KvTablesOptions {
   int replicas = 1;
-  size_t max_entries = 1'000'000;        // rows per table
-  size_t max_value_bytes = 64 * 1024;    // one row, as JSON
+  size_t max_entries = 1'000'000;      // rows per table
+  size_t max_value_bytes = 64 * 1024;  // one row, as JSON
   std::chrono::milliseconds timeout{5000};
 };
 
 class KvTables {
  public:
-  using Reply = std::pair<int, nlohmann::json>;   // HTTP status, JSON body
+  using Reply = std::pair<int, nlohmann::json>;  // HTTP status, JSON body
 
   KvTables(__natsConnection* connection, KvTablesOptions options);
   ~KvTables();
@@ -103,7 +103,7 @@ class KvTables {
   Mutex mu_;
   std::map<std::string, __kvStore*> buckets_ GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Watcher>> watchers_ GUARDED_BY(mu_);
-  Mutex import_mu_;   // one import at a time in this process
+  Mutex import_mu_;  // one import at a time in this process
 };
 
 }  // namespace weir

@@ -14,7 +14,7 @@ namespace weir::log {
 namespace {
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 std::atomic<int> g_format{static_cast<int>(Format::kText)};
-Mutex g_mu;   // one line at a time on stderr
+Mutex g_mu;  // one line at a time on stderr
 
 const char* level_name(Level l) {
   switch (l) {
@@ -33,8 +33,8 @@ std::string timestamp() {
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;
 }
 }  // namespace
@@ -105,8 +105,8 @@ const auto kProcessStart = std::chrono::steady_clock::now();
 }  // namespace
 
 std::string since_start_ms() {
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                        kProcessStart).count();
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - kProcessStart).count();
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(us) / 1000.0);
   return buf;
@@ -138,9 +138,9 @@ void write(Level level, std::string_view message, std::initializer_list<Field> f
       // Quoted (JSON string escapes) when it has a space, quote, '=' or any control
       // character: an event id or topic with a newline cannot forge a log line.
       bool quote = v.empty() || std::any_of(v.begin(), v.end(), [](char c) {
-        auto u = static_cast<unsigned char>(c);
-        return u < 0x20 || u == 0x7f || c == ' ' || c == '"' || c == '=';
-      });
+                     auto u = static_cast<unsigned char>(c);
+                     return u < 0x20 || u == 0x7f || c == ' ' || c == '"' || c == '=';
+                   });
       if (!quote) {
         line += v;
         continue;

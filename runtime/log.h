@@ -22,7 +22,9 @@ bool enabled(Level level);
 using Field = std::pair<std::string_view, std::string>;
 void write(Level level, std::string_view message, std::initializer_list<Field> fields = {});
 
-inline void debug(std::string_view m, std::initializer_list<Field> f = {}) { if (enabled(Level::kDebug)) write(Level::kDebug, m, f); }
+inline void debug(std::string_view m, std::initializer_list<Field> f = {}) {
+  if (enabled(Level::kDebug)) write(Level::kDebug, m, f);
+}
 inline void info(std::string_view m, std::initializer_list<Field> f = {}) { write(Level::kInfo, m, f); }
 inline void warn(std::string_view m, std::initializer_list<Field> f = {}) { write(Level::kWarn, m, f); }
 inline void error(std::string_view m, std::initializer_list<Field> f = {}) { write(Level::kError, m, f); }

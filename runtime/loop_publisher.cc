@@ -28,7 +28,7 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
   natsConnection* nc = nullptr;
   std::string url, inbox_prefix;
   std::atomic<bool> connected{false};
-  std::atomic<bool> closed_cb{false};   // cnats' last callback ran: nothing touches Impl after
+  std::atomic<bool> closed_cb{false};  // cnats' last callback ran: nothing touches Impl after
   std::atomic<size_t> pending_count{0};
 
   // io thread only.
@@ -44,7 +44,7 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
   // between the PubAck, the deadline, a disconnect and the synchronous failure path.
   void complete(uint64_t id, const Status& s, const PubAck& ack) {
     auto it = pending.find(id);
-    if (it == pending.end()) return;   // already completed (late PubAck after a timeout)
+    if (it == pending.end()) return;  // already completed (late PubAck after a timeout)
     PublishCallback done = std::move(it->second);
     pending.erase(it);
     pending_count.store(pending.size(), std::memory_order_relaxed);
@@ -141,7 +141,8 @@ Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const 
   Impl* raw = impl.get();
   impl->loop->configure(opts, [raw] { raw->drain(); });
   natsOptions_SetDisconnectedCB(
-      opts, [](natsConnection* nc, void* c) { static_cast<Impl*>(c)->set_connected(false, nats_disconnect_reason(nc)); },
+      opts,
+      [](natsConnection* nc, void* c) { static_cast<Impl*>(c)->set_connected(false, nats_disconnect_reason(nc)); },
       raw);
   natsOptions_SetReconnectedCB(
       opts, [](natsConnection*, void* c) { static_cast<Impl*>(c)->set_connected(true); }, raw);
@@ -213,7 +214,8 @@ void LoopPublisher::publish(std::string_view subject, std::string_view data, con
   uint64_t id = i.next_id++;
   i.pending.emplace(id, std::move(done));
   i.pending_count.store(i.pending.size(), std::memory_order_relaxed);
-  auto q = std::find_if(i.deadlines.begin(), i.deadlines.end(), [&](const Impl::Deadlines& d) { return d.timeout == timeout; });
+  auto q = std::find_if(i.deadlines.begin(), i.deadlines.end(),
+                        [&](const Impl::Deadlines& d) { return d.timeout == timeout; });
   if (q == i.deadlines.end()) q = i.deadlines.insert(i.deadlines.end(), Impl::Deadlines{timeout, {}});
   q->fifo.emplace_back(Impl::Clock::now() + timeout, id);
   ++i.queued;

@@ -82,39 +82,52 @@ std::string Metrics::render_prometheus() const {
   auto labels = [](const StageMetrics& s) { return "flow=\"" + s.flow + "\",stage=\"" + s.stage + "\""; };
   for (const auto& c : kCounters) {
     out += std::string("# HELP ") + c.name + " " + c.help + "\n# TYPE " + c.name + " counter\n";
-    for (const auto& s : stages_) out += std::string(c.name) + "{" + labels(s) + "} " + std::to_string((s.*c.field).load()) + "\n";
+    for (const auto& s : stages_)
+      out += std::string(c.name) + "{" + labels(s) + "} " + std::to_string((s.*c.field).load()) + "\n";
   }
   out += "# HELP weir_events_in_flight Events inside the stage now.\n# TYPE weir_events_in_flight gauge\n";
-  for (const auto& s : stages_) out += "weir_events_in_flight{" + labels(s) + "} " + std::to_string(s.in_flight.load()) + "\n";
+  for (const auto& s : stages_)
+    out += "weir_events_in_flight{" + labels(s) + "} " + std::to_string(s.in_flight.load()) + "\n";
   out += "# HELP weir_consumer_lag Messages waiting in the stage's consumer.\n# TYPE weir_consumer_lag gauge\n";
   for (const auto& s : stages_) out += "weir_consumer_lag{" + labels(s) + "} " + std::to_string(s.lag.load()) + "\n";
-  out += "# HELP weir_ingress_rejected_total Events refused by backpressure (backlog or pending cap; 503 at http-in).\n"
-         "# TYPE weir_ingress_rejected_total counter\n";
+  out +=
+      "# HELP weir_ingress_rejected_total Events refused by backpressure (backlog or pending cap; 503 at http-in).\n"
+      "# TYPE weir_ingress_rejected_total counter\n";
   for (const auto& s : stages_) {
-    if (s.stage == "ingress") out += "weir_ingress_rejected_total{" + labels(s) + "} " + std::to_string(s.rejected.load()) + "\n";
+    if (s.stage == "ingress")
+      out += "weir_ingress_rejected_total{" + labels(s) + "} " + std::to_string(s.rejected.load()) + "\n";
   }
-  out += "# HELP weir_flow_backlog_bytes Bytes in the flow's stream not yet delivered, as ingress last saw them.\n"
-         "# TYPE weir_flow_backlog_bytes gauge\n";
+  out +=
+      "# HELP weir_flow_backlog_bytes Bytes in the flow's stream not yet delivered, as ingress last saw them.\n"
+      "# TYPE weir_flow_backlog_bytes gauge\n";
   for (const auto& s : stages_) {
-    if (s.stage == "ingress") out += "weir_flow_backlog_bytes{" + labels(s) + "} " + std::to_string(s.backlog_bytes.load()) + "\n";
+    if (s.stage == "ingress")
+      out += "weir_flow_backlog_bytes{" + labels(s) + "} " + std::to_string(s.backlog_bytes.load()) + "\n";
   }
-  out += "# HELP weir_flow_backlog_events Events in the flow's stream not yet delivered, as ingress last saw them.\n"
-         "# TYPE weir_flow_backlog_events gauge\n";
+  out +=
+      "# HELP weir_flow_backlog_events Events in the flow's stream not yet delivered, as ingress last saw them.\n"
+      "# TYPE weir_flow_backlog_events gauge\n";
   for (const auto& s : stages_) {
-    if (s.stage == "ingress") out += "weir_flow_backlog_events{" + labels(s) + "} " + std::to_string(s.backlog_events.load()) + "\n";
+    if (s.stage == "ingress")
+      out += "weir_flow_backlog_events{" + labels(s) + "} " + std::to_string(s.backlog_events.load()) + "\n";
   }
-  out += "# HELP weir_ingress_pending_publishes Source events waiting for their PubAck.\n"
-         "# TYPE weir_ingress_pending_publishes gauge\nweir_ingress_pending_publishes " +
-         std::to_string(ingress_pending.load()) + "\n";
-  out += "# HELP weir_stage_latency_seconds Time an event spends in the stage.\n# TYPE weir_stage_latency_seconds histogram\n";
+  out +=
+      "# HELP weir_ingress_pending_publishes Source events waiting for their PubAck.\n"
+      "# TYPE weir_ingress_pending_publishes gauge\nweir_ingress_pending_publishes " +
+      std::to_string(ingress_pending.load()) + "\n";
+  out +=
+      "# HELP weir_stage_latency_seconds Time an event spends in the stage.\n# TYPE weir_stage_latency_seconds "
+      "histogram\n";
   for (const auto& s : stages_) s.latency.render(out, "weir_stage_latency_seconds", labels(s));
-  out += "# HELP weir_process_resident_memory_bytes Resident set size.\n# TYPE weir_process_resident_memory_bytes gauge\n";
+  out +=
+      "# HELP weir_process_resident_memory_bytes Resident set size.\n# TYPE weir_process_resident_memory_bytes gauge\n";
   out += "weir_process_resident_memory_bytes " + std::to_string(process_rss_bytes()) + "\n";
   double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f", up);
-  out += "# HELP weir_uptime_seconds Seconds since start.\n# TYPE weir_uptime_seconds gauge\nweir_uptime_seconds " + std::string(buf) + "\n";
-  trace::render_metrics(out);   // weir_trace_* (ADR 0141)
+  out += "# HELP weir_uptime_seconds Seconds since start.\n# TYPE weir_uptime_seconds gauge\nweir_uptime_seconds " +
+         std::string(buf) + "\n";
+  trace::render_metrics(out);  // weir_trace_* (ADR 0141)
   return out;
 }
 

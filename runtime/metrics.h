@@ -17,9 +17,8 @@ namespace weir {
 class Histogram {
  public:
   // Bucket upper bounds in seconds (Prometheus `le`).
-  static constexpr std::array<double, 16> kBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                                     0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
-                                                     5,      10};
+  static constexpr std::array<double, 16> kBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                     0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
   void observe(std::chrono::nanoseconds d);
   void render(std::string& out, const std::string& name, const std::string& labels) const;
 
@@ -37,7 +36,7 @@ struct StageMetrics {
   std::atomic<uint64_t> dead{0};      // sent to the dead-letter stream
   std::atomic<uint64_t> dropped{0};   // filtered out or dropped on error
   std::atomic<int64_t> in_flight{0};
-  std::atomic<int64_t> lag{0};        // messages waiting in the consumer (last fetch)
+  std::atomic<int64_t> lag{0};  // messages waiting in the consumer (last fetch)
   // ingress only: refused by backpressure, and the flow's backlog as last checked (ADR 0080)
   std::atomic<uint64_t> rejected{0};
   std::atomic<int64_t> backlog_bytes{0};

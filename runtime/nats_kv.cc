@@ -95,15 +95,14 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
   } else if (s != NATS_OK) {
     return nats_status(s, "kv open bucket " + bucket);
   }
-  if (si) {   // found (not made here): the checks js_KeyValue and kvStore_Status made
+  if (si) {  // found (not made here): the checks js_KeyValue and kvStore_Status made
     if (si->Config == nullptr || si->Config->MaxMsgsPerSubject < 1) {
       return Status::invalid("kv bucket " + bucket + ": stream " + stream + " is not a KV bucket");
     }
     const int64_t actual_ttl = si->Config->MaxAge;
     if (actual_ttl != ttl_ns) {
-      return Status::invalid("kv bucket " + bucket + " exists with TTL " +
-                             std::to_string(actual_ttl / kNanosPerMilli) + "ms, expected " +
-                             std::to_string(options.ttl.count()) + "ms");
+      return Status::invalid("kv bucket " + bucket + " exists with TTL " + std::to_string(actual_ttl / kNanosPerMilli) +
+                             "ms, expected " + std::to_string(options.ttl.count()) + "ms");
     }
   }
   // A replicated bucket just created has no Raft leader for a moment, and a write then
@@ -113,7 +112,8 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
     const auto deadline = std::chrono::steady_clock::now() + kAdminTimeout;
     for (;;) {
       if (bucket_info(js, stream, &si) == NATS_OK && led(si.get())) break;
-      if (std::chrono::steady_clock::now() > deadline) return Status::unavailable("kv bucket " + bucket + ": no leader");
+      if (std::chrono::steady_clock::now() > deadline)
+        return Status::unavailable("kv bucket " + bucket + ": no leader");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
@@ -189,8 +189,7 @@ bool valid_kv_key(std::string_view key) {
 bool valid_kv_bucket(std::string_view bucket) {
   if (bucket.empty()) return false;
   return std::all_of(bucket.begin(), bucket.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
   });
 }
 
@@ -340,8 +339,7 @@ Result<KvEntry> NatsKv::get(const std::string& key) {
   return KvEntry{key, std::move(last->value), last->revision};
 }
 
-Result<std::unique_ptr<KvWatch>> NatsKv::watch(const std::string& key,
-                                               std::function<void(const KvEvent&)> on_event) {
+Result<std::unique_ptr<KvWatch>> NatsKv::watch(const std::string& key, std::function<void(const KvEvent&)> on_event) {
   if (!on_event) return Status::invalid("kv watch " + bucket_ + "/" + key + ": no callback");
   kvWatcher* watcher = nullptr;
   natsStatus s = kvStore_Watch(&watcher, kv_, key.c_str(), nullptr);

@@ -26,12 +26,12 @@
 namespace weir {
 
 struct NatsKvOptions {
-  std::string bucket;                          // [A-Za-z0-9_-]+
-  std::chrono::milliseconds ttl{0};            // bucket MaxAge; 0 = entries never expire
-  int replicas = 1;                            // 1..5; 3 on a three-node NATS cluster
-  std::chrono::milliseconds timeout{500};      // per request
-  bool memory_storage = false;                 // file storage by default
-  std::string description;                     // the bucket's, when this creates it
+  std::string bucket;                      // [A-Za-z0-9_-]+
+  std::chrono::milliseconds ttl{0};        // bucket MaxAge; 0 = entries never expire
+  int replicas = 1;                        // 1..5; 3 on a three-node NATS cluster
+  std::chrono::milliseconds timeout{500};  // per request
+  bool memory_storage = false;             // file storage by default
+  std::string description;                 // the bucket's, when this creates it
 };
 
 class NatsKv final : public KvStore {
@@ -45,8 +45,7 @@ class NatsKv final : public KvStore {
   Result<uint64_t> update(const std::string& key, std::string_view value, uint64_t last) override;
   Status erase(const std::string& key, uint64_t last = 0) override;
   Result<KvEntry> get(const std::string& key) override;
-  Result<std::unique_ptr<KvWatch>> watch(const std::string& key,
-                                         std::function<void(const KvEvent&)> on_event) override;
+  Result<std::unique_ptr<KvWatch>> watch(const std::string& key, std::function<void(const KvEvent&)> on_event) override;
 
   const std::string& bucket() const { return bucket_; }
 

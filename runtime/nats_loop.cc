@@ -24,17 +24,17 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
 
   asio::io_context& ioc;
   std::function<void()> after_read;
-  asio::steady_timer timer;                        // io thread
-  std::function<void()> timer_fn;                  // io thread
+  asio::steady_timer timer;        // io thread
+  std::function<void()> timer_fn;  // io thread
 
   // Set by cnats' callbacks (any thread), read on the io thread.
   std::atomic<bool> write_wanted{false};
   std::atomic<bool> flush_posted{false};
 
   // io thread only.
-  natsConnection* nc = nullptr;                    // null once detached
-  std::optional<asio::posix::stream_descriptor> desc;   // on a dup() of cnats' socket
-  uint64_t generation = 0;                         // bumps at every attach/detach
+  natsConnection* nc = nullptr;                        // null once detached
+  std::optional<asio::posix::stream_descriptor> desc;  // on a dup() of cnats' socket
+  uint64_t generation = 0;                             // bumps at every attach/detach
   bool read_armed = false, write_armed = false;
 
   // Our own descriptor is a dup(): cnats closes its fd on a disconnect, and the fd number
@@ -54,7 +54,7 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
     close_desc();
     ++generation;
     nc = conn;
-    if (mine < 0) return;   // out of descriptors: cnats' ping timeout reconnects later
+    if (mine < 0) return;  // out of descriptors: cnats' ping timeout reconnects later
     desc.emplace(ioc, mine);
     arm_read();
     if (write_wanted.load()) flush();
@@ -85,7 +85,7 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
     // Drain: the wait does not fire again for bytes left in the socket (EPOLLET).
     for (int i = 0; i < 64; ++i) {
       natsConnection_ProcessReadEvent(nc);
-      if (gen != generation || !desc) break;   // detached meanwhile
+      if (gen != generation || !desc) break;  // detached meanwhile
       if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) break;
       int avail = 0;
       if (::ioctl(desc->native_handle(), FIONREAD, &avail) != 0 || avail <= 0) break;
@@ -181,8 +181,7 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
   }
 };
 
-NatsLoop::NatsLoop(IoLoop& io)
-    : impl_(std::make_shared<Impl>(*static_cast<asio::io_context*>(io.native()))) {}
+NatsLoop::NatsLoop(IoLoop& io) : impl_(std::make_shared<Impl>(*static_cast<asio::io_context*>(io.native()))) {}
 
 NatsLoop::~NatsLoop() {
   run_sync([impl = impl_] {

@@ -45,8 +45,8 @@ class NatsLoop {
   // after each read event has been processed. Call once, before connecting.
   void configure(__natsOptions* opts, std::function<void()> after_read);
 
-  bool in_loop_thread() const;                 // is the caller the io thread?
-  void post(std::function<void()> fn);         // thread-safe
+  bool in_loop_thread() const;          // is the caller the io thread?
+  void post(std::function<void()> fn);  // thread-safe
   // Runs `fn` on the io thread and waits for it (directly when the io thread is not running).
   void run_sync(const std::function<void()>& fn);
   // A one-shot timer on the io thread (io thread only); a new call replaces a pending one.

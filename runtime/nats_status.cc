@@ -9,7 +9,7 @@ namespace weir {
 std::string nats_disconnect_reason(natsConnection* nc) {
   const char* text = nullptr;
   const natsStatus s = natsConnection_GetLastError(nc, &text);
-  if (s == NATS_OK) return "not recorded by cnats";   // a close, or a socket error it keeps no text of
+  if (s == NATS_OK) return "not recorded by cnats";  // a close, or a socket error it keeps no text of
   std::string why = natsStatus_GetText(s);
   if (text != nullptr && *text != '\0' && why != text) why += std::string(": ") + text;
   return why;
@@ -31,15 +31,12 @@ Status nats_status(int status, std::string_view what, int js_error) {
     message += detail;
     message += ")";
   }
-  if (js_error == JSStreamWrongLastSequenceErr ||
-      detail.find("wrong last sequence") != std::string::npos) {
+  if (js_error == JSStreamWrongLastSequenceErr || detail.find("wrong last sequence") != std::string::npos) {
     return Status::conflict(message);
   }
   switch (s) {
-    case NATS_NOT_FOUND:
-      return Status::not_found(message);
-    case NATS_TIMEOUT:
-      return Status::timeout(message);
+    case NATS_NOT_FOUND: return Status::not_found(message);
+    case NATS_TIMEOUT: return Status::timeout(message);
     case NATS_NO_SERVER:
     case NATS_NO_RESPONDERS:
     case NATS_CONNECTION_CLOSED:
@@ -48,12 +45,11 @@ Status nats_status(int status, std::string_view what, int js_error) {
     case NATS_IO_ERROR:
     case NATS_NOT_YET_CONNECTED:
     case NATS_DRAINING:
-    case NATS_INSUFFICIENT_BUFFER:   // the reconnect buffer is full: publishing while disconnected
+    case NATS_INSUFFICIENT_BUFFER:  // the reconnect buffer is full: publishing while disconnected
       return Status::unavailable(message);
     case NATS_INVALID_ARG:
     case NATS_INVALID_SUBJECT:
-    case NATS_MAX_PAYLOAD:
-      return Status::invalid(message);
+    case NATS_MAX_PAYLOAD: return Status::invalid(message);
     default:
       if (js_error != 0) message += " (JetStream error " + std::to_string(js_error) + ")";
       return Status::internal(message);

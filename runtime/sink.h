@@ -22,9 +22,9 @@
 namespace weir {
 
 struct Delivery {
-  std::string event_id;   // stable event id; sent as Idempotency-Key where the protocol allows
-  std::string body;       // the event as JSON text
-  uint64_t attempt = 1;   // 1 on the first delivery, 2 on the first re-send, ...
+  std::string event_id;  // stable event id; sent as Idempotency-Key where the protocol allows
+  std::string body;      // the event as JSON text
+  uint64_t attempt = 1;  // 1 on the first delivery, 2 on the first re-send, ...
   // W3C trace context of this delivery's span (the sink stage's child span; ADR 0140):
   // sinks send it on where the protocol has headers. tracestate may be empty.
   std::string traceparent;
@@ -34,7 +34,7 @@ struct Delivery {
 struct DeliveryResult {
   enum class Kind { kOk, kRetry, kDead };
   Kind kind = Kind::kOk;
-  std::string reason;                                  // kRetry/kDead: why ("HTTP 503", "timeout", ...)
+  std::string reason;  // kRetry/kDead: why ("HTTP 503", "timeout", ...)
   std::optional<std::chrono::milliseconds> retry_after;
   static DeliveryResult ok() { return {}; }
   static DeliveryResult retry(std::string r, std::optional<std::chrono::milliseconds> after = {}) {

@@ -22,8 +22,8 @@
 namespace weir {
 
 struct IngestEvent {
-  std::string id;     // stable event id (idempotency key); empty = the runtime assigns one
-  std::string body;   // JSON text
+  std::string id;    // stable event id (idempotency key); empty = the runtime assigns one
+  std::string body;  // JSON text
   std::vector<std::pair<std::string, std::string>> headers;  // extra metadata (e.g. Weir-Topic)
 };
 
@@ -34,7 +34,7 @@ class Ingest {
   // after the PubAck, unavailable when JetStream is down, timeout past `timeout`.
   virtual void publish(IngestEvent event, std::chrono::milliseconds timeout,
                        std::function<void(const Status&, const std::string& id)> done) = 0;
-  virtual bool ready() const = 0;   // connected and the flow's stream exists
+  virtual bool ready() const = 0;  // connected and the flow's stream exists
   // Writes an event that must not enter the flow (a broker source's payload nested deeper
   // than the limit: spec §1.6) to the dead-letter stream with `reason`; `done` as for
   // publish. Its body is kept as received, so the dead letter shows what came in.
@@ -47,7 +47,7 @@ class Ingest {
   // NOLINTEND(performance-unnecessary-value-param)
 };
 
-class HttpRouter;   // runtime/http_router.h: shared http-in routes
+class HttpRouter;  // runtime/http_router.h: shared http-in routes
 
 // SourceState (poll): small durable state for sources (a poll cursor, ETags), shared by
 // every instance of a cluster, so a singleton's next lease holder resumes where the last
@@ -70,7 +70,7 @@ class SourceState {
 struct SourceContext {
   std::string flow;
   Ingest* ingest = nullptr;
-  HttpRouter* http = nullptr;       // for http sources
+  HttpRouter* http = nullptr;  // for http sources
   // Set by cluster::Singleton for the source it runs: the lease's fencing token while the
   // lease is held, nullopt when it is not (then emit nothing). Empty outside a cluster.
   std::function<std::optional<uint64_t>()> fence;

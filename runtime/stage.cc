@@ -144,7 +144,7 @@ void FlowStage::request_stop() {
     pause_cv_.notify_all();
   }
   apply_window();
-  if (consumer_ && started_.load()) consumer_->kick();   // hands back what is held
+  if (consumer_ && started_.load()) consumer_->kick();  // hands back what is held
 }
 
 Status FlowStage::start() {
@@ -178,7 +178,7 @@ void FlowStage::stop() {
     UniqueLock lock(flow_mu_);
     lock.wait(pause_cv_, [&]() REQUIRES(flow_mu_) { return in_flight_batches_ == 0; });
   }
-  consumer_->stop();   // the handler does not run after this
+  consumer_->stop();  // the handler does not run after this
   // Held (paused, gated, or the kick did not come): handed back at once, not after AckWait.
   std::vector<std::unique_ptr<BusMessage>> held;
   {
@@ -249,7 +249,7 @@ struct FlowStage::Batch {
   Mutex mu;
   size_t remaining GUARDED_BY(mu);  // outputs not completed, +1 while launching
   std::vector<char> ok GUARDED_BY(mu);
-  uint64_t dropped = 0;        // stage thread only, read after the last completion
+  uint64_t dropped = 0;  // stage thread only, read after the last completion
 
   // +1: not finished before every output is launched.
   explicit Batch(size_t n) : remaining(n + 1), ok(n, 1) {}
@@ -260,7 +260,7 @@ struct FlowStage::Batch {
       MutexLock lock(b->mu);
       if (!ok) b->ok[i] = 0;
       if (--b->remaining != 0) return;
-      final_ok.swap(b->ok);   // the last completion: nobody writes it any more
+      final_ok.swap(b->ok);  // the last completion: nobody writes it any more
     }
     b->stage->finish_batch(*b, final_ok);
   }
@@ -304,13 +304,15 @@ void FlowStage::dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, con
 
 // Publishes the output of input i to `sink` (at most once per input); `span_tp` is the
 // flow stage's span, the outputs' parent.
-void FlowStage::emit_output(const std::shared_ptr<Batch>& b, size_t i, const std::string& id, const std::string& version,
-                            std::string span_tp, const std::string& sink, std::string_view body) {
+void FlowStage::emit_output(const std::shared_ptr<Batch>& b, size_t i, const std::string& id,
+                            const std::string& version, std::string span_tp, const std::string& sink,
+                            std::string_view body) {
   const BusMessage& m = *b->msgs[i];
   Headers h;
   h.reserve(6);
   h.emplace_back(trace::kHeaderTraceparent, std::move(span_tp));
-  if (auto ts = m.header(trace::kHeaderTracestate); !ts.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(ts));
+  if (auto ts = m.header(trace::kHeaderTracestate); !ts.empty())
+    h.emplace_back(trace::kHeaderTracestate, std::string(ts));
   h.emplace_back(layout::kHeaderId, id);
   h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
   h.emplace_back(layout::kHeaderVersion, version);
@@ -419,7 +421,7 @@ struct SinkStage::InFlight {
   std::string id;
   uint64_t attempt = 1;
   Clock::time_point started;
-  std::string traceparent;   // the sink span's, only while export is on (ADR 0141)
+  std::string traceparent;  // the sink span's, only while export is on (ADR 0141)
   int64_t start_ns = 0;
 };
 
@@ -530,13 +532,12 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
     log::warn("event dead-lettered after too many deliveries",
               {{"flow", flow_}, {"sink", sink_name_}, {"id", f->id}, {"deliveries", std::to_string(f->attempt - 1)}});
     std::string reason = poison_reason(f->attempt, options_.max_deliver);
-    f->attempt -= 1;   // the attempts that were made
+    f->attempt -= 1;  // the attempts that were made
     f->msg = std::move(m);
     dead_letter(f, std::move(reason));
     return;
   }
-  Delivery d{f->id, std::string(m->data()), f->attempt,
-             trace::child_traceparent(m->header(trace::kHeaderTraceparent)),
+  Delivery d{f->id, std::string(m->data()), f->attempt, trace::child_traceparent(m->header(trace::kHeaderTraceparent)),
              std::string(m->header(trace::kHeaderTracestate))};
   if (trace::exporter() != nullptr) {
     f->traceparent = d.traceparent;
@@ -549,7 +550,7 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
 void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
   metrics_.latency.observe(Clock::now() - f->started);
   metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
-  f->msg.reset();   // acked or naked: nothing of it is needed after the stage lets go
+  f->msg.reset();  // acked or naked: nothing of it is needed after the stage lets go
   consumer_->release(1);
   // Notified under the lock: once it is released, stop() may destroy the stage.
   MutexLock lock(mu_);
@@ -559,7 +560,8 @@ void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
 
 // `f` by value (and dead_letter's): the call keeps the in-flight record alive whatever
 // the sink does with the callback that holds the other reference.
-void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {   // NOLINT(performance-unnecessary-value-param)
+void SinkStage::on_result(std::shared_ptr<InFlight> f,
+                          DeliveryResult r) {  // NOLINT(performance-unnecessary-value-param)
   if (!f->traceparent.empty()) {
     trace::Span s;
     trace::SpanExporter* x = trace::exporter();
@@ -598,7 +600,8 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {   // 
   }
 }
 
-void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {   // NOLINT(performance-unnecessary-value-param)
+void SinkStage::dead_letter(std::shared_ptr<InFlight> f,
+                            std::string reason) {  // NOLINT(performance-unnecessary-value-param)
   DeadLetter d;
   d.flow = flow_;
   d.version = version_;

@@ -57,11 +57,11 @@ class FlowStage {
  public:
   // Reads `input_stream`/`input_subject`: the flow's own `.in`, or — for a flow chained
   // with `from: {flow: other.sink}` — the other flow's `.out.<sink>`.
-  FlowStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::shared_ptr<const flows::Flow> flow,
-            StageOptions options, std::string input_stream = "", std::string input_subject = "");
+  FlowStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::shared_ptr<const flows::Flow> flow, StageOptions options,
+            std::string input_stream = "", std::string input_subject = "");
   ~FlowStage();
   Status start();
-  void request_stop();   // returns at once; stop() then waits for the batches in hand
+  void request_stop();  // returns at once; stop() then waits for the batches in hand
   void stop();
   // Started, not stopping, and the server answers its pull requests.
   bool healthy() const { return started_.load() && !stopping_.load() && consumer_->healthy(); }
@@ -106,16 +106,16 @@ class FlowStage {
   std::shared_ptr<const flows::Flow> flow_ GUARDED_BY(flow_mu_);
   std::condition_variable pause_cv_;
   bool paused_ GUARDED_BY(flow_mu_) = false;
-  int in_flight_batches_ GUARDED_BY(flow_mu_) = 0;  // started, not yet acked
+  int in_flight_batches_ GUARDED_BY(flow_mu_) = 0;                      // started, not yet acked
   std::vector<std::unique_ptr<BusMessage>> held_ GUARDED_BY(flow_mu_);  // received, not started
   // One message at a time after a start and while redeliveries come (ADR 0081).
   std::atomic<bool> careful_{true};
-  std::function<bool()> gate_;                // set before start(); read on the pool thread
+  std::function<bool()> gate_;  // set before start(); read on the pool thread
   std::string name_;
   StageOptions options_;
   std::string input_stream_, input_subject_;
-  std::unique_ptr<PullConsumer> consumer_;    // set by start(), destroyed with the stage
-  std::unordered_map<std::string, std::string> out_subjects_;   // pool thread only
+  std::unique_ptr<PullConsumer> consumer_;                     // set by start(), destroyed with the stage
+  std::unordered_map<std::string, std::string> out_subjects_;  // pool thread only
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
@@ -123,11 +123,11 @@ class FlowStage {
 
 class SinkStage {
  public:
-  SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow, int64_t version,
-            std::string sink_name, std::unique_ptr<Sink> sink, StageOptions options);
+  SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow, int64_t version, std::string sink_name,
+            std::unique_ptr<Sink> sink, StageOptions options);
   ~SinkStage();
   Status start();
-  void request_stop();   // stops taking messages at once; stop() then drains
+  void request_stop();  // stops taking messages at once; stop() then drains
   void stop();
   // stop() with the wait for deliveries in flight bounded by `budget` instead of
   // drain_timeout: the runtime's drain shares one drain_timeout among all stages.
@@ -150,12 +150,12 @@ class SinkStage {
   int64_t version_;
   std::unique_ptr<Sink> sink_;
   StageOptions options_;
-  std::unique_ptr<PullConsumer> consumer_;   // set by start(), destroyed with the stage
+  std::unique_ptr<PullConsumer> consumer_;  // set by start(), destroyed with the stage
   Mutex mu_;
   std::condition_variable cv_;
   int in_flight_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> started_{false};
-  std::atomic<bool> stopping_{false};   // written under mu_
+  std::atomic<bool> stopping_{false};  // written under mu_
   std::atomic<bool> stopped_{false};
 };
 

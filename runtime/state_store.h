@@ -35,15 +35,14 @@ struct __natsConnection;
 namespace weir {
 
 struct StateStoreOptions {
-  std::string bucket = "weir_state";       // [A-Za-z0-9_-]+
-  int replicas = 1;                        // 1..5 (config.nats.replicas)
-  std::chrono::milliseconds timeout{2000}; // per request
+  std::string bucket = "weir_state";        // [A-Za-z0-9_-]+
+  int replicas = 1;                         // 1..5 (config.nats.replicas)
+  std::chrono::milliseconds timeout{2000};  // per request
 };
 
 class StateStore final : public SourceState {
  public:
-  static Result<std::unique_ptr<StateStore>> open(__natsConnection* connection,
-                                                  const StateStoreOptions& options = {});
+  static Result<std::unique_ptr<StateStore>> open(__natsConnection* connection, const StateStoreOptions& options = {});
   // Over any KvStore (tests may give a fake); `bucket` names it in messages.
   StateStore(std::unique_ptr<KvStore> kv, std::string bucket) : kv_(std::move(kv)), bucket_(std::move(bucket)) {}
   StateStore(const StateStore&) = delete;
@@ -57,9 +56,9 @@ class StateStore final : public SourceState {
  private:
   // What this store knows of a key's latest revision.
   struct Known {
-    uint64_t revision = 0;           // 0: read as absent
-    bool uncertain = false;          // a put's outcome is unknown
-    std::string attempted;           // the value that put tried to write
+    uint64_t revision = 0;   // 0: read as absent
+    bool uncertain = false;  // a put's outcome is unknown
+    std::string attempted;   // the value that put tried to write
   };
   // The key's live entry: (revision, value); (0, nullopt) when absent or deleted.
   Result<std::pair<uint64_t, std::optional<std::string>>> read(const std::string& key);
@@ -69,6 +68,5 @@ class StateStore final : public SourceState {
   Mutex mu_;
   std::map<std::string, Known> known_ GUARDED_BY(mu_);
 };
-
 
 }  // namespace weir

@@ -16,8 +16,8 @@ namespace weir::trace {
 
 inline constexpr const char* kHeaderTraceparent = "traceparent";
 inline constexpr const char* kHeaderTracestate = "tracestate";
-inline constexpr size_t kTraceparentSize = 55;   // "00-" 32 hex "-" 16 hex "-" 2 hex
-inline constexpr size_t kMaxTracestate = 512;    // W3C: a vendor may drop longer ones
+inline constexpr size_t kTraceparentSize = 55;  // "00-" 32 hex "-" 16 hex "-" 2 hex
+inline constexpr size_t kMaxTracestate = 512;   // W3C: a vendor may drop longer ones
 
 // True for a version-00 traceparent: lower-case hex, trace id and parent id not all
 // zero. Any other version, length or character is invalid (weir then starts a new trace).

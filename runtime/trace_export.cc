@@ -38,21 +38,25 @@ void set_exporter(SpanExporter* e) { g_exporter.store(e, std::memory_order_relea
 void render_metrics(std::string& out) {
   SpanExporter* e = exporter();
   const auto n = [&](uint64_t (SpanExporter::*f)() const) { return std::to_string(e ? (e->*f)() : 0); };
-  out += "# HELP weir_trace_spans_exported_total Spans the OTLP collector accepted.\n"
-         "# TYPE weir_trace_spans_exported_total counter\n"
-         "weir_trace_spans_exported_total " + n(&SpanExporter::exported) + "\n";
-  out += "# HELP weir_trace_spans_dropped_total Spans dropped: the export queue was full (trace.max_queue), "
-         "or the collector refused or did not answer their batch.\n"
-         "# TYPE weir_trace_spans_dropped_total counter\n"
-         "weir_trace_spans_dropped_total " + n(&SpanExporter::dropped) + "\n";
-  out += "# HELP weir_trace_export_failures_total OTLP export requests that failed.\n"
-         "# TYPE weir_trace_export_failures_total counter\n"
-         "weir_trace_export_failures_total " + n(&SpanExporter::failures) + "\n";
+  out +=
+      "# HELP weir_trace_spans_exported_total Spans the OTLP collector accepted.\n"
+      "# TYPE weir_trace_spans_exported_total counter\n"
+      "weir_trace_spans_exported_total " +
+      n(&SpanExporter::exported) + "\n";
+  out +=
+      "# HELP weir_trace_spans_dropped_total Spans dropped: the export queue was full (trace.max_queue), "
+      "or the collector refused or did not answer their batch.\n"
+      "# TYPE weir_trace_spans_dropped_total counter\n"
+      "weir_trace_spans_dropped_total " +
+      n(&SpanExporter::dropped) + "\n";
+  out +=
+      "# HELP weir_trace_export_failures_total OTLP export requests that failed.\n"
+      "# TYPE weir_trace_export_failures_total counter\n"
+      "weir_trace_export_failures_total " +
+      n(&SpanExporter::failures) + "\n";
 }
 
-SpanExporter::SpanExporter(Options options) : options_(std::move(options)) {
-  queue_.reserve(options_.max_queue);
-}
+SpanExporter::SpanExporter(Options options) : options_(std::move(options)) { queue_.reserve(options_.max_queue); }
 
 SpanExporter::~SpanExporter() {
   if (exporter() == this) set_exporter(nullptr);
@@ -92,9 +96,10 @@ void SpanExporter::loop() {
     bool last = false;
     {
       UniqueLock lock(mu_);
-      lock.wait_for(cv_, options_.interval, [&]() REQUIRES(mu_) { return stopping_ || queue_.size() >= options_.batch; });
+      lock.wait_for(cv_, options_.interval,
+                    [&]() REQUIRES(mu_) { return stopping_ || queue_.size() >= options_.batch; });
       last = stopping_;
-      batch.swap(queue_);   // queue_ gets the (empty) vector whose capacity the last send left
+      batch.swap(queue_);  // queue_ gets the (empty) vector whose capacity the last send left
     }
     // A full queue is sent in batches of `batch` spans; at stop only one, with a short
     // timeout, so a dead collector delays shutdown by at most 2 s.
@@ -104,8 +109,8 @@ void SpanExporter::loop() {
         break;
       }
       std::vector<Span> part(std::make_move_iterator(batch.begin() + static_cast<ptrdiff_t>(from)),
-                             std::make_move_iterator(batch.begin() + static_cast<ptrdiff_t>(
-                                                                         std::min(batch.size(), from + options_.batch))));
+                             std::make_move_iterator(batch.begin() + static_cast<ptrdiff_t>(std::min(
+                                                                         batch.size(), from + options_.batch))));
       send(part, last ? std::min(options_.timeout, std::chrono::milliseconds(2000)) : options_.timeout);
     }
     batch.clear();
@@ -125,7 +130,9 @@ std::string SpanExporter::encode(const std::vector<Span>& spans) const {
     json span = {{"traceId", std::string(s.trace_id, 32)},
                  {"spanId", std::string(s.span_id, 16)},
                  {"name", name},
-                 {"kind", name == "ingress" ? 2 : name == "sink" ? 3 : 1},
+                 {"kind", name == "ingress" ? 2
+                          : name == "sink"  ? 3
+                                            : 1},
                  {"startTimeUnixNano", std::to_string(s.start_ns)},
                  {"endTimeUnixNano", std::to_string(s.end_ns)},
                  {"attributes", std::move(attrs)},
@@ -133,11 +140,12 @@ std::string SpanExporter::encode(const std::vector<Span>& spans) const {
     if (s.has_parent) span["parentSpanId"] = std::string(s.parent_id, 16);
     list.push_back(std::move(span));
   }
-  json doc = {{"resourceSpans",
-               json::array({{{"resource",
-                              {{"attributes", json::array({{{"key", "service.name"},
-                                                            {"value", {{"stringValue", options_.service_name}}}}})}}},
-                             {"scopeSpans", json::array({{{"scope", {{"name", "weir"}}}, {"spans", std::move(list)}}})}}})}};
+  json doc = {
+      {"resourceSpans",
+       json::array({{{"resource",
+                      {{"attributes", json::array({{{"key", "service.name"},
+                                                    {"value", {{"stringValue", options_.service_name}}}}})}}},
+                     {"scopeSpans", json::array({{{"scope", {{"name", "weir"}}}, {"spans", std::move(list)}}})}}})}};
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -172,7 +180,7 @@ void SpanExporter::send(std::vector<Span>& spans, std::chrono::milliseconds time
   // The endpoint is not logged: it may carry credentials.
   const uint64_t failed = failures_.fetch_add(1, std::memory_order_relaxed);
   dropped_.fetch_add(spans.size(), std::memory_order_relaxed);
-  if (failed % 100 == 0) {   // the first failure, then every 100th: a dead collector must not flood the log
+  if (failed % 100 == 0) {  // the first failure, then every 100th: a dead collector must not flood the log
     log::warn("trace export failed; its spans are dropped",
               {{"error", rc == CURLE_OK ? "HTTP " + std::to_string(status) : std::string(curl_easy_strerror(rc))},
                {"spans", std::to_string(spans.size())}});

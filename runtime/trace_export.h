@@ -32,10 +32,10 @@ struct Span {
   char span_id[16]{};
   char parent_id[16]{};
   bool has_parent = false;
-  const char* name = "";       // "ingress", "flow", "sink" (static text)
-  std::string flow;            // attribute weir.flow
-  std::string sink;            // attribute weir.sink (sink spans)
-  int64_t start_ns = 0;        // unix time, nanoseconds
+  const char* name = "";  // "ingress", "flow", "sink" (static text)
+  std::string flow;       // attribute weir.flow
+  std::string sink;       // attribute weir.sink (sink spans)
+  int64_t start_ns = 0;   // unix time, nanoseconds
   int64_t end_ns = 0;
   bool error = false;
 };
@@ -49,7 +49,7 @@ bool set_ids(Span& s, std::string_view self, std::string_view parent);
 class SpanExporter {
  public:
   struct Options {
-    std::string endpoint;            // full URL, e.g. http://collector:4318/v1/traces
+    std::string endpoint;  // full URL, e.g. http://collector:4318/v1/traces
     std::string service_name = "weir";
     size_t max_queue = 2048;
     size_t batch = 512;

@@ -49,13 +49,13 @@ std::vector<std::string> make_events(size_t n) {
       int64_t qty = 1 + static_cast<int64_t>(rng() % 5);
       int64_t price = 100 + static_cast<int64_t>(rng() % 2800);
       total += qty * price;
-      items.push_back({{"sku", "sku-" + std::to_string(rng() % 100000)}, {"qty", std::to_string(qty)},
-                       {"price", cents(price)}});
+      items.push_back(
+          {{"sku", "sku-" + std::to_string(rng() % 100000)}, {"qty", std::to_string(qty)}, {"price", cents(price)}});
     }
     int64_t customer = static_cast<int64_t>(rng() % 1000);
     // Written in the generator's key order (Json would sort the keys).
-    std::string body = "{\"id\":\"run-7f3a9c2e-" + std::to_string(i) + "\",\"t\":" +
-                       std::to_string(1767225600000000LL + static_cast<int64_t>(i) * 997) +
+    std::string body = "{\"id\":\"run-7f3a9c2e-" + std::to_string(i) +
+                       "\",\"t\":" + std::to_string(1767225600000000LL + static_cast<int64_t>(i) * 997) +
                        ",\"customer_id\":\"c" + std::to_string(customer) + "\",\"email\":\"c" +
                        std::to_string(customer) + "@example.com\",\"amount\":\"" + cents(total) +
                        "\",\"currency\":\"EUR\",\"channel\":\"web\",\"ts\":\"2026-01-01T00:00:00Z\",\"items\":" +
@@ -288,9 +288,11 @@ void BM_Ratio_FlowOverHandWritten(benchmark::State& state) {
   };
   for (auto _ : state) {
     int64_t t0 = thread_cpu_ns();
-    if (flow_first) run_flow(i); else run_hand(i);
+    if (flow_first) run_flow(i);
+    else run_hand(i);
     int64_t t1 = thread_cpu_ns();
-    if (flow_first) run_hand(i); else run_flow(i);
+    if (flow_first) run_hand(i);
+    else run_flow(i);
     int64_t t2 = thread_cpu_ns();
     (flow_first ? flow_ns : hand_ns) += t1 - t0;
     (flow_first ? hand_ns : flow_ns) += t2 - t1;

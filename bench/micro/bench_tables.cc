@@ -28,7 +28,9 @@ using weir::flows::TableSnapshot;
 
 constexpr int kRows = 100000;
 
-Json row(int i) { return {{"customer", "c" + std::to_string(i)}, {"tier", i % 3 ? "silver" : "gold"}, {"discount", i % 10}}; }
+Json row(int i) {
+  return {{"customer", "c" + std::to_string(i)}, {"tier", i % 3 ? "silver" : "gold"}, {"discount", i % 10}};
+}
 
 // Events whose key hits a row 9 times in 10.
 std::vector<Json> events() {
@@ -48,7 +50,8 @@ struct Fixture {
     for (int i = 0; i < kRows; ++i) file.insert("c" + std::to_string(i), row(i));
     auto snapshot = std::make_shared<TableSnapshot>();
     snapshot->generation = 1;
-    for (int i = 0; i < kRows; ++i) snapshot->rows.emplace("c" + std::to_string(i), std::make_shared<const Json>(row(i)));
+    for (int i = 0; i < kRows; ++i)
+      snapshot->rows.emplace("c" + std::to_string(i), std::make_shared<const Json>(row(i)));
     auto live = std::make_shared<LiveTable>("bench_tiers");
     live->publish(std::move(snapshot));
     kv_set.add("tiers").set_live(live);
@@ -70,7 +73,7 @@ void run(benchmark::State& state, const Expression& expr, const TableSet& set) {
   auto& evs = fixture().evs;
   size_t i = 0, hits = 0;
   for (auto _ : state) {
-    EvalContext ctx;   // one per event, as the flow stage makes
+    EvalContext ctx;  // one per event, as the flow stage makes
     ctx.tables = &set;
     ctx.self = &evs[i++ & 4095];
     Json scratch;

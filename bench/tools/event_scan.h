@@ -40,8 +40,7 @@ class EventScanner {
  private:
   enum class Key { kOther, kId, kT };
 
-  EventScanner(std::string_view body, EventIdT* out)
-      : p_(body.data()), end_(body.data() + body.size()), out_(out) {}
+  EventScanner(std::string_view body, EventIdT* out) : p_(body.data()), end_(body.data() + body.size()), out_(out) {}
 
   void ws() {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
@@ -54,15 +53,12 @@ class EventScanner {
     return false;
   }
   bool literal(std::string_view word) {
-    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word)
-      return false;
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) return false;
     p_ += word.size();
     return true;
   }
   static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-  static bool is_hex(char c) {
-    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-  }
+  static bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
   // A string starting at p_ (on the quote). Sets text to its raw content between the quotes
   // and escaped when it holds a backslash.
@@ -87,8 +83,7 @@ class EventScanner {
           for (int i = 1; i <= 4; ++i)
             if (!is_hex(p_[i])) return false;
           p_ += 4;
-        } else if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' &&
-                   e != 'r' && e != 't') {
+        } else if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r' && e != 't') {
           return false;
         }
       }
@@ -187,14 +182,10 @@ class EventScanner {
         }
         return true;
       }
-      case 't':
-        return literal("true");
-      case 'f':
-        return literal("false");
-      case 'n':
-        return literal("null");
-      default:
-        return number(key);
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n': return literal("null");
+      default: return number(key);
     }
   }
 

@@ -23,12 +23,11 @@ namespace weir::bench {
 template <typename Count = uint64_t>
 class BasicLogLinearHistogram {
  public:
-  static constexpr int kSubBits = 6;                       // 64 sub-buckets per power of two
+  static constexpr int kSubBits = 6;                              // 64 sub-buckets per power of two
   static constexpr uint64_t kLinearLimit = 1u << (kSubBits + 1);  // 128: exact below this
   static constexpr int kMaxBits = 36;
   static constexpr uint64_t kMaxValue = (uint64_t{1} << kMaxBits) - 1;
-  static constexpr size_t kBuckets =
-      kLinearLimit + (kMaxBits - kSubBits - 1) * (uint64_t{1} << kSubBits);
+  static constexpr size_t kBuckets = kLinearLimit + (kMaxBits - kSubBits - 1) * (uint64_t{1} << kSubBits);
 
   BasicLogLinearHistogram() : counts_(kBuckets, 0) {}
 
@@ -86,8 +85,8 @@ class BasicLogLinearHistogram {
  private:
   static size_t index_of(uint64_t v) {
     if (v < kLinearLimit) return static_cast<size_t>(v);
-    int msb = 63 - std::countl_zero(v);       // >= kSubBits + 1
-    int shift = msb - kSubBits;               // >= 1
+    int msb = 63 - std::countl_zero(v);                       // >= kSubBits + 1
+    int shift = msb - kSubBits;                               // >= 1
     uint64_t sub = (v >> shift) - (uint64_t{1} << kSubBits);  // 0..63
     return kLinearLimit + static_cast<size_t>(shift - 1) * (uint64_t{1} << kSubBits) + sub;
   }

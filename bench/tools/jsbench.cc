@@ -51,9 +51,7 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Setup failures end the run with a message; the streams are still deleted by their guards.
 class BenchError : public std::runtime_error {
@@ -177,8 +175,7 @@ class ThrowawayStream {
     jsErrCode jerr = static_cast<jsErrCode>(0);
     natsStatus s = js_DeleteStream(js_, name_.c_str(), nullptr, &jerr);
     if (s != NATS_OK)
-      std::cerr << "weir-jsbench: could not delete stream " << name_ << ": "
-                << natsStatus_GetText(s) << "\n";
+      std::cerr << "weir-jsbench: could not delete stream " << name_ << ": " << natsStatus_GetText(s) << "\n";
   }
   ThrowawayStream(const ThrowawayStream&) = delete;
   ThrowawayStream& operator=(const ThrowawayStream&) = delete;
@@ -203,8 +200,8 @@ class ThrowawayStream {
 
 // Publishes n messages of `payload` asynchronously and waits for every PubAck.
 // Returns the elapsed seconds.
-double publish_all(jsCtx* js, const std::string& subject,
-                   const std::string& payload, int64_t n, bool msg_id, const char* id_prefix) {
+double publish_all(jsCtx* js, const std::string& subject, const std::string& payload, int64_t n, bool msg_id,
+                   const char* id_prefix) {
   jsPubOptions po;
   need(jsPubOptions_Init(&po), "jsPubOptions_Init");
   std::string id;
@@ -214,8 +211,7 @@ double publish_all(jsCtx* js, const std::string& subject,
       id = id_prefix + std::to_string(i);
       po.MsgId = id.c_str();
     }
-    need(js_PublishAsync(js, subject.c_str(), payload.data(), static_cast<int>(payload.size()),
-                         msg_id ? &po : nullptr),
+    need(js_PublishAsync(js, subject.c_str(), payload.data(), static_cast<int>(payload.size()), msg_id ? &po : nullptr),
          "js_PublishAsync");
   }
   jsPubOptions wait;
@@ -234,8 +230,7 @@ SubPtr pull_subscribe(jsCtx* js, const ThrowawayStream& stream, const Config& cf
   so.Config.AckWait = 30LL * 1000 * 1000 * 1000;  // ns
   natsSubscription* sub = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
-  need(js_PullSubscribe(&sub, js, stream.subject().c_str(), "jsbench", nullptr, &so, &jerr),
-       "js_PullSubscribe", jerr);
+  need(js_PullSubscribe(&sub, js, stream.subject().c_str(), "jsbench", nullptr, &so, &jerr), "js_PullSubscribe", jerr);
   return SubPtr(sub);
 }
 
@@ -271,8 +266,7 @@ json base_result(const Config& cfg) {
 }
 
 std::string unique_tag() {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
   return std::to_string(::getpid()) + "_" + std::to_string(ms % 100000000);
 }
@@ -436,10 +430,8 @@ void add_common(CLI::App* sub, Config& cfg) {
   sub->add_option("--size", cfg.size, "payload bytes")->check(CLI::Range(1, 8 << 20));
   sub->add_option("--max-pending", cfg.max_pending, "async publishes in flight")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
-  sub->add_option("--storage", cfg.storage, "file | memory")
-      ->check(CLI::IsMember({"file", "memory"}));
-  sub->add_option("--retention", cfg.retention, "workqueue | limits")
-      ->check(CLI::IsMember({"workqueue", "limits"}));
+  sub->add_option("--storage", cfg.storage, "file | memory")->check(CLI::IsMember({"file", "memory"}));
+  sub->add_option("--retention", cfg.retention, "workqueue | limits")->check(CLI::IsMember({"workqueue", "limits"}));
   sub->add_option("--pub-send-asap", cfg.pub_send_asap, "SendAsap on the publishing connection");
   sub->add_flag("--msg-id", cfg.msg_id, "set Nats-Msg-Id on every publish (dedup on)");
 }
@@ -470,12 +462,9 @@ int run(int argc, char** argv) {
   const std::string tag = unique_tag();
   json out;
   try {
-    if (cfg.mode == "publish")
-      out = run_publish(cfg, tag);
-    else if (cfg.mode == "consume")
-      out = run_consume(cfg, tag);
-    else
-      out = run_hop(cfg, tag);
+    if (cfg.mode == "publish") out = run_publish(cfg, tag);
+    else if (cfg.mode == "consume") out = run_consume(cfg, tag);
+    else out = run_hop(cfg, tag);
   } catch (const BenchError& e) {
     json err = base_result(cfg);
     err["ok"] = false;

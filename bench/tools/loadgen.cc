@@ -58,8 +58,7 @@ namespace weir::bench {
 namespace {
 
 int64_t system_now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -107,9 +106,7 @@ std::optional<Url> parse_url(const std::string& url) {
     size_t close = authority.find(']');
     if (close == std::string::npos) return std::nullopt;
     u.host = authority.substr(1, close - 1);
-    u.port = close + 1 < authority.size() && authority[close + 1] == ':'
-                 ? authority.substr(close + 2)
-                 : "80";
+    u.port = close + 1 < authority.size() && authority[close + 1] == ':' ? authority.substr(close + 2) : "80";
   } else if (colon != std::string::npos) {
     u.host = authority.substr(0, colon);
     u.port = authority.substr(colon + 1);
@@ -117,8 +114,7 @@ std::optional<Url> parse_url(const std::string& url) {
     u.host = authority;
     u.port = "80";
   }
-  if (u.host.empty() || u.port.empty() ||
-      u.port.find_first_not_of("0123456789") != std::string::npos)
+  if (u.host.empty() || u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
   return u;
 }
@@ -246,9 +242,8 @@ class Run {
     start_ = Clock::now();
     start_sys_us_ = system_now_us();
     warmup_end_ = start_ + to_duration(opts_.warmup_s);
-    end_ = opts_.duration_set || opts_.max_requests == 0
-               ? warmup_end_ + to_duration(opts_.duration_s)
-               : Clock::time_point::max();
+    end_ = opts_.duration_set || opts_.max_requests == 0 ? warmup_end_ + to_duration(opts_.duration_s)
+                                                         : Clock::time_point::max();
     if (!opts_.acked_ids.empty()) {
       acked_file_ = std::make_unique<std::ofstream>(opts_.acked_ids, std::ios::trunc);
     }
@@ -275,8 +270,7 @@ class Run {
   json result() const {
     // The window runs until the last answer: in an open loop that fell behind, the backlog
     // drains after --duration, and acked / duration would overstate what the server did.
-    double seconds =
-        std::max(0.0, std::chrono::duration<double>(finish_ - warmup_end_).count());
+    double seconds = std::max(0.0, std::chrono::duration<double>(finish_ - warmup_end_).count());
     auto pct = [&](double q) { return static_cast<double>(measured_.ingest_us.quantile(q)) / 1e3; };
     json errors = json::object();
     for (const auto& [k, v] : measured_.errors) errors[k] = v;
@@ -299,10 +293,7 @@ class Run {
           {"p999", pct(0.999)},
           {"max", static_cast<double>(measured_.ingest_us.max()) / 1e3}}},
         {"warmup",
-         {{"seconds", opts_.warmup_s},
-          {"sent", warmup_.sent},
-          {"acked", warmup_.acked},
-          {"errors", warm_errors}}},
+         {{"seconds", opts_.warmup_s}, {"sent", warmup_.sent}, {"acked", warmup_.acked}, {"errors", warm_errors}}},
         {"total", {{"sent", warmup_.sent + measured_.sent}, {"acked", warmup_.acked + measured_.acked}}},
         {"run_id", opts_.run_id},
         {"connections_opened", connections_opened_},
@@ -339,8 +330,8 @@ class Run {
     asio::steady_timer timer(ioc_);
     uint64_t i = 0;
     for (;;) {
-      Clock::time_point intended =
-          start_ + std::chrono::microseconds(static_cast<int64_t>(std::llround(i * period_us)));
+      Clock::time_point intended = start_ +
+                                   std::chrono::microseconds(static_cast<int64_t>(std::llround(i * period_us)));
       if (intended >= end_ || (opts_.max_requests && i >= opts_.max_requests)) break;
       if (intended > Clock::now()) {
         timer.expires_at(intended);
@@ -453,9 +444,9 @@ class Run {
     if (!ec) co_await http::async_read(conn.stream, conn.buffer, parser, token);
     const Clock::time_point done = Clock::now();
     if (ec) {
-      std::string reason = ec == beast::error::timeout        ? "timeout"
-                           : ec == http::error::end_of_stream ? "closed"
-                           : ec == asio::error::eof           ? "closed"
+      std::string reason = ec == beast::error::timeout           ? "timeout"
+                           : ec == http::error::end_of_stream    ? "closed"
+                           : ec == asio::error::eof              ? "closed"
                            : ec == asio::error::connection_reset ? "reset"
                                                                  : ec.message();
       ++c.errors[reason];
@@ -495,9 +486,9 @@ class Run {
       std::fprintf(stderr,
                    "weir-loadgen: %5.1fs %s sent=%" PRIu64 " acked=%" PRIu64 " errors=%" PRIu64
                    " rate=%.0f/s conns=%d queued=%zu\n",
-                   std::chrono::duration<double>(now - start_).count(),
-                   now < warmup_end_ ? "warmup" : "run", warmup_.sent + measured_.sent, acked,
-                   errors, dt > 0 ? (acked - last_acked) / dt : 0.0, workers_, pending_.size());
+                   std::chrono::duration<double>(now - start_).count(), now < warmup_end_ ? "warmup" : "run",
+                   warmup_.sent + measured_.sent, acked, errors, dt > 0 ? (acked - last_acked) / dt : 0.0, workers_,
+                   pending_.size());
       last_acked = acked;
       last_progress_ = now;
     }
@@ -529,8 +520,7 @@ std::string default_run_id() {
   // Unique enough across runs on one machine: seconds since the epoch and a random suffix.
   std::random_device rd;
   char buf[32];
-  std::snprintf(buf, sizeof buf, "r%" PRIx64 "%04x",
-                static_cast<uint64_t>(system_now_us() / 1000000), rd() & 0xffff);
+  std::snprintf(buf, sizeof buf, "r%" PRIx64 "%04x", static_cast<uint64_t>(system_now_us() / 1000000), rd() & 0xffff);
   return buf;
 }
 
@@ -552,8 +542,7 @@ int run(int argc, char** argv) {
   app.add_option("--duration", duration, "measured duration after warm-up (10s, 500ms, 2m)");
   app.add_option("--concurrency", opts.concurrency, "connections (max connections in open loop)")
       ->check(CLI::Range(1, 10000));
-  app.add_option("--rate", opts.rate, "open loop: events per second (0: closed loop)")
-      ->check(CLI::Range(0.0, 10e6));
+  app.add_option("--rate", opts.rate, "open loop: events per second (0: closed loop)")->check(CLI::Range(0.0, 10e6));
   app.add_option("--warmup", warmup, "warm-up before measuring (not counted)");
   app.add_option("--max-requests", opts.max_requests, "stop after N requests (warm-up included)");
   app.add_option("--timeout", timeout, "per-request timeout");
@@ -587,13 +576,11 @@ int run(int argc, char** argv) {
   opts.timeout_s = *to;
   for (const std::string& h : headers) {
     size_t colon = h.find(':');
-    if (colon == std::string::npos || colon == 0)
-      return usage("--header: expected \"Name: value\", got '" + h + "'");
+    if (colon == std::string::npos || colon == 0) return usage("--header: expected \"Name: value\", got '" + h + "'");
     std::string name = h.substr(0, colon);
     std::string value = h.substr(colon + 1);
     value.erase(0, value.find_first_not_of(" \t"));
-    if (name.find_first_of(" \t\r\n") != std::string::npos ||
-        value.find_first_of("\r\n") != std::string::npos)
+    if (name.find_first_of(" \t\r\n") != std::string::npos || value.find_first_of("\r\n") != std::string::npos)
       return usage("--header: invalid header '" + h + "'");
     if (beast::iequals(name, "content-length") || beast::iequals(name, "transfer-encoding") ||
         beast::iequals(name, "host"))

@@ -61,15 +61,15 @@ constexpr auto kPublishTimeout = 5s;
 struct Shared {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<uint8_t> state;        // per seq: kIdle, kInFlight or kAcked
+  std::vector<uint8_t> state;           // per seq: kIdle, kInFlight or kAcked
   std::vector<Clock::time_point> sent;  // per seq: last publish
-  std::vector<uint8_t> received;     // per seq: arrivals so far (saturating)
-  std::deque<int64_t> republish;     // seqs whose publish failed
+  std::vector<uint8_t> received;        // per seq: arrivals so far (saturating)
+  std::deque<int64_t> republish;        // seqs whose publish failed
   int64_t in_flight = 0;
   int64_t acked_count = 0;
   int64_t unique = 0;
   int64_t duplicates = 0;
-  int64_t foreign = 0;               // messages that are not ours (other run, unparsable)
+  int64_t foreign = 0;  // messages that are not ours (other run, unparsable)
   int64_t republished = 0;
   weir::bench::LogLinearHistogram latency_us;
   Clock::time_point first_send{}, last_arrival{}, last_ack{};
@@ -220,8 +220,8 @@ int main(int argc, char** argv) {
     json body = {{"seq", seq}, {"t", system_now_us()}, {"run", run_id}, {"pad", padding}};
     std::string text = body.dump();
     try {
-      pub.publish(pub_topic, text.data(), text.size(), qos, false,
-                  reinterpret_cast<void*>(static_cast<intptr_t>(seq)), listener);
+      pub.publish(pub_topic, text.data(), text.size(), qos, false, reinterpret_cast<void*>(static_cast<intptr_t>(seq)),
+                  listener);
       return true;
     } catch (const mqtt::exception&) {
       return false;
@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
       --s.in_flight;
       s.state[seq] = kIdle;
       s.republish.push_back(seq);
-      s.cv.wait_for(lock, 50ms);   // the publisher is reconnecting
+      s.cv.wait_for(lock, 50ms);  // the publisher is reconnecting
     }
   };
   {
@@ -264,15 +264,15 @@ int main(int argc, char** argv) {
       }
       if (!quiet && now - last_progress >= 1s) {
         last_progress = now;
-        std::cerr << "weir-mqtt-rt: sent " << next << " acked " << s.acked_count << " received " << s.unique
-                  << " dup " << s.duplicates << " republished " << s.republished << "\n";
+        std::cerr << "weir-mqtt-rt: sent " << next << " acked " << s.acked_count << " received " << s.unique << " dup "
+                  << s.duplicates << " republished " << s.republished << "\n";
       }
       if (s.in_flight >= window) {
         s.cv.wait_for(lock, 100ms);
       } else if (!s.republish.empty()) {
         int64_t seq = s.republish.front();
         s.republish.pop_front();
-        if (s.state[seq] != kIdle) continue;   // acked after all
+        if (s.state[seq] != kIdle) continue;  // acked after all
         ++s.republished;
         publish_locked(lock, seq);
       } else if (next < count) {
@@ -289,7 +289,8 @@ int main(int argc, char** argv) {
       }
     }
     // Every message is acked: wait for the arrivals, up to --timeout without progress.
-    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    auto deadline = Clock::now() +
+                    std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     int64_t seen = s.unique;
     while (s.unique < s.acked_count && Clock::now() < deadline) {
       s.cv.wait_for(lock, 100ms);

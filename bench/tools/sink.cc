@@ -61,8 +61,7 @@ constexpr int64_t kClockSkewUs = 1000000;
 constexpr int64_t kMaxE2eUs = 3600ll * 1000000;
 
 int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -105,9 +104,7 @@ class EventFields : public json::json_sax_t {
     if (depth_ == 1) key_ = k == "id" ? Key::kId : k == "t" ? Key::kT : Key::kOther;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
-  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
 
  private:
   enum class Key { kOther, kId, kT };  // the current top-level key
@@ -142,8 +139,12 @@ struct Mode {
   int reset_percent = 0;
 
   json to_json() const {
-    return {{"status", status},         {"fail_first", fail_first},      {"fail_status", fail_status},
-            {"delay_ms", delay_ms},     {"retry_after", retry_after},    {"fail_percent", fail_percent},
+    return {{"status", status},
+            {"fail_first", fail_first},
+            {"fail_status", fail_status},
+            {"delay_ms", delay_ms},
+            {"retry_after", retry_after},
+            {"fail_percent", fail_percent},
             {"reset_percent", reset_percent}};
   }
 };
@@ -174,8 +175,7 @@ class SinkState {
  public:
   // `reserve` pre-sizes the id set: growing a set of millions of ids rehashes it in one go,
   // a pause that would show up as latency in the measurement itself.
-  SinkState(Mode mode, size_t record_limit, size_t reserve)
-      : mode_(mode), record_limit_(record_limit) {
+  SinkState(Mode mode, size_t record_limit, size_t reserve) : mode_(mode), record_limit_(record_limit) {
     ids_.reserve(reserve);
     id_order_.reserve(reserve);
   }
@@ -186,11 +186,8 @@ class SinkState {
     EventIdT fields;
     bool parsed = false;
     switch (EventScanner::scan(req.body(), &fields)) {
-      case ScanResult::kOk:
-        parsed = true;
-        break;
-      case ScanResult::kInvalid:
-        break;
+      case ScanResult::kOk: parsed = true; break;
+      case ScanResult::kInvalid: break;
       case ScanResult::kFallback: {
         EventFields exact;
         parsed = json::sax_parse(req.body(), &exact, json::input_format_t::json, /*strict=*/true);
@@ -231,10 +228,8 @@ class SinkState {
         if (!inserted) {
           first_arrival = false;
           ++duplicates_;
-          if (it->second == key_hash)
-            ++resends_same_key_;
-          else
-            ++resends_other_key_;
+          if (it->second == key_hash) ++resends_same_key_;
+          else ++resends_other_key_;
         } else {
           id_order_.push_back(&it->first);
         }
@@ -369,10 +364,8 @@ class SinkState {
         std::string name(f.name_string());
         std::string value(f.value());
         auto it = headers.find(name);
-        if (it == headers.end())
-          headers[name] = value;
-        else
-          *it = it->get<std::string>() + ", " + value;
+        if (it == headers.end()) headers[name] = value;
+        else *it = it->get<std::string>() + ", " + value;
       }
       // Bodies are returned as text; bytes that are not UTF-8 are replaced when the answer
       // is serialized rather than failing it.
@@ -439,7 +432,6 @@ class SinkState {
   int64_t first_us_ = 0, last_us_ = 0;
 };
 
-
 using Response = http::response<http::string_body>;
 
 Response json_response(const Request& req, http::status status, const json& body) {
@@ -483,8 +475,7 @@ std::optional<size_t> query_param_size(std::string_view target, std::string_view
 }
 
 // Answers a reserved path, or returns nullopt when the request is a delivery.
-std::optional<Response> control_response(const Request& req, std::string_view path,
-                                         SinkState& state) {
+std::optional<Response> control_response(const Request& req, std::string_view path, SinkState& state) {
   const auto method = req.method();
   auto only = [&](http::verb v) -> std::optional<Response> {
     if (method == v) return std::nullopt;
@@ -504,8 +495,7 @@ std::optional<Response> control_response(const Request& req, std::string_view pa
   if (path == "/control") {
     if (auto r = only(http::verb::post)) return r;
     json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded())
-      return error_response(req, http::status::bad_request, "body is not valid JSON");
+    if (body.is_discarded()) return error_response(req, http::status::bad_request, "body is not valid JSON");
     json mode;
     std::string err = state.control(body, &mode);
     if (!err.empty()) return error_response(req, http::status::bad_request, err);
@@ -566,14 +556,12 @@ asio::awaitable<void> session(tcp::socket socket, SinkState& state) {
       }
       if (!ec) co_await http::async_read(stream, buffer, parser, token);
     }
-    if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-        ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == asio::error::operation_aborted)
       break;
     if (ec) {
       // Malformed request: answer once, then close (the stream position is unknown).
-      Response res{ec == http::error::body_limit ? http::status::payload_too_large
-                                                 : http::status::bad_request,
-                   11};
+      Response res{ec == http::error::body_limit ? http::status::payload_too_large : http::status::bad_request, 11};
       res.set(http::field::content_type, "application/json");
       res.body() = json{{"error", ec.message()}}.dump() + "\n";
       res.keep_alive(false);
@@ -614,8 +602,7 @@ asio::awaitable<void> session(tcp::socket socket, SinkState& state) {
 asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, SinkState& state) {
   for (;;) {
     beast::error_code ec;
-    tcp::socket socket = co_await acceptor.async_accept(
-        asio::redirect_error(asio::use_awaitable, ec));
+    tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted) co_return;
     if (ec) {
       // Out of file descriptors and the like: report, back off a little, keep serving.
@@ -632,11 +619,9 @@ bool split_host_port(const std::string& listen, std::string* host, uint16_t* por
   size_t colon = listen.rfind(':');
   if (colon == std::string::npos || colon == 0) return false;
   *host = listen.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']')
-    *host = host->substr(1, host->size() - 2);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
   std::string p = listen.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos)
-    return false;
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
   unsigned long v = std::stoul(p);
   if (v > 65535) return false;
   *port = static_cast<uint16_t>(v);
@@ -660,15 +645,12 @@ int run(int argc, char** argv) {
   size_t record = 1000;
   size_t reserve = 0;
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0 picks a free one)");
-  app.add_option("--status", mode.status, "status of normal answers")
-      ->check(CLI::Range(200, 599));
+  app.add_option("--status", mode.status, "status of normal answers")->check(CLI::Range(200, 599));
   app.add_option("--fail-first", mode.fail_first, "answer --fail-status to the first N deliveries");
-  app.add_option("--fail-status", mode.fail_status, "status for --fail-first answers")
-      ->check(CLI::Range(200, 599));
+  app.add_option("--fail-status", mode.fail_status, "status for --fail-first answers")->check(CLI::Range(200, 599));
   app.add_option("--retry-after", mode.retry_after, "add Retry-After: SECONDS to non-2xx answers")
       ->check(CLI::Range(0, 86400));
-  app.add_option("--delay-ms", mode.delay_ms, "delay every delivery answer by N ms")
-      ->check(CLI::Range(0, 600000));
+  app.add_option("--delay-ms", mode.delay_ms, "delay every delivery answer by N ms")->check(CLI::Range(0, 600000));
   app.add_option("--fail-percent", mode.fail_percent, "answer --fail-status to N% of deliveries, at random")
       ->check(CLI::Range(0, 100));
   app.add_option("--reset-percent", mode.reset_percent,
@@ -712,8 +694,7 @@ int run(int argc, char** argv) {
   tcp::endpoint bound = acceptor.local_endpoint();
   std::string bound_host = bound.address().to_string();
   if (bound.address().is_v6()) bound_host = "[" + bound_host + "]";
-  std::cout << json{{"listen", bound_host + ":" + std::to_string(bound.port())}}.dump()
-            << std::endl;
+  std::cout << json{{"listen", bound_host + ":" + std::to_string(bound.port())}}.dump() << std::endl;
 
   SinkState state(mode, record, reserve);
   asio::signal_set signals(ioc, SIGINT, SIGTERM);

@@ -44,7 +44,7 @@ constexpr milliseconds kStopPublishGrace{1000};
 
 struct Pending {
   IngestEvent event;
-  std::string reject_reason;   // set: goes to the dead-letter stream instead
+  std::string reject_reason;  // set: goes to the dead-letter stream instead
   int attempts = 0;
   Clock::time_point retry_at{};
 };
@@ -103,7 +103,7 @@ std::string exec_event_body(const std::string& line, bool json_format, bool* was
     flows::JsonError err;
     auto v = flows::parse_json(line, max_depth, &err);
     if (v && !v->is_object() && flows::json_depth(*v, max_depth) >= max_depth) {
-      v.reset();   // {"line": v} would be one level too deep
+      v.reset();  // {"line": v} would be one level too deep
       err.too_deep = true;
       err.message = "JSON nested deeper than " + std::to_string(max_depth - 1) + " levels";
     }
@@ -112,7 +112,7 @@ std::string exec_event_body(const std::string& line, bool json_format, bool* was
       return "";
     }
     if (v) {
-      if (v->is_object()) return line;   // already an event; keep the bytes as written
+      if (v->is_object()) return line;  // already an event; keep the bytes as written
       return nlohmann::json{{"line", std::move(*v)}}.dump();
     }
     *was_json = false;
@@ -123,7 +123,7 @@ std::string exec_event_body(const std::string& line, bool json_format, bool* was
 struct ExecSource::Impl {
   flows::ExecSourceSpec spec;
   ExecSourceOptions options;
-  std::string program;          // resolved path of argv[0]
+  std::string program;  // resolved path of argv[0]
   SourceContext ctx;
   std::shared_ptr<Completions> mailbox = std::make_shared<Completions>();
   std::atomic<bool> stopping{false};
@@ -133,7 +133,7 @@ struct ExecSource::Impl {
   std::mt19937_64 rng{std::random_device{}()};
 
   // Source-thread state.
-  size_t in_flight = 0;                               // writes awaiting their PubAck (retries included)
+  size_t in_flight = 0;  // writes awaiting their PubAck (retries included)
   std::vector<std::shared_ptr<Pending>> retrying;
   bool publish_failing = false;
   pid_t child = -1;
@@ -146,15 +146,17 @@ struct ExecSource::Impl {
     milliseconds backoff = options.restart_min;
     while (!stopping.load()) {
       if (ctx.fence && !ctx.fence()) {
-        pump_for(milliseconds(250));   // not the lease holder (any more): do not run the command
+        pump_for(milliseconds(250));  // not the lease holder (any more): do not run the command
         continue;
       }
       const auto started_at = Clock::now();
       std::string how = run_once();
       if (stopping.load()) break;
       if (Clock::now() - started_at > std::chrono::minutes(1)) backoff = options.restart_min;
-      log::info("exec command ended; restarting it", {{"flow", flow()}, {"command", joined(spec.command)},
-                                                      {"how", how}, {"restart_in_ms", std::to_string(backoff.count())}});
+      log::info("exec command ended; restarting it", {{"flow", flow()},
+                                                      {"command", joined(spec.command)},
+                                                      {"how", how},
+                                                      {"restart_in_ms", std::to_string(backoff.count())}});
       pump_for(backoff);
       backoff = std::min(backoff * 2, options.restart_max);
     }
@@ -240,16 +242,17 @@ struct ExecSource::Impl {
     counters.lines.fetch_add(1, std::memory_order_relaxed);
     if (line.oversized) {
       counters.oversized.fetch_add(1, std::memory_order_relaxed);
-      log::error("exec: output line over max_line, dropped",
-                 {{"flow", flow()}, {"line", std::to_string(line.number)}, {"bytes", std::to_string(line.length)},
-                  {"max_line", std::to_string(spec.max_line)}});
+      log::error("exec: output line over max_line, dropped", {{"flow", flow()},
+                                                              {"line", std::to_string(line.number)},
+                                                              {"bytes", std::to_string(line.length)},
+                                                              {"max_line", std::to_string(spec.max_line)}});
       return true;
     }
     if (line.text.find_first_not_of(" \t") == std::string::npos) return true;
     auto p = std::make_shared<Pending>();
     bool was_json = true;
     p->event.body = exec_event_body(line.text, spec.format != "text", &was_json, ctx.max_depth, &p->reject_reason);
-    if (!p->reject_reason.empty()) p->event.body = line.text;   // dead-lettered as written (spec §1.6)
+    if (!p->reject_reason.empty()) p->event.body = line.text;  // dead-lettered as written (spec §1.6)
     if (!was_json) {
       const uint64_t n = counters.not_json.fetch_add(1, std::memory_order_relaxed);
       if (n < 10 || n % 1000 == 0) {
@@ -311,14 +314,14 @@ struct ExecSource::Impl {
       if (::getppid() != parent) ::_exit(1);
       sigset_t none;
       sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);   // the runtime blocks SIGTERM/SIGINT in its threads
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the runtime blocks SIGTERM/SIGINT in its threads
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
       for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) ::sigaction(sig, &dfl, nullptr);
       if (devnull >= 0) ::dup2(devnull, 0);
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
-      ::syscall(SYS_close_range, 3U, ~0U, 0U);   // weir's sockets and files stay weir's
+      ::syscall(SYS_close_range, 3U, ~0U, 0U);  // weir's sockets and files stay weir's
       ::execve(path, argv.data(), envp.data());
       static const char kMsg[] = "weir exec: cannot execute the command\n";
       [[maybe_unused]] ssize_t w = ::write(2, kMsg, sizeof kMsg - 1);
@@ -334,7 +337,7 @@ struct ExecSource::Impl {
       return Status::internal(std::string("fork: ") + std::strerror(fork_errno));
     }
     child = pid;
-    pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));   // -1 on old kernels: waitpid polling
+    pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));  // -1 on old kernels: waitpid polling
     set_nonblocking(out[0]);
     set_nonblocking(err[0]);
     *out_fd = out[0];
@@ -384,11 +387,11 @@ struct ExecSource::Impl {
     if (Status s = spawn(&out_fd, &err_fd); !s) return "not started: " + s.message();
     counters.runs.fetch_add(1, std::memory_order_relaxed);
     const std::string run_id = new_run_id();
-    log::info("exec command started", {{"flow", flow()}, {"command", joined(spec.command)},
-                                       {"pid", std::to_string(child)}});
+    log::info("exec command started",
+              {{"flow", flow()}, {"command", joined(spec.command)}, {"pid", std::to_string(child)}});
     LineSplitter out_lines(static_cast<size_t>(spec.max_line));
     LineSplitter err_lines(kMaxStderrLine);
-    std::deque<Line> waiting;          // read from stdout, not yet handed to the bus
+    std::deque<Line> waiting;  // read from stdout, not yet handed to the bus
     std::vector<Line> scratch;
     std::vector<char> buf(kReadChunk);
     bool exited = false;
@@ -488,8 +491,8 @@ struct ExecSource::Impl {
     close_fd(out_fd);
     close_fd(err_fd);
     if (!waiting.empty()) {
-      log::warn("exec source stopped before writing every line read", {{"flow", flow()},
-                                                                        {"lines", std::to_string(waiting.size())}});
+      log::warn("exec source stopped before writing every line read",
+                {{"flow", flow()}, {"lines", std::to_string(waiting.size())}});
     }
     return how;
   }

@@ -48,26 +48,25 @@ struct ExecSourceOptions {
 };
 
 struct ExecSourceCounters {
-  std::atomic<uint64_t> runs{0};           // times the command was started
-  std::atomic<uint64_t> lines{0};          // stdout lines read (oversized included)
-  std::atomic<uint64_t> published{0};      // events stored (PubAck ok)
-  std::atomic<uint64_t> oversized{0};      // lines over max_line, dropped
-  std::atomic<uint64_t> not_json{0};       // format json: lines kept as text
-  std::atomic<uint64_t> retries{0};        // writes retried after a failure
+  std::atomic<uint64_t> runs{0};       // times the command was started
+  std::atomic<uint64_t> lines{0};      // stdout lines read (oversized included)
+  std::atomic<uint64_t> published{0};  // events stored (PubAck ok)
+  std::atomic<uint64_t> oversized{0};  // lines over max_line, dropped
+  std::atomic<uint64_t> not_json{0};   // format json: lines kept as text
+  std::atomic<uint64_t> retries{0};    // writes retried after a failure
 };
 
 class ExecSource final : public Source {
  public:
   // Validates the spec: a non-empty command whose program exists and is executable (looked
   // up in PATH when it has no '/'), format json|text, max_line >= 1.
-  static Result<std::unique_ptr<ExecSource>> create(const flows::ExecSourceSpec& spec,
-                                                    ExecSourceOptions options = {});
+  static Result<std::unique_ptr<ExecSource>> create(const flows::ExecSourceSpec& spec, ExecSourceOptions options = {});
   ~ExecSource() override;
   ExecSource(const ExecSource&) = delete;
   ExecSource& operator=(const ExecSource&) = delete;
 
   Status start(SourceContext& context) override;
-  void stop() override;   // idempotent; the command is gone and no publish starts after it returns
+  void stop() override;  // idempotent; the command is gone and no publish starts after it returns
   bool singleton() const override { return true; }
   const ExecSourceCounters& counters() const;
 

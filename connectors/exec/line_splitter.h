@@ -15,10 +15,10 @@
 namespace weir::connectors {
 
 struct Line {
-  std::string text;        // without the newline; empty when oversized
+  std::string text;  // without the newline; empty when oversized
   bool oversized = false;
-  size_t length = 0;       // bytes in the line (without the newline), also when oversized
-  uint64_t number = 0;     // 1-based, counting every line including oversized ones
+  size_t length = 0;    // bytes in the line (without the newline), also when oversized
+  uint64_t number = 0;  // 1-based, counting every line including oversized ones
 };
 
 class LineSplitter {
@@ -36,8 +36,8 @@ class LineSplitter {
 
   size_t max_line_;
   std::string partial_;
-  size_t partial_length_ = 0;   // bytes of the current line seen so far
-  bool overflow_ = false;       // the current line passed max_line: its bytes are dropped
+  size_t partial_length_ = 0;  // bytes of the current line seen so far
+  bool overflow_ = false;      // the current line passed max_line: its bytes are dropped
   uint64_t number_ = 0;
 };
 

@@ -179,7 +179,7 @@ struct Slot {
   Work work;
   std::vector<curl_slist> header_nodes;
   std::string idempotency_header;
-  std::string traceparent_header;   // ADR 0140: the sink span's context, per request
+  std::string traceparent_header;  // ADR 0140: the sink span's context, per request
   std::string tracestate_header;
   std::string response_head;  // first bytes of the body, for dead reasons
   std::string retry_after;    // raw Retry-After of the last response
@@ -214,8 +214,8 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
 
 }  // namespace http_sink_detail
 
-std::optional<std::chrono::milliseconds> parse_retry_after(
-    std::string_view value, std::chrono::system_clock::time_point now) {
+std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value,
+                                                           std::chrono::system_clock::time_point now) {
   value = trim(value);
   if (value.empty() || value.size() > kMaxRetryAfterValue) return std::nullopt;
   int64_t seconds = 0;
@@ -245,7 +245,6 @@ std::string redact_url(const std::string& url) {
   return out + u->path;
 }
 
-
 namespace http_sink_detail {
 
 // One sink's side of the shared loop. The spec-derived fields are fixed by configure()
@@ -266,21 +265,21 @@ struct Client {
   Mutex mu;
   State state GUARDED_BY(mu) = State::kNew;
   std::deque<Work> pending GUARDED_BY(mu);
-  bool queued GUARDED_BY(mu) = false;  // in Loop::dirty (or about to be)
+  bool queued GUARDED_BY(mu) = false;    // in Loop::dirty (or about to be)
   bool detached GUARDED_BY(mu) = false;  // the loop let go of this client for good
   std::condition_variable detached_cv;
   std::shared_ptr<Loop> loop GUARDED_BY(mu);  // from the first delivery until stop()
 
   // Loop thread only.
-  bool attached = false;   // counted in the loop's connection budget
-  bool stopping = false;   // has seen state != kRunning
-  bool in_turn = false;    // in the loop's list of clients to refill
+  bool attached = false;  // counted in the loop's connection budget
+  bool stopping = false;  // has seen state != kRunning
+  bool in_turn = false;   // in the loop's list of clients to refill
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<Slot*> free_slots;
   int active = 0;
   std::optional<std::chrono::steady_clock::time_point> abandon_at;  // set once stopping
-  std::vector<Work> to_start;  // taken from `pending` under mu, launched after
-  std::vector<Work> refused;   // taken from `pending` while stopping, finished after
+  std::vector<Work> to_start;                                       // taken from `pending` under mu, launched after
+  std::vector<Work> refused;  // taken from `pending` while stopping, finished after
 
   Status configure();
   Slot* make_slot();
@@ -323,7 +322,7 @@ class Loop {
   // Loop thread only.
   std::vector<Client*> clients_;  // attached, until their stop() completes
   bool limits_changed_ = false;
-  long budget_ = 0;               // sum of the attached sinks' max_connections
+  long budget_ = 0;  // sum of the attached sinks' max_connections
 };
 
 Status Client::configure() {
@@ -484,8 +483,7 @@ DeliveryResult Client::classify(CURLcode code, long status, const Slot& slot) co
   }
   // curl_easy_strerror, not the error buffer: the buffer may quote parts of the request.
   const std::string what = std::string(curl_easy_strerror(code)) + " (" + where + ")";
-  if (code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL ||
-      code == CURLE_BAD_FUNCTION_ARGUMENT) {
+  if (code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_BAD_FUNCTION_ARGUMENT) {
     return DeliveryResult::dead(what);
   }
   return DeliveryResult::retry(what);
@@ -703,8 +701,7 @@ struct HttpSink::Impl {
   Client client;
 };
 
-HttpSink::HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name,
-                   HttpSinkOptions options)
+HttpSink::HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name, HttpSinkOptions options)
     : impl_(std::make_unique<Impl>()) {
   Client& c = impl_->client;
   c.spec = std::move(spec);
@@ -727,8 +724,8 @@ Status HttpSink::start() {
     c.state = Client::State::kRunning;
   }
   // The loop (and curl, and OpenSSL) start with the first delivery (ADR 0161).
-  log::info("http sink started", {{"flow", c.flow}, {"sink", c.sink}, {"url", c.where},
-                                  {"max_connections", std::to_string(c.pool_size)}});
+  log::info("http sink started",
+            {{"flow", c.flow}, {"sink", c.sink}, {"url", c.where}, {"max_connections", std::to_string(c.pool_size)}});
   return Status::ok();
 }
 
@@ -786,8 +783,7 @@ void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> do
   finish(work, DeliveryResult::retry(refused));
 }
 
-std::unique_ptr<weir::Sink> make_http_sink(const flows::HttpSinkSpec& spec, std::string flow,
-                                           std::string sink_name) {
+std::unique_ptr<weir::Sink> make_http_sink(const flows::HttpSinkSpec& spec, std::string flow, std::string sink_name) {
   return std::make_unique<HttpSink>(spec, std::move(flow), std::move(sink_name));
 }
 

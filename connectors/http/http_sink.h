@@ -49,8 +49,7 @@ struct HttpSinkOptions {
 
 class HttpSink : public weir::Sink {
  public:
-  HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name,
-           HttpSinkOptions options = {});
+  HttpSink(flows::HttpSinkSpec spec, std::string flow, std::string sink_name, HttpSinkOptions options = {});
   ~HttpSink() override;  // stops if still running
   HttpSink(const HttpSink&) = delete;
   HttpSink& operator=(const HttpSink&) = delete;
@@ -68,13 +67,12 @@ class HttpSink : public weir::Sink {
   std::unique_ptr<Impl> impl_;
 };
 
-std::unique_ptr<weir::Sink> make_http_sink(const flows::HttpSinkSpec& spec, std::string flow,
-                                           std::string sink_name);
+std::unique_ptr<weir::Sink> make_http_sink(const flows::HttpSinkSpec& spec, std::string flow, std::string sink_name);
 
 // `Retry-After` as delta-seconds ("120") or an HTTP date; a date in the past gives 0.
 // nullopt when malformed. Capped at one day.
-std::optional<std::chrono::milliseconds> parse_retry_after(
-    std::string_view value, std::chrono::system_clock::time_point now);
+std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value,
+                                                           std::chrono::system_clock::time_point now);
 
 // scheme://host[:port]/path of `url` (no userinfo, query or fragment), for reasons and
 // logs; "<invalid url>" when it does not parse.

@@ -14,7 +14,7 @@ namespace weir::connectors {
 namespace {
 
 bool content_type_is_json(std::string_view ct) {
-  if (ct.empty()) return true;   // most webhook senders omit nothing, but curl -d does
+  if (ct.empty()) return true;  // most webhook senders omit nothing, but curl -d does
   auto semi = ct.find(';');
   std::string base(ct.substr(0, semi));
   for (char& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -25,27 +25,27 @@ bool content_type_is_json(std::string_view ct) {
 
 class HttpSource final : public Source {
  public:
-  HttpSource(flows::HttpSourceSpec spec, HttpSourceOptions options)
-      : spec_(std::move(spec)), options_(options) {}
+  HttpSource(flows::HttpSourceSpec spec, HttpSourceOptions options) : spec_(std::move(spec)), options_(options) {}
 
   Status start(SourceContext& ctx) override {
     if (!ctx.http || !ctx.ingest) return Status::internal("http source needs the ingress router");
     ctx_ = &ctx;
     if (spec_.hmac) {
       const char* v = std::getenv(spec_.hmac->secret_env.c_str());
-      if (!v || !*v) return Status::invalid("flow " + ctx.flow + ": environment variable " + spec_.hmac->secret_env +
-                                            " (hmac.secret_env) is not set");
+      if (!v || !*v)
+        return Status::invalid("flow " + ctx.flow + ": environment variable " + spec_.hmac->secret_env +
+                               " (hmac.secret_env) is not set");
       secret_ = v;
     }
     if (spec_.bearer_token_env) {
       const char* v = std::getenv(spec_.bearer_token_env->c_str());
-      if (!v || !*v) return Status::invalid("flow " + ctx.flow + ": environment variable " + *spec_.bearer_token_env +
-                                            " (bearer.token_env) is not set");
+      if (!v || !*v)
+        return Status::invalid("flow " + ctx.flow + ": environment variable " + *spec_.bearer_token_env +
+                               " (bearer.token_env) is not set");
       token_ = v;
     }
-    return ctx.http->add_route(spec_.path, [this](HttpRequest& req, Responder respond) {
-      handle(req, std::move(respond));
-    });
+    return ctx.http->add_route(spec_.path,
+                               [this](HttpRequest& req, Responder respond) { handle(req, std::move(respond)); });
   }
 
   void stop() override {
@@ -103,9 +103,9 @@ class HttpSource final : public Source {
       flows::JsonError err;
       if (!flows::check_json(body, options_.max_depth, &err)) {
         // Too deep is refused before anything is stored: nothing downstream may walk it.
-        std::string msg = err.too_deep ? "body is " + err.message + " (http.max_depth)"
-                                       : "body is not valid JSON at byte " + std::to_string(err.byte) + ": " +
-                                             err.message;
+        std::string msg = err.too_deep
+                              ? "body is " + err.message + " (http.max_depth)"
+                              : "body is not valid JSON at byte " + std::to_string(err.byte) + ": " + err.message;
         respond(HttpResponse::error(400, msg));
         return;
       }
@@ -143,7 +143,8 @@ class HttpSource final : public Source {
     // Trace context (ADR 0140): validated by the ingest, which starts a new trace for bad ones.
     if (std::string_view tp = req.header("traceparent"); !tp.empty()) {
       ev.headers.emplace_back("traceparent", std::string(tp));
-      if (std::string_view ts = req.header("tracestate"); !ts.empty()) ev.headers.emplace_back("tracestate", std::string(ts));
+      if (std::string_view ts = req.header("tracestate"); !ts.empty())
+        ev.headers.emplace_back("tracestate", std::string(ts));
     }
     if (!ctx_->ingest->ready()) {
       respond(unavailable("JetStream is unavailable"));
@@ -168,7 +169,7 @@ class HttpSource final : public Source {
   flows::HttpSourceSpec spec_;
   HttpSourceOptions options_;
   SourceContext* ctx_ = nullptr;
-  std::string secret_, token_;   // never logged
+  std::string secret_, token_;  // never logged
 };
 
 }  // namespace

@@ -16,9 +16,9 @@
 namespace weir::connectors {
 
 struct HttpSourceOptions {
-  std::chrono::milliseconds ack_timeout{5000};   // PubAck wait before answering 503
+  std::chrono::milliseconds ack_timeout{5000};  // PubAck wait before answering 503
   int retry_after_seconds = 1;
-  int max_depth = 128;                           // JSON nesting limit (http.max_depth)
+  int max_depth = 128;  // JSON nesting limit (http.max_depth)
 };
 
 std::unique_ptr<Source> make_http_source(const flows::HttpSourceSpec& spec, HttpSourceOptions options);

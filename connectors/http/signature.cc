@@ -41,8 +41,7 @@ std::optional<std::string> hex_decode(std::string_view hex) {
 }
 
 bool is_base64_char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '+' || c == '/';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
 }
 
 // Strict standard base64 with padding. EVP_DecodeBlock alone would skip blanks and
@@ -56,8 +55,7 @@ std::optional<std::string> base64_decode(std::string_view in) {
   }
   std::string out(in.size() / 4 * 3, '\0');
   const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
+                                reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
   if (n < 0 || static_cast<size_t>(n) < padding) return std::nullopt;
   out.resize(static_cast<size_t>(n) - padding);
   return out;
@@ -66,8 +64,7 @@ std::optional<std::string> base64_decode(std::string_view in) {
 std::string base64_encode(std::string_view in) {
   std::string out((in.size() + 2) / 3 * 4 + 1, '\0');
   const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
+                                reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
   out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
 }
@@ -83,8 +80,7 @@ std::optional<std::string> standard_webhook_key(std::string_view secret) {
   return std::string(secret);
 }
 
-std::string standard_webhook_content(std::string_view id, std::string_view timestamp,
-                                     std::string_view body) {
+std::string standard_webhook_content(std::string_view id, std::string_view timestamp, std::string_view body) {
   std::string content;
   content.reserve(id.size() + timestamp.size() + body.size() + 2);
   content.append(id).append(".").append(timestamp).append(".").append(body);
@@ -103,9 +99,8 @@ std::string hmac_sha256(std::string_view key, std::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   const void* key_ptr = key.empty() ? static_cast<const void*>(&kNoKey) : key.data();
-  if (HMAC(EVP_sha256(), key_ptr, static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out,
-           &len) == nullptr) {
+  if (HMAC(EVP_sha256(), key_ptr, static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+           data.size(), out, &len) == nullptr) {
     return {};
   }
   return std::string(reinterpret_cast<const char*>(out), len);
@@ -126,8 +121,7 @@ bool constant_time_equals(std::string_view a, std::string_view b) {
   return same_digest & (a.size() == b.size());
 }
 
-bool verify_github_signature(std::string_view secret, std::string_view body,
-                             std::string_view header) {
+bool verify_github_signature(std::string_view secret, std::string_view body, std::string_view header) {
   constexpr std::string_view kPrefix = "sha256=";
   if (secret.empty()) return false;
   header = trim(header);
@@ -151,9 +145,8 @@ std::string github_signature(std::string_view secret, std::string_view body) {
   return out;
 }
 
-bool verify_standard_webhook(std::string_view secret, std::string_view id,
-                             std::string_view timestamp, std::string_view body,
-                             std::string_view signature_header, int64_t now_seconds,
+bool verify_standard_webhook(std::string_view secret, std::string_view id, std::string_view timestamp,
+                             std::string_view body, std::string_view signature_header, int64_t now_seconds,
                              std::string* why) {
   id = trim(id);
   timestamp = trim(timestamp);
@@ -200,8 +193,8 @@ bool verify_standard_webhook(std::string_view secret, std::string_view id,
   return fail(why, any_v1 ? "no matching signature" : "no v1 signature in webhook-signature");
 }
 
-std::string standard_webhook_signature(std::string_view secret, std::string_view id,
-                                       std::string_view timestamp, std::string_view body) {
+std::string standard_webhook_signature(std::string_view secret, std::string_view id, std::string_view timestamp,
+                                       std::string_view body) {
   const auto key = standard_webhook_key(secret);
   if (!key) return {};
   return "v1," + base64_encode(hmac_sha256(*key, standard_webhook_content(id, timestamp, body)));

@@ -22,8 +22,7 @@ bool constant_time_equals(std::string_view a, std::string_view b);
 
 // GitHub: `header` is `sha256=<hex HMAC-SHA256(secret, body)>` (hex in either case,
 // surrounding blanks ignored). False on any malformed header or an empty secret.
-bool verify_github_signature(std::string_view secret, std::string_view body,
-                             std::string_view header);
+bool verify_github_signature(std::string_view secret, std::string_view body, std::string_view header);
 // The header value a sender would put in `X-Hub-Signature-256` (for tests and tools).
 std::string github_signature(std::string_view secret, std::string_view body);
 
@@ -34,13 +33,12 @@ std::string github_signature(std::string_view secret, std::string_view body);
 // space-separated `v1,<base64>` entries (several during key rotation: any match wins;
 // entries of other versions are skipped). On false, `why` (if not null) says why.
 inline constexpr int64_t kStandardWebhookToleranceSeconds = 5 * 60;
-bool verify_standard_webhook(std::string_view secret, std::string_view id,
-                             std::string_view timestamp, std::string_view body,
-                             std::string_view signature_header, int64_t now_seconds,
+bool verify_standard_webhook(std::string_view secret, std::string_view id, std::string_view timestamp,
+                             std::string_view body, std::string_view signature_header, int64_t now_seconds,
                              std::string* why);
 // One `v1,<base64>` entry for the given content (for tests, tools and the bench sender).
 // Empty when the secret is malformed.
-std::string standard_webhook_signature(std::string_view secret, std::string_view id,
-                                       std::string_view timestamp, std::string_view body);
+std::string standard_webhook_signature(std::string_view secret, std::string_view id, std::string_view timestamp,
+                                       std::string_view body);
 
 }  // namespace weir::connectors

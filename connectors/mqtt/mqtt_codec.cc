@@ -125,7 +125,7 @@ bool valid_utf8(std::string_view s) {
     } else {
       return false;
     }
-    if (i + n >= s.size()) return false;   // the sequence runs past the end
+    if (i + n >= s.size()) return false;  // the sequence runs past the end
     for (size_t k = 1; k <= n; ++k) {
       unsigned char d = static_cast<unsigned char>(s[i + k]);
       if ((d & 0xc0) != 0x80) return false;
@@ -224,8 +224,7 @@ Result<std::optional<Packet>> Decoder::next() {
       case PacketType::kDisconnect:
         if (remaining != 0) return fail("PING/DISCONNECT with a body");
         break;
-      default:
-        break;  // CONNECT, SUBSCRIBE, UNSUBSCRIBE: passed up as they are; the session rejects them
+      default: break;  // CONNECT, SUBSCRIBE, UNSUBSCRIBE: passed up as they are; the session rejects them
     }
     read_ += total;
     return std::optional<Packet>(std::move(pk));

@@ -67,7 +67,7 @@ std::string connack_reason(uint8_t code);
 
 struct Packet {
   PacketType type = PacketType::kDisconnect;
-  uint8_t flags = 0;               // low nibble of the first byte
+  uint8_t flags = 0;  // low nibble of the first byte
   // CONNACK
   bool session_present = false;
   uint8_t return_code = 0;
@@ -79,7 +79,7 @@ struct Packet {
   int qos = 0;
   bool dup = false;
   bool retain = false;
-  bool oversized = false;          // payload not kept (over max_payload); payload_size says how big
+  bool oversized = false;  // payload not kept (over max_payload); payload_size says how big
   size_t payload_size = 0;
   // SUBACK: one granted QoS (0..2) or 0x80 (failure) per filter
   std::vector<uint8_t> granted;
@@ -93,13 +93,13 @@ class Decoder {
   // The next whole packet; nullopt when more bytes are needed. An error (malformed
   // packet) leaves the decoder unusable: the connection must be dropped.
   Result<std::optional<Packet>> next();
-  void reset();                    // for a new connection
+  void reset();  // for a new connection
   size_t buffered() const { return buffer_.size() - read_; }
 
  private:
   std::string buffer_;
   size_t read_ = 0;
-  size_t skip_ = 0;                // bytes of an oversized PUBLISH still to discard
+  size_t skip_ = 0;  // bytes of an oversized PUBLISH still to discard
   size_t max_payload_;
   bool failed_ = false;
 };

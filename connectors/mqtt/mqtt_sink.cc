@@ -20,7 +20,7 @@
 #include "runtime/thread_annotations.h"
 
 namespace weir::connectors {
-namespace paho = ::mqtt;   // Paho MQTT C++ (our own wire code is weir::connectors::mqtt)
+namespace paho = ::mqtt;  // Paho MQTT C++ (our own wire code is weir::connectors::mqtt)
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -49,7 +49,7 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   std::atomic<bool> running{false};
   std::atomic<bool> connected{false};
   std::atomic<bool> connecting{false};
-  std::atomic<uint64_t> refused{0};      // publishes Paho threw on (for rate-limited warnings)
+  std::atomic<uint64_t> refused{0};  // publishes Paho threw on (for rate-limited warnings)
 
   Mutex mu;
   std::condition_variable cv;
@@ -65,13 +65,14 @@ struct MqttSink::Impl final : public paho::iaction_listener {
     void on_success(const paho::token&) override {
       self->connected = true;
       self->connecting = false;
-      log::info("mqtt sink connected", {{"flow", self->flow}, {"sink", self->sink_name},
-                                        {"broker", self->address.str()}});
+      log::info("mqtt sink connected",
+                {{"flow", self->flow}, {"sink", self->sink_name}, {"broker", self->address.str()}});
     }
     void on_failure(const paho::token& tok) override {
       self->connecting = false;
       self->connected = false;
-      log::warn("mqtt sink cannot connect", {{"flow", self->flow}, {"sink", self->sink_name},
+      log::warn("mqtt sink cannot connect", {{"flow", self->flow},
+                                             {"sink", self->sink_name},
                                              {"broker", self->address.str()},
                                              {"error", describe(tok.get_return_code())}});
       self->cv.notify_all();
@@ -107,8 +108,8 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   void on_failure(const paho::token& tok) override {
     auto id = reinterpret_cast<uintptr_t>(tok.get_user_context());
     if (auto p = take(id)) {
-      p->done(DeliveryResult::retry("MQTT broker " + address.str() + " did not confirm the publish: " +
-                                    describe(tok.get_return_code())));
+      p->done(DeliveryResult::retry("MQTT broker " + address.str() +
+                                    " did not confirm the publish: " + describe(tok.get_return_code())));
     }
   }
 
@@ -118,8 +119,8 @@ struct MqttSink::Impl final : public paho::iaction_listener {
       client->connect(connect_opts, nullptr, connect_listener);
     } catch (const paho::exception& e) {
       connecting = false;
-      log::warn("mqtt sink cannot connect", {{"flow", flow}, {"sink", sink_name}, {"broker", address.str()},
-                                             {"error", e.what()}});
+      log::warn("mqtt sink cannot connect",
+                {{"flow", flow}, {"sink", sink_name}, {"broker", address.str()}, {"error", e.what()}});
     }
   }
 
@@ -243,8 +244,8 @@ Status MqttSink::start() {
   Impl* self = &m;
   m.client->set_connection_lost_handler([self](const std::string&) {
     self->connected = false;
-    log::warn("mqtt sink lost the broker", {{"flow", self->flow}, {"sink", self->sink_name},
-                                            {"broker", self->address.str()}});
+    log::warn("mqtt sink lost the broker",
+              {{"flow", self->flow}, {"sink", self->sink_name}, {"broker", self->address.str()}});
     self->cv.notify_all();
   });
   {
@@ -316,12 +317,13 @@ void MqttSink::deliver(Delivery d, std::function<void(DeliveryResult)> done) {
   try {
     auto msg = paho::make_message(topic.value(), d.body.data(), d.body.size(), m.spec.qos, m.spec.retain);
     // Paho hands the context back as a void*; the pending id travels in it, never dereferenced.
-    m.client->publish(msg, reinterpret_cast<void*>(static_cast<uintptr_t>(id)), m);  // NOLINT(performance-no-int-to-ptr)
+    m.client->publish(msg, reinterpret_cast<void*>(static_cast<uintptr_t>(id)),
+                      m);  // NOLINT(performance-no-int-to-ptr)
   } catch (const paho::exception& e) {
     const uint64_t n = m.refused.fetch_add(1, std::memory_order_relaxed);
     if (n < 5 || n % 1000 == 0) {
-      log::warn("mqtt sink: Paho refused a publish", {{"flow", m.flow}, {"sink", m.sink_name},
-                                                      {"error", e.what()}, {"count", std::to_string(n + 1)}});
+      log::warn("mqtt sink: Paho refused a publish",
+                {{"flow", m.flow}, {"sink", m.sink_name}, {"error", e.what()}, {"count", std::to_string(n + 1)}});
     }
     if (auto p = m.take(id)) {
       p->done(DeliveryResult::retry("MQTT publish to " + m.address.str() + " failed: " + e.what()));

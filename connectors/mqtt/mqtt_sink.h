@@ -46,7 +46,7 @@ class MqttSink final : public weir::Sink {
   MqttSink(const MqttSink&) = delete;
   MqttSink& operator=(const MqttSink&) = delete;
 
-  Status start() override;   // reads credentials from the environment; connects in the background
+  Status start() override;  // reads credentials from the environment; connects in the background
   void stop() override;
   int max_in_flight() const override;
   int max_retries() const override;

@@ -28,10 +28,10 @@ namespace weir::connectors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
 using mqtt::Packet;
 using mqtt::PacketType;
 using mqtt::valid_utf8;
+using std::chrono::milliseconds;
 
 // The largest event body handed to JetStream: NATS' default max_payload (1 MiB) less room
 // for the headers. A text payload full of characters JSON must escape can grow past it.
@@ -59,11 +59,11 @@ std::string header_safe(std::string_view s) {
 // ---- state shared with publish callbacks ----------------------------------------------
 
 struct Entry {
-  uint64_t generation = 0;   // the connection it arrived on; a PUBACK goes only on that one
+  uint64_t generation = 0;  // the connection it arrived on; a PUBACK goes only on that one
   uint16_t packet_id = 0;
   int qos = 0;
-  IngestEvent event;         // kept for retries
-  std::string reject_reason; // set: the event goes to the dead-letter stream instead
+  IngestEvent event;          // kept for retries
+  std::string reject_reason;  // set: the event goes to the dead-letter stream instead
   bool done = false;
   int attempts = 0;
   Clock::time_point retry_at{};
@@ -157,9 +157,9 @@ struct MqttSource::Impl {
   std::unique_ptr<mqtt::Transport> transport;
   mqtt::Decoder decoder{0};
   uint64_t generation = 0;
-  std::deque<std::shared_ptr<Entry>> in_flight;   // arrival order: PUBACKs leave in this order
-  std::vector<std::shared_ptr<Entry>> retrying;   // failed publishes waiting for retry_at
-  std::string out;                                // bytes not yet written
+  std::deque<std::shared_ptr<Entry>> in_flight;  // arrival order: PUBACKs leave in this order
+  std::vector<std::shared_ptr<Entry>> retrying;  // failed publishes waiting for retry_at
+  std::string out;                               // bytes not yet written
   size_t out_off = 0;
   Clock::time_point last_sent{}, ping_sent{};
   bool ping_outstanding = false;
@@ -177,14 +177,16 @@ struct MqttSource::Impl {
     milliseconds backoff = options.reconnect_min;
     while (!stopping.load()) {
       if (ctx.fence && !ctx.fence()) {
-        pump_for(milliseconds(250));   // not the lease holder (any more): do not take the session
+        pump_for(milliseconds(250));  // not the lease holder (any more): do not take the session
         continue;
       }
       Status s = connect_session();
       if (!s) {
         drop_connection();
-        log::warn("mqtt source cannot connect", {{"flow", flow()}, {"broker", address.str()},
-                                                  {"error", s.message()}, {"retry_in_ms", std::to_string(backoff.count())}});
+        log::warn("mqtt source cannot connect", {{"flow", flow()},
+                                                 {"broker", address.str()},
+                                                 {"error", s.message()},
+                                                 {"retry_in_ms", std::to_string(backoff.count())}});
         pump_for(jittered(backoff));
         backoff = std::min(backoff * 2, options.reconnect_max);
         continue;
@@ -195,7 +197,9 @@ struct MqttSource::Impl {
       drop_connection();
       // A session that lived a while resets the backoff: this is a new outage, not the same.
       if (Clock::now() - connected_at > std::chrono::seconds(10)) backoff = options.reconnect_min;
-      log::warn("mqtt source lost the broker", {{"flow", flow()}, {"broker", address.str()}, {"error", s.message()},
+      log::warn("mqtt source lost the broker", {{"flow", flow()},
+                                                {"broker", address.str()},
+                                                {"error", s.message()},
                                                 {"retry_in_ms", std::to_string(backoff.count())}});
       pump_for(jittered(backoff));
       backoff = std::min(backoff * 2, options.reconnect_max);
@@ -269,11 +273,14 @@ struct MqttSource::Impl {
     counters.connects.fetch_add(1);
     const bool first = counters.connects.load() == 1;
     if (!spec.clean_session && !connack->session_present && !first) {
-      log::warn("mqtt broker had no session for this client id: messages published while weir was away "
-                "may be missing (is the broker's persistence on?)",
-                {{"flow", flow()}, {"client_id", spec.client_id}});
+      log::warn(
+          "mqtt broker had no session for this client id: messages published while weir was away "
+          "may be missing (is the broker's persistence on?)",
+          {{"flow", flow()}, {"client_id", spec.client_id}});
     }
-    log::info("mqtt source connected", {{"flow", flow()}, {"broker", address.str()}, {"client_id", spec.client_id},
+    log::info("mqtt source connected", {{"flow", flow()},
+                                        {"broker", address.str()},
+                                        {"client_id", spec.client_id},
                                         {"session_present", connack->session_present ? "true" : "false"}});
     std::vector<std::pair<std::string, int>> filters;
     for (const auto& t : spec.topics) filters.emplace_back(t, spec.qos);
@@ -297,7 +304,8 @@ struct MqttSource::Impl {
       size_t n = 0;
       auto r = transport->write(out.data() + out_off, out.size() - out_off, &n);
       if (r == mqtt::Transport::Io::kWouldBlock) break;
-      if (r != mqtt::Transport::Io::kOk) return Status::unavailable("write to broker failed: " + transport->last_error());
+      if (r != mqtt::Transport::Io::kOk)
+        return Status::unavailable("write to broker failed: " + transport->last_error());
       out_off += n;
       last_sent = Clock::now();
     }
@@ -315,7 +323,8 @@ struct MqttSource::Impl {
       auto r = transport->read(read_buf.data(), read_buf.size(), &n);
       if (r == mqtt::Transport::Io::kWouldBlock) return Status::ok();
       if (r == mqtt::Transport::Io::kClosed) return Status::unavailable("the broker closed the connection");
-      if (r == mqtt::Transport::Io::kError) return Status::unavailable("read from broker failed: " + transport->last_error());
+      if (r == mqtt::Transport::Io::kError)
+        return Status::unavailable("read from broker failed: " + transport->last_error());
       decoder.feed(read_buf.data(), n);
       if (n < read_buf.size() && !transport->has_buffered_input()) return Status::ok();
     }
@@ -374,19 +383,13 @@ struct MqttSource::Impl {
 
   Status handle(const Packet& pk) {
     switch (pk.type) {
-      case PacketType::kPublish:
-        return on_publish(pk);
-      case PacketType::kSuback:
-        on_suback(pk);
-        return Status::ok();
-      case PacketType::kPingresp:
-        ping_outstanding = false;
-        return Status::ok();
+      case PacketType::kPublish: return on_publish(pk);
+      case PacketType::kSuback: on_suback(pk); return Status::ok();
+      case PacketType::kPingresp: ping_outstanding = false; return Status::ok();
       case PacketType::kPuback:
       case PacketType::kPubrec:
       case PacketType::kPubcomp:
-      case PacketType::kUnsuback:
-        return Status::ok();   // answers to nothing we sent; harmless
+      case PacketType::kUnsuback: return Status::ok();  // answers to nothing we sent; harmless
       case PacketType::kPubrel:
         // Only follows a QoS 2 PUBLISH, which a QoS <= 1 subscription never receives.
         return Status::invalid("the broker sent PUBREL, but this client does not take QoS 2");
@@ -403,8 +406,8 @@ struct MqttSource::Impl {
       if (pk.granted[i] == 0x80) {
         log::error("mqtt broker refused the subscription", {{"flow", flow()}, {"topic", spec.topics[i]}});
       } else if (static_cast<int>(pk.granted[i]) < spec.qos) {
-        log::warn("mqtt broker granted a lower QoS than asked", {{"flow", flow()}, {"topic", spec.topics[i]},
-                                                                 {"granted", std::to_string(pk.granted[i])}});
+        log::warn("mqtt broker granted a lower QoS than asked",
+                  {{"flow", flow()}, {"topic", spec.topics[i]}, {"granted", std::to_string(pk.granted[i])}});
       }
     }
     if (!subscribed_logged) {
@@ -429,8 +432,9 @@ struct MqttSource::Impl {
     e->packet_id = pk.packet_id;
     e->qos = pk.qos;
     if (pk.oversized) {
-      drop(*e, pk.topic, "payload of " + std::to_string(pk.payload_size) + " bytes is over the limit of " +
-                             std::to_string(options.max_payload) + " bytes");
+      drop(*e, pk.topic,
+           "payload of " + std::to_string(pk.payload_size) + " bytes is over the limit of " +
+               std::to_string(options.max_payload) + " bytes");
       in_flight.push_back(std::move(e));
       return Status::ok();
     }
@@ -442,9 +446,9 @@ struct MqttSource::Impl {
       e->reject_reason = std::move(too_deep);
     }
     if (e->event.body.size() > kMaxEventBytes) {
-      drop(*e, pk.topic, "event of " + std::to_string(e->event.body.size()) + " bytes (payload " +
-                             std::to_string(pk.payload.size()) + " bytes, escaped as JSON) is over the limit of " +
-                             std::to_string(kMaxEventBytes) + " bytes");
+      drop(*e, pk.topic,
+           "event of " + std::to_string(e->event.body.size()) + " bytes (payload " + std::to_string(pk.payload.size()) +
+               " bytes, escaped as JSON) is over the limit of " + std::to_string(kMaxEventBytes) + " bytes");
       in_flight.push_back(std::move(e));
       return Status::ok();
     }
@@ -458,9 +462,9 @@ struct MqttSource::Impl {
 
   void drop(Entry& e, const std::string& topic, const std::string& why) {
     counters.dropped.fetch_add(1, std::memory_order_relaxed);
-    log::error("mqtt message dropped: it can never be stored", {{"flow", flow()}, {"topic", header_safe(topic)},
-                                                                 {"reason", why}});
-    e.done = true;   // acknowledged in order with the others, so the broker does not resend it forever
+    log::error("mqtt message dropped: it can never be stored",
+               {{"flow", flow()}, {"topic", header_safe(topic)}, {"reason", why}});
+    e.done = true;  // acknowledged in order with the others, so the broker does not resend it forever
   }
 
   void submit(const std::shared_ptr<Entry>& e) {

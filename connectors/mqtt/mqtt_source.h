@@ -50,32 +50,31 @@ struct MqttSourceOptions {
   std::chrono::milliseconds reconnect_max{30000};
   std::chrono::seconds keep_alive{30};
   size_t max_in_flight = 1024;
-  size_t max_payload = 1000 * 1024;   // under NATS' default 1 MiB max_payload, with room for the envelope
+  size_t max_payload = 1000 * 1024;            // under NATS' default 1 MiB max_payload, with room for the envelope
   std::chrono::milliseconds stop_grace{2000};  // stop(): time to finish writes and send their PUBACKs
 };
 
 struct MqttSourceCounters {
-  std::atomic<uint64_t> received{0};       // PUBLISH packets read
-  std::atomic<uint64_t> published{0};      // written to JetStream (PubAck ok, duplicates included)
-  std::atomic<uint64_t> acked{0};          // PUBACKs sent
-  std::atomic<uint64_t> retries{0};        // publishes retried after a failure
-  std::atomic<uint64_t> dropped{0};        // oversized payloads, acknowledged and dropped
-  std::atomic<uint64_t> connects{0};       // sessions established (CONNACK accepted)
-  std::atomic<uint64_t> subscribed{0};     // SUBACKs received (one per session)
+  std::atomic<uint64_t> received{0};    // PUBLISH packets read
+  std::atomic<uint64_t> published{0};   // written to JetStream (PubAck ok, duplicates included)
+  std::atomic<uint64_t> acked{0};       // PUBACKs sent
+  std::atomic<uint64_t> retries{0};     // publishes retried after a failure
+  std::atomic<uint64_t> dropped{0};     // oversized payloads, acknowledged and dropped
+  std::atomic<uint64_t> connects{0};    // sessions established (CONNACK accepted)
+  std::atomic<uint64_t> subscribed{0};  // SUBACKs received (one per session)
 };
 
 class MqttSource final : public Source {
  public:
   // Validates the spec (broker URL, topics, QoS, TLS files) — a failure is a clear
   // start-up error. Credentials are read from the environment in start().
-  static Result<std::unique_ptr<MqttSource>> create(const flows::MqttSourceSpec& spec,
-                                                    MqttSourceOptions options = {});
+  static Result<std::unique_ptr<MqttSource>> create(const flows::MqttSourceSpec& spec, MqttSourceOptions options = {});
   ~MqttSource() override;  // stops
   MqttSource(const MqttSource&) = delete;
   MqttSource& operator=(const MqttSource&) = delete;
 
   Status start(SourceContext& context) override;
-  void stop() override;    // idempotent; no publish starts after it returns
+  void stop() override;  // idempotent; no publish starts after it returns
   bool singleton() const override { return true; }
   const MqttSourceCounters& counters() const;
 
@@ -91,8 +90,8 @@ Result<std::unique_ptr<Source>> make_mqtt_source(const flows::MqttSourceSpec& sp
 // The event a message becomes (exposed for tests).
 // `max_depth` bounds the stored event's nesting (spec §1.6): a JSON payload that would
 // make it deeper returns "" and sets *too_deep to the reason (the caller dead-letters it).
-std::string mqtt_event_body(std::string_view topic, std::string_view payload, int qos, bool retain,
-                            int max_depth = 128, std::string* too_deep = nullptr);
+std::string mqtt_event_body(std::string_view topic, std::string_view payload, int qos, bool retain, int max_depth = 128,
+                            std::string* too_deep = nullptr);
 std::string mqtt_event_id(std::string_view client_id, std::string_view topic, uint16_t packet_id,
                           std::string_view payload);
 // True when `filter` is a valid MQTT topic filter ('+' and '#' only as whole levels, '#' last).

@@ -83,7 +83,7 @@ Result<BrokerAddress> parse_broker_url(const std::string& url, flows::schema::Ke
   if (rest.find('@') != std::string::npos) {
     return Status::invalid("broker: credentials in the URL are not accepted; use username_env and password_env");
   }
-  if (a.websocket && rest.find('/') != std::string::npos) rest.erase(rest.find('/'));   // ws://host/mqtt
+  if (a.websocket && rest.find('/') != std::string::npos) rest.erase(rest.find('/'));  // ws://host/mqtt
   if (!rest.empty() && rest.back() == '/') rest.pop_back();
   if (rest.find('/') != std::string::npos || rest.find('?') != std::string::npos) {
     return Status::invalid("broker: the URL must be scheme://host[:port] without a path");

@@ -21,11 +21,11 @@ struct ssl_st;
 namespace weir::connectors::mqtt {
 
 struct BrokerAddress {
-  std::string host;   // without brackets for IPv6
+  std::string host;  // without brackets for IPv6
   int port = 1883;
   bool tls = false;
   bool websocket = false;   // ws:// or wss:// (the sink only: Paho speaks it)
-  std::string str() const;   // host:port, for logs (never credentials)
+  std::string str() const;  // host:port, for logs (never credentials)
 };
 
 // tcp://host[:port], mqtt://… (plain, default port 1883), ssl:// or mqtts://… (TLS, 8883),
@@ -38,8 +38,8 @@ Result<BrokerAddress> parse_broker_url(const std::string& url,
                                        flows::schema::Keys schemes = flows::schema::kMqttSourceSchemes);
 
 struct TlsSettings {
-  std::string ca_file;       // "" = the system's default trust store
-  std::string cert_file;     // client certificate (PEM), with key_file
+  std::string ca_file;    // "" = the system's default trust store
+  std::string cert_file;  // client certificate (PEM), with key_file
   std::string key_file;
   bool insecure_skip_verify = false;
 };

@@ -15,10 +15,10 @@ struct __natsConnection;
 namespace weir::connectors {
 
 struct NatsConnectOptions {
-  std::string url;          // nats://host:port (several, comma-separated, are fine)
-  std::string creds_file;   // optional .creds file
-  std::string name;         // client name the server shows
-  bool send_asap = false;   // write every publish at once (replies) instead of batching
+  std::string url;         // nats://host:port (several, comma-separated, are fine)
+  std::string creds_file;  // optional .creds file
+  std::string name;        // client name the server shows
+  bool send_asap = false;  // write every publish at once (replies) instead of batching
 };
 
 class NatsConnection {

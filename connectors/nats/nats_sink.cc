@@ -19,7 +19,10 @@ namespace {
 class NatsSink final : public weir::Sink {
  public:
   NatsSink(flows::NatsSinkSpec spec, std::string flow, std::string sink_name, NatsSinkOptions options)
-      : spec_(std::move(spec)), flow_(std::move(flow)), sink_name_(std::move(sink_name)), options_(std::move(options)) {}
+      : spec_(std::move(spec)),
+        flow_(std::move(flow)),
+        sink_name_(std::move(sink_name)),
+        options_(std::move(options)) {}
   ~NatsSink() override { stop(); }
 
   Status start() override {
@@ -45,7 +48,7 @@ class NatsSink final : public weir::Sink {
       stopping_ = true;
     }
     cv_.notify_all();
-    thread_.join();   // its last round flushes and completes what was published
+    thread_.join();  // its last round flushes and completes what was published
     running_ = false;
     conn_.reset();
   }
@@ -71,7 +74,8 @@ class NatsSink final : public weir::Sink {
     if (s == NATS_OK) s = natsConnection_PublishMsg(conn_->get(), msg);
     natsMsg_Destroy(msg);
     if (s != NATS_OK) {
-      done(DeliveryResult::retry(std::string("NATS publish to ") + spec_.subject + " failed: " + natsStatus_GetText(s)));
+      done(
+          DeliveryResult::retry(std::string("NATS publish to ") + spec_.subject + " failed: " + natsStatus_GetText(s)));
       return;
     }
     {

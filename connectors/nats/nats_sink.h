@@ -23,7 +23,7 @@
 namespace weir::connectors {
 
 struct NatsSinkOptions {
-  std::string url;                 // the NATS the runtime uses (RuntimeConfig::nats.url)
+  std::string url;  // the NATS the runtime uses (RuntimeConfig::nats.url)
   std::string creds_file;
   std::chrono::milliseconds flush_timeout{5000};
   int max_in_flight = 256;

@@ -62,8 +62,8 @@ bool subject_matches(std::string_view filter, std::string_view subject) {
 
 struct Item {
   IngestEvent event;
-  std::string reply;   // "" when the message was not a request
-  std::string reject_reason;   // set: goes to the dead-letter stream (spec §1.6)
+  std::string reply;          // "" when the message was not a request
+  std::string reject_reason;  // set: goes to the dead-letter stream (spec §1.6)
   int attempts = 0;
   Clock::time_point retry_at{};
 };
@@ -76,10 +76,10 @@ struct Shared {
   std::vector<Item> retrying GUARDED_BY(mu);
   size_t in_flight GUARDED_BY(mu) = 0;  // queued, publishing or retrying
   bool stopping GUARDED_BY(mu) = false;
-  natsConnection* nc GUARDED_BY(mu) = nullptr;  // null once stopped (replies stop)
-  bool failing GUARDED_BY(mu) = false;  // for one warning per outage
+  natsConnection* nc GUARDED_BY(mu) = nullptr;    // null once stopped (replies stop)
+  bool failing GUARDED_BY(mu) = false;            // for one warning per outage
   bool subscription_done GUARDED_BY(mu) = false;  // cnats will not call on_message again
-  int max_depth = 128;                           // set before the subscription; read-only after
+  int max_depth = 128;                            // set before the subscription; read-only after
   std::string flow;
   size_t max_in_flight = 4096;
 
@@ -114,7 +114,7 @@ class NatsSource final : public Source {
     if (!c) return Status::unavailable("flow " + ctx.flow + ": " + c.status().message());
     conn_ = std::move(c.value());
     {
-      MutexLock lock(shared_->mu);   // nobody else has shared_ yet; the lock is for the analysis
+      MutexLock lock(shared_->mu);  // nobody else has shared_ yet; the lock is for the analysis
       shared_->nc = conn_->get();
     }
     thread_ = std::thread([this] { run(); });
@@ -122,7 +122,7 @@ class NatsSource final : public Source {
     natsStatus s = natsConnection_QueueSubscribe(&sub_, conn_->get(), spec_.subject.c_str(), spec_.queue.c_str(),
                                                  &NatsSource::on_message, shared_.get());
     if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(sub_, &NatsSource::on_complete, shared_.get());
-    if (s == NATS_OK) s = natsConnection_Flush(conn_->get());   // the server has the interest now
+    if (s == NATS_OK) s = natsConnection_Flush(conn_->get());  // the server has the interest now
     if (s != NATS_OK) {
       if (sub_) {
         natsSubscription_Destroy(sub_);
@@ -152,7 +152,8 @@ class NatsSource final : public Source {
       // until cnats says the handler has returned for good before this object can go.
       if (natsSubscription_Unsubscribe(sub_) == NATS_OK) {
         UniqueLock lock(shared_->mu);
-        lock.wait_for(shared_->cv, std::chrono::seconds(10), [&]() REQUIRES(shared_->mu) { return shared_->subscription_done; });
+        lock.wait_for(shared_->cv, std::chrono::seconds(10),
+                      [&]() REQUIRES(shared_->mu) { return shared_->subscription_done; });
       }
       natsSubscription_Destroy(sub_);
       sub_ = nullptr;
@@ -171,11 +172,12 @@ class NatsSource final : public Source {
     // Give writes in flight a moment so their requesters get an answer.
     {
       UniqueLock lock(shared_->mu);
-      lock.wait_for(shared_->cv, milliseconds(1000), [&]() REQUIRES(shared_->mu) { return shared_->in_flight == shared_->retrying.size(); });
+      lock.wait_for(shared_->cv, milliseconds(1000),
+                    [&]() REQUIRES(shared_->mu) { return shared_->in_flight == shared_->retrying.size(); });
       shared_->nc = nullptr;
       if (!shared_->retrying.empty()) {
-        log::warn("nats source stopped with unwritten messages", {{"flow", shared_->flow},
-                                                                  {"count", std::to_string(shared_->retrying.size())}});
+        log::warn("nats source stopped with unwritten messages",
+                  {{"flow", shared_->flow}, {"count", std::to_string(shared_->retrying.size())}});
       }
     }
     if (conn_) natsConnection_Flush(conn_->get());
@@ -215,7 +217,7 @@ class NatsSource final : public Source {
       }
     }
     item.event.body = nats_event_body(natsMsg_GetSubject(msg), data, headers, sh.max_depth, &item.reject_reason);
-    if (!item.reject_reason.empty()) item.event.body = std::string(data);   // dead-lettered as received
+    if (!item.reject_reason.empty()) item.event.body = std::string(data);  // dead-lettered as received
     if (const char* r = natsMsg_GetReply(msg)) item.reply = r;
     natsMsg_Destroy(msg);
     UniqueLock lock(sh.mu);
@@ -248,7 +250,8 @@ class NatsSource final : public Source {
       std::vector<Item> batch(std::make_move_iterator(sh.fresh.begin()), std::make_move_iterator(sh.fresh.end()));
       sh.fresh.clear();
       const auto now = Clock::now();
-      auto due = std::partition(sh.retrying.begin(), sh.retrying.end(), [&](const Item& i) { return i.retry_at > now; });
+      auto due = std::partition(sh.retrying.begin(), sh.retrying.end(),
+                                [&](const Item& i) { return i.retry_at > now; });
       for (auto it = due; it != sh.retrying.end(); ++it) batch.push_back(std::move(*it));
       sh.retrying.erase(due, sh.retrying.end());
       lock.unlock();
@@ -263,36 +266,35 @@ class NatsSource final : public Source {
     std::shared_ptr<Shared> sh = shared_;
     std::string reject = item.reject_reason;
     auto done = [sh, item = std::move(item)](const Status& s, const std::string& id) mutable {
-                           if (s) {
-                             sh->reply(item.reply, nlohmann::json{{"id", id}}.dump());
-                             MutexLock lock(sh->mu);
-                             --sh->in_flight;
-                             if (sh->failing) {
-                               sh->failing = false;
-                               log::info("nats source writes to JetStream again", {{"flow", sh->flow}});
-                             }
-                             sh->cv.notify_all();
-                             return;
-                           }
-                           if (!item.reply.empty()) {
-                             // The requester is waiting: let it decide to retry.
-                             sh->reply(item.reply, nlohmann::json{{"error", "not stored: " + s.message()}}.dump());
-                             MutexLock lock(sh->mu);
-                             --sh->in_flight;
-                             sh->cv.notify_all();
-                             return;
-                           }
-                           MutexLock lock(sh->mu);
-                           if (!sh->failing) {
-                             sh->failing = true;
-                             log::warn("nats source cannot write to JetStream; retrying",
-                                       {{"flow", sh->flow}, {"error", s.message()}});
-                           }
-                           const int shift = std::min(item.attempts, 6);
-                           item.retry_at = Clock::now() + std::min(milliseconds(100) * (1 << shift), milliseconds(5000));
-                           sh->retrying.push_back(std::move(item));
-                           sh->cv.notify_all();
-                         };
+      if (s) {
+        sh->reply(item.reply, nlohmann::json{{"id", id}}.dump());
+        MutexLock lock(sh->mu);
+        --sh->in_flight;
+        if (sh->failing) {
+          sh->failing = false;
+          log::info("nats source writes to JetStream again", {{"flow", sh->flow}});
+        }
+        sh->cv.notify_all();
+        return;
+      }
+      if (!item.reply.empty()) {
+        // The requester is waiting: let it decide to retry.
+        sh->reply(item.reply, nlohmann::json{{"error", "not stored: " + s.message()}}.dump());
+        MutexLock lock(sh->mu);
+        --sh->in_flight;
+        sh->cv.notify_all();
+        return;
+      }
+      MutexLock lock(sh->mu);
+      if (!sh->failing) {
+        sh->failing = true;
+        log::warn("nats source cannot write to JetStream; retrying", {{"flow", sh->flow}, {"error", s.message()}});
+      }
+      const int shift = std::min(item.attempts, 6);
+      item.retry_at = Clock::now() + std::min(milliseconds(100) * (1 << shift), milliseconds(5000));
+      sh->retrying.push_back(std::move(item));
+      sh->cv.notify_all();
+    };
     if (!reject.empty()) {
       ctx_.ingest->reject(std::move(event), std::move(reject), options_.publish_timeout, std::move(done));
       return;

@@ -35,7 +35,7 @@
 namespace weir::connectors {
 
 struct NatsSourceOptions {
-  std::string url;                 // the NATS the runtime uses (RuntimeConfig::nats.url)
+  std::string url;  // the NATS the runtime uses (RuntimeConfig::nats.url)
   std::string creds_file;
   std::chrono::milliseconds publish_timeout{5000};
   size_t max_in_flight = 4096;

@@ -40,8 +40,8 @@ bool all_digits(std::string_view s) {
 bool plain_id(std::string_view id) {
   if (id.empty() || id.size() > kMaxOwnIdBytes) return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':' ||
-           c == '/' || c == '=' || c == '@' || c == '+';
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':' || c == '/' ||
+           c == '=' || c == '@' || c == '+';
   });
 }
 
@@ -103,7 +103,6 @@ std::string cursor_of(const Json& body, std::string_view field) {
   if (c->is_number_integer()) return c->dump();
   return "";
 }
-
 
 std::string page_url(const std::string& url, const std::string& param, const std::string& cursor) {
   if (cursor.empty() || param.empty()) return url;
@@ -223,7 +222,8 @@ Result<TokenResponse> parse_token_response(std::string_view body) {
       seconds = std::strtod(s.c_str(), &end);
       if (end == s.c_str() || *end != '\0') seconds = -1;
     }
-    if (!(seconds >= 0) || seconds > 1e9) return Status::invalid("the token endpoint's expires_in is not a number of seconds");
+    if (!(seconds >= 0) || seconds > 1e9)
+      return Status::invalid("the token endpoint's expires_in is not a number of seconds");
     out.expires_in = std::chrono::seconds(static_cast<int64_t>(seconds));
   }
   return out;
@@ -250,7 +250,8 @@ namespace {
 bool valid_header_name(std::string_view name) {
   if (name.empty()) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
   });
 }
 
@@ -266,7 +267,8 @@ bool iequals(std::string_view a, std::string_view b) {
 
 std::string trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+    s.remove_suffix(1);
   return std::string(s);
 }
 
@@ -302,10 +304,10 @@ struct PollSource::Impl {
   flows::PollSourceSpec spec;
   std::string flow;
   PollSourceOptions options;
-  std::string where;           // redacted URL for logs
-  std::string token_where;     // redacted token URL
+  std::string where;        // redacted URL for logs
+  std::string token_where;  // redacted token URL
   std::string client_id, client_secret;
-  std::string key;             // state key
+  std::string key;                                           // state key
   std::vector<std::pair<std::string, std::string>> headers;  // spec headers, minus Authorization under OAuth2
 
   SourceContext context;
@@ -315,10 +317,10 @@ struct PollSource::Impl {
   Mutex mu;
   std::condition_variable wake;
 
-  CURL* curl = nullptr;        // poll thread only (after start)
-  poll::PollState state;       // poll thread only
-  poll::TokenCache token;      // poll thread only
-  bool deposed = false;        // poll thread only: another instance wrote our state
+  CURL* curl = nullptr;    // poll thread only (after start)
+  poll::PollState state;   // poll thread only
+  poll::TokenCache token;  // poll thread only
+  bool deposed = false;    // poll thread only: another instance wrote our state
 
   std::atomic<uint64_t> polls{0}, published{0}, token_fetches{0};
 
@@ -428,7 +430,8 @@ struct PollSource::Impl {
     if (!r) return r.status();
     if (r->status != 200) {
       std::string code;
-      if (Json j = Json::parse(r->body, nullptr, false); j.is_object() && j.contains("error") && j["error"].is_string()) {
+      if (Json j = Json::parse(r->body, nullptr, false);
+          j.is_object() && j.contains("error") && j["error"].is_string()) {
         code = safe_code(j["error"].get<std::string>());
       }
       return Status::unavailable("oauth2 token request to " + token_where + ": HTTP " + std::to_string(r->status) +
@@ -482,11 +485,10 @@ struct PollSource::Impl {
         if (got.value()) {
           if (auto s = poll::PollState::from_json(*got.value())) {
             state = *s;
-            log::info("poll: resuming", {{"flow", flow}, {"url", where},
-                                         {"at", state.cursor.empty() ? "first page" : "stored cursor"}});
+            log::info("poll: resuming",
+                      {{"flow", flow}, {"url", where}, {"at", state.cursor.empty() ? "first page" : "stored cursor"}});
           } else {
-            log::warn("poll: stored state is not readable; starting at the first page",
-                      {{"flow", flow}, {"key", key}});
+            log::warn("poll: stored state is not readable; starting at the first page", {{"flow", flow}, {"key", key}});
           }
         }
         return true;
@@ -511,8 +513,7 @@ struct PollSource::Impl {
       return true;
     }
     if (s.code() == Status::Code::kConflict) {
-      log::warn("poll: state was written by another instance; this one stops polling",
-                {{"flow", flow}, {"key", key}});
+      log::warn("poll: state was written by another instance; this one stops polling", {{"flow", flow}, {"key", key}});
       deposed = true;
       return false;
     }
@@ -610,8 +611,9 @@ struct PollSource::Impl {
         auto parsed = flows::parse_json(r->body, context.max_depth, &err);
         if (!parsed) {
           // Too deep is refused like invalid JSON: nothing of it is stored (spec §1.6).
-          log::warn(err.too_deep ? "poll: the answer is nested too deep" : "poll: the answer is not JSON",
-                    {{"flow", flow}, {"url", where}, {"bytes", std::to_string(r->body.size())}, {"error", err.message}});
+          log::warn(
+              err.too_deep ? "poll: the answer is nested too deep" : "poll: the answer is not JSON",
+              {{"flow", flow}, {"url", where}, {"bytes", std::to_string(r->body.size())}, {"error", err.message}});
           return {false, {}};
         }
         body = std::move(*parsed);
@@ -633,7 +635,9 @@ struct PollSource::Impl {
       // No cursor: the walk is complete and the next poll starts at the first page again.
       after.cursor = next;
       if (!save_state(after)) return {};
-      log::debug("poll: page stored", {{"flow", flow}, {"url", where}, {"events", std::to_string(items.size())},
+      log::debug("poll: page stored", {{"flow", flow},
+                                       {"url", where},
+                                       {"events", std::to_string(items.size())},
                                        {"more", next.empty() ? "no" : "yes"}});
       if (next.empty() || next == cursor || items.empty()) return {};
       cursor = next;
@@ -700,7 +704,8 @@ Result<std::unique_ptr<PollSource>> PollSource::create(const flows::PollSourceSp
     if (spec.oauth2 && iequals(name, "Authorization")) continue;  // the token replaces it
     impl->headers.emplace_back(name, value);
   }
-  if (std::none_of(impl->headers.begin(), impl->headers.end(), [](const auto& h) { return iequals(h.first, "Accept"); })) {
+  if (std::none_of(impl->headers.begin(), impl->headers.end(),
+                   [](const auto& h) { return iequals(h.first, "Accept"); })) {
     impl->headers.emplace_back("Accept", "application/json");
   }
   if (spec.oauth2) {
@@ -712,10 +717,12 @@ Result<std::unique_ptr<PollSource>> PollSource::create(const flows::PollSourceSp
       return v ? std::optional<std::string>(v) : std::nullopt;
     };
     auto id = env(o.client_id_env);
-    if (!id || id->empty()) return Status::invalid("poll: oauth2.client_id_env: environment variable " + o.client_id_env + " is not set");
+    if (!id || id->empty())
+      return Status::invalid("poll: oauth2.client_id_env: environment variable " + o.client_id_env + " is not set");
     auto secret = env(o.client_secret_env);
     if (!secret || secret->empty()) {
-      return Status::invalid("poll: oauth2.client_secret_env: environment variable " + o.client_secret_env + " is not set");
+      return Status::invalid("poll: oauth2.client_secret_env: environment variable " + o.client_secret_env +
+                             " is not set");
     }
     impl->client_id = *id;
     impl->client_secret = *secret;

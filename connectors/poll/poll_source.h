@@ -53,11 +53,11 @@ struct PollSourceOptions {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds request_timeout{30000};
   std::chrono::milliseconds publish_timeout{5000};
-  std::chrono::milliseconds backoff_min{1000};   // first retry after a failed poll
-  std::chrono::milliseconds backoff_max{300000}; // doubling up to this
-  int max_pages = 1000;                          // per poll; the rest follows next poll
-  int64_t max_body = 32 << 20;                   // bytes per response
-  size_t max_in_flight = 256;                    // publishes awaiting their PubAck
+  std::chrono::milliseconds backoff_min{1000};    // first retry after a failed poll
+  std::chrono::milliseconds backoff_max{300000};  // doubling up to this
+  int max_pages = 1000;                           // per poll; the rest follows next poll
+  int64_t max_body = 32 << 20;                    // bytes per response
+  size_t max_in_flight = 256;                     // publishes awaiting their PubAck
 };
 
 class PollSource final : public Source {
@@ -76,9 +76,9 @@ class PollSource final : public Source {
   bool singleton() const override { return true; }
 
   // Counters for tests and logs.
-  uint64_t polls() const;            // requests answered (any status)
-  uint64_t events_published() const; // events whose PubAck came back ok
-  uint64_t token_fetches() const;    // successful OAuth2 token requests
+  uint64_t polls() const;             // requests answered (any status)
+  uint64_t events_published() const;  // events whose PubAck came back ok
+  uint64_t token_fetches() const;     // successful OAuth2 token requests
 
  private:
   struct Impl;
@@ -122,9 +122,9 @@ struct Validators {
 
 // What a poll source keeps in SourceState, as JSON.
 struct PollState {
-  std::string cursor;   // the page to fetch next ("" = the first page)
-  Validators first;     // of the page that began the last poll
-  Validators last;      // of the last page fetched
+  std::string cursor;  // the page to fetch next ("" = the first page)
+  Validators first;    // of the page that began the last poll
+  Validators last;     // of the last page fetched
   bool operator==(const PollState&) const = default;
   std::string to_json() const;
   // nullopt when the text is not a state this version wrote.
@@ -162,7 +162,7 @@ Result<TokenResponse> parse_token_response(std::string_view body);
 std::string token_request_body(const std::string& client_id, const std::string& client_secret,
                                const std::vector<std::string>& scopes);
 
-using flows::url_encode;   // flows/text.h
+using flows::url_encode;  // flows/text.h
 
 }  // namespace poll
 

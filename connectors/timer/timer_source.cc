@@ -34,7 +34,7 @@ Result<std::unique_ptr<TimerSource>> TimerSource::create(const flows::TimerSourc
   if (has_cron) {
     std::string error;
     auto cron = flows::CronSchedule::parse(spec.cron, &error);
-    if (!cron) return Status::invalid("timer: " + error);   // the loader checked it already
+    if (!cron) return Status::invalid("timer: " + error);  // the loader checked it already
     source->cron_ = std::move(*cron);
   }
   return source;
@@ -126,17 +126,15 @@ void TimerSource::fire(int64_t tick_ms) {
   IngestEvent event = make_event(context_.flow, tick_ms, fence);
   fired_.fetch_add(1, std::memory_order_acq_rel);
   // The callback captures copies only: it may run after this source is gone.
-  context_.ingest->publish(std::move(event), kPublishTimeout,
-                           [flow = context_.flow](const Status& status, const std::string& id) {
-                             if (status) return;
-                             if (status.code() == Status::Code::kConflict) {
-                               log::debug("timer tick not published", {{"flow", flow}, {"id", id},
-                                                                        {"error", status.str()}});
-                             } else {
-                               log::warn("timer tick not published", {{"flow", flow}, {"id", id},
-                                                                       {"error", status.str()}});
-                             }
-                           });
+  context_.ingest->publish(
+      std::move(event), kPublishTimeout, [flow = context_.flow](const Status& status, const std::string& id) {
+        if (status) return;
+        if (status.code() == Status::Code::kConflict) {
+          log::debug("timer tick not published", {{"flow", flow}, {"id", id}, {"error", status.str()}});
+        } else {
+          log::warn("timer tick not published", {{"flow", flow}, {"id", id}, {"error", status.str()}});
+        }
+      });
 }
 
 }  // namespace weir::connectors

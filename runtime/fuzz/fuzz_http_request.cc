@@ -57,8 +57,8 @@ Server& server() {
 }
 
 bool known_status(const std::string& answer) {
-  for (const char* s : {"HTTP/1.1 200 ", "HTTP/1.0 200 ", "HTTP/1.1 400 ", "HTTP/1.1 413 ", "HTTP/1.1 431 ",
-                        "HTTP/1.1 503 "}) {
+  for (const char* s :
+       {"HTTP/1.1 200 ", "HTTP/1.0 200 ", "HTTP/1.1 400 ", "HTTP/1.1 413 ", "HTTP/1.1 431 ", "HTTP/1.1 503 "}) {
     if (answer.compare(0, std::strlen(s), s) == 0) return true;
   }
   return false;

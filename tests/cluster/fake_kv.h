@@ -51,7 +51,8 @@ class FakeKv final : public KvStore {
 
   Result<uint64_t> create(const std::string& key, std::string_view value) override {
     return write("create", key, [&](Slot* slot) -> Result<uint64_t> {
-      if (slot->exists && !slot->deleted) return Status::conflict("wrong last sequence: " + std::to_string(slot->revision));
+      if (slot->exists && !slot->deleted)
+        return Status::conflict("wrong last sequence: " + std::to_string(slot->revision));
       return put_locked(key, slot, value);
     });
   }

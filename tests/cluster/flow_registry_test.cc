@@ -16,8 +16,8 @@
 namespace {
 using namespace std::chrono_literals;
 using weir::ControlResult;
-using weir::Outcome;
 using weir::FlowControl;
+using weir::Outcome;
 using weir::Status;
 using weir::cluster::ActiveRecord;
 using weir::cluster::FlowRegistry;
@@ -105,7 +105,7 @@ struct Cluster {
     auto bt = b->attach("orders", "text v1 as b has it", "h1b");
     REQUIRE(bt);
     CHECK(bt->version == 1);
-    CHECK(bt->text == "text v1");   // the registry wins over b's file
+    CHECK(bt->text == "text v1");  // the registry wins over b's file
     ca.running = 1;
     cb.running = 1;
     REQUIRE(a->follow("orders", &ca));
@@ -168,7 +168,7 @@ TEST_CASE("registry: promote pauses every instance before any runs the new versi
   size_t first_resume = std::min(index_of(j, "a:resume:2"), index_of(j, "b:resume:2"));
   CHECK(index_of(j, "a:pause") < first_resume);
   CHECK(index_of(j, "b:pause") < first_resume);
-  CHECK(index_of(j, "a:load:2") < index_of(j, "a:resume:2"));   // compiled during the barrier
+  CHECK(index_of(j, "a:load:2") < index_of(j, "a:resume:2"));  // compiled during the barrier
 
   ActiveRecord r = c.active();
   CHECK(r.version == 2);
@@ -285,7 +285,7 @@ TEST_CASE("registry: a barrier that times out is aborted and the old version run
 TEST_CASE("registry: an instance that cannot pause in time makes the promote abort", "[registry]") {
   Cluster c(300ms);
   REQUIRE(c.a->deploy("orders", "text v2", "h2", "a").outcome == Outcome::kCreated);
-  c.cb.pause_ok = false;   // its batch in hand does not finish
+  c.cb.pause_ok = false;  // its batch in hand does not finish
   ControlResult p = c.a->promote("orders", 2, "a");
   CHECK(p.outcome == Outcome::kUnavailable);
   CHECK(p.body["not_paused"] == nlohmann::json::array({"b"}));
@@ -311,7 +311,8 @@ TEST_CASE("registry: an instance whose member key is not renewed pauses its flow
   RegistryOptions o = options_for("a");
   o.heartbeat = 10ms;
   o.member_ttl = 60ms;
-  FlowRegistry reg(flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{"a"}); }, o);
+  FlowRegistry reg(
+      flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{"a"}); }, o);
   REQUIRE(reg.heartbeat());
   CHECK(members.get("m.a"));
   REQUIRE(reg.attach("orders", "text v1", "h1"));
@@ -330,16 +331,17 @@ TEST_CASE("registry: an instance whose member key is not renewed pauses its flow
   CHECK(control.running == 1);
   CHECK(reg.running_version("orders") == 1);
   reg.stop();
-  CHECK_FALSE(members.get("m.a"));   // leaving removes the member key
+  CHECK_FALSE(members.get("m.a"));  // leaving removes the member key
 }
 
 TEST_CASE("registry: a new member key after expiry - the active record round-trips", "[registry]") {
   FakeKv flows, members;
-  FlowRegistry reg(flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{}); },
-                   options_for("x"));
+  FlowRegistry reg(
+      flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{}); },
+      options_for("x"));
   REQUIRE(reg.heartbeat());
   members.expire("m.x");
-  REQUIRE(reg.heartbeat());   // update conflicts on the vanished key, create joins again
+  REQUIRE(reg.heartbeat());  // update conflicts on the vanished key, create joins again
   CHECK(members.get("m.x"));
 
   ActiveRecord r;
@@ -358,15 +360,15 @@ TEST_CASE("registry: a new member key after expiry - the active record round-tri
   CHECK_FALSE(ActiveRecord::parse("{\"version\": \"x\"}"));
 }
 
-TEST_CASE("registry: a switch the watch could not confirm is applied by the heartbeat's re-read",
-          "[registry]") {
+TEST_CASE("registry: a switch the watch could not confirm is applied by the heartbeat's re-read", "[registry]") {
   FakeKv flows, members;
   Journal journal;
   FakeControl control("a", journal);
   RegistryOptions o = options_for("a");
   o.heartbeat = 10ms;
   o.member_ttl = 3s;
-  FlowRegistry reg(flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{"a"}); }, o);
+  FlowRegistry reg(
+      flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{"a"}); }, o);
   REQUIRE(reg.heartbeat());
   REQUIRE(reg.attach("orders", "text v1", "h1"));
   REQUIRE(reg.deploy("orders", "text v2", "h2", "a").outcome == Outcome::kCreated);
@@ -389,7 +391,7 @@ TEST_CASE("registry: a switch the watch could not confirm is applied by the hear
   REQUIRE(e);
   blind = 2;
   auto r = ActiveRecord::parse(e->value);
-  r->version = 2;   // as a promoter's final write
+  r->version = 2;  // as a promoter's final write
   r->epoch = 1;
   REQUIRE(flows.update("orders.active", r->to_json().dump(), e->revision));
   REQUIRE(eventually([&] { return control.running == 2; }));

@@ -12,9 +12,9 @@
 #include "tests/cluster/fake_kv.h"
 
 using namespace std::chrono_literals;
+using weir::KvEvent;
 using weir::Status;
 using weir::cluster::Clock;
-using weir::KvEvent;
 using weir::cluster::Lease;
 using weir::cluster::LeaseOptions;
 using weir::cluster::ManualClock;
@@ -110,8 +110,7 @@ TEST_CASE("lease: the first campaign acquires with Create and the token is the r
   CHECK(holders({&a, &b}) == 1);
 }
 
-TEST_CASE("lease: the holder renews with compare-and-set inside the hold time and keeps its term",
-          "[lease]") {
+TEST_CASE("lease: the holder renews with compare-and-set inside the hold time and keeps its term", "[lease]") {
   QuietLogs quiet;
   ManualClock clock;
   FakeKv kv;
@@ -133,7 +132,7 @@ TEST_CASE("lease: the holder renews with compare-and-set inside the hold time an
     REQUIRE(a.next_deadline() <= clock.now() + o.renew_interval);
   }
   CHECK(*a.token() == term);
-  CHECK(a.revision() > term);              // renewed many times
+  CHECK(a.revision() > term);  // renewed many times
   CHECK(a.revision() == kv.revision_of(kKey));
   CHECK(a.acquisitions() == 1);
   CHECK(b.acquisitions() == 0);
@@ -168,8 +167,7 @@ TEST_CASE("lease: a failed renewal stops the holder at once", "[lease]") {
   CHECK(a.role() == Lease::Role::kStandby);
 }
 
-TEST_CASE("lease: the holder stops by itself when it has not renewed within its hold time",
-          "[lease]") {
+TEST_CASE("lease: the holder stops by itself when it has not renewed within its hold time", "[lease]") {
   QuietLogs quiet;
   ManualClock clock;
   FakeKv kv;
@@ -209,8 +207,7 @@ TEST_CASE("lease: the holder stops by itself when it has not renewed within its 
   }
 }
 
-TEST_CASE("lease: a standby takes over only after the takeover time since it saw the last renewal",
-          "[lease]") {
+TEST_CASE("lease: a standby takes over only after the takeover time since it saw the last renewal", "[lease]") {
   QuietLogs quiet;
   ManualClock clock;
   FakeKv kv;
@@ -321,7 +318,7 @@ TEST_CASE("lease: without any watch event a standby still takes over after the t
   Lease a(kv, clock, kKey, "a", o);
   Lease b(kv, clock, kKey, "b", o);
   a.tick();
-  b.tick();  // learns the revision through Get after its Create failed
+  b.tick();     // learns the revision through Get after its Create failed
   a.abandon();  // crash
   const Clock::TimePoint crash = clock.now();
   while (!b.holding() && clock.now() - crash < 5s) {
@@ -365,7 +362,7 @@ TEST_CASE("lease: the fencing token grows with every term, whoever holds it", "[
   fb.deliver(kv, *b);
   REQUIRE(b->holding());
   tokens.push_back(*b->token());
-  b->abandon();  // term 2 ends in a crash
+  b->abandon();                                           // term 2 ends in a crash
   a = std::make_unique<Lease>(kv, clock, kKey, "a2", o);  // a restarts
   fa.skip(kv);
   a->tick();
@@ -384,8 +381,7 @@ TEST_CASE("lease: the fencing token grows with every term, whoever holds it", "[
   CHECK(std::set<uint64_t>(tokens.begin(), tokens.end()).size() == tokens.size());
 }
 
-TEST_CASE("lease: a holder whose renewal failed takes its unchanged key back without waiting",
-          "[lease]") {
+TEST_CASE("lease: a holder whose renewal failed takes its unchanged key back without waiting", "[lease]") {
   QuietLogs quiet;
   ManualClock clock;
   FakeKv kv;
@@ -404,8 +400,7 @@ TEST_CASE("lease: a holder whose renewal failed takes its unchanged key back wit
   CHECK(a.acquisitions() == 2);
 }
 
-TEST_CASE("lease: a renewal that landed but whose answer was lost is recovered without waiting",
-          "[lease]") {
+TEST_CASE("lease: a renewal that landed but whose answer was lost is recovered without waiting", "[lease]") {
   QuietLogs quiet;
   ManualClock clock;
   FakeKv kv;
@@ -514,8 +509,8 @@ struct SimNode {
   std::unique_ptr<OffsetClock> clock;
   std::unique_ptr<Lease> lease;
   std::vector<std::pair<Clock::TimePoint, KvEvent>> inbox;  // base-clock delivery time
-  bool busy = false;                                          // inside a KvStore call
-  Clock::TimePoint paused_until{};                            // base clock
+  bool busy = false;                                        // inside a KvStore call
+  Clock::TimePoint paused_until{};                          // base clock
   int generation = 0;
 };
 

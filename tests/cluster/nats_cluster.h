@@ -34,12 +34,11 @@ class NatsCluster {
         if (!routes.empty()) routes += ", ";
         routes += "nats-route://127.0.0.1:" + std::to_string(nodes_[j].route);
       }
-      weir::testing::write_file(n.conf, "server_name: " + n.name + "\n" +
-                                            "listen: 127.0.0.1:" + std::to_string(n.port) + "\n" +
-                                            "http: 127.0.0.1:" + std::to_string(n.monitor) + "\n" +
-                                            "jetstream { store_dir: \"" + dir_.file(n.name) + "\" }\n" +
-                                            "cluster {\n  name: weirtest\n  listen: 127.0.0.1:" +
-                                            std::to_string(n.route) + "\n  routes: [ " + routes + " ]\n}\n");
+      weir::testing::write_file(
+          n.conf, "server_name: " + n.name + "\n" + "listen: 127.0.0.1:" + std::to_string(n.port) + "\n" +
+                      "http: 127.0.0.1:" + std::to_string(n.monitor) + "\n" + "jetstream { store_dir: \"" +
+                      dir_.file(n.name) + "\" }\n" + "cluster {\n  name: weirtest\n  listen: 127.0.0.1:" +
+                      std::to_string(n.route) + "\n  routes: [ " + routes + " ]\n}\n");
     }
     // All at once: a node's JetStream waits for a meta leader, which needs a quorum.
     for (size_t i = 0; i < nodes_.size(); ++i) spawn(i);

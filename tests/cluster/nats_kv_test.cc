@@ -11,10 +11,10 @@
 #include "tests/support/support.h"
 
 using namespace std::chrono_literals;
-using weir::Status;
 using weir::KvEvent;
 using weir::NatsKv;
 using weir::NatsKvOptions;
+using weir::Status;
 using weir::cluster::testing::NatsConn;
 using weir::testing::NatsServer;
 using weir::testing::wait_until;
@@ -91,8 +91,7 @@ TEST_CASE("nats kv: create, compare-and-set, conditional delete, get", "[integra
   CHECK_FALSE(kv.create("bad key", "x"));
 }
 
-TEST_CASE("nats kv: a watch reports the current state, then puts and deletes in order",
-          "[integration][nats_kv]") {
+TEST_CASE("nats kv: a watch reports the current state, then puts and deletes in order", "[integration][nats_kv]") {
   NatsServer server;
   NatsConn conn(server.url());
   auto opened = NatsKv::open(conn.get(), bucket("kv_watch"));
@@ -132,7 +131,7 @@ TEST_CASE("nats kv: a watch reports the current state, then puts and deletes in 
   CHECK(events.back().key == "lease");
   for (size_t i = 1; i < events.size(); ++i) {
     CHECK(events[i].revision > events[i - 1].revision);
-    CHECK(events[i].key == "lease");   // the watch of "lease" never reports "other"
+    CHECK(events[i].key == "lease");  // the watch of "lease" never reports "other"
   }
   if (events.size() == 3) {
     CHECK(events[1].kind == KvEvent::Kind::kPut);
@@ -180,8 +179,7 @@ TEST_CASE("nats kv: open checks names, and refuses a bucket with another TTL", "
   CHECK(other.status().message().find("TTL") != std::string::npos);
 }
 
-TEST_CASE("nats kv: with the server gone, calls fail within the timeout instead of hanging",
-          "[integration][nats_kv]") {
+TEST_CASE("nats kv: with the server gone, calls fail within the timeout instead of hanging", "[integration][nats_kv]") {
   weir::log::configure(weir::log::Level::kError, weir::log::Format::kText);
   NatsServer server;
   NatsConn conn(server.url());

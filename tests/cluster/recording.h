@@ -30,7 +30,8 @@ struct Recorded {
 
 class RecordingIngest final : public Ingest {
  public:
-  void publish(IngestEvent event, std::chrono::milliseconds, std::function<void(const Status&, const std::string&)> done) override {
+  void publish(IngestEvent event, std::chrono::milliseconds,
+               std::function<void(const Status&, const std::string&)> done) override {
     std::string id = event.id;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -58,9 +59,9 @@ class RecordingIngest final : public Ingest {
 class PulseSource final : public Source {
  public:
   struct Stats {
-    std::atomic<int> running{0};    // started and not stopped, across all instances sharing it
+    std::atomic<int> running{0};  // started and not stopped, across all instances sharing it
     std::atomic<int> starts{0};
-    std::atomic<int> refused{0};    // publishes the ingest refused (lease not held)
+    std::atomic<int> refused{0};  // publishes the ingest refused (lease not held)
     std::atomic<bool> fail_start{false};
     std::mutex mu;
     SourceContext last_context;  // GUARDED_BY(mu): what the last start was given

@@ -26,11 +26,11 @@
 #include "tests/support/support.h"
 
 using namespace std::chrono_literals;
+using weir::NatsKv;
+using weir::NatsKvOptions;
 using weir::SourceContext;
 using weir::cluster::kDefaultLeaseTtl;
 using weir::cluster::LeaseOptions;
-using weir::NatsKv;
-using weir::NatsKvOptions;
 using weir::cluster::Singleton;
 using weir::cluster::SingletonOptions;
 using weir::cluster::SourceFactory;
@@ -52,8 +52,7 @@ struct QuietLogs {
 
 // One weir process as far as leases go: its own connection, its own store, one singleton.
 struct Instance {
-  Instance(const std::string& url, const std::string& owner, SourceFactory factory, int replicas = 1)
-      : conn(url) {
+  Instance(const std::string& url, const std::string& owner, SourceFactory factory, int replicas = 1) : conn(url) {
     NatsKvOptions o;
     o.bucket = weir::cluster::lease_bucket_name("it", kDefaultLeaseTtl);
     o.ttl = kDefaultLeaseTtl;
@@ -116,7 +115,7 @@ TEST_CASE("singletons on nats: never two, kill → the other takes over, release
     std::this_thread::sleep_for(1ms);  // sampling an invariant over time, not awaiting
   }
   REQUIRE(wait_until([&] { return a->singleton->running() || b->singleton->running(); }, 10s, 1ms));
-  if (b->singleton->running()) std::swap(a, b);   // `a` is the holder from here on
+  if (b->singleton->running()) std::swap(a, b);  // `a` is the holder from here on
   const uint64_t token_a = *a->singleton->fencing_token();
 
   // kill -9 of the holder: nothing is released; the other waits out the lease, then runs.
@@ -167,7 +166,7 @@ TEST_CASE("singletons on nats: never two, kill → the other takes over, release
     last = std::max(last, f);
     terms.insert(f);
   }
-  CHECK(terms.size() >= 3);   // the first holder's, the survivor's after the kill, c's
+  CHECK(terms.size() >= 3);  // the first holder's, the survivor's after the kill, c's
 }
 
 TEST_CASE("timer singletons on nats: the rate of one, no tick twice, ticks resume after a kill",
@@ -254,8 +253,9 @@ TEST_CASE("singletons on nats: after a nats-server restart a release is still ta
   const auto released = Clock::now();
   holder->singleton->stop();
   REQUIRE(wait_until([&] { return standby->singleton->running(); }, 250ms, 1ms));
-  INFO("handoff after restart "
-       << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - released).count() << " ms");
+  INFO(
+      "handoff after restart " << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - released).count()
+                               << " ms");
   CHECK(Clock::now() - released < 250ms);
   standby->singleton->stop();
 }
@@ -323,8 +323,8 @@ TEST_CASE("singletons on a three-node NATS cluster with R3 KV: failover, handoff
   REQUIRE(wait_until([&] { return d->singleton->watching(); }, 10s));
   auto disrupt = [&](const char* how, const std::function<void(size_t)>& action) {
     std::string leader;
-    REQUIRE(wait_until([&] { return !(leader = stream_leader(c->conn.get(), "KV_" + c->kv->bucket())).empty(); },
-                       20s, 100ms));
+    REQUIRE(wait_until([&] { return !(leader = stream_leader(c->conn.get(), "KV_" + c->kv->bucket())).empty(); }, 20s,
+                       100ms));
     const size_t node = nats.index_of(leader);
     REQUIRE(sc.running + sd.running == 1);
     const auto start = Clock::now();

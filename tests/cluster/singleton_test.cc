@@ -47,8 +47,7 @@ std::unique_ptr<Singleton> make(FakeKv& kv, const std::string& owner, PulseSourc
 
 }  // namespace
 
-TEST_CASE("singleton: exactly one of two runs, and its events carry the fencing token",
-          "[singleton]") {
+TEST_CASE("singleton: exactly one of two runs, and its events carry the fencing token", "[singleton]") {
   QuietLogs quiet;
   FakeKv kv;
   RecordingIngest ingest;
@@ -79,7 +78,8 @@ TEST_CASE("singleton: exactly one of two runs, and its events carry the fencing 
 
   REQUIRE(ingest.size() > 10);
   std::set<std::string> fences;
-  for (const auto& r : ingest.events()) fences.insert(r.event.id.substr(0, 1) + ":" + r.header(weir::cluster::kFenceHeader));
+  for (const auto& r : ingest.events())
+    fences.insert(r.event.id.substr(0, 1) + ":" + r.header(weir::cluster::kFenceHeader));
   std::string seen;
   for (const auto& f : fences) seen += f + " ";
   INFO("fences seen: " << seen << "; holder token " << token << ", starts a " << sa.starts << " b " << sb.starts);
@@ -152,8 +152,7 @@ TEST_CASE("singleton: an inner source that fails to start makes it step down", "
   b->stop();
 }
 
-TEST_CASE("singleton: the inner source's context refuses events once the lease is gone",
-          "[singleton]") {
+TEST_CASE("singleton: the inner source's context refuses events once the lease is gone", "[singleton]") {
   QuietLogs quiet;
   FakeKv kv;
   RecordingIngest ingest;

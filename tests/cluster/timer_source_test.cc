@@ -11,9 +11,9 @@
 
 using namespace std::chrono_literals;
 using weir::SourceContext;
+using weir::cluster::testing::RecordingIngest;
 using weir::connectors::TimerSource;
 using weir::flows::TimerSourceSpec;
-using weir::cluster::testing::RecordingIngest;
 
 namespace {
 

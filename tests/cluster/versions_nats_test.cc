@@ -28,9 +28,12 @@ std::string orders_flow(int version, const std::string& sink_url) {
   return "flow: orders\n"
          "from: { http: { path: /in/orders } }\n"
          "steps:\n"
-         "  - set: { v: " + std::to_string(version) + ", h: \"now()\" }\n"
+         "  - set: { v: " +
+         std::to_string(version) +
+         ", h: \"now()\" }\n"
          "to:\n"
-         "  out: { http: { url: \"" + sink_url + "\", retries: 8, timeout: 2s } }\n";
+         "  out: { http: { url: \"" +
+         sink_url + "\", retries: 8, timeout: 2s } }\n";
 }
 
 int64_t wall_ms() {
@@ -110,7 +113,7 @@ TEST_CASE("versions: promote and rollback under load on two instances, zero inte
   REQUIRE(d2.status == 201);
   CHECK(json::parse(d2.body)["version"] == 2);
   CHECK(flow_info(b)["latest_version"] == 2);
-  CHECK(flow_info(b)["running_version"] == 1);   // a deploy switches nothing
+  CHECK(flow_info(b)["running_version"] == 1);  // a deploy switches nothing
 
   Posters pa(a.ingress_url("/in/orders"), 2, std::chrono::microseconds(2000));
   Posters pb(b.ingress_url("/in/orders"), 2, std::chrono::microseconds(2000));
@@ -185,14 +188,14 @@ TEST_CASE("versions: promote and rollback under load on two instances, zero inte
   const int64_t first_new_emit_ms = first_emit_us / 1000 - t_promote;
   std::cout << "versions: promote under load on 2 instances: convergence_ms=" << convergence_ms
             << " promote_answer_ms=" << (t_answered - t_promote) << " first_new_handled_ms=" << (first2 - t_promote)
-            << " first_new_emit_ms=" << first_new_emit_ms << " interleaved=" << interleaved
-            << " lost=" << lost.size() << " acked=" << acked.size() << " v1_outputs=" << v1
-            << " v2_outputs=" << v2 << " v1_after_rollback=" << v1_after << "\n";
+            << " first_new_emit_ms=" << first_new_emit_ms << " interleaved=" << interleaved << " lost=" << lost.size()
+            << " acked=" << acked.size() << " v1_outputs=" << v1 << " v2_outputs=" << v2
+            << " v1_after_rollback=" << v1_after << "\n";
   CHECK(lost.empty());
   CHECK(interleaved == 0);
   CHECK(v2 > 100);
   CHECK(v1_after > 100);
-  CHECK(convergence_ms < 2000);   // the goal (≤ 100 ms) is measured by bench/cluster-promote.sh
+  CHECK(convergence_ms < 2000);  // the goal (≤ 100 ms) is measured by bench/cluster-promote.sh
 
   // Audit: the history names each switch; the registry has both versions.
   json info = flow_info(a);
@@ -215,9 +218,8 @@ TEST_CASE("versions: a clustered instance answers 409 to a deploy that would wri
           "[integration][versions]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess w(WeirOptions{.nats_url = nats.url(),
-                            .flows = {{"orders.yaml", orders_flow(1, sink.url("/orders"))}},
-                            .args = kCluster});
+  WeirProcess w(WeirOptions{
+      .nats_url = nats.url(), .flows = {{"orders.yaml", orders_flow(1, sink.url("/orders"))}}, .args = kCluster});
   w.start();
   const std::string file = w.flow_path("orders.yaml");
   const std::string bytes = weir::testing::read_file(file);
@@ -241,14 +243,13 @@ TEST_CASE("versions: a clustered instance answers 409 to a deploy that would wri
   CHECK(w.admin("POST", "/flows/orders/promote", R"({"version": 7})").status == 404);
 }
 
-TEST_CASE("versions: standalone, a deploy replaces the flow file and the running flow",
-          "[integration][versions]") {
+TEST_CASE("versions: standalone, a deploy replaces the flow file and the running flow", "[integration][versions]") {
   NatsServer nats;
   SinkProcess sink({"--record", "100"});
   WeirProcess w(WeirOptions{.nats_url = nats.url(), .flows = {{"orders.yaml", orders_flow(1, sink.url("/orders"))}}});
   w.start();
   REQUIRE(w.post("/in/orders", R"({"id": "before"})").status == 202);
-  REQUIRE(wait_until([&] { return sink.ids().size() == 1; }, 10s, 10ms));   // handled by v1
+  REQUIRE(wait_until([&] { return sink.ids().size() == 1; }, 10s, 10ms));  // handled by v1
   HttpReply d = w.admin("PUT", "/flows/orders", orders_flow(2, sink.url("/orders")));
   INFO(d.body);
   REQUIRE(d.status == 201);

@@ -84,8 +84,7 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout = kWait) {
   return true;
 }
 
-HttpSinkSpec spec_for(std::string url, int max_connections = 4,
-                      std::chrono::milliseconds timeout = 5000ms) {
+HttpSinkSpec spec_for(std::string url, int max_connections = 4, std::chrono::milliseconds timeout = 5000ms) {
   HttpSinkSpec spec;
   spec.url = std::move(url);
   spec.max_connections = max_connections;
@@ -179,7 +178,8 @@ TEST_CASE("http sink: body, method and headers arrive as sent", "[http_sink]") {
     CHECK(reqs.front().header("Content-Type") == "application/cloudevents+json");
     CHECK(reqs.front().header("Idempotency-Key") == "evt-2");
     int content_types = 0;
-    for (const auto& [name, value] : reqs.front().headers) content_types += (name == "Content-Type" || name == "content-type");
+    for (const auto& [name, value] : reqs.front().headers)
+      content_types += (name == "Content-Type" || name == "content-type");
     CHECK(content_types == 1);
   }
 
@@ -241,9 +241,9 @@ TEST_CASE("http sink: answers are classified ok, retry or dead", "[http_sink]") 
   HttpSink sink(spec_for(server.url("/hook")), "orders", "big");
   REQUIRE(sink.start().is_ok());
   Results results;
-  const std::vector<std::string> ids = {"ok-200",   "ok-204",   "retry-503-seconds", "retry-503-date",
-                                        "retry-500", "retry-408", "retry-429",        "dead-400",
-                                        "dead-404",  "dead-301",  "closed"};
+  const std::vector<std::string> ids = {"ok-200",    "ok-204",    "retry-503-seconds", "retry-503-date", "retry-500",
+                                        "retry-408", "retry-429", "dead-400",          "dead-404",       "dead-301",
+                                        "closed"};
   for (const auto& id : ids) sink.deliver(delivery(id), results.callback(id));
   REQUIRE(results.wait_for(ids.size()));
 

@@ -368,9 +368,8 @@ TEST_CASE("poll create: validates the spec and names missing env variables, neve
 // ---- The source against a scripted API ---------------------------------------------------
 
 TEST_CASE("poll source: splits a page into events and sends the spec's headers", "[poll]") {
-  ScriptedHttpServer api([](const ScriptedRequest&) {
-    return ScriptedReply::with_status(200, R"({"data": [{"id": "a"}, {"v": 2}]})");
-  });
+  ScriptedHttpServer api(
+      [](const ScriptedRequest&) { return ScriptedReply::with_status(200, R"({"data": [{"id": "a"}, {"v": 2}]})"); });
   PollSourceSpec spec;
   spec.url = api.url("/items?api_key=K1");
   spec.every = 1h;  // one poll: the first fires at start

@@ -24,8 +24,7 @@ using asio::ip::tcp;
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
 }
 
@@ -84,8 +83,7 @@ bool parse_head(std::string_view head, ScriptedRequest* req, size_t* content_len
 }  // namespace
 
 bool ScriptedRequest::has_header(std::string_view name) const {
-  return std::any_of(headers.begin(), headers.end(),
-                     [&](const auto& h) { return iequals(h.first, name); });
+  return std::any_of(headers.begin(), headers.end(), [&](const auto& h) { return iequals(h.first, name); });
 }
 
 std::string ScriptedRequest::header(std::string_view name) const {
@@ -120,8 +118,8 @@ struct ScriptedHttpServer::Impl {
     boost::system::error_code ec;
     std::string buffer;
     for (;;) {
-      const size_t head_size = co_await asio::async_read_until(
-          socket, asio::dynamic_buffer(buffer), "\r\n\r\n", asio::redirect_error(asio::use_awaitable, ec));
+      const size_t head_size = co_await asio::async_read_until(socket, asio::dynamic_buffer(buffer), "\r\n\r\n",
+                                                               asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
       ScriptedRequest req;
       req.connection = index;

@@ -26,8 +26,8 @@ constexpr const char* kSwBody = R"({"test": 2432232314})";
 constexpr const char* kSwSignature = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
 
 bool sw_verify(std::string_view header, int64_t now = kSwNow, std::string* why = nullptr,
-               std::string_view body = kSwBody, std::string_view timestamp = kSwTimestamp,
-               std::string_view id = kSwId, std::string_view secret = kSwSecret) {
+               std::string_view body = kSwBody, std::string_view timestamp = kSwTimestamp, std::string_view id = kSwId,
+               std::string_view secret = kSwSecret) {
   return verify_standard_webhook(secret, id, timestamp, body, header, now, why);
 }
 
@@ -63,7 +63,7 @@ TEST_CASE("github signature: wrong secret, body or header is rejected", "[signat
   CHECK_FALSE(verify_github_signature(kGithubSecret, kGithubBody, flipped));
 
   CHECK_FALSE(verify_github_signature(kGithubSecret, kGithubBody, ""));
-  CHECK_FALSE(verify_github_signature(kGithubSecret, kGithubBody, kGithubHex));                    // no prefix
+  CHECK_FALSE(verify_github_signature(kGithubSecret, kGithubBody, kGithubHex));  // no prefix
   CHECK_FALSE(verify_github_signature(kGithubSecret, kGithubBody, std::string("sha1=") + kGithubHex));
   CHECK_FALSE(verify_github_signature(kGithubSecret, kGithubBody, header.substr(0, header.size() - 2)));
   CHECK_FALSE(verify_github_signature(kGithubSecret, kGithubBody, header + "00"));
@@ -81,8 +81,8 @@ TEST_CASE("standard webhooks: reference vector verifies", "[signature]") {
 }
 
 TEST_CASE("standard webhooks: key rotation, any v1 entry may match", "[signature]") {
-  const std::string old_key_sig =
-      standard_webhook_signature("whsec_b2xkIGtleSBieXRlcyBoZXJl", kSwId, kSwTimestamp, kSwBody);
+  const std::string old_key_sig = standard_webhook_signature("whsec_b2xkIGtleSBieXRlcyBoZXJl", kSwId, kSwTimestamp,
+                                                             kSwBody);
   REQUIRE_FALSE(old_key_sig.empty());
   CHECK(sw_verify(old_key_sig + " " + kSwSignature));
   CHECK(sw_verify(std::string(kSwSignature) + " " + old_key_sig));
@@ -133,8 +133,8 @@ TEST_CASE("standard webhooks: a secret without whsec_ is used as raw bytes", "[s
   REQUIRE(sig.rfind("v1,", 0) == 0);
   CHECK(sw_verify(sig, kSwNow, nullptr, kSwBody, kSwTimestamp, kSwId, raw));
   // The base64 text of the reference secret, taken as raw bytes, is a different key.
-  CHECK_FALSE(sw_verify(kSwSignature, kSwNow, nullptr, kSwBody, kSwTimestamp, kSwId,
-                        "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
+  CHECK_FALSE(
+      sw_verify(kSwSignature, kSwNow, nullptr, kSwBody, kSwTimestamp, kSwId, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
 }
 
 TEST_CASE("standard webhooks: reasons never contain the secret or signatures", "[signature]") {

@@ -29,13 +29,17 @@ Mosquitto::Mosquitto(MosquittoOptions options) : options_(options) {
   std::string conf = "listener " + std::to_string(port_) + " 127.0.0.1\n" +
                      "allow_anonymous true\n"
                      "set_tcp_nodelay true\n"
-                     "max_inflight_messages " + std::to_string(options_.max_inflight) + "\n" +
+                     "max_inflight_messages " +
+                     std::to_string(options_.max_inflight) + "\n" +
                      // The default (1000) drops QoS 1 messages queued for a slow or absent client.
                      "max_queued_messages 0\n"
-                     "persistence " + std::string(options_.persistence ? "true" : "false") + "\n" +
-                     "persistence_location " + data_dir_ + "/\n" +
+                     "persistence " +
+                     std::string(options_.persistence ? "true" : "false") + "\n" + "persistence_location " + data_dir_ +
+                     "/\n" +
                      "autosave_interval 1800\n"
-                     "log_dest file " + data_dir_ + "/mosquitto.log\n"
+                     "log_dest file " +
+                     data_dir_ +
+                     "/mosquitto.log\n"
                      "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n"
                      "connection_messages true\n";
   weir::testing::write_file(dir_.file("mosquitto.conf"), conf);

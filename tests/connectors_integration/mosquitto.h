@@ -16,7 +16,7 @@
 namespace weir::ctest {
 
 struct MosquittoOptions {
-  int max_inflight = 20;        // mosquitto's default: QoS 1 messages sent to a client unacknowledged
+  int max_inflight = 20;  // mosquitto's default: QoS 1 messages sent to a client unacknowledged
   bool persistence = true;
 };
 
@@ -33,9 +33,9 @@ class Mosquitto {
   bool running() { return proc_.running(); }
   std::string log() const;
 
-  void start();   // same port, same persistence; waits until it accepts connections
-  void stop();    // SIGTERM (mosquitto saves its database), wait; SIGKILL after 10 s
-  void kill();    // SIGKILL
+  void start();  // same port, same persistence; waits until it accepts connections
+  void stop();   // SIGTERM (mosquitto saves its database), wait; SIGKILL after 10 s
+  void kill();   // SIGKILL
 
  private:
   MosquittoOptions options_;

@@ -67,14 +67,14 @@ TEST_CASE("mqtt source: the PUBACK waits for the PubAck - a redelivery has the s
     CHECK(first_id.rfind("mqtt-", 0) == 0);
     CHECK(json::parse(held.events()[0].body)["topic"] == "t/a");
     CHECK(r.source->counters().acked.load() == 0);
-    r.source->stop();   // never acknowledged: the broker keeps it for the session
+    r.source->stop();  // never acknowledged: the broker keeps it for the session
   }
   {
     FakeIngest ack;
     Running r(spec, ack);
     REQUIRE(wait_until([&] { return r.source->counters().acked.load() == 1; }, 10s));
     REQUIRE(ack.count() >= 1);
-    CHECK(ack.events()[0].id == first_id);   // same Nats-Msg-Id: JetStream stores it once
+    CHECK(ack.events()[0].id == first_id);  // same Nats-Msg-Id: JetStream stores it once
     CHECK(payload_of(ack.events()[0]) == R"({"n":1})");
     r.source->stop();
   }
@@ -104,7 +104,7 @@ TEST_CASE("mqtt source: failed writes are retried with the same id - every messa
   std::map<std::string, std::string> body_of_id;
   for (const auto& e : ingest.events()) {
     ids.insert(e.id);
-    if (body_of_id.count(e.id)) CHECK(body_of_id[e.id] == e.body);   // a retry is the same event
+    if (body_of_id.count(e.id)) CHECK(body_of_id[e.id] == e.body);  // a retry is the same event
     body_of_id[e.id] = e.body;
   }
   CHECK(ids.size() == 5);
@@ -157,7 +157,7 @@ TEST_CASE("mqtt source: QoS 0 messages get fresh ids and need no PUBACK", "[inte
   pub.publish("t/q", "same", 0);
   REQUIRE(wait_until([&] { return ingest.count() == 2; }, 10s));
   auto events = ingest.events();
-  CHECK(events[0].id.empty());   // the runtime assigns a fresh id
+  CHECK(events[0].id.empty());  // the runtime assigns a fresh id
   CHECK(json::parse(events[0].body)["qos"] == 0);
   CHECK(r.source->counters().acked.load() == 0);
 }

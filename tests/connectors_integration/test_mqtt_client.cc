@@ -11,7 +11,7 @@ namespace weir::ctest {
 struct TestMqttClient::Impl {
   ::mqtt::async_client client;
   mutable std::mutex mu;
-  std::vector<Arrival> arrivals;   // GUARDED_BY(mu)
+  std::vector<Arrival> arrivals;  // GUARDED_BY(mu)
   Impl(const std::string& url, const std::string& id) : client(url, id, nullptr) {}
 };
 

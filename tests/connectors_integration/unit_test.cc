@@ -124,11 +124,11 @@ TEST_CASE("mqtt codec: CONNACK SUBACK PINGRESP and malformed input", "[mqtt][cod
   CHECK(got[2].type == mqtt::PacketType::kPingresp);
 
   mqtt::Decoder bad(100);
-  const char five_byte_length[] = {0x30, static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff),
-                                   static_cast<char>(0xff), 0x01};
+  const char five_byte_length[] = {
+      0x30, static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff), 0x01};
   bad.feed(five_byte_length, sizeof five_byte_length);
   CHECK_FALSE(bad.next().is_ok());
-  CHECK_FALSE(bad.next().is_ok());   // stays failed
+  CHECK_FALSE(bad.next().is_ok());  // stays failed
 
   mqtt::Decoder qos3(100);
   const char q3[] = {0x36, 0x03, 0x00, 0x01, 't'};
@@ -159,7 +159,10 @@ TEST_CASE("mqtt codec: CONNECT SUBSCRIBE and PUBACK bytes", "[mqtt][codec]") {
   CHECK(c.size() == 2 + 10 + 2 + 6 + 2 + 1 + 2 + 1);
   CHECK(mqtt::encode_puback(0x1234) == std::string("\x40\x02\x12\x34", 4));
   std::string s = mqtt::encode_subscribe(1, {{"a/#", 1}});
-  CHECK(s == std::string("\x82\x08\x00\x01\x00\x03" "a/#" "\x01", 10));
+  CHECK(s == std::string("\x82\x08\x00\x01\x00\x03"
+                         "a/#"
+                         "\x01",
+                         10));
 }
 
 TEST_CASE("mqtt: UTF-8 validation", "[mqtt]") {
@@ -167,9 +170,9 @@ TEST_CASE("mqtt: UTF-8 validation", "[mqtt]") {
   CHECK(mqtt::valid_utf8("grüße €"));
   CHECK(mqtt::valid_utf8("\xf0\x9f\x98\x80"));
   CHECK_FALSE(mqtt::valid_utf8("\xff"));
-  CHECK_FALSE(mqtt::valid_utf8("\xc3"));           // truncated
-  CHECK_FALSE(mqtt::valid_utf8("\xc0\xaf"));       // overlong
-  CHECK_FALSE(mqtt::valid_utf8("\xed\xa0\x80"));   // surrogate
+  CHECK_FALSE(mqtt::valid_utf8("\xc3"));          // truncated
+  CHECK_FALSE(mqtt::valid_utf8("\xc0\xaf"));      // overlong
+  CHECK_FALSE(mqtt::valid_utf8("\xed\xa0\x80"));  // surrogate
 }
 
 TEST_CASE("mqtt: broker URLs", "[mqtt]") {
@@ -206,7 +209,7 @@ TEST_CASE("mqtt: every broker scheme of the one list, source and sink", "[mqtt]"
     bool tls;
     int port;
   };
-  const Want wants[] = {{"tcp", false, 1883}, {"mqtt", false, 1883}, {"ssl", true, 8883},
+  const Want wants[] = {{"tcp", false, 1883},  {"mqtt", false, 1883}, {"ssl", true, 8883},
                         {"mqtts", true, 8883}, {"ws", false, 80},     {"wss", true, 443}};
   for (const Want& w : wants) {
     INFO(w.scheme);
@@ -265,8 +268,8 @@ TEST_CASE("mqtt source: a QoS 1 message's id is stable for its redelivery and di
   std::string id = mqtt_event_id("weir-f", "s/1", 17, "hello");
   CHECK(id.rfind("mqtt-", 0) == 0);
   CHECK(id.size() == 5 + 32);
-  CHECK(id == mqtt_event_id("weir-f", "s/1", 17, "hello"));   // the broker's redelivery
-  CHECK(id != mqtt_event_id("weir-f", "s/1", 18, "hello"));   // the same payload sent again
+  CHECK(id == mqtt_event_id("weir-f", "s/1", 17, "hello"));  // the broker's redelivery
+  CHECK(id != mqtt_event_id("weir-f", "s/1", 18, "hello"));  // the same payload sent again
   CHECK(id != mqtt_event_id("weir-f", "s/2", 17, "hello"));
   CHECK(id != mqtt_event_id("weir-g", "s/1", 17, "hello"));
   CHECK(id != mqtt_event_id("weir-f", "s/1", 17, "hello!"));
@@ -321,7 +324,7 @@ TEST_CASE("mqtt sink: a plain topic is text, an expression only when written as 
   REQUIRE(expr.is_ok());
   CHECK(expr.value()->topic_for(R"({"device":"d7"})").value() == "devices/d7/cmd");
   auto missing = expr.value()->topic_for(R"({"other":1})");
-  REQUIRE_FALSE(missing.is_ok());   // null + string: a type error, or a null topic
+  REQUIRE_FALSE(missing.is_ok());  // null + string: a type error, or a null topic
   auto wildcard = expr.value()->topic_for(R"({"device":"+"})");
   REQUIRE_FALSE(wildcard.is_ok());
   CHECK(wildcard.status().message().find("not a topic") != std::string::npos);
@@ -334,7 +337,7 @@ TEST_CASE("mqtt sink: a plain topic is text, an expression only when written as 
   CHECK(number.status().message().find("not a string") != std::string::npos);
 
   weir::flows::MqttSinkSpec wild = mqtt_sink_spec("out/orders");
-  wild.topic = "out/#";   // the loader refuses it too (tests/flows/loader_test.cc)
+  wild.topic = "out/#";  // the loader refuses it too (tests/flows/loader_test.cc)
   CHECK_FALSE(MqttSink::create(wild, "f", "out").is_ok());
 }
 
@@ -354,9 +357,9 @@ TEST_CASE("line splitter: lines CRLF partial lines and the length bound", "[exec
 
   LineSplitter lim(10);
   std::vector<Line> l;
-  lim.feed("0123456789\n", &l);          // exactly max_line: kept
-  lim.feed("0123456789\r\n", &l);        // max_line plus CR: kept
-  lim.feed("0123456789A\n", &l);         // one over: oversized
+  lim.feed("0123456789\n", &l);    // exactly max_line: kept
+  lim.feed("0123456789\r\n", &l);  // max_line plus CR: kept
+  lim.feed("0123456789A\n", &l);   // one over: oversized
   lim.feed(std::string(100000, 'z'), &l);
   lim.feed("z\nafter\n", &l);
   REQUIRE(l.size() == 5);
@@ -433,7 +436,7 @@ TEST_CASE("broker payloads past the depth limit are refused, not wrapped (spec 1
   CHECK(why.find("(http.max_depth 8)") != std::string::npos);
   why.clear();
   bool was_json = false;
-  CHECK(!exec_event_body(nested(7), true, &was_json, 8, &why).empty());   // {"line": [...]} is 8 deep
+  CHECK(!exec_event_body(nested(7), true, &was_json, 8, &why).empty());  // {"line": [...]} is 8 deep
   CHECK(exec_event_body(nested(8), true, &was_json, 8, &why).empty());
   CHECK(!why.empty());
   why.clear();

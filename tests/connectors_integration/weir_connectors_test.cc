@@ -45,11 +45,14 @@ std::string mqtt_rt_binary() {
 
 std::string mqtt_flow(const Mosquitto& m) {
   return "flow: mqtt_rt\n"
-         "from: { mqtt: { broker: \"" + m.url() + "\", topic: rt/in, qos: 1 } }\n"
+         "from: { mqtt: { broker: \"" +
+         m.url() +
+         "\", topic: rt/in, qos: 1 } }\n"
          "steps:\n"
          "  - map: { seq: this.payload.seq, t: this.payload.t, run: this.payload.run, topic: this.topic }\n"
          "to:\n"
-         "  out: { mqtt: { broker: \"" + m.url() + "\", topic: rt/out, qos: 1, retries: 100 } }\n";
+         "  out: { mqtt: { broker: \"" +
+         m.url() + "\", topic: rt/out, qos: 1, retries: 100 } }\n";
 }
 
 // weir-mqtt-rt as a child; its JSON report is the last line of its log.
@@ -57,10 +60,10 @@ class RoundTrips {
  public:
   RoundTrips(const Mosquitto& m, int count, double rate, const std::string& client_id) {
     REQUIRE_FALSE(mqtt_rt_binary().empty());
-    proc_ = Process::spawn({mqtt_rt_binary(), "--broker", m.url(), "--count", std::to_string(count), "--pub-topic",
-                            "rt/in", "--sub-topic", "rt/out", "--rate", std::to_string(rate), "--timeout", "60",
-                            "--client-id", client_id, "--quiet"},
-                           {}, dir_.file("rt.log"));
+    proc_ = Process::spawn(
+        {mqtt_rt_binary(), "--broker", m.url(), "--count", std::to_string(count), "--pub-topic", "rt/in", "--sub-topic",
+         "rt/out", "--rate", std::to_string(rate), "--timeout", "60", "--client-id", client_id, "--quiet"},
+        {}, dir_.file("rt.log"));
   }
   json finish(std::chrono::milliseconds timeout) {
     auto code = proc_.wait_exit(timeout);
@@ -112,14 +115,14 @@ TEST_CASE("weir mqtt: mosquitto restarts mid-run - none lost", "[integration][mq
   watch.subscribe("rt/out");
   RoundTrips rt(broker, 5000, 1000, "rt-restart");
   REQUIRE(wait_until([&] { return watch.count() >= 1000; }, 30s));
-  broker.stop();   // SIGTERM: mosquitto saves sessions and queued messages
+  broker.stop();  // SIGTERM: mosquitto saves sessions and queued messages
   broker.start();
   json r = rt.finish(180s);
   INFO(r.dump() << "\n" << w.describe() << "\nmosquitto:\n" << broker.log());
   CHECK(r["acked"] == 5000);
   CHECK(r["lost"] == 0);
   CHECK(r["unique"] == 5000);
-  CHECK(r["republished"].get<int>() > 0);   // the broker really went away under the publisher
+  CHECK(r["republished"].get<int>() > 0);  // the broker really went away under the publisher
 }
 
 TEST_CASE("weir mqtt: kill -9 of weir mid-run - every message the broker acknowledged is delivered",
@@ -137,7 +140,7 @@ TEST_CASE("weir mqtt: kill -9 of weir mid-run - every message the broker acknowl
   w.start();
   json r = rt.finish(180s);
   INFO(r.dump() << "\n" << w.describe());
-  CHECK(at_kill < 5000);   // the kill happened mid-run
+  CHECK(at_kill < 5000);  // the kill happened mid-run
   CHECK(r["acked"] == 5000);
   CHECK(r["lost"] == 0);
   CHECK(r["unique"] == 5000);
@@ -162,9 +165,12 @@ std::vector<int64_t> read_numbers(const std::string& path) {
 
 std::string exec_flow(const std::string& command_json, const std::string& sink_url, const std::string& extra = "") {
   return "flow: lines\n"
-         "from: { exec: { command: " + command_json + ", format: json" + extra + " } }\n"
+         "from: { exec: { command: " +
+         command_json + ", format: json" + extra +
+         " } }\n"
          "to:\n"
-         "  out: { http: { url: \"" + sink_url + "\", retries: 8, timeout: 2s } }\n";
+         "  out: { http: { url: \"" +
+         sink_url + "\", retries: 8, timeout: 2s } }\n";
 }
 
 }  // namespace
@@ -196,9 +202,9 @@ TEST_CASE("weir exec: 10000 lines then exit give 10000 events - restarted after 
   REQUIRE(ends.size() >= 1);
   const double gap_ms = static_cast<double>(starts[1] - ends[0]) / 1e6;
   INFO("restart gap " << gap_ms << " ms\n" << w.describe());
-  CHECK(gap_ms >= 900);   // the first restart waits restart_min (1 s)
+  CHECK(gap_ms >= 900);  // the first restart waits restart_min (1 s)
   CHECK(w.process().wait_log("exec command ended; restarting it", 5s));
-  CHECK(w.process().wait_log("run 1 done", 5s));   // stderr reaches the log
+  CHECK(w.process().wait_log("run 1 done", 5s));  // stderr reaches the log
   REQUIRE(wait_until([&] { return sink.ids().count("r2-1") == 1; }, 30s));
   auto stats = sink.stats();
   CHECK(stats["duplicates"] == 0);
@@ -216,7 +222,7 @@ TEST_CASE("weir exec: an over-long line is a clear error - the lines around it a
              "echo '{\"id\":\"before\"}'\n"
              "head -c 5000 /dev/zero | tr '\\0' x; echo\n"
              "echo '{\"id\":\"after\"}'\n"
-             "exec sleep 60\n");   // stays up: no restart in this test; stopped by weir on exit
+             "exec sleep 60\n");  // stays up: no restart in this test; stopped by weir on exit
   json cmd = {"/bin/sh", work.file("long.sh")};
   WeirProcess w(WeirOptions{nats.url(), {{"lines.yaml", exec_flow(cmd.dump(), sink.url("/out"), ", max_line: 1KiB")}}});
   w.start();
@@ -270,7 +276,7 @@ TEST_CASE("weir nats: requests are answered after the PubAck - events reach the 
     REQUIRE(natsConnection_RequestMsg(&reply, c.nc, req, 5000) == NATS_OK);
     json r = json::parse(std::string(natsMsg_GetData(reply), natsMsg_GetDataLength(reply)));
     REQUIRE(r.contains("id"));
-    if (i % 2 == 0) CHECK(r["id"] == "key-" + std::to_string(i));   // Nats-Msg-Id is the event id
+    if (i % 2 == 0) CHECK(r["id"] == "key-" + std::to_string(i));  // Nats-Msg-Id is the event id
     reply_ids.insert(r["id"].get<std::string>());
     natsMsg_Destroy(reply);
     natsMsg_Destroy(req);
@@ -305,7 +311,7 @@ TEST_CASE("weir nats: requests are answered after the PubAck - events reach the 
   }
   CHECK(got.size() == 150);
   CHECK(traced == 100);
-  CHECK(msg_ids.size() == 150);   // every delivery carries its event id
+  CHECK(msg_ids.size() == 150);    // every delivery carries its event id
   CHECK(trace_ids.size() == 150);  // and a trace of its own
   for (const auto& id : reply_ids) CHECK(msg_ids.count(id) == 1);
   natsSubscription_Destroy(sub);

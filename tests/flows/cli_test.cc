@@ -38,8 +38,8 @@ size_t count_lines(const std::string& s) { return static_cast<size_t>(std::count
 
 TEST_CASE("validate: valid files exit 0", "[cli]") {
   std::ostringstream out, err;
-  int rc = validate_command({kData + "/orders.yaml", kData + "/orders.json", kSource + "/bench/flows/bench_orders.yaml"},
-                            out, err);
+  int rc = validate_command(
+      {kData + "/orders.yaml", kData + "/orders.json", kSource + "/bench/flows/bench_orders.yaml"}, out, err);
   INFO(err.str());
   CHECK(rc == 0);
   CHECK(err.str().empty());
@@ -54,7 +54,8 @@ TEST_CASE("validate: three mistakes, all reported, exit 2", "[cli]") {
   CHECK(rc == 2);
   std::string e = err.str();
   CHECK(count_lines(e) == 3);
-  CHECK(e.find(file + ":7:15: invalid expression in steps[0].set.amount: unknown function 'numbr'\n") != std::string::npos);
+  CHECK(e.find(file + ":7:15: invalid expression in steps[0].set.amount: unknown function 'numbr'\n") !=
+        std::string::npos);
   CHECK(e.find(file + ":11:13: steps[2].branch[0].to: unknown sink \"bigg\"") != std::string::npos);
   CHECK(e.find(file + ":14:54: unknown key \"retrys\" in to.big.http") != std::string::npos);
   CHECK(out.str().find("ok " + kData + "/orders.yaml") != std::string::npos);  // the valid one is still checked
@@ -127,15 +128,17 @@ TEST_CASE("test: failures are printed and exit 1", "[cli]") {
 
 TEST_CASE("test: --cases file, per-flow cases, load failures exit 2", "[cli]") {
   TempDir dir;
-  std::string a = dir.write("a.yaml", "flow: a\nfrom: { http: { path: /a } }\nto: { out: { nats: { subject: o } } }\n"
-                                      "steps: [ { set: { who: \"'a'\" } } ]\n"
-                                      "tests: [ { input: {}, expect: dropped } ]\n");
+  std::string a = dir.write("a.yaml",
+                            "flow: a\nfrom: { http: { path: /a } }\nto: { out: { nats: { subject: o } } }\n"
+                            "steps: [ { set: { who: \"'a'\" } } ]\n"
+                            "tests: [ { input: {}, expect: dropped } ]\n");
   std::string b = dir.write("b.json", R"({"flow": "b", "from": {"http": {"path": "/b"}},
     "to": {"out": {"nats": {"subject": "o"}}}, "steps": [{"set": {"who": "'b'"}}]})");
-  std::string cases = dir.write("cases.yaml", "tests:\n"
-                                              "  - { name: any flow, input: { x: 1 }, expect: { out: [ { x: 1 } ] } }\n"
-                                              "  - { name: only a, flow: a, input: {}, expect: { out: [ { who: a } ] } }\n"
-                                              "  - { name: only b, flow: b, input: {}, expect: { out: { who: b } } }\n");
+  std::string cases = dir.write("cases.yaml",
+                                "tests:\n"
+                                "  - { name: any flow, input: { x: 1 }, expect: { out: [ { x: 1 } ] } }\n"
+                                "  - { name: only a, flow: a, input: {}, expect: { out: [ { who: a } ] } }\n"
+                                "  - { name: only b, flow: b, input: {}, expect: { out: { who: b } } }\n");
   std::ostringstream out;
   int rc = test_command({a, b}, cases, out);
   std::string s = out.str();

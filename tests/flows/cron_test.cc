@@ -96,7 +96,7 @@ TEST_CASE("cron: bad expressions are clear errors", "[cron]") {
 
 TEST_CASE("cron: next_after agrees with a minute-by-minute scan", "[cron]") {
   const char* exprs[] = {"*/7 3-5 * * *", "0 */6 1,15 * *", "15 10 * 2 MON-WED", "*/30 * 29-31 * *",
-                         "0 0 * * 6", "59 23 31 12 *", "0 12 1 */3 *", "10-20/5 8 * * 1,3,5"};
+                         "0 0 * * 6",     "59 23 31 12 *",  "0 12 1 */3 *",      "10-20/5 8 * * 1,3,5"};
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int64_t> when(utc_ms(2024, 1, 1), utc_ms(2027, 1, 1));
   for (const char* expr : exprs) {
@@ -131,8 +131,8 @@ TEST_CASE("cron: the @ macros are the five-field schedules they stand for", "[cr
 }
 
 TEST_CASE("cron: impossible dates are refused", "[cron]") {
-  for (const char* expr : {"0 0 30 2 *", "0 0 31 2 *", "0 0 31 4 *", "0 0 31 6 *", "0 0 31 9 *", "0 0 31 11 *",
-                           "0 0 30,31 2 *"}) {
+  for (const char* expr :
+       {"0 0 30 2 *", "0 0 31 2 *", "0 0 31 4 *", "0 0 31 6 *", "0 0 31 9 *", "0 0 31 11 *", "0 0 30,31 2 *"}) {
     std::string error;
     INFO(expr);
     CHECK_FALSE(CronSchedule::parse(expr, &error));

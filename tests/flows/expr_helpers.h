@@ -11,8 +11,7 @@
 
 namespace weir::flows::testing {
 
-inline Json eval_ok(const std::string& text, const Json& self = Json::object(),
-                    const TableSet* tables = nullptr) {
+inline Json eval_ok(const std::string& text, const Json& self = Json::object(), const TableSet* tables = nullptr) {
   Expression e;
   CompileError ce;
   CompileScope scope;
@@ -66,7 +65,8 @@ inline bool same(const Json& a, const Json& b) {
   int64_t x, y;
   if (get_int(a, &x) && get_int(b, &y)) return x == y;
   if (a.is_number_float() != b.is_number_float()) return false;
-  if (a.is_number_float()) return a.get<double>() == b.get<double>() && std::signbit(a.get<double>()) == std::signbit(b.get<double>());
+  if (a.is_number_float())
+    return a.get<double>() == b.get<double>() && std::signbit(a.get<double>()) == std::signbit(b.get<double>());
   return a.type() == b.type() && a == b;
 }
 

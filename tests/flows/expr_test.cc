@@ -51,12 +51,12 @@ TEST_CASE("paths: this, members, indexes - a missing path is null", "[expr]") {
   CHECK(eval_ok("this.missing.deeper.still", kEvent).is_null());
   CHECK(eval_ok("this.arr[3]", kEvent).is_null());
   CHECK(eval_ok("this.arr[-4]", kEvent).is_null());
-  CHECK(eval_ok("this.id.x", kEvent).is_null());     // member of a string
-  CHECK(eval_ok("this.a[0]", kEvent).is_null());     // index into an object
-  CHECK(eval_ok("this.arr.x", kEvent).is_null());    // member of an array
+  CHECK(eval_ok("this.id.x", kEvent).is_null());   // member of a string
+  CHECK(eval_ok("this.a[0]", kEvent).is_null());   // index into an object
+  CHECK(eval_ok("this.arr.x", kEvent).is_null());  // member of an array
   CHECK(eval_ok("this.nil.x", kEvent).is_null());
   CHECK(eval_ok("this.arr[this.missing]", kEvent).is_null());
-  CHECK(eval_ok("this.x", Json(5)).is_null());       // the event need not be an object
+  CHECK(eval_ok("this.x", Json(5)).is_null());  // the event need not be an object
   // Paths on computed values.
   CHECK(same(eval_ok("{a: {b: 3}}.a.b"), Json(3)));
   CHECK(same(eval_ok("[[1, 2], [3]][0][1]"), Json(2)));
@@ -72,19 +72,19 @@ TEST_CASE("arithmetic: int64 and double", "[expr]") {
   CHECK(same(eval_ok("10 - 12"), Json(-2)));
   CHECK(same(eval_ok("6 * 7"), Json(42)));
   CHECK(same(eval_ok("0.1 + 0.2"), Json(0.1 + 0.2)));
-  CHECK(same(eval_ok("10 / 2"), Json(5)));       // exact: stays an int
-  CHECK(same(eval_ok("7 / 2"), Json(3.5)));      // inexact: a double
+  CHECK(same(eval_ok("10 / 2"), Json(5)));   // exact: stays an int
+  CHECK(same(eval_ok("7 / 2"), Json(3.5)));  // inexact: a double
   CHECK(same(eval_ok("-7 / 2"), Json(-3.5)));
   CHECK(same(eval_ok("7.0 / 2"), Json(3.5)));
   CHECK(same(eval_ok("7 % 3"), Json(1)));
-  CHECK(same(eval_ok("-7 % 3"), Json(-1)));      // sign of the dividend
+  CHECK(same(eval_ok("-7 % 3"), Json(-1)));  // sign of the dividend
   CHECK(same(eval_ok("7.5 % 2"), Json(1.5)));
   CHECK(same(eval_ok("-this.n", kEvent), Json(-7)));
   CHECK(same(eval_ok("-this.f", kEvent), Json(-2.5)));
   CHECK(same(eval_ok("--3"), Json(3)));
   CHECK(same(eval_ok("2 + 3 * 4"), Json(14)));
   CHECK(same(eval_ok("(2 + 3) * 4"), Json(20)));
-  CHECK(same(eval_ok("10 - 4 - 3"), Json(3)));   // left associative
+  CHECK(same(eval_ok("10 - 4 - 3"), Json(3)));  // left associative
   CHECK(same(eval_ok("2 * 3 % 4"), Json(2)));
   CHECK(same(eval_ok("this.n * this.f", kEvent), Json(17.5)));
 }
@@ -158,7 +158,7 @@ TEST_CASE("comparison", "[expr]") {
   CHECK(same(eval_ok("1 == 1.0"), Json(true)));
   CHECK(same(eval_ok("1 != 2"), Json(true)));
   CHECK(same(eval_ok("'a' == 'a'"), Json(true)));
-  CHECK(same(eval_ok("'1' == 1"), Json(false)));    // no coercion
+  CHECK(same(eval_ok("'1' == 1"), Json(false)));  // no coercion
   CHECK(same(eval_ok("null == null"), Json(true)));
   CHECK(same(eval_ok("this.missing == null", kEvent), Json(true)));
   CHECK(same(eval_ok("[1, {a: 2}] == [1.0, {a: 2}]"), Json(true)));
@@ -179,7 +179,7 @@ TEST_CASE("logic, ?? and ?:", "[expr]") {
   CHECK(same(eval_ok("true && false"), Json(false)));
   CHECK(same(eval_ok("true || false"), Json(true)));
   CHECK(same(eval_ok("!true"), Json(false)));
-  CHECK(same(eval_ok("!null"), Json(true)));            // null counts as false
+  CHECK(same(eval_ok("!null"), Json(true)));  // null counts as false
   CHECK(same(eval_ok("null || true"), Json(true)));
   CHECK(same(eval_ok("this.missing && true", kEvent), Json(false)));
   // Short circuit: the right side is not evaluated.
@@ -198,9 +198,9 @@ TEST_CASE("logic, ?? and ?:", "[expr]") {
   CHECK(same(eval_ok("1 ?? 1 / 0"), Json(1)));
   CHECK(same(eval_ok("this.t ? 'y' : 'n'", kEvent), Json("y")));
   CHECK(same(eval_ok("this.missing ? 'y' : 'n'", kEvent), Json("n")));
-  CHECK(same(eval_ok("false ? 1 : true ? 2 : 3"), Json(2)));     // right associative
+  CHECK(same(eval_ok("false ? 1 : true ? 2 : 3"), Json(2)));  // right associative
   CHECK(same(eval_ok("true ? false ? 1 : 2 : 3"), Json(2)));
-  CHECK(same(eval_ok("1 < 2 ? 1 / 1 : 1 / 0"), Json(1)));        // only the taken arm runs
+  CHECK(same(eval_ok("1 < 2 ? 1 / 1 : 1 / 0"), Json(1)));  // only the taken arm runs
   CHECK(eval_err("'x' ? 1 : 2").find("?: needs a bool condition, got string") != std::string::npos);
 }
 
@@ -212,8 +212,8 @@ TEST_CASE("array methods with lambdas", "[expr]") {
         Json::parse(R"([{"sku": "a", "qty": 2, "total": 21.0}, {"sku": "b", "qty": 1, "total": 3}])"));
   CHECK(same(eval_ok("this.items.map(i => int(i.qty) * number(i.price)).sum()", kEvent), Json(24.0)));
   // Nested lambdas see outer parameters and this.
-  CHECK(same(eval_ok("[1, 2].map(a => [10, 20].map(b => a + b + this.n))", kEvent),
-             Json::parse("[[18, 28], [19, 29]]")));
+  CHECK(
+      same(eval_ok("[1, 2].map(a => [10, 20].map(b => a + b + this.n))", kEvent), Json::parse("[[18, 28], [19, 29]]")));
   // The inner parameter shadows an outer one with the same name.
   CHECK(same(eval_ok("[1].map(x => [5].map(x => x))"), Json::parse("[[5]]")));
   CHECK(same(eval_ok("[].map(x => x)"), Json::array()));

@@ -13,7 +13,7 @@ TEST_CASE("number()", "[functions]") {
   CHECK(same(eval_ok("number('-12')"), Json(-12)));
   CHECK(same(eval_ok("number('+12')"), Json(12)));
   CHECK(same(eval_ok("number('12.50')"), Json(12.5)));
-  CHECK(same(eval_ok("number(' 7 ')"), Json(7)));          // surrounding whitespace is fine
+  CHECK(same(eval_ok("number(' 7 ')"), Json(7)));  // surrounding whitespace is fine
   CHECK(same(eval_ok("number('.5')"), Json(0.5)));
   CHECK(same(eval_ok("number('5.')"), Json(5.0)));
   CHECK(same(eval_ok("number('1e3')"), Json(1000.0)));
@@ -26,8 +26,8 @@ TEST_CASE("number()", "[functions]") {
   CHECK(same(eval_ok("number(2.5)"), Json(2.5)));
   CHECK(same(eval_ok("number(true)"), Json(1)));
   CHECK(same(eval_ok("number(false)"), Json(0)));
-  for (const char* bad : {"'abc'", "''", "' '", "'NaN'", "'nan'", "'inf'", "'-Infinity'", "'0x10'", "'1_000'",
-                          "'1,5'", "'1e'", "'--1'", "'1.2.3'", "'12abc'", "'.'", "'+'"}) {
+  for (const char* bad : {"'abc'", "''", "' '", "'NaN'", "'nan'", "'inf'", "'-Infinity'", "'0x10'", "'1_000'", "'1,5'",
+                          "'1e'", "'--1'", "'1.2.3'", "'12abc'", "'.'", "'+'"}) {
     INFO(bad);
     CHECK(eval_err(std::string("number(") + bad + ")").find("to a number") != std::string::npos);
   }
@@ -43,7 +43,7 @@ TEST_CASE("number()", "[functions]") {
 
 TEST_CASE("int()", "[functions]") {
   CHECK(same(eval_ok("int('2')"), Json(2)));
-  CHECK(same(eval_ok("int('2.9')"), Json(2)));     // truncates toward zero
+  CHECK(same(eval_ok("int('2.9')"), Json(2)));  // truncates toward zero
   CHECK(same(eval_ok("int('-2.9')"), Json(-2)));
   CHECK(same(eval_ok("int(2.9)"), Json(2)));
   CHECK(same(eval_ok("int(-0.5)"), Json(0)));
@@ -97,7 +97,7 @@ TEST_CASE("round, floor, ceil, abs", "[functions]") {
   CHECK(same(eval_ok("round(1249, -2)"), Json(1200)));
   CHECK(same(eval_ok("round(7, 2)"), Json(7)));
   CHECK(same(eval_ok("round('3.14159', 3)"), Json(3.142)));
-  CHECK(same(eval_ok("round(1e300)"), Json(1e300)));    // too big for int64: stays double
+  CHECK(same(eval_ok("round(1e300)"), Json(1e300)));     // too big for int64: stays double
   CHECK(same(eval_ok("round(1e307, 2)"), Json(1e307)));  // scaling would overflow: unchanged
   CHECK(same(eval_ok("round(9223372036854775807, -1)"), Json(9223372036854775810.0)));
   CHECK(eval_err("round(1, 19)").find("between -18 and 18") != std::string::npos);
@@ -123,7 +123,7 @@ TEST_CASE("min and max", "[functions]") {
   CHECK(same(eval_ok("min([4, 2.5])"), Json(2.5)));
   CHECK(same(eval_ok("max(['b', 'a', 'c'])"), Json("c")));
   CHECK(eval_ok("min([])").is_null());
-  CHECK(same(eval_ok("max(1 + 1, 0)"), Json(2)));    // computed arguments survive the call
+  CHECK(same(eval_ok("max(1 + 1, 0)"), Json(2)));  // computed arguments survive the call
   CHECK(eval_err("min(1, 'a')").find("cannot compare") != std::string::npos);
   CHECK(eval_err("max(5)").find("max() needs an array") != std::string::npos);
   CHECK(eval_err("min([null, 1])").find("numbers or strings") != std::string::npos);
@@ -150,7 +150,7 @@ TEST_CASE("string functions", "[functions]") {
   CHECK(same(eval_ok("replace('a-b-c', '-', '+')"), Json("a+b+c")));
   CHECK(same(eval_ok("replace('aaa', 'aa', 'b')"), Json("ba")));
   CHECK(same(eval_ok("replace('abc', '', 'x')"), Json("abc")));
-  CHECK(same(eval_ok("len('h\\u00e9llo')"), Json(5)));   // code points, not bytes
+  CHECK(same(eval_ok("len('h\\u00e9llo')"), Json(5)));  // code points, not bytes
   CHECK(same(eval_ok("len([1, 2])"), Json(2)));
   CHECK(same(eval_ok("len({a: 1})"), Json(1)));
   CHECK(eval_err("len(5)").find("len() needs a string, array or object, got number") != std::string::npos);
@@ -258,7 +258,7 @@ TEST_CASE("lookup()", "[functions]") {
   t.insert("7", Json::parse(R"({"customer_id": 7, "tier": "silver"})"));
   CHECK(eval_ok("lookup(tiers, 'c1').tier", Json::object(), &tables) == "gold");
   CHECK(eval_ok("lookup('tiers', 'c1').tier", Json::object(), &tables) == "gold");
-  CHECK(eval_ok("lookup(tiers, 7).tier", Json::object(), &tables) == "silver");     // numbers match by text
+  CHECK(eval_ok("lookup(tiers, 7).tier", Json::object(), &tables) == "silver");  // numbers match by text
   CHECK(eval_ok("lookup(tiers, '7').tier", Json::object(), &tables) == "silver");
   CHECK(eval_ok("lookup(tiers, 7.0).tier", Json::object(), &tables) == "silver");
   CHECK(eval_ok("lookup(tiers, 'nope')", Json::object(), &tables).is_null());
@@ -292,10 +292,10 @@ TEST_CASE("lookup()", "[functions]") {
 
 TEST_CASE("every listed function is built in", "[functions]") {
   auto names = builtin_function_names();
-  for (const char* f : {"number", "int", "string", "bool", "round", "floor", "ceil", "abs", "min", "max", "lower",
-                        "upper", "trim", "split", "contains", "starts_with", "ends_with", "replace", "len", "keys",
-                        "values", "now", "time", "format_time", "lookup", "uuid", "hash", "coalesce", "sum", "join",
-                        "first", "last"}) {
+  for (const char* f : {"number",    "int",     "string", "bool",     "round",  "floor", "ceil",     "abs",
+                        "min",       "max",     "lower",  "upper",    "trim",   "split", "contains", "starts_with",
+                        "ends_with", "replace", "len",    "keys",     "values", "now",   "time",     "format_time",
+                        "lookup",    "uuid",    "hash",   "coalesce", "sum",    "join",  "first",    "last"}) {
     INFO(f);
     CHECK(std::find(names.begin(), names.end(), f) != names.end());
   }

@@ -69,9 +69,12 @@ TEST_CASE("three separate mistakes are all reported with line and column", "[loa
     REQUIRE(got.size() == 3);
     bool yaml = std::string(file).find(".yaml") != std::string::npos;
     std::string path = kData + "/" + file;
-    CHECK(got[0] == path + (yaml ? ":7:15" : ":5:25") + ": invalid expression in steps[0].set.amount: unknown function 'numbr'");
-    CHECK(got[1] == path + (yaml ? ":11:13" : ":7:53") + ": steps[2].branch[0].to: unknown sink \"bigg\" (sinks: big, small)");
-    CHECK(got[2].find(path + (yaml ? ":14:54" : ":10:58") + ": unknown key \"retrys\" in to.big.http (did you mean \"retries\"?)") == 0);
+    CHECK(got[0] ==
+          path + (yaml ? ":7:15" : ":5:25") + ": invalid expression in steps[0].set.amount: unknown function 'numbr'");
+    CHECK(got[1] ==
+          path + (yaml ? ":11:13" : ":7:53") + ": steps[2].branch[0].to: unknown sink \"bigg\" (sinks: big, small)");
+    CHECK(got[2].find(path + (yaml ? ":14:54" : ":10:58") +
+                      ": unknown key \"retrys\" in to.big.http (did you mean \"retries\"?)") == 0);
   }
 }
 
@@ -105,10 +108,14 @@ TEST_CASE("YAML and JSON files give identical flows", "[loader]") {
   }
   // Same outputs for a spread of events (CSV table in one, JSON table in the other).
   for (int i = 0; i < 60; ++i) {
-    Json ev = {{"id", "o" + std::to_string(i)}, {"customer_id", "c" + std::to_string(i % 5)},
-               {"amount", std::to_string(i * 7) + ".5"}, {"ts", "2026-01-01T00:00:00Z"}, {"items", Json::array()}};
+    Json ev = {{"id", "o" + std::to_string(i)},
+               {"customer_id", "c" + std::to_string(i % 5)},
+               {"amount", std::to_string(i * 7) + ".5"},
+               {"ts", "2026-01-01T00:00:00Z"},
+               {"items", Json::array()}};
     for (int k = 0; k < i % 4; ++k) {
-      ev["items"].push_back({{"sku", "s" + std::to_string(k)}, {"qty", std::to_string(k + 1)},
+      ev["items"].push_back({{"sku", "s" + std::to_string(k)},
+                             {"qty", std::to_string(k + 1)},
                              {"price", std::to_string(i * 3 % 70) + ".25"}});
     }
     if (i % 13 == 0) ev["amount"] = "n/a";
@@ -148,17 +155,19 @@ TEST_CASE("flow file top level errors", "[loader][errors]") {
   CHECK(one_problem("flow: Bad_Name\nfrom: { http: { path: /in } }\n" + kSink) ==
         "1:7: flow name \"Bad_Name\" must match ^[a-z][a-z0-9_-]{0,62}$");
   CHECK(one_problem(kHead + kSink + "on_error: retry\n") == "4:11: on_error must be dlq or drop, got \"retry\"");
-  CHECK(one_problem(kHead + kSink + "stepz: []\n").find("4:1: unknown key \"stepz\" in the flow file (did you mean \"steps\"?)") == 0);
+  CHECK(one_problem(kHead + kSink + "stepz: []\n")
+            .find("4:1: unknown key \"stepz\" in the flow file (did you mean \"steps\"?)") == 0);
   CHECK(one_problem(kHead + "to: {}\n") == "3:5: `to` needs at least one sink");
   CHECK(one_problem(kHead + "to: [a]\n") == "3:5: to must be a mapping, got a list");
   CHECK(one_problem("flow: f\nfrom: { http: { path: /in }, nats: { subject: x } }\n" + kSink) ==
         "2:7: from must have exactly one key, found 2");
   CHECK(one_problem("flow: f\nfrom: { ftp: {} }\n" + kSink).find("2:9: unknown source kind \"ftp\"") == 0);
   CHECK(one_problem(kHead + "to: { out: { smtp: {} } }\n").find("3:14: unknown sink kind \"smtp\"") == 0);
-  CHECK(one_problem(kHead + "to: { Out: { flow: {} } }\n") == "3:7: sink name \"Out\" must match ^[a-z][a-z0-9_-]{0,62}$");
+  CHECK(one_problem(kHead + "to: { Out: { flow: {} } }\n") ==
+        "3:7: sink name \"Out\" must match ^[a-z][a-z0-9_-]{0,62}$");
   CHECK(one_problem(kHead + kSink + "description: [x]\n") == "4:14: description must be a string, got a list");
   CHECK(problems("flow: f\n") == std::vector<std::string>{"1:1: the flow needs `from:` (its source)",
-                                                           "1:1: the flow needs `to:` (at least one sink)"});
+                                                          "1:1: the flow needs `to:` (at least one sink)"});
   // YAML syntax errors stop at the first (the parser cannot go on), with a position.
   auto p = problems("flow: f\nfrom: { http: { path: /in }\n");
   REQUIRE(p.size() == 1);
@@ -169,8 +178,10 @@ TEST_CASE("flow file top level errors", "[loader][errors]") {
 }
 
 TEST_CASE("source: http", "[loader][sources]") {
-  auto f = must_load("flow: f\nfrom: { http: { path: /in/x, hmac: { secret_env: S, header: X-Sig, scheme: standard },"
-                     " bearer: { token_env: TOK } } }\n" + kSink);
+  auto f = must_load(
+      "flow: f\nfrom: { http: { path: /in/x, hmac: { secret_env: S, header: X-Sig, scheme: standard },"
+      " bearer: { token_env: TOK } } }\n" +
+      kSink);
   const auto& s = std::get<HttpSourceSpec>(f->source());
   CHECK(s.path == "/in/x");
   REQUIRE(s.hmac);
@@ -181,11 +192,13 @@ TEST_CASE("source: http", "[loader][sources]") {
   auto g = must_load("flow: f\nfrom: { http: { path: /in, hmac: { secret_env: S } } }\n" + kSink);
   CHECK(std::get<HttpSourceSpec>(g->source()).hmac->header == "X-Hub-Signature-256");
   CHECK(std::get<HttpSourceSpec>(g->source()).hmac->scheme == HmacSpec::Scheme::kGithub);
-  CHECK(one_problem("flow: f\nfrom: { http: { path: in } }\n" + kSink).find("2:23: from.http.path must start with /") == 0);
+  CHECK(one_problem("flow: f\nfrom: { http: { path: in } }\n" + kSink).find("2:23: from.http.path must start with /") ==
+        0);
   CHECK(one_problem("flow: f\nfrom: { http: {} }\n" + kSink) == "2:15: from.http needs `path`");
   CHECK(one_problem("flow: f\nfrom: { http: { path: /a, hmac: { scheme: x, secret_env: S } } }\n" + kSink) ==
         "2:43: from.http.hmac.scheme must be github or standard, got \"x\"");
-  CHECK(one_problem("flow: f\nfrom: { http: { path: /a, hmac: {} } }\n" + kSink) == "2:33: from.http.hmac needs `secret_env`");
+  CHECK(one_problem("flow: f\nfrom: { http: { path: /a, hmac: {} } }\n" + kSink) ==
+        "2:33: from.http.hmac needs `secret_env`");
   CHECK(one_problem("flow: f\nfrom: { http: { path: /a, hmac: { secret_env: \"a b\" } } }\n" + kSink) ==
         "2:47: from.http.hmac.secret_env must name an environment variable (letters, digits, _)");
   auto bp = problems("flow: f\nfrom: { http: { path: /a, bearer: { token: x } } }\n" + kSink);
@@ -196,9 +209,11 @@ TEST_CASE("source: http", "[loader][sources]") {
 }
 
 TEST_CASE("source: mqtt", "[loader][sources]") {
-  auto f = must_load("flow: f\nfrom:\n  mqtt: { broker: \"tcp://127.0.0.1:1883\", topic: a/+/b, qos: 0, clean_session: true,\n"
-                     "          username_env: U, password_env: P, ca_file: ca.pem, cert_file: c.pem, key_file: k.pem,\n"
-                     "          insecure_skip_verify: true }\n" + kSink);
+  auto f = must_load(
+      "flow: f\nfrom:\n  mqtt: { broker: \"tcp://127.0.0.1:1883\", topic: a/+/b, qos: 0, clean_session: true,\n"
+      "          username_env: U, password_env: P, ca_file: ca.pem, cert_file: c.pem, key_file: k.pem,\n"
+      "          insecure_skip_verify: true }\n" +
+      kSink);
   const auto& s = std::get<MqttSourceSpec>(f->source());
   CHECK(s.broker == "tcp://127.0.0.1:1883");
   CHECK(s.topics == std::vector<std::string>{"a/+/b"});
@@ -241,20 +256,23 @@ TEST_CASE("mqtt: every broker scheme, source and sink", "[loader][sources][mqtt]
     CHECK(p.empty() == source_ok);
     if (!source_ok) {
       REQUIRE(p.size() == 1);
-      CHECK(p[0] == "2:25: from.mqtt.broker must be a URL starting with tcp:// or mqtt:// or ssl:// or mqtts://, got \"" +
-                        url + "\"");
+      CHECK(p[0] ==
+            "2:25: from.mqtt.broker must be a URL starting with tcp:// or mqtt:// or ssl:// or mqtts://, got \"" + url +
+                "\"");
     }
   }
-  CHECK(one_problem(kHead + "to: { m: { mqtt: { broker: \"tls://h:1\", topic: t } } }\n").find(
-            "to.m.mqtt.broker must be a URL starting with tcp:// or mqtt:// or ssl:// or mqtts:// or ws:// or wss://") !=
-        std::string::npos);
+  CHECK(one_problem(kHead + "to: { m: { mqtt: { broker: \"tls://h:1\", topic: t } } }\n")
+            .find("to.m.mqtt.broker must be a URL starting with tcp:// or mqtt:// or ssl:// or mqtts:// or ws:// or "
+                  "wss://") != std::string::npos);
   CHECK_FALSE(problems("flow: f\nfrom: { mqtt: { broker: \"tls://h:1\", topic: t } }\n" + kSink).empty());
 }
 
 // docs/adr/0181: a sink topic is text; an expression only when written `topic: {expr: …}`,
 // compiled at load (a typo is a load error, not a literal topic).
 TEST_CASE("mqtt sink topic: text, or an expression when written as one", "[loader][sinks][mqtt]") {
-  auto sink = [](const std::string& topic) { return kHead + "to: { m: { mqtt: { broker: \"tcp://h:1\", topic: " + topic + " } } }\n"; };
+  auto sink = [](const std::string& topic) {
+    return kHead + "to: { m: { mqtt: { broker: \"tcp://h:1\", topic: " + topic + " } } }\n";
+  };
   auto plain = must_load(sink("devices/all/cmd"));
   const auto& p = std::get<MqttSinkSpec>(plain->sinks()[0].kind);
   CHECK(p.topic == "devices/all/cmd");
@@ -270,7 +288,8 @@ TEST_CASE("mqtt sink topic: text, or an expression when written as one", "[loade
   CHECK_FALSE(e.topic_expr->eval_string(Json{{"device", 1}}, &out, &err));
 
   // A typo in an expression: a load error with its place, never a literal topic.
-  CHECK(one_problem(sink(R"({ expr: "'devices/' + this.device +" })")).find("invalid expression in to.m.mqtt.topic.expr") != std::string::npos);
+  CHECK(one_problem(sink(R"({ expr: "'devices/' + this.device +" })"))
+            .find("invalid expression in to.m.mqtt.topic.expr") != std::string::npos);
   CHECK(one_problem(sink("{ exp: this.t }")).find("unknown key \"exp\" in to.m.mqtt.topic (did you mean \"expr\"?)") !=
         std::string::npos);
   CHECK(one_problem(sink("{ }")).find("to.m.mqtt.topic needs `expr`") != std::string::npos);
@@ -287,7 +306,8 @@ TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {
   auto n = must_load("flow: f\nfrom: { nats: { subject: orders.in } }\n" + kSink);
   CHECK(std::get<NatsSourceSpec>(n->source()).subject == "orders.in");
   CHECK(std::get<NatsSourceSpec>(n->source()).queue == "weir-f");
-  CHECK(one_problem("flow: f\nfrom: { nats: { subject: \"a b\" } }\n" + kSink) == "2:26: from.nats.subject must not contain spaces");
+  CHECK(one_problem("flow: f\nfrom: { nats: { subject: \"a b\" } }\n" + kSink) ==
+        "2:26: from.nats.subject must not contain spaces");
 
   auto t = must_load("flow: f\nfrom: { timer: { every: 250ms, payload: { kind: tick, n: 1 } } }\n" + kSink);
   const auto& ts = std::get<TimerSourceSpec>(t->source());
@@ -301,8 +321,8 @@ TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {
   CHECK(one_problem("flow: f\nfrom: { timer: {} }\n" + kSink) == "2:16: from.timer needs `every` or `cron`");
   CHECK(one_problem("flow: f\nfrom: { timer: { every: 1s, cron: \"* * * * *\" } }\n" + kSink) ==
         "2:16: from.timer takes `every` or `cron`, not both");
-  for (const char* bad : {"* * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8",
-                          "*/0 * * * *", "5-1 * * * *", "a * * * *", "* * * foo *"}) {
+  for (const char* bad : {"* * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8", "*/0 * * * *",
+                          "5-1 * * * *", "a * * * *", "* * * foo *"}) {
     INFO(bad);
     CHECK(one_problem("flow: f\nfrom: { timer: { cron: \"" + std::string(bad) + "\" } }\n" + kSink)
               .find("from.timer.cron: cron: ") != std::string::npos);
@@ -318,14 +338,17 @@ TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {
         std::string::npos);
   CHECK(one_problem("flow: f\nfrom: { timer: { every: soon } }\n" + kSink) ==
         "2:25: from.timer.every must be a positive duration such as 250ms, 2s, 1m or 1h, got \"soon\"");
-  CHECK(one_problem("flow: f\nfrom: { timer: { every: 0s } }\n" + kSink).find("positive duration") != std::string::npos);
+  CHECK(one_problem("flow: f\nfrom: { timer: { every: 0s } }\n" + kSink).find("positive duration") !=
+        std::string::npos);
   CHECK(one_problem("flow: f\nfrom: { timer: { every: 1s, payload: [1] } }\n" + kSink) ==
         "2:38: from.timer.payload must be a mapping");
 
-  auto p = must_load("flow: f\nfrom:\n  poll:\n    url: https://api.example.com/items\n    every: 30s\n"
-                     "    headers: { Accept: application/json }\n    split: data.items\n    cursor_field: next\n"
-                     "    cursor_param: after\n    oauth2: { token_url: \"https://auth/token\", client_id_env: CID,"
-                     " client_secret_env: CSEC, scopes: \"read write\" }\n" + kSink);
+  auto p = must_load(
+      "flow: f\nfrom:\n  poll:\n    url: https://api.example.com/items\n    every: 30s\n"
+      "    headers: { Accept: application/json }\n    split: data.items\n    cursor_field: next\n"
+      "    cursor_param: after\n    oauth2: { token_url: \"https://auth/token\", client_id_env: CID,"
+      " client_secret_env: CSEC, scopes: \"read write\" }\n" +
+      kSink);
   const auto& ps = std::get<PollSourceSpec>(p->source());
   CHECK(ps.url == "https://api.example.com/items");
   CHECK(ps.every.count() == 30000);
@@ -340,7 +363,10 @@ TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {
   CHECK(ps.oauth2->scopes == std::vector<std::string>{"read", "write"});
   auto pd = must_load("flow: f\nfrom: { poll: { url: \"http://h/x\" } }\n" + kSink);
   CHECK(std::get<PollSourceSpec>(pd->source()).every.count() == 60000);
-  auto pp = problems("flow: f\nfrom: { poll: { url: ftp://x, headers: [a], cursor_field: c, oauth2: { token_url: \"http://t\" } } }\n" + kSink);
+  auto pp = problems(
+      "flow: f\nfrom: { poll: { url: ftp://x, headers: [a], cursor_field: c, oauth2: { token_url: \"http://t\" } } "
+      "}\n" +
+      kSink);
   REQUIRE(pp.size() == 5);
   CHECK(pp[0].find("2:22: from.poll.url must be a URL starting with http:// or https://") == 0);
   CHECK(pp[1] == "2:40: from.poll.headers must be a mapping, got a list");
@@ -348,7 +374,8 @@ TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {
   CHECK(pp[3] == "2:70: from.poll.oauth2 needs `client_id_env`");
   CHECK(pp[4] == "2:70: from.poll.oauth2 needs `client_secret_env`");
 
-  auto e = must_load("flow: f\nfrom: { exec: { command: [\"/bin/echo\", \"hi there\"], format: text, max_line: 64KiB } }\n" + kSink);
+  auto e = must_load(
+      "flow: f\nfrom: { exec: { command: [\"/bin/echo\", \"hi there\"], format: text, max_line: 64KiB } }\n" + kSink);
   const auto& es = std::get<ExecSourceSpec>(e->source());
   CHECK(es.command == std::vector<std::string>{"/bin/echo", "hi there"});
   CHECK(es.format == "text");
@@ -356,17 +383,19 @@ TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {
   auto e2 = must_load("flow: f\nfrom: { exec: { command: \"tail -F /var/log/x\" } }\n" + kSink);
   CHECK(std::get<ExecSourceSpec>(e2->source()).command == std::vector<std::string>{"tail", "-F", "/var/log/x"});
   CHECK(std::get<ExecSourceSpec>(e2->source()).format == "json");
-  CHECK(one_problem("flow: f\nfrom: { exec: { command: [] } }\n" + kSink) == "2:26: from.exec.command must not be empty");
+  CHECK(one_problem("flow: f\nfrom: { exec: { command: [] } }\n" + kSink) ==
+        "2:26: from.exec.command must not be empty");
   CHECK(one_problem("flow: f\nfrom: { exec: {} }\n" + kSink) == "2:15: from.exec needs `command`");
   CHECK(one_problem("flow: f\nfrom: { exec: { command: x, format: xml } }\n" + kSink) ==
         "2:37: from.exec.format must be json or text, got \"xml\"");
-  CHECK(one_problem("flow: f\nfrom: { exec: { command: x, max_line: lots } }\n" + kSink).find("from.exec.max_line must be a positive size") !=
-        std::string::npos);
+  CHECK(one_problem("flow: f\nfrom: { exec: { command: x, max_line: lots } }\n" + kSink)
+            .find("from.exec.max_line must be a positive size") != std::string::npos);
 
   auto fl = must_load("flow: f\nfrom: { flow: orders.big }\n" + kSink);
   CHECK(std::get<FlowSourceSpec>(fl->source()).flow == "orders");
   CHECK(std::get<FlowSourceSpec>(fl->source()).sink == "big");
-  CHECK(one_problem("flow: f\nfrom: { flow: orders }\n" + kSink) == "2:15: from.flow must be other_flow.sink, got \"orders\"");
+  CHECK(one_problem("flow: f\nfrom: { flow: orders }\n" + kSink) ==
+        "2:15: from.flow must be other_flow.sink, got \"orders\"");
   CHECK(one_problem("flow: f\nfrom: { flow: f.out }\n" + kSink) == "2:15: from.flow: a flow cannot read its own sink");
 }
 
@@ -415,7 +444,9 @@ TEST_CASE("sinks: http, mqtt, nats, flow", "[loader][sinks]") {
   CHECK(std::get<MqttSinkSpec>(dm->sinks()[0].kind).qos == 1);
   must_load(kHead + "to: { x: { flow: } }\n");
   // Errors.
-  auto p = problems(kHead + "to: { o: { http: { method: GET, timeout: -1s, retries: -1, max_connections: 0, headers: { a: [1] } } } }\n");
+  auto p = problems(
+      kHead +
+      "to: { o: { http: { method: GET, timeout: -1s, retries: -1, max_connections: 0, headers: { a: [1] } } } }\n");
   REQUIRE(p.size() == 6);
   CHECK(p[0] == "3:18: to.o.http needs `url`");
   CHECK(p[1] == "3:28: to.o.http.method must be POST, PUT or PATCH (the event is the body), got \"GET\"");
@@ -426,7 +457,8 @@ TEST_CASE("sinks: http, mqtt, nats, flow", "[loader][sinks]") {
   CHECK(one_problem(kHead + "to: { m: { mqtt: { broker: \"tcp://h:1\" } } }\n") == "3:18: to.m.mqtt needs `topic`");
   CHECK(one_problem(kHead + "to: { n: { nats: { subject: \"a.*\" } } }\n") ==
         "3:29: to.n.nats.subject must be a plain subject (no spaces or wildcards)");
-  CHECK(one_problem(kHead + "to: { x: { flow: { a: 1 } } }\n") == "3:18: to.x.flow takes no settings: write `flow: {}`");
+  CHECK(one_problem(kHead + "to: { x: { flow: { a: 1 } } }\n") ==
+        "3:18: to.x.flow takes no settings: write `flow: {}`");
   CHECK(one_problem(kHead + "to: { x: { http: { url: \"http://h\" }, nats: { subject: s } } }\n") ==
         "3:10: to.x must have exactly one key, found 2");
 }
@@ -435,23 +467,27 @@ TEST_CASE("tables in a flow file", "[loader][tables]") {
   std::string base = "flow: f\nfrom: { http: { path: /in } }\n" + kSink;
   // Relative to the file's folder; CSV and JSON.
   for (const char* file : {"tiers.csv", "tiers.json"}) {
-    LoadResult r = load(base + "tables: { tiers: { file: " + file + ", key: customer_id } }\n"
-                        "steps: [ { set: { t: \"lookup(tiers, this.c).tier\" } } ]\n",
+    LoadResult r = load(base + "tables: { tiers: { file: " + file +
+                            ", key: customer_id } }\n"
+                            "steps: [ { set: { t: \"lookup(tiers, this.c).tier\" } } ]\n",
                         kData + "/inline.yaml");
     for (const auto& d : r.diagnostics) UNSCOPED_INFO(d.str());
     REQUIRE(r.flow);
     CHECK(r.flow->run(Json::parse(R"({"c": "c3"})")).event["t"] == "bronze, plus");
   }
   // Inline rows.
-  auto f = must_load(base + "tables:\n  t: { key: k, rows: [ { k: a, v: 1 }, { k: 2, v: two } ] }\n"
+  auto f = must_load(base +
+                     "tables:\n  t: { key: k, rows: [ { k: a, v: 1 }, { k: 2, v: two } ] }\n"
                      "steps: [ { set: { x: \"lookup(t, 'a').v\", y: \"lookup(t, 2).v\" } } ]\n");
   Outcome o = f->run(Json::object());
   CHECK(o.event == Json::parse(R"({"x": 1, "y": "two"})"));
   // Errors.
-  auto p = problems(base + "tables:\n  a: { file: missing.csv, key: k }\n  b: { file: x.txt, key: k }\n"
-                    "  c: { file: tiers.csv }\n  d: { key: k }\n  e-f: { rows: [] }\n  g: { rows: [ { x: 1 } ], key: k }\n"
-                    "  h: { file: tiers.csv, key: nope }\n",
-                    kData + "/inline.yaml");
+  auto p = problems(
+      base +
+          "tables:\n  a: { file: missing.csv, key: k }\n  b: { file: x.txt, key: k }\n"
+          "  c: { file: tiers.csv }\n  d: { key: k }\n  e-f: { rows: [] }\n  g: { rows: [ { x: 1 } ], key: k }\n"
+          "  h: { file: tiers.csv, key: nope }\n",
+      kData + "/inline.yaml");
   REQUIRE(p.size() == 7);
   CHECK(p[0].find("5:14: tables.a.file: cannot read " + kData + "/missing.csv") == 0);
   CHECK(p[1] == "6:14: tables.b.file must end in .csv or .json, got \"x.txt\"");
@@ -474,7 +510,8 @@ TEST_CASE("tables in a flow file", "[loader][tables]") {
   no_files.allow_table_files = false;
   LoadResult nf = load_flow_text(base + "tables: { t: { file: tiers.csv, key: id } }\n", kData + "/x.yaml", no_files);
   REQUIRE(nf.diagnostics.size() == 1);
-  CHECK(nf.diagnostics[0].message == "tables.t.file: table files are not allowed here; give the rows inline with `rows:`");
+  CHECK(nf.diagnostics[0].message ==
+        "tables.t.file: table files are not allowed here; give the rows inline with `rows:`");
   // Table problems in the table's own file are named by that file.
   LoadResult r = load(base + "tables: { t: { file: bad.csv, key: id } }\n", kData + "/inline.yaml");
   REQUIRE(r.diagnostics.size() == 1);
@@ -484,30 +521,37 @@ TEST_CASE("tables in a flow file", "[loader][tables]") {
 TEST_CASE("steps: schema errors", "[loader][steps][errors]") {
   auto steps = [](const std::string& s) { return kHead + kSink + "steps:\n" + s; };
   CHECK(one_problem(steps("  - sett: { a: 1 }\n")).find("5:5: unknown step \"sett\"") == 0);
-  CHECK(one_problem(steps("  - { set: { a: 1 }, filter: true }\n")) == "5:5: steps[0] must have exactly one key, found 2");
-  CHECK(one_problem(steps("  - set: a\n")) == "5:10: steps[0].set must be a mapping of field: expression, got a string");
+  CHECK(one_problem(steps("  - { set: { a: 1 }, filter: true }\n")) ==
+        "5:5: steps[0] must have exactly one key, found 2");
+  CHECK(one_problem(steps("  - set: a\n")) ==
+        "5:10: steps[0].set must be a mapping of field: expression, got a string");
   CHECK(one_problem(steps("  - set: {}\n")) == "5:10: steps[0].set is empty");
   CHECK(one_problem(steps("  - set: { a: [1] }\n")) ==
         "5:15: steps[0].set.a must be an expression (a string), a number, a boolean or null, got a list");
   CHECK(one_problem(steps("  - set: { a..b: 1 }\n")) == "5:12: steps[0].set: target \"a..b\" has an empty part");
-  CHECK(one_problem(steps("  - set: { this: 1 }\n")) == "5:12: steps[0].set: target \"this\" is not a field path (write a.b.c)");
+  CHECK(one_problem(steps("  - set: { this: 1 }\n")) ==
+        "5:12: steps[0].set: target \"this\" is not a field path (write a.b.c)");
   CHECK(one_problem(steps("  - set: { a: 1, a.b: 2 }\n")) == "5:10: steps[0].set: \"a.b\" overlaps \"a\"");
   CHECK(one_problem(steps("  - map: [a]\n")) ==
         "5:10: steps[0].map must be a mapping of field: expression (or one expression), got a list");
   CHECK(one_problem(steps("  - filter: { a: 1 }\n")) ==
         "5:13: steps[0].filter must be an expression (a string), a number, a boolean or null, got a mapping");
-  CHECK(one_problem(steps("  - filter: this.a >\n")) == "5:21: invalid expression in steps[0].filter: expected a value, found end of expression");
+  CHECK(one_problem(steps("  - filter: this.a >\n")) ==
+        "5:21: invalid expression in steps[0].filter: expected a value, found end of expression");
   CHECK(one_problem(steps("  - lookup: { table: t, key: this.a }\n")) ==
         "5:22: steps[0].lookup.table: unknown table \"t\" (the flow has no `tables:`)");
   CHECK(one_problem(steps("  - lookup: { key: this.a }\n")) == "5:13: steps[0].lookup needs `table`");
   CHECK(one_problem(kHead + kSink + "tables: { t: { rows: [], key: k } }\nsteps:\n  - lookup: { table: t }\n") ==
         "6:13: steps[0].lookup needs `key`");
-  CHECK(one_problem(kHead + kSink + "tables: { t: { rows: [], key: k } }\nsteps:\n  - lookup: { table: t, key: this.k, x: 1 }\n")
+  CHECK(one_problem(kHead + kSink +
+                    "tables: { t: { rows: [], key: k } }\nsteps:\n  - lookup: { table: t, key: this.k, x: 1 }\n")
             .find("6:38: unknown key \"x\" in steps[0].lookup") == 0);
-  CHECK(one_problem(steps("  - branch: []\n")) == "5:13: steps[0].branch must be a non-empty list of arms ({when, steps, to})");
+  CHECK(one_problem(steps("  - branch: []\n")) ==
+        "5:13: steps[0].branch must be a non-empty list of arms ({when, steps, to})");
   CHECK(one_problem(steps("  - branch:\n      - { to: out }\n      - { when: true, to: out }\n")) ==
         "7:9: steps[0].branch[1] can never match: it follows the default arm (the one without `when`)");
-  CHECK(one_problem(steps("  - branch:\n      - { when: true, steps: [ { nope: 1 } ] }\n")).find("6:34: unknown step \"nope\"") == 0);
+  CHECK(one_problem(steps("  - branch:\n      - { when: true, steps: [ { nope: 1 } ] }\n"))
+            .find("6:34: unknown step \"nope\"") == 0);
   CHECK(one_problem(steps("  - branch:\n      - { when: true, goto: out }\n")).find("6:23: unknown key \"goto\"") == 0);
   CHECK(one_problem(steps("  - branch:\n      - { when: true, steps: {} }\n")) ==
         "6:30: steps[0].branch[0].steps must be a list of steps, got a mapping");
@@ -516,21 +560,25 @@ TEST_CASE("steps: schema errors", "[loader][steps][errors]") {
   std::string deep = "x";
   for (int i = 0; i < 20; ++i) deep = "[ { branch: [ { when: true, steps: " + deep + " } ] } ]";
   deep.replace(deep.find("steps: x"), 8, "steps: []");
-  CHECK(problems(kHead + kSink + "steps: " + deep + "\n").at(0).find("steps nested deeper than 16 levels") != std::string::npos);
+  CHECK(problems(kHead + kSink + "steps: " + deep + "\n").at(0).find("steps nested deeper than 16 levels") !=
+        std::string::npos);
 }
 
 TEST_CASE("routing: unknown sinks and unrouted paths", "[loader][routing]") {
   std::string two = "to:\n  a: { nats: { subject: a } }\n  b: { nats: { subject: b } }\n";
-  CHECK(one_problem(kHead + two).find("3:1: the flow has several sinks (a, b) but events can leave the steps without a route") == 0);
+  CHECK(one_problem(kHead + two)
+            .find("3:1: the flow has several sinks (a, b) but events can leave the steps without a route") == 0);
   CHECK(one_problem(kHead + two + "steps:\n  - branch:\n      - { when: this.x, to: a }\n")
             .find("6:1: the flow has several sinks") == 0);
-  CHECK(one_problem(kHead + two + "steps:\n  - branch:\n      - { when: this.x, to: a }\n      - { steps: [ { set: { y: 1 } } ] }\n")
+  CHECK(one_problem(kHead + two +
+                    "steps:\n  - branch:\n      - { when: this.x, to: a }\n      - { steps: [ { set: { y: 1 } } ] }\n")
             .find("the flow has several sinks") != std::string::npos);
   // Every arm routes and there is a default: fine, also through nested branches.
   must_load(kHead + two + "steps:\n  - branch:\n      - { when: this.x, to: a }\n      - { to: b }\n");
   must_load(kHead + two +
             "steps:\n  - filter: this.ok\n  - branch:\n      - when: this.x\n        steps:\n          - branch:\n"
-            "              - { when: this.y, to: a }\n              - { to: b }\n      - { to: a }\n  - set: { never: true }\n");
+            "              - { when: this.y, to: a }\n              - { to: b }\n      - { to: a }\n  - set: { never: "
+            "true }\n");
   CHECK(one_problem(kHead + kSink + "steps:\n  - branch:\n      - { to: nope }\n") ==
         "6:15: steps[0].branch[0].to: unknown sink \"nope\" (sinks: out)");
   CHECK(one_problem(kHead + kSink + "steps:\n  - branch:\n      - { to: [out] }\n") ==
@@ -539,16 +587,18 @@ TEST_CASE("routing: unknown sinks and unrouted paths", "[loader][routing]") {
 
 TEST_CASE("tests: shape is checked at load", "[loader][tests]") {
   auto t = [](const std::string& s) { return kHead + kSink + "tests:\n" + s; };
-  must_load(t("  - { name: a, input: {}, expect: dropped }\n  - { input: 1, expect: error }\n"
-              "  - { input: {}, expect: { out: [ { a: 1 } ] } }\n  - { input: {}, expect: { out: { a: 1 } } }\n"
-              "  - { input: {}, expect: { out: [] } }\n"));
+  must_load(
+      t("  - { name: a, input: {}, expect: dropped }\n  - { input: 1, expect: error }\n"
+        "  - { input: {}, expect: { out: [ { a: 1 } ] } }\n  - { input: {}, expect: { out: { a: 1 } } }\n"
+        "  - { input: {}, expect: { out: [] } }\n"));
   CHECK(one_problem(t("  - { input: {}, expect: { nope: [] } }\n")) ==
         "5:28: tests[0].expect: unknown sink \"nope\" (sinks: out)");
   CHECK(one_problem(t("  - { input: {}, expect: maybe }\n")) ==
         "5:26: tests[0].expect must be dropped, error or a mapping of sink: [events], got \"maybe\"");
   CHECK(one_problem(t("  - { input: {} }\n")) == "5:5: tests[0] needs `expect` (dropped, error, or sink: [events])");
   CHECK(one_problem(t("  - { expect: dropped }\n")) == "5:5: tests[0] needs `input`");
-  CHECK(one_problem(t("  - { input: {}, expect: dropped, extra: 1 }\n")).find("5:35: unknown key \"extra\" in tests[0]") == 0);
+  CHECK(one_problem(t("  - { input: {}, expect: dropped, extra: 1 }\n"))
+            .find("5:35: unknown key \"extra\" in tests[0]") == 0);
   CHECK(one_problem(t("  - { input: {}, expect: { out: [ {}, {} ] } }\n")) ==
         "5:33: tests[0].expect.out: a flow emits at most one event per input, this lists 2");
   CHECK(one_problem(kHead + kSink + "tests: {}\n") == "4:8: tests must be a list of cases, got a mapping");
@@ -556,9 +606,10 @@ TEST_CASE("tests: shape is checked at load", "[loader][tests]") {
 }
 
 TEST_CASE("${} substitution in flow files", "[loader]") {
-  std::string text = "flow: f\nfrom: { http: { path: \"${IN_PATH:-/in}\" } }\n"
-                     "to: { out: { http: { url: \"${SINK}/x\", retries: \"${RETRIES:-3}\" } } }\n"
-                     "steps: [ { filter: \"this.n > ${MIN:-0}\" } ]\n";
+  std::string text =
+      "flow: f\nfrom: { http: { path: \"${IN_PATH:-/in}\" } }\n"
+      "to: { out: { http: { url: \"${SINK}/x\", retries: \"${RETRIES:-3}\" } } }\n"
+      "steps: [ { filter: \"this.n > ${MIN:-0}\" } ]\n";
   auto f = must_load(text, {{"SINK", "http://h:1"}, {"MIN", "10"}});
   CHECK(std::get<HttpSourceSpec>(f->source()).path == "/in");
   CHECK(std::get<HttpSinkSpec>(f->sinks()[0].kind).url == "http://h:1/x");
@@ -588,8 +639,10 @@ TEST_CASE("load_flow_file: unreadable paths", "[loader][errors]") {
 }
 
 TEST_CASE("the flow name dlq is reserved for the dead-letter stream", "[loader]") {
-  auto r = weir::flows::load_flow_text("flow: dlq\nfrom: { http: { path: /in/x } }\nsteps: []\nto: { out: { http: { url: \"http://127.0.0.1:9/x\" } } }\n",
-                                       "dlq.yaml");
+  auto r = weir::flows::load_flow_text(
+      "flow: dlq\nfrom: { http: { path: /in/x } }\nsteps: []\nto: { out: { http: { url: \"http://127.0.0.1:9/x\" } } "
+      "}\n",
+      "dlq.yaml");
   REQUIRE_FALSE(r.flow);
   REQUIRE(r.diagnostics.size() == 1);
   CHECK(r.diagnostics[0].str().find("reserved for the dead-letter stream") != std::string::npos);
@@ -598,7 +651,8 @@ TEST_CASE("the flow name dlq is reserved for the dead-letter stream", "[loader]"
 TEST_CASE("exec env: a list of variable names", "[loader][exec]") {
   auto e = must_load("flow: f\nfrom: { exec: { command: [x], env: [API_KEY, _B2] } }\n" + kSink);
   CHECK(std::get<ExecSourceSpec>(e->source()).env == std::vector<std::string>{"API_KEY", "_B2"});
-  CHECK(std::get<ExecSourceSpec>(must_load("flow: f\nfrom: { exec: { command: [x] } }\n" + kSink)->source()).env.empty());
+  CHECK(
+      std::get<ExecSourceSpec>(must_load("flow: f\nfrom: { exec: { command: [x] } }\n" + kSink)->source()).env.empty());
   CHECK(one_problem("flow: f\nfrom: { exec: { command: [x], env: [\"A-B\"] } }\n" + kSink)
             .find("from.exec.env: \"A-B\" is not an environment variable name") != std::string::npos);
   CHECK(one_problem("flow: f\nfrom: { exec: { command: [x], env: [\"1A\"] } }\n" + kSink)
@@ -607,14 +661,14 @@ TEST_CASE("exec env: a list of variable names", "[loader][exec]") {
         std::string::npos);
 }
 
-TEST_CASE("substitute_env = false: ${NAME} only under from: and to:, an error elsewhere naming no value",
-          "[loader]") {
+TEST_CASE("substitute_env = false: ${NAME} only under from: and to:, an error elsewhere naming no value", "[loader]") {
   LoadOptions net = env_options({{"SINK", "http://127.0.0.1:9"}, {"SECRET", "s3cr3t-v4lue"}, {"P", "/in/p"}});
   net.substitute_env = false;
-  auto ok = load_flow_text("flow: f\nfrom: { http: { path: \"${P}\" } }\n"
-                           "steps:\n  - set: { price: \"'$$5'\" }\n"
-                           "to: { out: { http: { url: \"${SINK}/x\" } } }\n",
-                           "t.yaml", net);
+  auto ok = load_flow_text(
+      "flow: f\nfrom: { http: { path: \"${P}\" } }\n"
+      "steps:\n  - set: { price: \"'$$5'\" }\n"
+      "to: { out: { http: { url: \"${SINK}/x\" } } }\n",
+      "t.yaml", net);
   REQUIRE(ok.diagnostics.empty());
   CHECK(std::get<HttpSourceSpec>(ok.flow->source()).path == "/in/p");
   CHECK(std::get<HttpSinkSpec>(ok.flow->sinks().at(0).kind).url == "http://127.0.0.1:9/x");
@@ -634,7 +688,8 @@ TEST_CASE("substitute_env = false: ${NAME} only under from: and to:, an error el
     CHECK(named);
   }
   // The same text loaded as a local file substitutes everywhere.
-  auto local = load_flow_text("flow: f\nfrom: { http: { path: /in } }\nsteps:\n  - set: { x: \"'${SECRET}'\" }\n" + kSink,
-                              "t.yaml", env_options({{"SECRET", "v"}}));
+  auto local = load_flow_text(
+      "flow: f\nfrom: { http: { path: /in } }\nsteps:\n  - set: { x: \"'${SECRET}'\" }\n" + kSink, "t.yaml",
+      env_options({{"SECRET", "v"}}));
   CHECK(local.diagnostics.empty());
 }

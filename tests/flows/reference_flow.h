@@ -17,16 +17,21 @@ inline std::string flow_text(const std::string& source = "http: { path: /in }", 
   std::string rows;
   for (int i = 0; i < 50; ++i) {
     const char* tier = i % 7 == 0 ? "gold" : i % 3 == 0 ? "silver" : "bronze";
-    rows += "      - { id: c" + std::to_string(i) + ", tier: " + tier + ", discount: " + std::to_string(i % 4 * 5) + " }\n";
+    rows += "      - { id: c" + std::to_string(i) + ", tier: " + tier + ", discount: " + std::to_string(i % 4 * 5) +
+            " }\n";
   }
   return "flow: ref\n"
-         "from: { " + source + " }\n"
+         "from: { " +
+         source +
+         " }\n"
          "tables:\n"
          "  customers:\n"
          "    key: id\n"
-         "    rows:\n" + rows +
+         "    rows:\n" +
+         rows +
          "steps:\n"
-         "  - lookup: { table: customers, key: this.customer_id, as: customer, default: { tier: bronze, discount: 0 } }\n"
+         "  - lookup: { table: customers, key: this.customer_id, as: customer, default: { tier: bronze, discount: 0 } "
+         "}\n"
          "  - set:\n"
          "      amount: number(this.amount)\n"
          "      discount: this.customer.discount\n"
@@ -130,8 +135,13 @@ inline Expected compute(const Json& in) {
     x.kind = Outcome::Kind::kDropped;
     return x;
   }
-  x.event = {{"id", in["id"]}, {"tier", tier}, {"amount", number_of(amount, amount_int)}, {"discount", discount},
-             {"lines", lines}, {"total", number_of(total, total_int)}, {"net", net}};
+  x.event = {{"id", in["id"]},
+             {"tier", tier},
+             {"amount", number_of(amount, amount_int)},
+             {"discount", discount},
+             {"lines", lines},
+             {"total", number_of(total, total_int)},
+             {"net", net}};
   if (net >= 100) {
     x.sink = "big";
     x.event["big"] = true;

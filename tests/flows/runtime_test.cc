@@ -17,9 +17,13 @@ namespace ref = weir::flows::reference;
 TEST_CASE("the reference flow through weir delivers what the reference computes", "[integration][flows]") {
   NatsServer nats;
   SinkProcess sink;
-  std::string sinks = "  big: { http: { url: \"" + sink.url("/big") + "\" } }\n"
-                      "  vip: { http: { url: \"" + sink.url("/vip") + "\" } }\n"
-                      "  small: { http: { url: \"" + sink.url("/small") + "\" } }\n";
+  std::string sinks = "  big: { http: { url: \"" + sink.url("/big") +
+                      "\" } }\n"
+                      "  vip: { http: { url: \"" +
+                      sink.url("/vip") +
+                      "\" } }\n"
+                      "  small: { http: { url: \"" +
+                      sink.url("/small") + "\" } }\n";
   WeirOptions options;
   options.nats_url = nats.url();
   options.flows = {{"ref.yaml", ref::flow_text("http: { path: /in/ref }", sinks)}};

@@ -52,9 +52,12 @@ TEST_CASE("JSON nodes carry positions - strings are quoted, numbers plain", "[so
 }
 
 TEST_CASE("JSON: strict syntax with positions", "[source][errors]") {
-  CHECK(first_error(parse_json_source("{\"a\": 1,}", "f.json")) == "f.json:1:9: JSON syntax error: expected a string key");
-  CHECK(first_error(parse_json_source("[1, 2,]", "f.json")) == "f.json:1:7: JSON syntax error: unexpected character ']'");
-  CHECK(first_error(parse_json_source("{\"a\" 1}", "f.json")) == "f.json:1:6: JSON syntax error: expected ':' after the key");
+  CHECK(first_error(parse_json_source("{\"a\": 1,}", "f.json")) ==
+        "f.json:1:9: JSON syntax error: expected a string key");
+  CHECK(first_error(parse_json_source("[1, 2,]", "f.json")) ==
+        "f.json:1:7: JSON syntax error: unexpected character ']'");
+  CHECK(first_error(parse_json_source("{\"a\" 1}", "f.json")) ==
+        "f.json:1:6: JSON syntax error: expected ':' after the key");
   CHECK(first_error(parse_json_source("\n\n  [01]", "f.json")) ==
         "f.json:3:4: JSON syntax error: leading zeros are not allowed in JSON numbers");
   CHECK(first_error(parse_json_source("\"abc", "f.json")).find("unterminated string") != std::string::npos);
@@ -80,7 +83,8 @@ TEST_CASE("YAML errors and limits", "[source][errors]") {
   CHECK(first_error(parse_yaml("", "f.yaml")).find("file is empty") != std::string::npos);
   CHECK(first_error(parse_yaml("a: 1\n---\nb: 2\n", "f.yaml")).find("one YAML document") != std::string::npos);
   CHECK(first_error(parse_yaml("a: 1\na: 2\n", "f.yaml")) == "f.yaml:2:1: duplicate key \"a\"");
-  CHECK(first_error(parse_yaml("? [1]\n: 2\n", "f.yaml")).find("mapping keys must be plain strings") != std::string::npos);
+  CHECK(first_error(parse_yaml("? [1]\n: 2\n", "f.yaml")).find("mapping keys must be plain strings") !=
+        std::string::npos);
   CHECK(first_error(parse_yaml("a: \"\xFF\"\n", "f.yaml")) == "f.yaml:1:5: invalid UTF-8");
   CHECK(first_error(parse_yaml("a: 1\nb: x\xC3(\n", "f.yaml")) == "f.yaml:2:5: invalid UTF-8");
   std::string deep = "a: " + std::string(300, '[') + std::string(300, ']') + "\n";
@@ -112,7 +116,7 @@ TEST_CASE("plain scalars follow the YAML 1.2 core schema", "[source]") {
   CHECK(resolve_plain_scalar("NULL").is_null());
   CHECK(resolve_plain_scalar("true") == true);
   CHECK(resolve_plain_scalar("False") == false);
-  CHECK(resolve_plain_scalar("yes") == "yes");     // YAML 1.1 booleans are strings
+  CHECK(resolve_plain_scalar("yes") == "yes");  // YAML 1.1 booleans are strings
   CHECK(resolve_plain_scalar("on") == "on");
   CHECK(resolve_plain_scalar("42").is_number_integer());
   CHECK(resolve_plain_scalar("-42") == -42);

@@ -32,13 +32,16 @@ FlowError error_of(const Flow& f, const Json& in) {
   return o.error;
 }
 
-const std::string kTable = "tables:\n  tiers: { key: id, rows: [ { id: c1, tier: gold, d: 10 }, { id: 2, tier: silver, d: 5 } ] }\n";
+const std::string kTable =
+    "tables:\n  tiers: { key: id, rows: [ { id: c1, tier: gold, d: 10 }, { id: 2, tier: silver, d: 5 } ] }\n";
 
 }  // namespace
 
 TEST_CASE("lookup step", "[steps]") {
-  auto f = flow_of("  - lookup: { table: tiers, key: this.cid, as: customer.tier_row, default: { tier: bronze } }\n", kTable);
-  CHECK(emit(*f, {{"cid", "c1"}}) == Json::parse(R"({"cid": "c1", "customer": {"tier_row": {"id": "c1", "tier": "gold", "d": 10}}})"));
+  auto f = flow_of("  - lookup: { table: tiers, key: this.cid, as: customer.tier_row, default: { tier: bronze } }\n",
+                   kTable);
+  CHECK(emit(*f, {{"cid", "c1"}}) ==
+        Json::parse(R"({"cid": "c1", "customer": {"tier_row": {"id": "c1", "tier": "gold", "d": 10}}})"));
   CHECK(emit(*f, {{"cid", 2}})["customer"]["tier_row"]["tier"] == "silver");
   CHECK(emit(*f, {{"cid", "zz"}})["customer"]["tier_row"] == Json::parse(R"({"tier": "bronze"})"));
   CHECK(emit(*f, Json::object())["customer"]["tier_row"] == Json::parse(R"({"tier": "bronze"})"));  // null key: default
@@ -55,8 +58,9 @@ TEST_CASE("lookup step", "[steps]") {
 }
 
 TEST_CASE("set step", "[steps]") {
-  auto f = flow_of("  - set:\n      a: 1\n      b.c.d: this.a + 1\n      this.e: \"'x'\"\n      n: null\n      t: true\n"
-                   "      s: \"'str'\"\n      empty: {}\n      nested: { x: this.a, y: { z: 2 } }\n");
+  auto f = flow_of(
+      "  - set:\n      a: 1\n      b.c.d: this.a + 1\n      this.e: \"'x'\"\n      n: null\n      t: true\n"
+      "      s: \"'str'\"\n      empty: {}\n      nested: { x: this.a, y: { z: 2 } }\n");
   Json out = emit(*f, {{"keep", "k"}});
   CHECK(out == Json::parse(R"({"keep": "k", "a": 1, "b": {"c": {"d": 2}}, "e": "x", "n": null, "t": true,
                                "s": "str", "empty": {}, "nested": {"x": 1, "y": {"z": 2}}})"));
@@ -76,8 +80,9 @@ TEST_CASE("set step", "[steps]") {
 }
 
 TEST_CASE("map step: projection", "[steps]") {
-  auto f = flow_of("  - map:\n      id: this.id\n      again: this.id\n      whole_a: this.a\n      inner: this.a.b\n"
-                   "      sum: this.a.b + this.n\n      deep: { x: this.n, y: this.missing }\n      c.d: \"'lit'\"\n");
+  auto f = flow_of(
+      "  - map:\n      id: this.id\n      again: this.id\n      whole_a: this.a\n      inner: this.a.b\n"
+      "      sum: this.a.b + this.n\n      deep: { x: this.n, y: this.missing }\n      c.d: \"'lit'\"\n");
   Json in = Json::parse(R"({"id": "i", "n": 1, "a": {"b": 2}, "drop": "me"})");
   CHECK(emit(*f, in) == Json::parse(R"({"id": "i", "again": "i", "whole_a": {"b": 2}, "inner": 2, "sum": 3,
                                          "deep": {"x": 1, "y": null}, "c": {"d": "lit"}})"));
@@ -112,31 +117,34 @@ TEST_CASE("filter step", "[steps]") {
 }
 
 TEST_CASE("branch step: first match wins, nested steps, default", "[steps][routing]") {
-  std::string sinks = "to:\n  big: { nats: { subject: b } }\n  mid: { nats: { subject: m } }\n  small: { nats: { subject: s } }\n";
-  auto f = flow_of("  - branch:\n"
-                   "      - when: this.n > 100\n        steps: [ { set: { tag: \"'big'\" } } ]\n        to: big\n"
-                   "      - when: this.n > 10\n        steps:\n          - set: { tag: \"'mid'\" }\n          - branch:\n"
-                   "              - { when: this.n > 50, steps: [ { set: { upper: true } } ], to: big }\n"
-                   "        to: mid\n"
-                   "      - when: this.n > 5\n        to: mid\n"
-                   "      - to: small\n",
-                   "", sinks);
+  std::string sinks =
+      "to:\n  big: { nats: { subject: b } }\n  mid: { nats: { subject: m } }\n  small: { nats: { subject: s } }\n";
+  auto f = flow_of(
+      "  - branch:\n"
+      "      - when: this.n > 100\n        steps: [ { set: { tag: \"'big'\" } } ]\n        to: big\n"
+      "      - when: this.n > 10\n        steps:\n          - set: { tag: \"'mid'\" }\n          - branch:\n"
+      "              - { when: this.n > 50, steps: [ { set: { upper: true } } ], to: big }\n"
+      "        to: mid\n"
+      "      - when: this.n > 5\n        to: mid\n"
+      "      - to: small\n",
+      "", sinks);
   Json o = emit(*f, {{"n", 500}}, "big");
   CHECK(o == Json::parse(R"({"n": 500, "tag": "big"})"));
-  o = emit(*f, {{"n", 60}}, "big");       // second arm; its nested branch routes first
+  o = emit(*f, {{"n", 60}}, "big");  // second arm; its nested branch routes first
   CHECK(o == Json::parse(R"({"n": 60, "tag": "mid", "upper": true})"));
-  o = emit(*f, {{"n", 20}}, "mid");       // second arm, nested branch does not match: the arm's `to`
+  o = emit(*f, {{"n", 20}}, "mid");  // second arm, nested branch does not match: the arm's `to`
   CHECK(o == Json::parse(R"({"n": 20, "tag": "mid"})"));
-  o = emit(*f, {{"n", 7}}, "mid");        // third arm (the second did not match)
+  o = emit(*f, {{"n", 7}}, "mid");  // third arm (the second did not match)
   CHECK(o == Json::parse(R"({"n": 7})"));
-  o = emit(*f, {{"n", 1}}, "small");      // the default arm
+  o = emit(*f, {{"n", 1}}, "small");  // the default arm
   CHECK(o == Json::parse(R"({"n": 1})"));
 }
 
 TEST_CASE("branch without a route continues after it", "[steps][routing]") {
-  auto f = flow_of("  - branch:\n      - when: this.n > 10\n        steps: [ { set: { big: true } } ]\n"
-                   "      - when: this.n > 5\n        steps: [ { set: { mid: true } } ]\n"
-                   "  - set: { after: true }\n");
+  auto f = flow_of(
+      "  - branch:\n      - when: this.n > 10\n        steps: [ { set: { big: true } } ]\n"
+      "      - when: this.n > 5\n        steps: [ { set: { mid: true } } ]\n"
+      "  - set: { after: true }\n");
   CHECK(emit(*f, {{"n", 20}}) == Json::parse(R"({"n": 20, "big": true, "after": true})"));
   CHECK(emit(*f, {{"n", 7}}) == Json::parse(R"({"n": 7, "mid": true, "after": true})"));
   CHECK(emit(*f, {{"n", 1}}) == Json::parse(R"({"n": 1, "after": true})"));
@@ -149,16 +157,19 @@ TEST_CASE("branch without a route continues after it", "[steps][routing]") {
 
 TEST_CASE("routing with several sinks", "[steps][routing]") {
   std::string sinks = "to:\n  a: { nats: { subject: a } }\n  b: { nats: { subject: b } }\n";
-  auto f = flow_of("  - filter: this.keep ?? true\n  - branch:\n      - { when: this.x == 1, to: a }\n      - { to: b }\n"
-                   "  - set: { unreachable: true }\n", "", sinks);
+  auto f = flow_of(
+      "  - filter: this.keep ?? true\n  - branch:\n      - { when: this.x == 1, to: a }\n      - { to: b }\n"
+      "  - set: { unreachable: true }\n",
+      "", sinks);
   CHECK(emit(*f, {{"x", 1}}, "a") == Json::parse(R"({"x": 1})"));
   CHECK(emit(*f, {{"x", 2}}, "b") == Json::parse(R"({"x": 2})"));
   CHECK(f->run({{"keep", false}}).kind == Outcome::Kind::kDropped);
 }
 
 TEST_CASE("run-time errors name flow, version, step, expression and message", "[steps][errors]") {
-  auto f = flow_of("  - set: { ok: 1 }\n  - branch:\n      - when: this.go\n        steps:\n          - set: { a: 1 }\n"
-                   "          - set: { amount: number(this.amount) }\n");
+  auto f = flow_of(
+      "  - set: { ok: 1 }\n  - branch:\n      - when: this.go\n        steps:\n          - set: { a: 1 }\n"
+      "          - set: { amount: number(this.amount) }\n");
   Outcome o = f->run({{"go", true}, {"amount", "abc"}});
   REQUIRE(o.kind == Outcome::Kind::kError);
   CHECK(o.error.flow == "f");
@@ -173,8 +184,10 @@ TEST_CASE("run-time errors name flow, version, step, expression and message", "[
   // Versions set by the registry show up.
   Flow moved;
   {
-    LoadResult r = load_flow_text("flow: g\nfrom: { http: { path: /in } }\nto: { o: { flow: {} } }\n"
-                                  "steps: [ { filter: \"1 / this.n > 0\" } ]\n", "g.yaml");
+    LoadResult r = load_flow_text(
+        "flow: g\nfrom: { http: { path: /in } }\nto: { o: { flow: {} } }\n"
+        "steps: [ { filter: \"1 / this.n > 0\" } ]\n",
+        "g.yaml");
     REQUIRE(r.flow);
     auto copy = std::const_pointer_cast<Flow>(r.flow);
     copy->set_version(7);
@@ -208,8 +221,9 @@ TEST_CASE("a moved-from Flow is safe to run", "[steps][errors]") {
 }
 
 TEST_CASE("one flow runs on several threads at once", "[steps]") {
-  auto f = flow_of("  - set: { total: this.items.map(i => i.q * i.p).sum(), id2: this.id + '!' }\n"
-                   "  - filter: this.total > 0\n");
+  auto f = flow_of(
+      "  - set: { total: this.items.map(i => i.q * i.p).sum(), id2: this.id + '!' }\n"
+      "  - filter: this.total > 0\n");
   std::vector<std::thread> threads;
   std::atomic<int> wrong{0};
   for (int t = 0; t < 4; ++t) {

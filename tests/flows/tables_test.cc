@@ -16,7 +16,8 @@ TEST_CASE("CSV: header row, quoting, numbers", "[tables]") {
   Table t;
   std::vector<Diagnostic> d;
   std::string csv =
-      "\xEF\xBB\xBF" "id,name,score,note\r\n"
+      "\xEF\xBB\xBF"
+      "id,name,score,note\r\n"
       "a1,\"Smith, John\",12,\"said \"\"hi\"\"\"\r\n"
       "a2,Plain,-3.5,\"two\nlines\"\r\n"
       "\r\n"
@@ -38,7 +39,7 @@ TEST_CASE("CSV: header row, quoting, numbers", "[tables]") {
   r = t.find(Json(7));  // numeric key finds the row by text
   REQUIRE(r);
   CHECK((*r)["id"] == 7);
-  CHECK((*r)["score"] == "007");    // leading zeros keep a string (ids, zip codes)
+  CHECK((*r)["score"] == "007");  // leading zeros keep a string (ids, zip codes)
   CHECK((*r)["note"] == 1000.0);
   r = t.find(Json("a4"));
   REQUIRE(r);
@@ -82,7 +83,8 @@ TEST_CASE("CSV errors carry file:line:column", "[tables][errors]") {
   CHECK(errors("id,a\n1,2,3\n2,3\n") == std::vector<std::string>{"t.csv:2:1: row has 3 fields, the header has 2"});
   CHECK(errors("id,a\n1,2\n1,3\n") == std::vector<std::string>{"t.csv:3:1: duplicate key \"1\""});
   CHECK(errors("id,a\n1,\"open\n") == std::vector<std::string>{"t.csv:2:3: unterminated quoted field"});
-  CHECK(errors("id,a\n1,ab\"c\n") == std::vector<std::string>{"t.csv:2:5: quote inside an unquoted field (quote the whole field)"});
+  CHECK(errors("id,a\n1,ab\"c\n") ==
+        std::vector<std::string>{"t.csv:2:5: quote inside an unquoted field (quote the whole field)"});
   CHECK(errors("id,a\n1,\"x\"y\n") == std::vector<std::string>{"t.csv:2:6: unexpected text after a quoted field"});
   CHECK(errors("name,a\n1,2\n") == std::vector<std::string>{"t.csv:1:1: key column \"id\" is not in the header row"});
   CHECK(errors("") == std::vector<std::string>{"t.csv:1:1: CSV file has no header row"});
@@ -112,12 +114,15 @@ TEST_CASE("JSON tables: array keyed by a field, or object of objects", "[tables]
     return out;
   };
   CHECK(errors(R"([{"id": "a"}, 5])", "id") == std::vector<std::string>{"t.json:1:15: table rows must be objects"});
-  CHECK(errors(R"([{"x": "a"}])", "id") == std::vector<std::string>{"t.json:1:2: row has no string or number field \"id\""});
+  CHECK(errors(R"([{"x": "a"}])", "id") ==
+        std::vector<std::string>{"t.json:1:2: row has no string or number field \"id\""});
   CHECK(errors(R"([{"id": "a"}, {"id": "a"}])", "id") == std::vector<std::string>{"t.json:1:22: duplicate key \"a\""});
   CHECK(errors(R"({"x": 1})", "") == std::vector<std::string>{"t.json:1:7: table rows must be objects"});
-  CHECK(errors("5", "id") == std::vector<std::string>{"t.json:1:1: a JSON table is an array of objects or an object of objects"});
+  CHECK(errors("5", "id") ==
+        std::vector<std::string>{"t.json:1:1: a JSON table is an array of objects or an object of objects"});
   CHECK(errors("[1,", "id").at(0).find("JSON syntax error") != std::string::npos);
-  CHECK(errors(R"([{"id": "a"}])", "") == std::vector<std::string>{"t.json:1:1: a table given as an array needs `key:`"});
+  CHECK(errors(R"([{"id": "a"}])", "") ==
+        std::vector<std::string>{"t.json:1:1: a table given as an array needs `key:`"});
 }
 
 TEST_CASE("inline rows", "[tables]") {
@@ -137,7 +142,8 @@ TEST_CASE("inline rows", "[tables]") {
 
 // Live (KV) tables: what flows/tables.h promises the runtime's watcher and the flows.
 namespace {
-std::shared_ptr<const TableSnapshot> snapshot_of(uint64_t generation, std::initializer_list<std::pair<std::string, Json>> rows) {
+std::shared_ptr<const TableSnapshot> snapshot_of(uint64_t generation,
+                                                 std::initializer_list<std::pair<std::string, Json>> rows) {
   auto s = std::make_shared<TableSnapshot>();
   s->generation = generation;
   for (const auto& [k, v] : rows) s->rows[k] = std::make_shared<const Json>(v);
@@ -155,7 +161,8 @@ steps:
   - lookup: { table: tiers, key: this.a, as: ra }
   - set: { rb: "lookup(tiers, this.b)" }
 to: { out: { http: { url: "http://127.0.0.1:1/" } } }
-)Y", "kv.yaml", LoadOptions{});
+)Y",
+                          "kv.yaml", LoadOptions{});
   REQUIRE(r.flow);
   auto live = LiveTables::instance().get("unit_tiers");
   CHECK(live->key_column() == "customer");
@@ -236,7 +243,8 @@ tables:
   a: { kv: "no.dots" }
   b: { kv: t, rows: [ { id: 1 } ], key: id }
 to: { out: { http: { url: "http://127.0.0.1:1/" } } }
-)", "kvb.yaml", LoadOptions{});
+)",
+                            "kvb.yaml", LoadOptions{});
   CHECK_FALSE(bad.flow);
   std::string all;
   for (const auto& d : bad.diagnostics) all += d.str() + "\n";
@@ -271,7 +279,7 @@ TEST_CASE("file tables: flows loading the same file text with the same key share
     auto b = write_flow("shared_b", "id");
     REQUIRE(b.flow);
     CHECK(shared.find("csv", "id", csv) == rows);
-    CHECK(rows.use_count() == with_one + 1);   // b holds the same rows, not a copy
+    CHECK(rows.use_count() == with_one + 1);  // b holds the same rows, not a copy
     // Both read it.
     Outcome oa = a.flow->run(Json::parse(R"({"c": "c2"})"));
     Outcome ob = b.flow->run(Json::parse(R"({"c": "c1"})"));

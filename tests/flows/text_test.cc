@@ -25,12 +25,12 @@ TEST_CASE("substitute_env", "[text]") {
   CHECK(substitute_env("${B_2}${A}", env, &err) == "two1");
   CHECK(substitute_env("${NOPE:-dflt}", env, &err) == "dflt");
   CHECK(substitute_env("${NOPE:-}", env, &err) == "");
-  CHECK(substitute_env("${A:-dflt}", env, &err) == "1");          // set wins over the default
-  CHECK(substitute_env("${EMPTY:-dflt}", env, &err) == "");       // set but empty is still set
+  CHECK(substitute_env("${A:-dflt}", env, &err) == "1");     // set wins over the default
+  CHECK(substitute_env("${EMPTY:-dflt}", env, &err) == "");  // set but empty is still set
   CHECK(substitute_env("${NOPE:-http://h:1/x}", env, &err) == "http://h:1/x");
   CHECK(substitute_env("$$", env, &err) == "$");
   CHECK(substitute_env("$${A}", env, &err) == "${A}");
-  CHECK(substitute_env("a$b $", env, &err) == "a$b $");           // a lone $ stays
+  CHECK(substitute_env("a$b $", env, &err) == "a$b $");  // a lone $ stays
   CHECK(substitute_env("no vars", env, &err) == "no vars");
   CHECK_FALSE(substitute_env("${NOPE}", env, &err));
   CHECK(err.find("NOPE is not set") != std::string::npos);
@@ -48,8 +48,8 @@ TEST_CASE("parse_duration", "[text]") {
   CHECK(parse_duration("1.5s") == milliseconds(1500));
   CHECK(parse_duration("1m") == milliseconds(60000));
   CHECK(parse_duration("1h") == milliseconds(3600000));
-  CHECK(parse_duration("1500us") == milliseconds(2));   // rounded to the nearest ms
-  CHECK(parse_duration("100") == milliseconds(100));    // bare number: ms
+  CHECK(parse_duration("1500us") == milliseconds(2));  // rounded to the nearest ms
+  CHECK(parse_duration("100") == milliseconds(100));   // bare number: ms
   CHECK(parse_duration(" 2s ") == milliseconds(2000));
   CHECK(parse_duration("2 s") == milliseconds(2000));
   CHECK_FALSE(parse_duration(""));

@@ -86,7 +86,7 @@ TEST_CASE("validate => run: every shipped and test flow that validates builds th
   BuiltinConnectors factory;
   weir::RuntimeConfig config;
   const std::set<std::string> expected_invalid = {"three_mistakes.yaml", "three_mistakes.json"};
-  const std::set<std::string> tables = {"tiers.json"};   // a lookup table beside the flows, not a flow
+  const std::set<std::string> tables = {"tiers.json"};  // a lookup table beside the flows, not a flow
   int built = 0;
   for (const fs::path& dir : {kRoot / "examples/flows", kRoot / "tests/flows/data", kRoot / "tests/flows/data/kinds",
                               kRoot / "bench/flows"}) {
@@ -99,7 +99,7 @@ TEST_CASE("validate => run: every shipped and test flow that validates builds th
         CHECK_FALSE(ok);
         continue;
       }
-      REQUIRE(ok);   // a shipped flow that stopped validating is a defect too
+      REQUIRE(ok);  // a shipped flow that stopped validating is a defect too
       build_like_run(file, factory, config);
       ++built;
     }
@@ -115,14 +115,14 @@ TEST_CASE("validate => run: what validate refuses, the connectors refuse too", "
     std::string diagnostics;
     INFO(file.string());
     CHECK_FALSE(validates(file, &diagnostics));
-    CHECK(diagnostics.find(file.string() + ":") != std::string::npos);   // file:line:column
+    CHECK(diagnostics.find(file.string() + ":") != std::string::npos);  // file:line:column
   }
   // The same settings straight at the connectors (their own checks, without the loader).
   weir::flows::TimerSourceSpec feb30;
   feb30.cron = "0 0 30 2 *";
   CHECK_FALSE(TimerSource::create(feb30).is_ok());
   namespace mqtt = weir::connectors::mqtt;
-  CHECK_FALSE(mqtt::parse_broker_url("ws://127.0.0.1:9001").is_ok());   // the source's list
+  CHECK_FALSE(mqtt::parse_broker_url("ws://127.0.0.1:9001").is_ok());  // the source's list
   CHECK_FALSE(mqtt::parse_broker_url("tls://127.0.0.1:8883", weir::flows::schema::kMqttSinkSchemes).is_ok());
 }
 
@@ -166,5 +166,5 @@ TEST_CASE("validate => run: @hourly ... @yearly validate and schedule the timer'
   REQUIRE(leap.flow);
   auto source = factory.make_source(*leap.flow, config);
   REQUIRE(source.is_ok());
-  CHECK(dynamic_cast<TimerSource*>(source.value().get())->next_tick_after(t) == 1835395200000);   // 2028-02-29
+  CHECK(dynamic_cast<TimerSource*>(source.value().get())->next_tick_after(t) == 1835395200000);  // 2028-02-29
 }

@@ -96,9 +96,14 @@ TEST_CASE("the admin token guards every call but healthz and readyz", "[integrat
   INFO(flows.body);
   CHECK(json::parse(flows.body).dump().find("\"version\":2") == std::string::npos);
   // With the token each call gets past the check (standalone: promote and rollback are 501).
-  std::map<std::string, int> want = {{"GET /flows", 200},        {"GET /flows/plain", 200}, {"PUT /flows/plain", 201},
-                                     {"POST /flows/plain/promote", 501}, {"POST /flows/plain/rollback", 501},
-                                     {"GET /status", 200},       {"GET /metrics", 200},     {"GET /dlq", 200},
+  std::map<std::string, int> want = {{"GET /flows", 200},
+                                     {"GET /flows/plain", 200},
+                                     {"PUT /flows/plain", 201},
+                                     {"POST /flows/plain/promote", 501},
+                                     {"POST /flows/plain/rollback", 501},
+                                     {"GET /status", 200},
+                                     {"GET /metrics", 200},
+                                     {"GET /dlq", 200},
                                      {"POST /dlq/replay", 200}};
   for (const auto& c : calls) {
     std::string key = c.method + " " + c.path;
@@ -114,8 +119,8 @@ TEST_CASE("the admin token guards every call but healthz and readyz", "[integrat
 TEST_CASE("admin: a foreign Origin or Host is 403, a write that is not JSON is 415", "[integration][admin]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))}}});
   weir.start();
   INFO(weir.describe());
   const std::string own = "http://127.0.0.1:" + std::to_string(weir.admin_port());
@@ -125,7 +130,7 @@ TEST_CASE("admin: a foreign Origin or Host is 403, a write that is not JSON is 4
   };
   // CSRF: a page elsewhere posting to the admin API.
   for (const std::string& origin : std::vector<std::string>{"http://evil.example", "http://127.0.0.1:1", "null",
-                                                             "https://127.0.0.1:" + std::to_string(weir.admin_port())}) {
+                                                            "https://127.0.0.1:" + std::to_string(weir.admin_port())}) {
     INFO("Origin: " << origin);
     CHECK(call("POST", "/dlq/replay", "{}", {"Origin: " + origin, "Content-Type: application/json"}).status == 403);
     CHECK(call("GET", "/dlq", "", {"Origin: " + origin}).status == 403);
@@ -167,10 +172,11 @@ TEST_CASE("admin: a network deploy reads no environment variable and never echoe
   TempDir tables;
   write_file(tables.file("t.csv"), "k,v\na,1\n");
   // The running flow names its sink through ${SINK_URL}: from:/to: keep substitution.
-  const std::string base = "flow: plain\n"
-                           "from: { http: { path: /in/plain } }\n"
-                           "to:\n"
-                           "  out: { http: { url: \"${SINK_URL}/plain\", retries: 8, timeout: 2s } }\n";
+  const std::string base =
+      "flow: plain\n"
+      "from: { http: { path: /in/plain } }\n"
+      "to:\n"
+      "  out: { http: { url: \"${SINK_URL}/plain\", retries: 8, timeout: 2s } }\n";
   WeirProcess weir({.nats_url = nats.url(),
                     .flows = {{"plain.yaml", base}},
                     .env = {{"SINK_URL", sink.url("")}, {"LEAKY_SECRET", kSecret}}});
@@ -182,8 +188,9 @@ TEST_CASE("admin: a network deploy reads no environment variable and never echoe
       {"in a step", base + "steps:\n  - set: { leak: \"'${LEAKY_SECRET}'\" }\n"},
       {"with a default", base + "steps:\n  - set: { leak: \"'${LEAKY_SECRET:-x}'\" }\n"},
       {"as the flow name", "flow: \"${LEAKY_SECRET}\"\n" + base.substr(base.find('\n') + 1)},
-      {"in a sink url", "flow: plain\nfrom: { http: { path: /in/plain } }\nto:\n"
-                        "  out: { http: { url: \"http://127.0.0.1:9/${LEAKY_SECRET}\" } }\n"},
+      {"in a sink url",
+       "flow: plain\nfrom: { http: { path: /in/plain } }\nto:\n"
+       "  out: { http: { url: \"http://127.0.0.1:9/${LEAKY_SECRET}\" } }\n"},
       {"in a test case", base + "tests:\n  - name: t\n    in: { a: \"${LEAKY_SECRET}\" }\n    out: { a: 1 }\n"},
       {"a table file", base + "tables:\n  t: { file: " + tables.file("t.csv") + ", key: k }\n"},
   };
@@ -239,10 +246,14 @@ TEST_CASE("credentials in the NATS URL and exec arguments stay out of logs and s
   std::string with_creds = "nats://natsuser:pw-" + kSecret + "@" + url.substr(std::string("nats://").size());
   WeirOptions o;
   o.nats_url = with_creds;
-  o.flows = {{"env.yaml", "flow: envs\n"
-                          "from: { exec: { command: " + cmd.dump() + ", format: json, env: [SHOWN_VAR] } }\n"
-                          "to:\n"
-                          "  out: { http: { url: \"" + sink.url("/env") + "\", retries: 8, timeout: 2s } }\n"}};
+  o.flows = {{"env.yaml",
+              "flow: envs\n"
+              "from: { exec: { command: " +
+                  cmd.dump() +
+                  ", format: json, env: [SHOWN_VAR] } }\n"
+                  "to:\n"
+                  "  out: { http: { url: \"" +
+                  sink.url("/env") + "\", retries: 8, timeout: 2s } }\n"}};
   o.config = "admin: { token_env: WEIR_ADMIN_TOKEN }\n";
   o.env = {{"WEIR_ADMIN_TOKEN", kToken}, {"SHOWN_VAR", "shown"}, {"HIDDEN_SECRET", kSecret}};
   WeirProcess weir(o);

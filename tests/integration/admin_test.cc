@@ -215,8 +215,8 @@ TEST_CASE("admin API: metrics match the traffic, the token guards all but health
 TEST_CASE("admin API without token_env is open, readyz follows the NATS connection", "[integration][admin]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/orders"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/orders"))}}});
   weir.start();
   INFO(weir.describe());
   CHECK(http_request("GET", weir.admin_url("/healthz")).status == 200);
@@ -252,7 +252,7 @@ namespace {
 
 struct CliResult {
   int code = -1;
-  std::string output;   // stdout and stderr
+  std::string output;  // stdout and stderr
 };
 
 // Runs the weir CLI (a client command) to its end.
@@ -272,8 +272,10 @@ CliResult run_cli(std::vector<std::string> args, std::map<std::string, std::stri
 // A flow whose step fails on every event without a numeric `n`: each such event is
 // dead-lettered by the flow stage at once.
 std::string failing_flow(const std::string& name, const std::string& path, const std::string& sink_url) {
-  return "flow: " + name + "\nfrom: { http: { path: " + path + " } }\nsteps:\n  - set: { n: number(this.n) }\nto:\n"
-         "  out: { http: { url: \"" + sink_url + "\", retries: 8, timeout: 2s } }\n";
+  return "flow: " + name + "\nfrom: { http: { path: " + path +
+         " } }\nsteps:\n  - set: { n: number(this.n) }\nto:\n"
+         "  out: { http: { url: \"" +
+         sink_url + "\", retries: 8, timeout: 2s } }\n";
 }
 
 json dlq_items(const HttpReply& r) {
@@ -340,9 +342,9 @@ TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq
   for (const auto& d : dlq_items(all)) seqs.push_back(d.value("seq", uint64_t{0}));
 
   SECTION("malformed replay filters are refused and nothing moves") {
-    for (const std::string body : {R"({"flow": 5})", R"({"ids": []})", R"({"ids": "x"})", R"({"ids": [5]})",
-                                   R"({"flows": "bad"})", R"({"flow": "bad", "id": "dead-1"})", R"([1])",
-                                   R"({"flow": ""})", "not json"}) {
+    for (const std::string body :
+         {R"({"flow": 5})", R"({"ids": []})", R"({"ids": "x"})", R"({"ids": [5]})", R"({"flows": "bad"})",
+          R"({"flow": "bad", "id": "dead-1"})", R"([1])", R"({"flow": ""})", "not json"}) {
       auto r = weir.admin("POST", "/dlq/replay", body, auth);
       INFO(body << " → " << r.status << " " << r.body);
       CHECK(r.status == 400);
@@ -351,7 +353,7 @@ TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq
     auto after = weir.admin("GET", "/dlq", "", auth);
     std::vector<uint64_t> seqs_after;
     for (const auto& d : dlq_items(after)) seqs_after.push_back(d.value("seq", uint64_t{0}));
-    CHECK(seqs_after == seqs);   // the same dead letters, none replayed (a replay makes a new seq)
+    CHECK(seqs_after == seqs);  // the same dead letters, none replayed (a replay makes a new seq)
 
     // A well-formed filter still works: one id goes back to the flow, dies again (new seq).
     auto one = weir.admin("POST", "/dlq/replay", json{{"ids", {"dead-3"}}}.dump(), auth);
@@ -376,7 +378,7 @@ TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq
       if (!next.empty()) CHECK(r.header("x-next-after") == items.back().value("id", ""));
       path = next;
     }
-    CHECK(pages == 3);   // 3 + 3 + 1
+    CHECK(pages == 3);  // 3 + 3 + 1
     CHECK(seen == posted);
 
     auto after = weir.admin("GET", "/dlq?after=dead-2&limit=2", "", auth);
@@ -409,15 +411,14 @@ TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq
     auto other = run_cli({"dlq", "list", "--server", server, "--token-env", "OTHER_TOKEN"}, {{"OTHER_TOKEN", token}});
     CHECK(other.code == 0);
     // The last id, found across pages of 2.
-    auto show = run_cli({"dlq", "show", "dead-6", "--server", server, "--token-env", "OTHER_TOKEN",
-                         "--page-size", "2"},
+    auto show = run_cli({"dlq", "show", "dead-6", "--server", server, "--token-env", "OTHER_TOKEN", "--page-size", "2"},
                         {{"OTHER_TOKEN", token}});
     INFO(show.output);
     CHECK(show.code == 0);
     CHECK(json::parse(show.output, nullptr, false).value("id", "") == "dead-6");
-    CHECK(run_cli({"dlq", "show", "no-such", "--server", server, "--token-env", "OTHER_TOKEN"},
-                  {{"OTHER_TOKEN", token}})
-              .code == 1);
+    CHECK(
+        run_cli({"dlq", "show", "no-such", "--server", server, "--token-env", "OTHER_TOKEN"}, {{"OTHER_TOKEN", token}})
+            .code == 1);
     // No token: 401, a usage error → 2; a named variable that is unset → 2.
     auto no_token = run_cli({"dlq", "list", "--server", server});
     CHECK(no_token.code == 2);
@@ -427,9 +428,10 @@ TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq
     CHECK(contains(unset.output, "NOT_SET_ANYWHERE_12"));
     // A malformed replay (no such flow is fine: 0 replayed) and an invalid flow: 422 → 2.
     weir::testing::TempDir files;
-    weir::testing::write_file(files.file("good.yaml"), "flow: good\nfrom: { http: { path: /in/good } }\n"
-                                                       "steps:\n  - set: { x: number( }\nto: { out: { http: { url: \"" +
-                                                           sink.url("/good") + "\", retries: 8, timeout: 2s } } }\n");
+    weir::testing::write_file(files.file("good.yaml"),
+                              "flow: good\nfrom: { http: { path: /in/good } }\n"
+                              "steps:\n  - set: { x: number( }\nto: { out: { http: { url: \"" +
+                                  sink.url("/good") + "\", retries: 8, timeout: 2s } } }\n");
     auto invalid = run_cli({"deploy", files.file("good.yaml"), "--server", server, "--config", weir.config_path()},
                            env);
     INFO(invalid.output);
@@ -444,19 +446,20 @@ TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq
   }
 }
 
-TEST_CASE("deploy: a flow with table files gets an answer that says why",
-          "[integration][admin]") {
+TEST_CASE("deploy: a flow with table files gets an answer that says why", "[integration][admin]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}}});
   weir.start();
   INFO(weir.describe());
   // (A new flow deployed standalone starts at once: tests/integration/deploy_test.cc.)
-  std::string with_table = "flow: good\nfrom: { http: { path: /in/good } }\ntables:\n"
-                           "  tiers: { file: tiers.csv, key: id }\nsteps:\n"
-                           "  - lookup: { table: tiers, key: this.id, as: tier }\n"
-                           "to: { out: { http: { url: \"" + sink.url("/good") + "\", retries: 8, timeout: 2s } } }\n";
+  std::string with_table =
+      "flow: good\nfrom: { http: { path: /in/good } }\ntables:\n"
+      "  tiers: { file: tiers.csv, key: id }\nsteps:\n"
+      "  - lookup: { table: tiers, key: this.id, as: tier }\n"
+      "to: { out: { http: { url: \"" +
+      sink.url("/good") + "\", retries: 8, timeout: 2s } } }\n";
   // (from: and to: as the running version has them: a live deploy checks that first.)
   auto tables = weir.admin("PUT", "/flows/good", with_table);
   INFO(tables.body);
@@ -469,9 +472,10 @@ TEST_CASE("dlq retention: at dlq.max_bytes the stage holds the event (metric, /r
           "[integration][admin][dlq]") {
   NatsServer nats;
   SinkProcess sink({"--status", "500"});
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/full"), "retries: 0, timeout: 2s")}},
-                    .config = "dlq: { max_age: 0, max_bytes: 4KiB }\n"});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/full"), "retries: 0, timeout: 2s")}},
+       .config = "dlq: { max_age: 0, max_bytes: 4KiB }\n"});
   weir.start();
   INFO(weir.describe());
   constexpr int kEvents = 12;
@@ -504,7 +508,7 @@ TEST_CASE("dlq retention: at dlq.max_bytes the stage holds the event (metric, /r
   CHECK(weir.admin("POST", "/dlq/replay", "{}").status == 200);
   bool all = wait_until(
       [&] {
-        weir.admin("POST", "/dlq/replay", "{}");   // any that were dead-lettered meanwhile
+        weir.admin("POST", "/dlq/replay", "{}");  // any that were dead-lettered meanwhile
         return missing(ids, sink.ids()).empty();
       },
       60s, 250ms);
@@ -574,11 +578,12 @@ TEST_CASE("dlq config: 0 and sizes/durations load, anything else is an exit-2 er
           "[integration][admin][dlq]") {
   struct Case {
     std::string yaml;
-    std::string field;   // "" = loads
+    std::string field;  // "" = loads
   };
-  for (const Case& c : {Case{"dlq: { max_age: 0, max_bytes: 0 }\n", ""}, Case{"dlq: { max_age: 7d }\n", "dlq.max_age"},
-                        Case{"dlq: { max_bytes: -5 }\n", "dlq.max_bytes"}, Case{"dlq: { max_bytes: lots }\n", "dlq.max_bytes"},
-                        Case{"dlq: { keep: forever }\n", "dlq.keep"}, Case{"dlq: { max_age: 1h, max_bytes: 64MiB }\n", ""}}) {
+  for (const Case& c :
+       {Case{"dlq: { max_age: 0, max_bytes: 0 }\n", ""}, Case{"dlq: { max_age: 7d }\n", "dlq.max_age"},
+        Case{"dlq: { max_bytes: -5 }\n", "dlq.max_bytes"}, Case{"dlq: { max_bytes: lots }\n", "dlq.max_bytes"},
+        Case{"dlq: { keep: forever }\n", "dlq.keep"}, Case{"dlq: { max_age: 1h, max_bytes: 64MiB }\n", ""}}) {
     INFO(c.yaml);
     weir::testing::TempDir dir;
     weir::testing::write_file(dir.file("weir.yaml"), c.yaml);
@@ -589,8 +594,8 @@ TEST_CASE("dlq config: 0 and sizes/durations load, anything else is an exit-2 er
     const std::string admin = "127.0.0.1:" + std::to_string(admin_port);
     auto p = weir::testing::Process::spawn(
         {weir_binary(), "run", "--config", dir.file("weir.yaml"), "--flows", dir.file("flows"), "--nats",
-         "nats://127.0.0.1:" + std::to_string(weir::testing::free_port()), "--admin", admin, "--http",
-         "127.0.0.1:0", "--data-dir", dir.file("data")},
+         "nats://127.0.0.1:" + std::to_string(weir::testing::free_port()), "--admin", admin, "--http", "127.0.0.1:0",
+         "--data-dir", dir.file("data")},
         {}, dir.file("log"));
     if (c.field.empty()) {
       CHECK(wait_until([&] { return http_request("GET", "http://" + admin + "/healthz", "", {}, 500ms).status == 200; },

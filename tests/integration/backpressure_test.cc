@@ -29,9 +29,10 @@ TEST_CASE("a stalled flow's ingress answers 503 at the backlog bound and drains 
   NatsServer nats;
   SinkProcess sink;
   constexpr int64_t kStream = 1 << 20, kBound = 256 << 10;
-  WeirOptions o{.nats_url = nats.url(),
-                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
-                .config = "nats: { stream_max_bytes: 1MiB }\nhttp: { max_body: 64KiB }\nbacklog: { max_bytes: 256KiB }\n"};
+  WeirOptions o{
+      .nats_url = nats.url(),
+      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
+      .config = "nats: { stream_max_bytes: 1MiB }\nhttp: { max_body: 64KiB }\nbacklog: { max_bytes: 256KiB }\n"};
   WeirProcess weir(o);
   weir.start();
   INFO(weir.describe());
@@ -83,28 +84,28 @@ TEST_CASE("a stalled flow's ingress answers 503 at the backlog bound and drains 
   CHECK(all);
   if (!lost.empty()) FAIL_CHECK("lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
   CHECK_FALSE(sink.ids().count("refused-1"));
-  std::cout << "backpressure: " << acked.size() << " acked before the bound, "
-            << posters.status_counts()[503] << " answered 503, stream held " << st.bytes << " of " << kStream
-            << " bytes\n";
+  std::cout << "backpressure: " << acked.size() << " acked before the bound, " << posters.status_counts()[503]
+            << " answered 503, stream held " << st.bytes << " of " << kStream << " bytes\n";
 
   // Drained: the stream is empty again and ingress takes events.
   CHECK(wait_until([&] { return js_stream_state(nats.url(), "weir_orders").messages == 0; }, 20s, 100ms));
-  REQUIRE(wait_until([&] { return weir.post("/in/orders", json{{"id", "after-1"}}.dump()).status == 202; }, 5s,
-                     100ms));
+  REQUIRE(wait_until([&] { return weir.post("/in/orders", json{{"id", "after-1"}}.dump()).status == 202; }, 5s, 100ms));
   CHECK(wait_until([&] { return sink.ids().count("after-1") == 1; }, 20s, 50ms));
   auto dead = weir.admin("GET", "/dlq");
   CHECK(json::parse(dead.body).empty());
 }
 
-TEST_CASE("a flow stream filled by another route: outputs that cannot be stored are dead-lettered at max_deliver, "
-          "nothing is lost",
-          "[integration][backpressure][dlq]") {
+TEST_CASE(
+    "a flow stream filled by another route: outputs that cannot be stored are dead-lettered at max_deliver, "
+    "nothing is lost",
+    "[integration][backpressure][dlq]") {
   NatsServer nats;
   SinkProcess sink;
   WeirOptions o{.nats_url = nats.url(),
                 .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/out"), "retries: 8, timeout: 2s")}},
-                .config = "nats: { stream_max_bytes: 256KiB }\nhttp: { max_body: 16KiB }\n"
-                          "backlog: { max_bytes: 128KiB }\nmax_deliver: 2\n"};
+                .config =
+                    "nats: { stream_max_bytes: 256KiB }\nhttp: { max_body: 16KiB }\n"
+                    "backlog: { max_bytes: 128KiB }\nmax_deliver: 2\n"};
   WeirProcess weir(o);
   weir.start();
   INFO(weir.describe());
@@ -158,8 +159,8 @@ TEST_CASE("a flow stream filled by another route: outputs that cannot be stored 
       60s, 250ms);
   JsStreamState left = js_stream_state(nats.url(), "weir_full");
   INFO("stream left: " << left.messages << " messages, " << left.bytes << " bytes; dlq stream "
-                        << js_stream_state(nats.url(), "weir_dlq").messages << " messages; sink " << sink.stats().dump()
-                        << "; delivered " << delivered.size() << ", dead " << dead.size());
+                       << js_stream_state(nats.url(), "weir_dlq").messages << " messages; sink " << sink.stats().dump()
+                       << "; delivered " << delivered.size() << ", dead " << dead.size());
   CHECK(settled);
   size_t both = 0, neither = 0;
   for (const auto& id : stored) {

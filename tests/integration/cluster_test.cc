@@ -58,7 +58,8 @@ void check_all_delivered(const std::set<std::string>& acked, const SinkProcess& 
                          const std::string& what) {
   std::vector<std::string> lost = wait_delivered(acked, sink, timeout);
   CHECK(lost.empty());
-  if (!lost.empty()) FAIL_CHECK(what << ": lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
+  if (!lost.empty())
+    FAIL_CHECK(what << ": lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
 }
 
 // True when this instance runs the singleton `key` now (GET /status, members.leases).
@@ -234,8 +235,8 @@ TEST_CASE("on a three-node NATS cluster with R3 streams stopping the stream lead
   }
   json stats = sink.stats();
   std::cout << "R3, stream leader " << leader << " stopped (took "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(stopped_at - down_at).count()
-            << " ms, new leader " << new_leader << ", down "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(stopped_at - down_at).count() << " ms, new leader "
+            << new_leader << ", down "
             << std::chrono::duration_cast<std::chrono::milliseconds>(restarted_at - down_at).count() << " ms): acked "
             << acked.size() << ", sink unique " << stats.value("unique", 0) << ", duplicates "
             << stats.value("duplicates", 0) << "\n";
@@ -360,10 +361,10 @@ TEST_CASE("a 200 ms timer on two clustered instances ticks as one and fails over
   size_t fired_twice = 0;
   for (const auto& [tick, f] : fences_of_tick) fired_twice += f.size() > 1 ? 1 : 0;
   json stats = sink.stats();
-  std::cout << "timer on two instances: " << in_window.size() << " ticks in 2 s; kill -9 → next tick "
-            << failover_ms << " ms; SIGTERM → next tick " << handoff_ms << " ms; ticks " << fences_of_tick.size()
-            << ", sink re-sends " << stats.value("duplicates", 0) << ", ticks from two holders " << fired_twice
-            << ", interleaved " << interleaved(all) << "\n";
+  std::cout << "timer on two instances: " << in_window.size() << " ticks in 2 s; kill -9 → next tick " << failover_ms
+            << " ms; SIGTERM → next tick " << handoff_ms << " ms; ticks " << fences_of_tick.size() << ", sink re-sends "
+            << stats.value("duplicates", 0) << ", ticks from two holders " << fired_twice << ", interleaved "
+            << interleaved(all) << "\n";
   CHECK(fired_twice == 0);
   CHECK(interleaved(all) == 0);
 }

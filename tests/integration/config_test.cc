@@ -33,8 +33,9 @@ std::string expect_exit_2(WeirOptions options) {
   return weir.log();
 }
 
-const std::string kGoodFlow = "flow: orders\nfrom: { http: { path: /in/orders } }\nsteps: []\n"
-                              "to: { out: { http: { url: \"http://127.0.0.1:9/out\" } } }\n";
+const std::string kGoodFlow =
+    "flow: orders\nfrom: { http: { path: /in/orders } }\nsteps: []\n"
+    "to: { out: { http: { url: \"http://127.0.0.1:9/out\" } } }\n";
 
 }  // namespace
 
@@ -78,8 +79,9 @@ TEST_CASE("configuration errors exit 2 naming the file, the line and the field",
   }
   SECTION("unknown key in a flow file") {
     std::string out = expect_exit_2({.nats_url = nats.url(),
-                                     .flows = {{"orders.yaml", "flow: orders\nfrom: { http: { path: /in/orders } }\n"
-                                                               "stepz: []\nto: { out: { http: { url: \"http://x/\" } } }\n"}}});
+                                     .flows = {{"orders.yaml",
+                                                "flow: orders\nfrom: { http: { path: /in/orders } }\n"
+                                                "stepz: []\nto: { out: { http: { url: \"http://x/\" } } }\n"}}});
     INFO(out);
     CHECK(contains(out, "orders.yaml"));
     CHECK(contains(out, "stepz"));
@@ -88,8 +90,9 @@ TEST_CASE("configuration errors exit 2 naming the file, the line and the field",
   SECTION("wrong type in a flow file") {
     std::string out = expect_exit_2(
         {.nats_url = nats.url(),
-         .flows = {{"orders.yaml", "flow: orders\nfrom: { http: { path: /in/orders } }\nsteps: []\nto:\n  out:\n"
-                                   "    http:\n      url: \"http://127.0.0.1:9/out\"\n      retries: many\n"}}});
+         .flows = {{"orders.yaml",
+                    "flow: orders\nfrom: { http: { path: /in/orders } }\nsteps: []\nto:\n  out:\n"
+                    "    http:\n      url: \"http://127.0.0.1:9/out\"\n      retries: many\n"}}});
     INFO(out);
     CHECK(contains(out, "orders.yaml"));
     CHECK(contains(out, "retries"));
@@ -97,8 +100,9 @@ TEST_CASE("configuration errors exit 2 naming the file, the line and the field",
   }
   SECTION("invalid flow name") {
     std::string out = expect_exit_2({.nats_url = nats.url(),
-                                     .flows = {{"bad.yaml", "flow: Orders!\nfrom: { http: { path: /in/o } }\n"
-                                                            "steps: []\nto: { out: { http: { url: \"http://x/\" } } }\n"}}});
+                                     .flows = {{"bad.yaml",
+                                                "flow: Orders!\nfrom: { http: { path: /in/o } }\n"
+                                                "steps: []\nto: { out: { http: { url: \"http://x/\" } } }\n"}}});
     INFO(out);
     CHECK(contains(out, "bad.yaml"));
     CHECK(contains(out, "flow name \"Orders!\""));  // the field and the value, not just the word
@@ -111,9 +115,9 @@ TEST_CASE("configuration errors exit 2 naming the file, the line and the field",
     CHECK(names_line(out, 2));
   }
   SECTION("missing ${VAR}") {
-    std::string out =
-        expect_exit_2({.nats_url = nats.url(),
-                       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", "${WEIR_TEST_NO_SUCH_VAR_Q7}/out")}}});
+    std::string out = expect_exit_2(
+        {.nats_url = nats.url(),
+         .flows = {{"orders.yaml", http_flow("orders", "/in/orders", "${WEIR_TEST_NO_SUCH_VAR_Q7}/out")}}});
     INFO(out);
     CHECK(contains(out, "WEIR_TEST_NO_SUCH_VAR_Q7"));
     CHECK(contains(out, "orders.yaml"));
@@ -144,17 +148,20 @@ TEST_CASE("environment references NAME and NAME:-default are substituted at load
   WeirProcess weir({.nats_url = nats.url(),
                     .flows = {{"a.yaml", http_flow("a", "${A_PATH}", "${A_SINK}/a")},
                               // Block style, as users write it: plain ${...} scalars, a number from a default.
-                              {"b.yaml", "flow: b\n"
-                                         "from:\n"
-                                         "  http:\n"
-                                         "    path: /in/b\n"
-                                         "steps: []\n"
-                                         "to:\n"
-                                         "  out:\n"
-                                         "    http:\n"
-                                         "      url: ${WEIR_TEST_UNSET_SINK_Q7:-" + sink_base + "}/b\n"
-                                         "      retries: ${WEIR_TEST_UNSET_RETRIES_Q7:-3}\n"
-                                         "      timeout: ${WEIR_TEST_UNSET_TIMEOUT_Q7:-2s}\n"}},
+                              {"b.yaml",
+                               "flow: b\n"
+                               "from:\n"
+                               "  http:\n"
+                               "    path: /in/b\n"
+                               "steps: []\n"
+                               "to:\n"
+                               "  out:\n"
+                               "    http:\n"
+                               "      url: ${WEIR_TEST_UNSET_SINK_Q7:-" +
+                                   sink_base +
+                                   "}/b\n"
+                                   "      retries: ${WEIR_TEST_UNSET_RETRIES_Q7:-3}\n"
+                                   "      timeout: ${WEIR_TEST_UNSET_TIMEOUT_Q7:-2s}\n"}},
                     .config = "http: { max_body: \"${WEIR_TEST_UNSET_MAX_Q7:-64KiB}\" }\n",
                     .env = {{"A_PATH", "/in/from-env"}, {"A_SINK", sink_base}}});
   weir.start();
@@ -219,11 +226,8 @@ TEST_CASE("flow files in JSON are loaded beside YAML ones", "[integration][confi
 
 TEST_CASE("an ingress address already in use is a clear startup failure", "[integration][config]") {
   NatsServer nats;
-  WeirOptions options{.nats_url = nats.url(),
-                      .flows = {{"orders.yaml", kGoodFlow}},
-                      .config = "",
-                      .env = {},
-                      .use_flags = false};
+  WeirOptions options{
+      .nats_url = nats.url(), .flows = {{"orders.yaml", kGoodFlow}}, .config = "", .env = {}, .use_flags = false};
   // Something else holds the ingress port (given through weir.yaml this time).
   int busy = weir::testing::free_port();
   weir::testing::ResettingListener taken(busy);
@@ -241,8 +245,8 @@ TEST_CASE("an ingress address already in use is a clear startup failure", "[inte
 TEST_CASE("SIGTERM drains and exits 0, nothing acknowledged is lost", "[integration][config]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
   weir.start();
 
   std::set<std::string> acked;
@@ -287,22 +291,21 @@ TEST_CASE("SIGTERM drains and exits 0, nothing acknowledged is lost", "[integrat
   CHECK(weir.process().wait_exit(15s) == std::optional<int>(0));
 }
 
-TEST_CASE("every weir.yaml key of the spec loads, and sizes and durations in every spelling",
-          "[integration][config]") {
+TEST_CASE("every weir.yaml key of the spec loads, and sizes and durations in every spelling", "[integration][config]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 3, timeout: 1500ms")}},
-                    .config = "nats:    { url: \"{NATS}\" }\n"
-                              "data_dir: {DATA}\n"
-                              "http:    { listen: \"{HTTP}\", max_body: 200, read_timeout: 1m }\n"
-                              "admin:   { listen: \"{ADMIN}\" }\n"
-                              "flows:   {FLOWS}\n"
-                              "cluster: { name: \"\", lease_ttl: 3s }\n"
-                              "log:     { level: info, format: text }\n",
-                    .env = {},
-                    .use_flags = false});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 3, timeout: 1500ms")}},
+       .config = "nats:    { url: \"{NATS}\" }\n"
+                 "data_dir: {DATA}\n"
+                 "http:    { listen: \"{HTTP}\", max_body: 200, read_timeout: 1m }\n"
+                 "admin:   { listen: \"{ADMIN}\" }\n"
+                 "flows:   {FLOWS}\n"
+                 "cluster: { name: \"\", lease_ttl: 3s }\n"
+                 "log:     { level: info, format: text }\n",
+       .env = {},
+       .use_flags = false});
   weir.start();
   INFO(weir.describe());
   // max_body: 200 is a plain number of bytes.
@@ -340,11 +343,11 @@ TEST_CASE("conflicting flows are configuration errors", "[integration][config]")
     CHECK(contains(out, "/in/same"));
   }
   SECTION("several sinks and no route") {
-    std::string out = expect_exit_2(
-        {.nats_url = nats.url(),
-         .flows = {{"two.yaml", "flow: two\nfrom: { http: { path: /in/two } }\nsteps: []\nto:\n"
-                                "  a: { http: { url: \"http://127.0.0.1:9/a\" } }\n"
-                                "  b: { http: { url: \"http://127.0.0.1:9/b\" } }\n"}}});
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"two.yaml",
+                                                "flow: two\nfrom: { http: { path: /in/two } }\nsteps: []\nto:\n"
+                                                "  a: { http: { url: \"http://127.0.0.1:9/a\" } }\n"
+                                                "  b: { http: { url: \"http://127.0.0.1:9/b\" } }\n"}}});
     INFO(out);
     CHECK(contains(out, "two.yaml"));
   }

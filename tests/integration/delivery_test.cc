@@ -26,8 +26,8 @@ json expected_event(int n) {
 TEST_CASE("N events posted are delivered once with their bodies and headers", "[integration][delivery]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
   weir.start();
 
   constexpr int kEvents = 500;
@@ -93,8 +93,8 @@ TEST_CASE("N events posted are delivered once with their bodies and headers", "[
 TEST_CASE("an Idempotency-Key becomes the event id and a repeated key delivers once", "[integration][delivery]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
   weir.start();
   INFO(weir.describe());
 
@@ -138,19 +138,23 @@ TEST_CASE("http sink options: method, headers with ${NAME} secrets, max_connecti
   NatsServer nats;
   SinkProcess sink;
   const std::string token = "sink-token-9a8b7c-secret";
-  std::string flow = "flow: tenant\n"
-                     "from: { http: { path: /in/tenant } }\n"
-                     "steps: []\n"
-                     "to:\n"
-                     "  out:\n"
-                     "    http:\n"
-                     "      url: \"" + sink.url("/put-here") + "\"\n"
-                     "      method: PUT\n"
-                     "      headers: { X-Tenant: acme, Authorization: \"Bearer ${SINK_TOKEN}\" }\n"
-                     "      timeout: 2s\n"
-                     "      retries: 3\n"
-                     "      max_connections: 2\n";
-  WeirProcess weir({.nats_url = nats.url(), .flows = {{"tenant.yaml", flow}}, .config = "", .env = {{"SINK_TOKEN", token}}});
+  std::string flow =
+      "flow: tenant\n"
+      "from: { http: { path: /in/tenant } }\n"
+      "steps: []\n"
+      "to:\n"
+      "  out:\n"
+      "    http:\n"
+      "      url: \"" +
+      sink.url("/put-here") +
+      "\"\n"
+      "      method: PUT\n"
+      "      headers: { X-Tenant: acme, Authorization: \"Bearer ${SINK_TOKEN}\" }\n"
+      "      timeout: 2s\n"
+      "      retries: 3\n"
+      "      max_connections: 2\n";
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"tenant.yaml", flow}}, .config = "", .env = {{"SINK_TOKEN", token}}});
   weir.start();
   INFO(weir.describe());
   std::set<std::string> ids;

@@ -40,11 +40,11 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 }  // namespace
 
-TEST_CASE("deploy: a new flow starts at once on a standalone weir and runs after a restart",
-          "[integration][deploy]") {
+TEST_CASE("deploy: a new flow starts at once on a standalone weir and runs after a restart", "[integration][deploy]") {
   weir::testing::NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(), .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}}});
   weir.start();
   INFO(weir.describe());
   const std::string server = weir.admin_url("");
@@ -67,8 +67,10 @@ TEST_CASE("deploy: a new flow starts at once on a standalone weir and runs after
   CHECK(listed.status == 200);
   CHECK(weir.admin("GET", "/readyz").status == 200);
   // Deploying it again replaces its steps (the running-flow path, as before).
-  std::string v2 = "flow: fresh\nfrom: { http: { path: \"/in/fresh\" } }\nsteps:\n  - set: { v: 2 }\n"
-                   "to: { out: { http: { url: \"" + sink.url("/fresh") + "\", retries: 8, timeout: 2s } } }\n";
+  std::string v2 =
+      "flow: fresh\nfrom: { http: { path: \"/in/fresh\" } }\nsteps:\n  - set: { v: 2 }\n"
+      "to: { out: { http: { url: \"" +
+      sink.url("/fresh") + "\", retries: 8, timeout: 2s } } }\n";
   REQUIRE(weir.admin("PUT", "/flows/fresh", v2).status == 201);
   REQUIRE(weir.post("/in/fresh", R"({"id": "f2"})").status == 202);
   REQUIRE(wait_until([&] { return delivered_with_id(sink, "f2").has_value(); }, 10s, 10ms));
@@ -79,15 +81,17 @@ TEST_CASE("deploy: a new flow starts at once on a standalone weir and runs after
   CHECK(taken.status == 409);
   CHECK(contains(taken.body, "/in/good is used by flow good"));
   CHECK_FALSE(std::filesystem::exists(weir.flow_path("other.yaml")));
-  auto chained = weir.admin("PUT", "/flows/chain",
-                            "flow: chain\nfrom: { flow: good.nothing }\nto: { out: { http: { url: \"" +
-                                sink.url("/chain") + "\" } } }\n");
+  auto chained = weir.admin(
+      "PUT", "/flows/chain",
+      "flow: chain\nfrom: { flow: good.nothing }\nto: { out: { http: { url: \"" + sink.url("/chain") + "\" } } }\n");
   CHECK(chained.status == 422);
   CHECK(contains(chained.body, "good.nothing is not a running flow's `flow: {}` sink"));
   CHECK_FALSE(std::filesystem::exists(weir.flow_path("chain.yaml")));
-  auto with_file = weir.admin("PUT", "/flows/filed",
-                              "flow: filed\nfrom: { http: { path: /in/filed } }\ntables:\n  t: { file: t.csv, key: id }\n"
-                              "to: { out: { http: { url: \"" + sink.url("/filed") + "\" } } }\n");
+  auto with_file = weir.admin(
+      "PUT", "/flows/filed",
+      "flow: filed\nfrom: { http: { path: /in/filed } }\ntables:\n  t: { file: t.csv, key: id }\n"
+      "to: { out: { http: { url: \"" +
+          sink.url("/filed") + "\" } } }\n");
   CHECK(with_file.status == 422);
   CHECK(contains(with_file.body, "kv: table"));
   // A name another (not running) file in the flows dir holds.
@@ -106,7 +110,8 @@ TEST_CASE("deploy: a new flow starts at once on a standalone weir and runs after
                             "flow: tiered\nfrom: { http: { path: /in/tiered } }\ntables:\n"
                             "  tiers: { kv: deploy_tiers, key: customer }\nsteps:\n"
                             "  - lookup: { table: tiers, key: this.customer, as: tier }\n"
-                            "to: { out: { http: { url: \"" + sink.url("/tiered") + "\", retries: 8, timeout: 2s } } }\n");
+                            "to: { out: { http: { url: \"" +
+                                sink.url("/tiered") + "\", retries: 8, timeout: 2s } } }\n");
   INFO(kv_flow.body);
   REQUIRE(kv_flow.status == 201);
   REQUIRE(weir.post("/in/tiered", R"({"id": "t1", "customer": "c1"})").status == 202);
@@ -130,22 +135,26 @@ TEST_CASE("deploy in a cluster: a new flow stored, then promoted, starts on ever
   weir::testing::NatsServer nats;
   SinkProcess sink;
   const std::vector<std::string> cluster{"--cluster", "c1"};
-  WeirProcess a({.nats_url = nats.url(), .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}},
+  WeirProcess a({.nats_url = nats.url(),
+                 .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}},
                  .args = cluster});
-  WeirProcess b({.nats_url = nats.url(), .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}},
+  WeirProcess b({.nats_url = nats.url(),
+                 .flows = {{"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}},
                  .args = cluster});
   a.start();
   b.start();
   INFO(a.describe() << "\n" << b.describe());
-  std::string fresh = "flow: fresh\nfrom: { http: { path: /in/fresh } }\nsteps:\n  - set: { v: 1 }\n"
-                      "to: { out: { http: { url: \"" + sink.url("/fresh") + "\", retries: 8, timeout: 2s } } }\n";
+  std::string fresh =
+      "flow: fresh\nfrom: { http: { path: /in/fresh } }\nsteps:\n  - set: { v: 1 }\n"
+      "to: { out: { http: { url: \"" +
+      sink.url("/fresh") + "\", retries: 8, timeout: 2s } } }\n";
   // Stored, not started: the answer says to promote.
   auto stored = a.admin("PUT", "/flows/fresh", fresh);
   INFO(stored.body);
   REQUIRE(stored.status == 201);
   CHECK(contains(stored.body, "promote"));
   CHECK(b.post("/in/fresh", R"({"id": "n0"})").status == 404);
-  CHECK_FALSE(std::filesystem::exists(a.flow_path("fresh.yaml")));   // the registry is the source of truth
+  CHECK_FALSE(std::filesystem::exists(a.flow_path("fresh.yaml")));  // the registry is the source of truth
   // A taken path is refused before it is stored.
   CHECK(a.admin("PUT", "/flows/other", http_flow("other", "/in/good", sink.url("/other"))).status == 409);
   // Promoted through the other instance: both start it.

@@ -40,8 +40,8 @@ json dead_letters(const WeirProcess& weir) {
 TEST_CASE("JSON deeper than http.max_depth is refused with 400 and never stored", "[integration][ingress][depth]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
   weir.start();
 
   // At the limit: stored and delivered.
@@ -100,7 +100,8 @@ TEST_CASE("a too-deep payload from a NATS subject is dead-lettered, not stored i
       "flow: feed\n"
       "from: { nats: { subject: \"feed.in\" } }\n"
       "steps: []\n"
-      "to: { out: { http: { url: \"" + sink.url("/out") + "\" } } }\n";
+      "to: { out: { http: { url: \"" +
+      sink.url("/out") + "\" } } }\n";
   WeirProcess weir({.nats_url = nats.url(), .flows = {{"feed.yaml", flow}}});
   weir.start();
 
@@ -113,10 +114,12 @@ TEST_CASE("a too-deep payload from a NATS subject is dead-lettered, not stored i
   nats_publish(nats.port(), "feed.in", nested_event("last", 2));
 
   json dlq;
-  REQUIRE(wait_until([&] {
-    dlq = dead_letters(weir);
-    return dlq.size() >= 2;
-  }, 20s, 50ms));
+  REQUIRE(wait_until(
+      [&] {
+        dlq = dead_letters(weir);
+        return dlq.size() >= 2;
+      },
+      20s, 50ms));
   INFO(dlq.dump().substr(0, 1000));
   CHECK(dlq.size() == 2);
   for (const auto& d : dlq) {

@@ -71,8 +71,8 @@ std::vector<std::string> listening_addresses(pid_t pid) {
   }
   std::vector<std::string> out;
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::istringstream in(read_file(std::string("/proc/") + std::to_string(pid) + "/net/" +
-                                    std::string(table).substr(10)));
+    std::istringstream in(
+        read_file(std::string("/proc/") + std::to_string(pid) + "/net/" + std::string(table).substr(10)));
     std::string line;
     std::getline(in, line);  // header
     while (std::getline(in, line)) {
@@ -87,8 +87,8 @@ std::vector<std::string> listening_addresses(pid_t pid) {
 
 bool is_loopback(const std::string& hex_addr) {
   std::string addr = hex_addr.substr(0, hex_addr.find(':'));
-  if (addr.size() == 8) return addr.substr(6, 2) == "7F";  // 127.x.x.x, little-endian
-  return addr == "00000000000000000000000001000000" ||     // ::1
+  if (addr.size() == 8) return addr.substr(6, 2) == "7F";                                   // 127.x.x.x, little-endian
+  return addr == "00000000000000000000000001000000" ||                                      // ::1
          (addr.substr(0, 24) == "0000000000000000FFFF0000" && addr.substr(30, 2) == "7F");  // ::ffff:127.x
 }
 
@@ -104,11 +104,9 @@ bool dir_has(const std::string& root, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("weir run without --nats spawns nats-server, serves end to end and stops it",
-          "[integration][embedded]") {
+TEST_CASE("weir run without --nats spawns nats-server, serves end to end and stops it", "[integration][embedded]") {
   SinkProcess sink;
-  WeirProcess weir({.nats_url = "",
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
+  WeirProcess weir({.nats_url = "", .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
   for (int run = 1; run <= 2; ++run) {  // the second run reuses the same data dir
     INFO("run " << run);
     weir.start();
@@ -154,12 +152,11 @@ TEST_CASE("weir run without --nats spawns nats-server, serves end to end and sto
   CHECK(sink.stat("unique") == 2);
 }
 
-TEST_CASE("weir run with embedded NATS keeps acknowledged events across a kill -9 restart",
-          "[integration][embedded]") {
+TEST_CASE("weir run with embedded NATS keeps acknowledged events across a kill -9 restart", "[integration][embedded]") {
   SinkProcess sink({"--status", "503"});  // holds every event in the stream
-  WeirProcess weir({.nats_url = "",
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 100, timeout: 2s")}}});
+  WeirProcess weir(
+      {.nats_url = "",
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 100, timeout: 2s")}}});
   weir.start();
   INFO(weir.describe());
   std::set<std::string> ids;

@@ -67,7 +67,8 @@ void check_all_delivered(const std::set<std::string>& acked, const SinkProcess& 
                          const std::string& what) {
   std::vector<std::string> lost = wait_delivered(acked, sink, timeout);
   CHECK(lost.empty());
-  if (!lost.empty()) FAIL_CHECK(what << ": lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
+  if (!lost.empty())
+    FAIL_CHECK(what << ": lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
 }
 
 // One figures line per test, as docs/reliability.md quotes them.
@@ -127,9 +128,9 @@ TEST_CASE("kill -9 of nats-server under load, restarted on the same store and po
           "[integration][faults][matrix]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 8, timeout: 2s")}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}}});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(1000));
   std::vector<Posters*> all{&posters};
@@ -281,10 +282,10 @@ TEST_CASE("a sink failing 10 % of deliveries at random gets every event, re-send
           "[integration][faults][matrix][sink]") {
   NatsServer nats;
   SinkProcess sink({"--fail-percent", "10", "--fail-status", "503"});
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 8, timeout: 2s")}},
-                    .config = kSinkRetriesGovern});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
+       .config = kSinkRetriesGovern});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(1000));
   std::vector<Posters*> all{&posters};
@@ -307,10 +308,10 @@ TEST_CASE("a sink that resets the connection half-way through its answer gets ev
           "[integration][faults][matrix][sink]") {
   NatsServer nats;
   SinkProcess sink({"--reset-percent", "20"});
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 8, timeout: 2s")}},
-                    .config = kSinkRetriesGovern});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
+       .config = kSinkRetriesGovern});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(1000));
   std::vector<Posters*> all{&posters};
@@ -320,8 +321,8 @@ TEST_CASE("a sink that resets the connection half-way through its answer gets ev
   auto settle = Clock::now();
   check_all_delivered(acked, sink, 60s, "20 % resets mid-answer");
   print_figures("sink resetting 20 % mid-answer", acked, all, sink,
-                "; resets " + std::to_string(sink.stat("resets")) + ", all delivered " + std::to_string(ms_since(settle)) +
-                    " ms after the last ack");
+                "; resets " + std::to_string(sink.stat("resets")) + ", all delivered " +
+                    std::to_string(ms_since(settle)) + " ms after the last ack");
   CHECK(sink.stat("resets") > 0);
   CHECK(sink.stat("resends_with_other_key") == 0);
   CHECK(dead_letters(weir) == 0);
@@ -370,8 +371,9 @@ TEST_CASE("a sink slower than its timeout: retried with the same key, weir's mem
   }
   print_figures("sink slower than its timeout (2 s vs 500 ms) for " + std::to_string(ms_since(slow_at) / 1000) + " s",
                 acked, all, sink,
-                "; weir RSS " + mib(warm_kb) + " warm, at most " + mib(max_kb) + " while the sink was slow, fds at most " +
-                    std::to_string(fds_max) + "; " + std::to_string(acked_while_slow) + " acked by the end of it");
+                "; weir RSS " + mib(warm_kb) + " warm, at most " + mib(max_kb) +
+                    " while the sink was slow, fds at most " + std::to_string(fds_max) + "; " +
+                    std::to_string(acked_while_slow) + " acked by the end of it");
   CHECK(sink.stat("resends_with_same_key") > 0);
   CHECK(sink.stat("resends_with_other_key") == 0);
   // Bounded: at most max_connections (8) requests are in flight, the backlog waits in
@@ -397,10 +399,10 @@ TEST_CASE("JetStream's disk full: 503 and never 2xx while it is, nothing acked i
   SinkProcess sink;
   // The sink refuses for as long as the disk is full (20 s and more on a slow or sanitized
   // weir): at the default max_deliver 5 events were dead-lettered, not lost (ASan job).
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 50, timeout: 2s")}},
-                    .config = kSinkRetriesGovern});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 50, timeout: 2s")}},
+       .config = kSinkRetriesGovern});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(1000));
   std::vector<Posters*> all{&posters};

@@ -46,8 +46,8 @@ std::map<std::string, std::string> dead_letter_ids(const WeirProcess& weir) {
     for (const auto& d : json::parse(r.body)) {
       const json& event = d.contains("event") ? d["event"] : json::object();
       std::string id = event.is_object() ? event.value("id", "") : "";
-      out[id] = d.value("stage", "") + ", " + std::to_string(d.value("deliveries", 0)) + " deliveries: " +
-                d.value("reason", "");
+      out[id] = d.value("stage", "") + ", " + std::to_string(d.value("deliveries", 0)) +
+                " deliveries: " + d.value("reason", "");
     }
     if (r.header("x-more") != "true") break;
     after = "&after_seq=" + r.header("x-next-after-seq");
@@ -63,11 +63,11 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
   const auto length = std::chrono::seconds(env ? std::atoi(env) : 120);
   NatsServer nats;
   SinkProcess sink({"--reserve", "100000"});
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 50, timeout: 1s")}},
-                    // A sink gets min(retries + 1, max_deliver) attempts: let its 50 retries govern.
-                    .config = "max_deliver: 1000\n"});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 50, timeout: 1s")}},
+       // A sink gets min(retries + 1, max_deliver) attempts: let its 50 retries govern.
+       .config = "max_deliver: 1000\n"});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(2000));
   auto more_acks = [&](size_t n, std::chrono::milliseconds timeout) {
@@ -80,7 +80,7 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
   // process lives through all the other rounds and its memory and descriptors can be
   // compared across them. A sink fault or a freeze is held for a few seconds: the held
   // fault is the scenario (as the 3 s outage of faults_test).
-  const std::vector<std::string> faults{"sink fails 30 %", "nats-server kill -9", "weir SIGSTOP 3 s",
+  const std::vector<std::string> faults{"sink fails 30 %",  "nats-server kill -9", "weir SIGSTOP 3 s",
                                         "sink resets 20 %", "nats-server SIGTERM", "sink slower than timeout"};
   std::vector<Sample> samples;
   auto began = Clock::now();
@@ -157,10 +157,10 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
   std::cout << "rotating faults, " << round << " rounds in "
             << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - began).count() << " s: acked "
             << acked.size() << ", not acked " << posters.failed() << ", lost " << really_lost.size()
-            << ", dead-lettered " << dead.size() << " (" << dead_lettered.size() << " of them not delivered), sink unique "
-            << stats.value("unique", 0) << ", duplicates " << stats.value("duplicates", 0) << " (same key "
-            << stats.value("resends_with_same_key", 0) << ", other key " << stats.value("resends_with_other_key", 0)
-            << ")\n";
+            << ", dead-lettered " << dead.size() << " (" << dead_lettered.size()
+            << " of them not delivered), sink unique " << stats.value("unique", 0) << ", duplicates "
+            << stats.value("duplicates", 0) << " (same key " << stats.value("resends_with_same_key", 0)
+            << ", other key " << stats.value("resends_with_other_key", 0) << ")\n";
   for (const Sample& s : samples) {
     std::cout << "  round " << s.round << " " << s.fault << ": back in " << s.recovery_ms << " ms; weir pid " << s.pid
               << " RSS " << s.usage.rss_kb << " kB, fds " << s.usage.fds << "\n";

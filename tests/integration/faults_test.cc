@@ -24,9 +24,9 @@ bool more_acks(const Posters& posters, size_t n, std::chrono::milliseconds timeo
 TEST_CASE("kill -9 of weir twice under load loses no acknowledged event", "[integration][faults]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 8, timeout: 2s")}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}}});
   weir.start();
 
   Posters posters(weir.ingress_url("/in/orders"), 8);
@@ -70,13 +70,12 @@ TEST_CASE("kill -9 of weir twice under load loses no acknowledged event", "[inte
   }
 }
 
-TEST_CASE("a 3 s nats-server outage answers 503 with Retry-After and loses nothing acked",
-          "[integration][faults]") {
+TEST_CASE("a 3 s nats-server outage answers 503 with Retry-After and loses nothing acked", "[integration][faults]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 8, timeout: 2s")}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}}});
   weir.start();
 
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(2000));
@@ -112,8 +111,8 @@ TEST_CASE("a 3 s nats-server outage answers 503 with Retry-After and loses nothi
         return ready_again.status == 200;
       },
       20s, 50ms);
-  std::cout << "nats outage: ready again " << std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                   std::chrono::steady_clock::now() - up_at).count()
+  std::cout << "nats outage: ready again "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - up_at).count()
             << " ms after nats-server was started; last not ready: " << last_reason << "\n";
   INFO("/readyz: " << ready_again.status << " " << ready_again.body);
   CHECK(recovered);
@@ -135,8 +134,7 @@ TEST_CASE("a 3 s nats-server outage answers 503 with Retry-After and loses nothi
       ++bad_statuses[r.status * 10 + (r.has_retry_after ? 1 : 0)];
     }
   }
-  std::cout << "nats outage: " << during << " answers during the outage, " << with_503
-            << " were 503+Retry-After\n";
+  std::cout << "nats outage: " << during << " answers during the outage, " << with_503 << " were 503+Retry-After\n";
   for (auto [code, n] : bad_statuses) {
     INFO("answered during the outage: HTTP " << code / 10 << (code % 10 ? " with" : " without") << " Retry-After x"
                                              << n);
@@ -157,6 +155,6 @@ TEST_CASE("a 3 s nats-server outage answers 503 with Retry-After and loses nothi
   CHECK(all);
   if (!lost.empty()) FAIL_CHECK("lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
   json stats = sink.stats();
-  std::cout << "nats outage: acked " << acked.size() << ", sink unique " << stats.value("unique", 0)
-            << ", duplicates " << stats.value("duplicates", 0) << "\n";
+  std::cout << "nats outage: acked " << acked.size() << ", sink unique " << stats.value("unique", 0) << ", duplicates "
+            << stats.value("duplicates", 0) << "\n";
 }

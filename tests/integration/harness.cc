@@ -44,7 +44,8 @@ namespace {
 std::string tail(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
 }
 
 json parse_json_reply(const HttpReply& r, const std::string& what) {
@@ -129,8 +130,7 @@ std::string http_flow(const std::string& name, const std::string& path, const st
   std::string out = "flow: " + name + "\n";
   out += "from: { http: { path: \"" + path + "\"" + (source_extra.empty() ? "" : ", " + source_extra) + " } }\n";
   out += "steps: []\n";
-  out += "to: { out: { http: { url: \"" + sink_url + "\"" + (sink_extra.empty() ? "" : ", " + sink_extra) +
-         " } } }\n";
+  out += "to: { out: { http: { url: \"" + sink_url + "\"" + (sink_extra.empty() ? "" : ", " + sink_extra) + " } } }\n";
   return out;
 }
 
@@ -155,8 +155,9 @@ bool WeirProcess::learn_ports() const {
   for (size_t pos = 0; (pos = log.find("\"msg\":\"listening\"", pos)) != std::string::npos; ++pos) {
     size_t begin = log.rfind('\n', pos);
     size_t end = log.find('\n', pos);
-    std::string line = log.substr(begin == std::string::npos ? 0 : begin + 1,
-                                  (end == std::string::npos ? log.size() : end) - (begin == std::string::npos ? 0 : begin + 1));
+    std::string line = log.substr(
+        begin == std::string::npos ? 0 : begin + 1,
+        (end == std::string::npos ? log.size() : end) - (begin == std::string::npos ? 0 : begin + 1));
     static const std::regex kField(R"re("(http|admin)":"[0-9.]+:(\d+)")re");
     int h = 0, a = 0;
     for (auto it = std::sregex_iterator(line.begin(), line.end(), kField); it != std::sregex_iterator(); ++it) {
@@ -214,9 +215,9 @@ void WeirProcess::spawn() {
     argv.insert(argv.end(), {"--config", config_path()});
   }
   if (options_.use_flags) {
-    argv.insert(argv.end(), {"--flows", flows_dir(), "--data-dir", data_dir(), "--http",
-                             "127.0.0.1:" + std::to_string(http_port_), "--admin",
-                             "127.0.0.1:" + std::to_string(admin_port_)});
+    argv.insert(argv.end(),
+                {"--flows", flows_dir(), "--data-dir", data_dir(), "--http", "127.0.0.1:" + std::to_string(http_port_),
+                 "--admin", "127.0.0.1:" + std::to_string(admin_port_)});
     if (!options_.nats_url.empty()) argv.insert(argv.end(), {"--nats", options_.nats_url});
   }
   argv.insert(argv.end(), options_.args.begin(), options_.args.end());
@@ -231,9 +232,8 @@ bool WeirProcess::wait_ready(std::chrono::milliseconds timeout) {
   if (!wait_until([&] { return learn_ports() || !proc_.running(); }, timeout, 5ms) || !learn_ports()) return false;
   std::string url = admin_url("/readyz");
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-  return wait_until(
-             [&] { return !proc_.running() || http_request("GET", url, "", {}, 500ms).status == 200; },
-             std::max(left, std::chrono::milliseconds(1)), 20ms) &&
+  return wait_until([&] { return !proc_.running() || http_request("GET", url, "", {}, 500ms).status == 200; },
+                    std::max(left, std::chrono::milliseconds(1)), 20ms) &&
          proc_.running();
 }
 
@@ -299,8 +299,7 @@ std::string id_from_reply(const HttpReply& reply) {
   return "";
 }
 
-Posters::Posters(std::string url, int clients, std::chrono::microseconds pause)
-    : url_(std::move(url)), pause_(pause) {
+Posters::Posters(std::string url, int clients, std::chrono::microseconds pause) : url_(std::move(url)), pause_(pause) {
   static std::atomic<int> instances{0};
   prefix_ = "p" + std::to_string(::getpid()) + "x" + std::to_string(++instances);
   for (int c = 0; c < clients; ++c) threads_.emplace_back([this, c] { run(c); });
@@ -454,10 +453,9 @@ std::multimap<std::string, std::pair<std::string, double>> parse_metrics(const s
 }
 
 std::string jetstream_state(int monitor_port) {
-  HttpReply r = http_request("GET",
-                             "http://127.0.0.1:" + std::to_string(monitor_port) +
-                                 "/jsz?accounts=true&streams=true&consumers=true",
-                             "", {}, 2s);
+  HttpReply r = http_request(
+      "GET", "http://127.0.0.1:" + std::to_string(monitor_port) + "/jsz?accounts=true&streams=true&consumers=true", "",
+      {}, 2s);
   if (r.status != 200) return "/jsz answered " + std::to_string(r.status) + " " + r.error;
   std::string out;
   try {
@@ -469,8 +467,8 @@ std::string jetstream_state(int monitor_port) {
         for (const auto& c : s.value("consumer_detail", json::array())) {
           out += "  consumer " + c.value("name", "") + ": pending " + std::to_string(c.value("num_pending", 0)) +
                  ", ack pending " + std::to_string(c.value("num_ack_pending", 0)) + ", redelivered " +
-                 std::to_string(c.value("num_redelivered", 0)) + ", waiting " + std::to_string(c.value("num_waiting", 0)) +
-                 "\n";
+                 std::to_string(c.value("num_redelivered", 0)) + ", waiting " +
+                 std::to_string(c.value("num_waiting", 0)) + "\n";
         }
       }
     }

@@ -50,10 +50,10 @@ class SinkProcess {
   int port() const { return port_; }
   std::string url(const std::string& path = "/out") const;
 
-  json stats() const;                       // GET /stats
-  void reset() const;                       // POST /reset
+  json stats() const;                        // GET /stats
+  void reset() const;                        // POST /reset
   void control(const json& settings) const;  // POST /control
-  json requests(int limit) const;           // GET /requests?limit=N → array
+  json requests(int limit) const;            // GET /requests?limit=N → array
   // GET /ids: the top-level "id" of every delivered (2xx-answered) body, once each.
   std::set<std::string> ids() const;
   int64_t stat(const std::string& key) const;  // stats()[key] as a number; throws when absent
@@ -70,18 +70,17 @@ class SinkProcess {
 // A flow file per spec §3 with an http source and one http sink named `out`.
 // `source_extra` / `sink_extra` are added inside the braces (", hmac: {...}").
 std::string http_flow(const std::string& name, const std::string& path, const std::string& sink_url,
-                      const std::string& sink_extra = "retries: 8, timeout: 2s",
-                      const std::string& source_extra = "");
+                      const std::string& sink_extra = "retries: 8, timeout: 2s", const std::string& source_extra = "");
 
 struct WeirOptions {
-  std::string nats_url;                       // "" = embedded nats-server
-  std::map<std::string, std::string> flows;   // file name in the flows dir → content
-  std::string config;                         // weir.yaml content; "" = no --config
-  std::map<std::string, std::string> env;     // added to the environment
+  std::string nats_url;                      // "" = embedded nats-server
+  std::map<std::string, std::string> flows;  // file name in the flows dir → content
+  std::string config;                        // weir.yaml content; "" = no --config
+  std::map<std::string, std::string> env;    // added to the environment
   // Pass --flows/--data-dir/--http/--admin (and --nats) as flags. When false, the
   // config must carry them (use the {HTTP} {ADMIN} {DATA} {FLOWS} {NATS} placeholders).
   bool use_flags = true;
-  std::vector<std::string> args;              // more `weir run` flags, e.g. {"--cluster", "c1"}
+  std::vector<std::string> args;  // more `weir run` flags, e.g. {"--cluster", "c1"}
 };
 
 class WeirProcess {
@@ -132,7 +131,7 @@ class WeirProcess {
   WeirOptions options_;
   weir::testing::TempDir dir_;
   weir::testing::Process proc_;
-  mutable int http_port_ = 0;    // 0 until the first spawn reported its bound port
+  mutable int http_port_ = 0;  // 0 until the first spawn reported its bound port
   mutable int admin_port_ = 0;
   int spawns_ = 0;
 };
@@ -181,9 +180,9 @@ class Posters {
   std::atomic<size_t> acked_{0};
   std::atomic<size_t> failed_{0};
   mutable std::mutex mu_;
-  std::set<std::string> ids_;          // guarded by mu_
-  std::vector<PostRecord> records_;    // guarded by mu_
-  size_t key_mismatches_ = 0;          // guarded by mu_
+  std::set<std::string> ids_;        // guarded by mu_
+  std::vector<PostRecord> records_;  // guarded by mu_
+  size_t key_mismatches_ = 0;        // guarded by mu_
   std::vector<std::thread> threads_;
 };
 

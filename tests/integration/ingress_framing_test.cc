@@ -68,25 +68,25 @@ TEST_CASE("request smuggling: every ambiguous framing is a 400 and a closed conn
   }
   cases.push_back({"two TE fields", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" +
                                         chunked(outer) + smuggle()});
-  cases.push_back({"TE chunked then identity field", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n" +
-                                                         chunked(outer) + smuggle()});
+  cases.push_back(
+      {"TE chunked then identity field",
+       head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n" + chunked(outer) + smuggle()});
   // Transfer-Encoding with Content-Length, in either order and with any coding.
   {
     std::string chunk = chunked(outer);
     std::string cl = "Content-Length: " + std::to_string(chunk.size()) + "\r\n";
     cases.push_back({"CL then TE chunked", head + cl + "Transfer-Encoding: chunked\r\n\r\n" + chunk + smuggle()});
     cases.push_back({"TE chunked then CL", head + "Transfer-Encoding: chunked\r\n" + cl + "\r\n" + chunk + smuggle()});
-    cases.push_back({"TE identity with CL", head + "Transfer-Encoding: identity\r\n" +
-                                                "Content-Length: " + std::to_string(outer.size()) + "\r\n\r\n" + outer +
-                                                smuggle()});
+    cases.push_back({"TE identity with CL", head + "Transfer-Encoding: identity\r\n" + "Content-Length: " +
+                                                std::to_string(outer.size()) + "\r\n\r\n" + outer + smuggle()});
   }
   // More than one Content-Length, equal or not.
   {
     std::string cl = std::to_string(outer.size());
-    cases.push_back({"duplicate CL, same value", head + "Content-Length: " + cl + "\r\nContent-Length: " + cl +
-                                                     "\r\n\r\n" + outer + smuggle()});
-    cases.push_back({"duplicate CL, other value", head + "Content-Length: " + cl + "\r\nContent-Length: 0\r\n\r\n" +
-                                                      outer + smuggle()});
+    cases.push_back({"duplicate CL, same value",
+                     head + "Content-Length: " + cl + "\r\nContent-Length: " + cl + "\r\n\r\n" + outer + smuggle()});
+    cases.push_back({"duplicate CL, other value",
+                     head + "Content-Length: " + cl + "\r\nContent-Length: 0\r\n\r\n" + outer + smuggle()});
     cases.push_back({"CL list", head + "Content-Length: " + cl + ", " + cl + "\r\n\r\n" + outer + smuggle()});
     cases.push_back({"CL not a number", head + "Content-Length: +" + cl + "\r\n\r\n" + outer + smuggle()});
   }
@@ -95,19 +95,21 @@ TEST_CASE("request smuggling: every ambiguous framing is a 400 and a closed conn
     cases.push_back({"chunk size '" + size + "'", head + "Transfer-Encoding: chunked\r\n\r\n" + size + "\r\n" + outer +
                                                       "\r\n0\r\n\r\n" + smuggle()});
   }
-  cases.push_back({"chunk shorter than its size", head + "Transfer-Encoding: chunked\r\n\r\n" + "5\r\n" + outer +
-                                                      "\r\n0\r\n\r\n" + smuggle()});
+  cases.push_back({"chunk shorter than its size",
+                   head + "Transfer-Encoding: chunked\r\n\r\n" + "5\r\n" + outer + "\r\n0\r\n\r\n" + smuggle()});
   // Bare LF line endings and obs-fold.
-  cases.push_back({"bare LF everywhere", "POST /in/plain HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\n"
-                                         "Content-Length: " + std::to_string(outer.size()) + "\n\n" + outer + smuggle()});
-  cases.push_back({"bare LF after one header", head + "X-A: 1\nContent-Length: " + std::to_string(outer.size()) +
-                                                   "\r\n\r\n" + outer + smuggle()});
-  cases.push_back({"bare CR", head + "X-A: 1\rContent-Length: " + std::to_string(outer.size()) + "\r\n\r\n" + outer +
-                                  smuggle()});
+  cases.push_back({"bare LF everywhere",
+                   "POST /in/plain HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\n"
+                   "Content-Length: " +
+                       std::to_string(outer.size()) + "\n\n" + outer + smuggle()});
+  cases.push_back({"bare LF after one header",
+                   head + "X-A: 1\nContent-Length: " + std::to_string(outer.size()) + "\r\n\r\n" + outer + smuggle()});
+  cases.push_back(
+      {"bare CR", head + "X-A: 1\rContent-Length: " + std::to_string(outer.size()) + "\r\n\r\n" + outer + smuggle()});
   cases.push_back({"obs-fold", head + "X-Folded: a\r\n b\r\nContent-Length: " + std::to_string(outer.size()) +
                                    "\r\n\r\n" + outer + smuggle()});
-  cases.push_back({"obs-fold of Transfer-Encoding", head + "Transfer-Encoding: identity\r\n\tchunked\r\n\r\n" +
-                                                         chunked(outer) + smuggle()});
+  cases.push_back({"obs-fold of Transfer-Encoding",
+                   head + "Transfer-Encoding: identity\r\n\tchunked\r\n\r\n" + chunked(outer) + smuggle()});
   cases.push_back({"space before colon", head + "Transfer-Encoding : chunked\r\n\r\n" + chunked(outer) + smuggle()});
 
   for (const auto& c : cases) {
@@ -141,8 +143,7 @@ TEST_CASE("request smuggling: every ambiguous framing is a 400 and a closed conn
   CHECK(ids == accepted);
 }
 
-TEST_CASE("connections past max_connections get 503 and are closed; weir keeps serving",
-          "[integration][ingress]") {
+TEST_CASE("connections past max_connections get 503 and are closed; weir keeps serving", "[integration][ingress]") {
   NatsServer nats;
   SinkProcess sink;
   WeirProcess weir({.nats_url = nats.url(),
@@ -155,8 +156,9 @@ TEST_CASE("connections past max_connections get 503 and are closed; weir keeps s
   // accepted (the answer comes from a session, not from the refusal path).
   std::vector<std::unique_ptr<TcpClient>> held;
   for (int i = 0; i < 8; ++i) held.push_back(std::make_unique<TcpClient>(weir.http_port()));
-  const std::string post = "POST /in/plain HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                           "Content-Length: 2\r\n\r\n{}";
+  const std::string post =
+      "POST /in/plain HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2\r\n\r\n{}";
   REQUIRE(held[0]->send(post));
   CHECK(parse_status_line(held[0]->recv(5s, "}")) == 202);
 

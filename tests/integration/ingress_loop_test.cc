@@ -16,8 +16,8 @@ TEST_CASE("http-in on the io thread: 32 keep-alive clients each get their own 20
           "[integration][ingress]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}});
   weir.start();
 
   constexpr int kClients = 32;

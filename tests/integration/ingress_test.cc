@@ -47,12 +47,12 @@ TEST_CASE("ingress answers every row of spec section 6 and keeps serving", "[int
       .flows =
           {
               {"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))},
-              {"github.yaml", http_flow("github", "/in/github", sink.url("/github"), "retries: 8",
-                                        "hmac: { secret_env: GH_SECRET }")},
+              {"github.yaml",
+               http_flow("github", "/in/github", sink.url("/github"), "retries: 8", "hmac: { secret_env: GH_SECRET }")},
               {"standard.yaml", http_flow("standard", "/in/standard", sink.url("/standard"), "retries: 8",
                                           "hmac: { secret_env: SW_SECRET, scheme: standard }")},
-              {"bearer.yaml", http_flow("bearer", "/in/bearer", sink.url("/bearer"), "retries: 8",
-                                        "bearer: { token_env: IN_TOKEN }")},
+              {"bearer.yaml",
+               http_flow("bearer", "/in/bearer", sink.url("/bearer"), "retries: 8", "bearer: { token_env: IN_TOKEN }")},
           },
       .config = "http: { max_body: 4KiB, read_timeout: 1s }\n",
       .env = {{"GH_SECRET", kGithubSecret}, {"SW_SECRET", standard_secret}, {"IN_TOKEN", kBearer}},
@@ -154,7 +154,8 @@ TEST_CASE("ingress answers every row of spec section 6 and keeps serving", "[int
       CHECK(weir.post("/in/github", body, {"X-Hub-Signature-256: sha256=" + std::string(64, '0')}).status == 401);
       CHECK(weir.post("/in/github", body, {"X-Hub-Signature-256: " + hmac_sha256_hex(kGithubSecret, body)}).status ==
             401);  // without "sha256="
-      CHECK(weir.post("/in/github", R"({"id":"gh-2","action":"opened","number":43})", {sig}).status == 401);  // other body
+      CHECK(weir.post("/in/github", R"({"id":"gh-2","action":"opened","number":43})", {sig}).status ==
+            401);  // other body
       CHECK(weir.post("/in/github", body, {"X-Hub-Signature-256: sha256=" + hmac_sha256_hex("wrong", body)}).status ==
             401);
       auto r = weir.post("/in/github", body, {sig});
@@ -166,8 +167,7 @@ TEST_CASE("ingress answers every row of spec section 6 and keeps serving", "[int
     {
       const std::string body = R"({"id":"sw-1","type":"invoice.paid","amount":1200})";
       const std::string body2 = R"({"id":"sw-2","type":"invoice.paid","amount":1300})";
-      auto headers_for = [&](const std::string& id, long ts, const std::string& key,
-                             const std::string& signed_body) {
+      auto headers_for = [&](const std::string& id, long ts, const std::string& key, const std::string& signed_body) {
         std::string t = std::to_string(ts);
         return std::vector<std::string>{
             "webhook-id: " + id, "webhook-timestamp: " + t,
@@ -274,8 +274,8 @@ TEST_CASE("ingress answers every row of spec section 6 and keeps serving", "[int
 TEST_CASE("keep-alive connections survive rejected requests", "[integration][ingress]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))}}});
   weir.start();
   INFO(weir.describe());
   weir::testing::HttpClient client;

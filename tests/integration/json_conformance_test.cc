@@ -22,8 +22,7 @@ TEST_CASE("JSONTestSuite through http-in: y_ 202, n_ 400, i_ either, never a cra
 
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"docs.yaml", http_flow("docs", "/in/docs", sink.url("/out"))}}});
+  WeirProcess weir({.nats_url = nats.url(), .flows = {{"docs.yaml", http_flow("docs", "/in/docs", sink.url("/out"))}}});
   weir.start();
 
   std::map<std::string, std::map<int, int>> by_kind;  // "y" / "n" / "i" → status → count

@@ -29,8 +29,7 @@ bool maps_contain(pid_t pid, const std::string& needle) {
 TEST_CASE("libcurl and the HTTP loop are loaded at the first delivery, not at start", "[integration][lean]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"lean.yaml", http_flow("lean", "/in/lean", sink.url("/out"))}}});
+  WeirProcess weir({.nats_url = nats.url(), .flows = {{"lean.yaml", http_flow("lean", "/in/lean", sink.url("/out"))}}});
   weir.start();
   const pid_t pid = weir.process().pid();
   INFO(weir.describe());

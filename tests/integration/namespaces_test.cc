@@ -30,7 +30,8 @@ TEST_CASE("two clusters and a standalone weir on one NATS with the same flow nam
   SinkProcess sink1, sink2, sink0;
   WeirProcess c1({.nats_url = nats.url(), .flows = flows_to(sink1), .args = {"--cluster", "c1"}});
   WeirProcess c2({.nats_url = nats.url(), .flows = flows_to(sink2), .args = {"--cluster", "c2"}});
-  WeirProcess solo({.nats_url = nats.url(), .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink0.url("/orders"))}}});
+  WeirProcess solo(
+      {.nats_url = nats.url(), .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink0.url("/orders"))}}});
   c1.spawn();
   c2.spawn();
   solo.spawn();
@@ -40,8 +41,8 @@ TEST_CASE("two clusters and a standalone weir on one NATS with the same flow nam
 
   std::set<std::string> ids1, ids2, ids0;
   for (int i = 0; i < 100; ++i) {
-    for (auto [weir, ids, prefix] : {std::tuple{&c1, &ids1, "one-"}, std::tuple{&c2, &ids2, "two-"},
-                                     std::tuple{&solo, &ids0, "solo-"}}) {
+    for (auto [weir, ids, prefix] :
+         {std::tuple{&c1, &ids1, "one-"}, std::tuple{&c2, &ids2, "two-"}, std::tuple{&solo, &ids0, "solo-"}}) {
       std::string id = prefix + std::to_string(i);
       auto r = weir->post("/in/orders", json{{"id", id}}.dump());
       REQUIRE(r.status == 202);
@@ -51,12 +52,12 @@ TEST_CASE("two clusters and a standalone weir on one NATS with the same flow nam
   auto ids_at = [](const SinkProcess& sink) {
     std::set<std::string> out;
     for (const auto& id : sink.ids()) {
-      if (id.find('-') != std::string::npos) out.insert(id);   // order ids, not ticks
+      if (id.find('-') != std::string::npos) out.insert(id);  // order ids, not ticks
     }
     return out;
   };
-  REQUIRE(wait_until([&] { return ids_at(sink1) == ids1 && ids_at(sink2) == ids2 && ids_at(sink0) == ids0; }, 30s,
-                     50ms));
+  REQUIRE(
+      wait_until([&] { return ids_at(sink1) == ids1 && ids_at(sink2) == ids2 && ids_at(sink0) == ids0; }, 30s, 50ms));
   // Each cluster's timer runs under its own lease: both tick, at about 5/s each.
   REQUIRE(wait_until([&] { return ticks(sink1) >= 5 && ticks(sink2) >= 5; }, 10s, 50ms));
   CHECK(sink0.stats()["by_path"].value("/ticks", int64_t{0}) == 0);
@@ -72,7 +73,8 @@ TEST_CASE("two clusters and a standalone weir on one NATS with the same flow nam
 TEST_CASE("a cluster name that cannot name streams is a configuration error", "[integration][cluster][namespaces]") {
   NatsServer nats;
   for (std::string bad : {"a__b", "eu.west", "x y"}) {
-    WeirProcess weir({.nats_url = nats.url(), .flows = {{"a.yaml", http_flow("a", "/in/a", "http://127.0.0.1:9/a")}},
+    WeirProcess weir({.nats_url = nats.url(),
+                      .flows = {{"a.yaml", http_flow("a", "/in/a", "http://127.0.0.1:9/a")}},
                       .args = {"--cluster", bad}});
     weir.spawn();
     auto code = weir.process().wait_exit(20s);

@@ -14,8 +14,10 @@ TEST_CASE("events posted one after another reach a one-connection sink in the or
   SinkProcess sink({"--record", "5000"});
   // A step, so every event is parsed, run and re-encoded by the flow stage; one sink
   // connection, so the sink stage delivers in its fetch order.
-  std::string flow = "flow: seq\nfrom: { http: { path: /in/seq } }\nsteps:\n  - set: { seen: true }\n"
-                     "to: { out: { http: { url: \"" + sink.url("/out") + "\", retries: 8, timeout: 2s, max_connections: 1 } } }\n";
+  std::string flow =
+      "flow: seq\nfrom: { http: { path: /in/seq } }\nsteps:\n  - set: { seen: true }\n"
+      "to: { out: { http: { url: \"" +
+      sink.url("/out") + "\", retries: 8, timeout: 2s, max_connections: 1 } } }\n";
   WeirProcess weir({.nats_url = nats.url(), .flows = {{"seq.yaml", flow}}});
   weir.start();
   INFO(weir.describe());

@@ -24,16 +24,19 @@ TEST_CASE("a flow without steps delivers the stored bytes unchanged, one with st
           "[integration][delivery]") {
   NatsServer nats;
   SinkProcess sink({"--record", "100"});
-  std::string with_steps = "flow: shaped\nfrom: { http: { path: /in/shaped } }\nsteps:\n  - set: { seen: true }\n"
-                           "to: { out: { http: { url: \"" + sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/out"))},
-                              {"shaped.yaml", with_steps}}});
+  std::string with_steps =
+      "flow: shaped\nfrom: { http: { path: /in/shaped } }\nsteps:\n  - set: { seen: true }\n"
+      "to: { out: { http: { url: \"" +
+      sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/out"))}, {"shaped.yaml", with_steps}}});
   weir.start();
   INFO(weir.describe());
 
   // Spacing, key order, number spelling and escapes a re-serialisation would change.
-  const std::string plain = "{ \"id\" : \"pt-1\",\n  \"n\": 1.50, \"big\": 1e3, \"s\": \"caf\\u00e9 \\/\", \"z\": [ ] , \"a\": {} }";
+  const std::string plain =
+      "{ \"id\" : \"pt-1\",\n  \"n\": 1.50, \"big\": 1e3, \"s\": \"caf\\u00e9 \\/\", \"z\": [ ] , \"a\": {} }";
   REQUIRE(weir.post("/in/plain", plain).status == 202);
   const std::string shaped = "{ \"id\" : \"sh-1\", \"n\": 1.50 }";
   REQUIRE(weir.post("/in/shaped", shaped).status == 202);

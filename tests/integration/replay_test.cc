@@ -46,8 +46,8 @@ TEST_CASE("replayed webhooks are stored once: webhook-id and X-GitHub-Delivery a
           {
               {"standard.yaml", http_flow("standard", "/in/standard", sink.url("/standard"), "retries: 8",
                                           "hmac: { secret_env: SW_SECRET, scheme: standard }")},
-              {"github.yaml", http_flow("github", "/in/github", sink.url("/github"), "retries: 8",
-                                        "hmac: { secret_env: GH_SECRET }")},
+              {"github.yaml",
+               http_flow("github", "/in/github", sink.url("/github"), "retries: 8", "hmac: { secret_env: GH_SECRET }")},
           },
       .env = {{"SW_SECRET", "whsec_" + base64(kStandardKey)}, {"GH_SECRET", kGithubSecret}},
   });
@@ -89,9 +89,9 @@ TEST_CASE("replayed webhooks are stored once: webhook-id and X-GitHub-Delivery a
   }
   // Without the header the sender's Idempotency-Key (or a fresh id) is used, as before.
   const std::string gh_body2 = R"({"id":"gh-keyed"})";
-  auto keyed = weir.post("/in/github", gh_body2,
-                         {"X-Hub-Signature-256: sha256=" + hmac_sha256_hex(kGithubSecret, gh_body2),
-                          "Idempotency-Key: gh-own-key"});
+  auto keyed = weir.post(
+      "/in/github", gh_body2,
+      {"X-Hub-Signature-256: sha256=" + hmac_sha256_hex(kGithubSecret, gh_body2), "Idempotency-Key: gh-own-key"});
   CHECK(keyed.status == 202);
   CHECK(id_from_reply(keyed) == "gh-own-key");
   // An over-long delivery id is refused like an over-long Idempotency-Key.
@@ -121,8 +121,8 @@ TEST_CASE("replayed webhooks are stored once: webhook-id and X-GitHub-Delivery a
     else h = {"X-Hub-Signature-256: sha256=" + hmac_sha256_hex(kGithubSecret, b)};
     REQUIRE(weir.post("/in/" + flow, b, h).status == 202);
   }
-  REQUIRE(wait_until([&] { return sink.ids().count("flush-standard") && sink.ids().count("flush-github"); }, 20s,
-                     50ms));
+  REQUIRE(
+      wait_until([&] { return sink.ids().count("flush-standard") && sink.ids().count("flush-github"); }, 20s, 50ms));
   CHECK(deliveries_of(sink, "sw-replayed") == 1);
   CHECK(deliveries_of(sink, "gh-replayed") == 1);
   CHECK(sink.stat("duplicates") == 0);
@@ -131,13 +131,13 @@ TEST_CASE("replayed webhooks are stored once: webhook-id and X-GitHub-Delivery a
 TEST_CASE("the dedup window spans the webhook timestamp tolerance plus skew", "[integration][ingress][replay]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))}}});
   weir.start();
   INFO(weir.describe());
   // What nats-server itself says about every stream weir created.
-  auto jsz = http_request("GET", "http://127.0.0.1:" + std::to_string(nats.monitor_port()) +
-                                     "/jsz?accounts=true&streams=true&config=true");
+  auto jsz = http_request(
+      "GET", "http://127.0.0.1:" + std::to_string(nats.monitor_port()) + "/jsz?accounts=true&streams=true&config=true");
   REQUIRE(jsz.status == 200);
   json j = json::parse(jsz.body);
   int streams = 0;

@@ -8,8 +8,8 @@
 #include "tests/integration/harness.h"
 
 using namespace weir::itest;
-using weir::testing::wait_until;
 using weir::testing::NatsServer;
+using weir::testing::wait_until;
 
 namespace {
 int64_t ms_since(std::chrono::steady_clock::time_point t) {
@@ -17,8 +17,7 @@ int64_t ms_since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
-TEST_CASE("a sink answering 503 to its first 300 requests still gets everything, same keys",
-          "[integration][sink]") {
+TEST_CASE("a sink answering 503 to its first 300 requests still gets everything, same keys", "[integration][sink]") {
   NatsServer nats;
   SinkProcess sink({"--fail-first", "300", "--fail-status", "503"});
   WeirProcess weir({.nats_url = nats.url(),
@@ -80,14 +79,14 @@ TEST_CASE("a sink answering 400 dead-letters with the reason, replay delivers on
           "[integration][sink][dlq]") {
   NatsServer nats;
   SinkProcess sink({"--status", "400"});
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 8, timeout: 2s")}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}}});
   weir.start();
   INFO(weir.describe());
 
   constexpr int kEvents = 20;
-  std::map<std::string, json> posted;        // body id → event
+  std::map<std::string, json> posted;          // body id → event
   std::map<std::string, std::string> weir_id;  // body id → event id from the 202
   for (int i = 0; i < kEvents; ++i) {
     std::string id = "dead-" + std::to_string(i);
@@ -178,8 +177,8 @@ TEST_CASE("a sink answering 400 dead-letters with the reason, replay delivers on
   // Replay delivers once: no second copy shows up.
   CHECK(sink.stat("duplicates") == 0);
   std::cout << "sink 400: " << dead.size() << " of " << kEvents << " dead-lettered, " << sink.stat("unique")
-            << " delivered by the replay in " << ms_since(replay_at) << " ms (DLQ empty by then), lost "
-            << lost.size() << ", duplicates " << sink.stat("duplicates") << "\n";
+            << " delivered by the replay in " << ms_since(replay_at) << " ms (DLQ empty by then), lost " << lost.size()
+            << ", duplicates " << sink.stat("duplicates") << "\n";
 }
 
 namespace {
@@ -222,9 +221,9 @@ TEST_CASE("past the sink's retries an event is dead-lettered with the status and
           "[integration][sink][dlq]") {
   NatsServer nats;
   SinkProcess sink({"--status", "503"});
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 2, timeout: 2s")}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 2, timeout: 2s")}}});
   weir.start();
   INFO(weir.describe());
   auto posted = post_events(weir, "/in/orders", "x", 5);
@@ -256,9 +255,9 @@ TEST_CASE("429 honours Retry-After and 408 is retried, neither dead-letters", "[
   NatsServer nats;
   SECTION("429 with Retry-After: 2") {
     SinkProcess sink({"--fail-first", "3", "--fail-status", "429", "--retry-after", "2"});
-    WeirProcess weir({.nats_url = nats.url(),
-                      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                          "retries: 5, timeout: 2s")}}});
+    WeirProcess weir(
+        {.nats_url = nats.url(),
+         .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 5, timeout: 2s")}}});
     weir.start();
     INFO(weir.describe());
     auto posted = post_events(weir, "/in/orders", "r", 3);
@@ -277,9 +276,9 @@ TEST_CASE("429 honours Retry-After and 408 is retried, neither dead-letters", "[
   }
   SECTION("408") {
     SinkProcess sink({"--fail-first", "5", "--fail-status", "408"});
-    WeirProcess weir({.nats_url = nats.url(),
-                      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                          "retries: 8, timeout: 2s")}}});
+    WeirProcess weir(
+        {.nats_url = nats.url(),
+         .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}}});
     weir.start();
     INFO(weir.describe());
     auto posted = post_events(weir, "/in/orders", "t", 5);
@@ -292,9 +291,9 @@ TEST_CASE("429 honours Retry-After and 408 is retried, neither dead-letters", "[
 TEST_CASE("a sink slower than the timeout is retried with the same key", "[integration][sink]") {
   NatsServer nats;
   SinkProcess sink({"--delay-ms", "1500"});
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 20, timeout: 300ms")}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 20, timeout: 300ms")}}});
   weir.start();
   INFO(weir.describe());
   auto posted = post_events(weir, "/in/orders", "s", 5);
@@ -313,15 +312,14 @@ TEST_CASE("a sink slower than the timeout is retried with the same key", "[integ
             << "), all delivered " << recovered_ms << " ms after the sink answered in time\n";
 }
 
-TEST_CASE("a sink that resets connections, then is down, then comes up gets every event",
-          "[integration][sink]") {
+TEST_CASE("a sink that resets connections, then is down, then comes up gets every event", "[integration][sink]") {
   NatsServer nats;
   int port = weir::testing::free_port();
   weir::testing::ResettingListener broken(port);
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml",
-                               http_flow("orders", "/in/orders", "http://127.0.0.1:" + std::to_string(port) + "/out",
-                                         "retries: 100, timeout: 1s")}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", "http://127.0.0.1:" + std::to_string(port) + "/out",
+                                           "retries: 100, timeout: 1s")}}});
   weir.start();
   INFO(weir.describe());
   std::map<std::string, std::string> posted;

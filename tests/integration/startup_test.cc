@@ -48,8 +48,7 @@ void start_together(std::vector<std::unique_ptr<WeirProcess>>& instances, int ro
 
 }  // namespace
 
-TEST_CASE("three instances started at the same instant on a fresh nats-server all come up",
-          "[integration][startup]") {
+TEST_CASE("three instances started at the same instant on a fresh nats-server all come up", "[integration][startup]") {
   SinkProcess sink;
   const int n = rounds("WEIR_STARTUP_ROUNDS", 6);
   for (int round = 1; round <= n; ++round) {
@@ -59,8 +58,8 @@ TEST_CASE("three instances started at the same instant on a fresh nats-server al
     std::vector<std::string> args;
     if (round % 2 == 1) args = {"--cluster", "c1"};
     for (int i = 0; i < 3; ++i) {
-      instances.push_back(std::make_unique<WeirProcess>(
-          WeirOptions{.nats_url = nats.url(), .flows = two_flows(sink), .args = args}));
+      instances.push_back(
+          std::make_unique<WeirProcess>(WeirOptions{.nats_url = nats.url(), .flows = two_flows(sink), .args = args}));
     }
     start_together(instances, round, sink);
   }
@@ -83,8 +82,7 @@ TEST_CASE("three clustered instances started at the same instant on a brand-new 
   }
 }
 
-TEST_CASE("weir fits its streams into a nats-server with max_file_store 256MB and says how",
-          "[integration][startup]") {
+TEST_CASE("weir fits its streams into a nats-server with max_file_store 256MB and says how", "[integration][startup]") {
   NatsServer nats("", 256LL << 20);
   SinkProcess sink;
   WeirProcess weir({.nats_url = nats.url(), .flows = two_flows(sink)});
@@ -105,7 +103,7 @@ TEST_CASE("weir fits its streams into a nats-server with max_file_store 256MB an
 
 TEST_CASE("a server too small for weir's streams is a clear start-up error naming the limit",
           "[integration][startup]") {
-  NatsServer nats("", 20LL << 20);   // under (2 streams + 1 unreserved) x 8 MiB
+  NatsServer nats("", 20LL << 20);  // under (2 streams + 1 unreserved) x 8 MiB
   SinkProcess sink;
   WeirProcess weir({.nats_url = nats.url(), .flows = two_flows(sink)});
   weir.spawn();

@@ -46,9 +46,11 @@ TEST_CASE("kv tables: rows put, changed and deleted while the flow runs, the CLI
           "[integration][tables]") {
   SinkProcess sink({"--record", "10000"});
   WeirOptions o;
-  o.flows["tiers.yaml"] = "flow: tiered\nfrom: { http: { path: /in } }\ntables:\n  tiers: { kv: tiers, key: customer }\n"
-                          "steps:\n  - lookup: { table: tiers, key: this.customer, as: tier, default: { tier: none } }\n"
-                          "to:\n  out: { http: { url: \"" + sink.url() + "\", retries: 8, timeout: 2s } }\n";
+  o.flows["tiers.yaml"] =
+      "flow: tiered\nfrom: { http: { path: /in } }\ntables:\n  tiers: { kv: tiers, key: customer }\n"
+      "steps:\n  - lookup: { table: tiers, key: this.customer, as: tier, default: { tier: none } }\n"
+      "to:\n  out: { http: { url: \"" +
+      sink.url() + "\", retries: 8, timeout: 2s } }\n";
   WeirProcess weir(o);
   weir.start();
   const std::string server = weir.admin_url("");
@@ -141,9 +143,11 @@ TEST_CASE("kv tables: rows put, changed and deleted while the flow runs, the CLI
   CHECK(run_cli({"table", "put", "tiers", "c5", "not json", "--server", server}).code == 2);
 
   // Metrics: entries, generation, last update.
-  REQUIRE(wait_until([&] { return weir.admin("GET", "/metrics").body.find("weir_table_entries{table=\"tiers\"} 3") !=
-                                  std::string::npos; },
-                     5s, 20ms));
+  REQUIRE(wait_until(
+      [&] {
+        return weir.admin("GET", "/metrics").body.find("weir_table_entries{table=\"tiers\"} 3") != std::string::npos;
+      },
+      5s, 20ms));
   auto metrics = weir.admin("GET", "/metrics").body;
   CHECK(metrics.find("weir_table_updated_timestamp_seconds{table=\"tiers\"} 1") != std::string::npos);
   CHECK(metrics.find("weir_table_generation{table=\"tiers\"} ") != std::string::npos);
@@ -162,11 +166,13 @@ TEST_CASE("kv tables: imports under load — every event read one whole generati
   // the two rows would carry different generations.
   o.flows["gens.yaml"] =
       "flow: gens\nfrom: { http: { path: /in } }\ntables:\n  g: { kv: gens, key: k }\n"
-      "steps:\n  - set: { ka: \"'k' + string(this.n % " + std::to_string(kRows) + ")\", kb: \"'k' + string((this.n * 7 + 3) % " +
-      std::to_string(kRows) + ")\" }\n"
+      "steps:\n  - set: { ka: \"'k' + string(this.n % " +
+      std::to_string(kRows) + ")\", kb: \"'k' + string((this.n * 7 + 3) % " + std::to_string(kRows) +
+      ")\" }\n"
       "  - lookup: { table: g, key: this.ka, as: ra }\n"
       "  - set: { gb: \"lookup(g, this.kb).gen\" }\n"
-      "to:\n  out: { http: { url: \"" + sink.url() + "\", retries: 8, timeout: 2s } }\n";
+      "to:\n  out: { http: { url: \"" +
+      sink.url() + "\", retries: 8, timeout: 2s } }\n";
   WeirProcess weir(o);
   weir.start();
   auto import_gen = [&](int gen) {
@@ -225,7 +231,8 @@ TEST_CASE("kv tables: every instance of a cluster reads the table, a change made
   const std::string flow =
       "flow: tiered\nfrom: { http: { path: /in } }\ntables:\n  tiers: { kv: ctiers, key: customer }\n"
       "steps:\n  - lookup: { table: tiers, key: this.customer, as: tier, default: { tier: none } }\n"
-      "to:\n  out: { http: { url: \"" + sink.url() + "\", retries: 8, timeout: 2s } }\n";
+      "to:\n  out: { http: { url: \"" +
+      sink.url() + "\", retries: 8, timeout: 2s } }\n";
   WeirProcess a({.nats_url = nats.url(), .flows = {{"tiered.yaml", flow}}, .args = {"--cluster", "c1"}});
   WeirProcess b({.nats_url = nats.url(), .flows = {{"tiered.yaml", flow}}, .args = {"--cluster", "c1"}});
   a.start();
@@ -251,7 +258,8 @@ TEST_CASE("kv tables: every instance of a cluster reads the table, a change made
   };
   REQUIRE(a.admin("PUT", "/tables/ctiers/c1", R"({"tier": "gold"})").status == 200);
   seen_on(b, "c1", json{{"tier", "gold"}}, "b-gold");
-  REQUIRE(b.admin("PUT", "/tables/ctiers?format=csv&key=customer", "customer,tier\nc1,silver\nc2,gold\n").status == 200);
+  REQUIRE(b.admin("PUT", "/tables/ctiers?format=csv&key=customer", "customer,tier\nc1,silver\nc2,gold\n").status ==
+          200);
   seen_on(a, "c1", json{{"customer", "c1"}, {"tier", "silver"}}, "a-silver");
   REQUIRE(b.admin("DELETE", "/tables/ctiers/c1").status == 200);
   seen_on(a, "c1", json{{"tier", "none"}}, "a-deleted");
@@ -274,7 +282,7 @@ TEST_CASE("kv tables: tables.max_entries and tables.max_value_bytes bound writes
     auto full = weir.admin("PUT", "/tables/small/c", R"({"v": 3})");
     CHECK(full.status == 413);
     CHECK(full.body.find("holds 2 rows, the limit is 2") != std::string::npos);
-    CHECK(weir.admin("PUT", "/tables/small/a", R"({"v": 11})").status == 200);   // a replacement fits
+    CHECK(weir.admin("PUT", "/tables/small/a", R"({"v": 11})").status == 200);  // a replacement fits
     auto big = weir.admin("PUT", "/tables/small/a", json{{"pad", std::string(120, 'x')}}.dump());
     CHECK(big.status == 413);
     CHECK(big.body.find("at most 100 bytes") != std::string::npos);

@@ -46,13 +46,18 @@ TEST_CASE("trace context: http-in's traceparent reaches the http sink in the sam
           "[integration][trace]") {
   NatsServer nats;
   SinkProcess sink({"--record", "200"});
-  std::string shaped = "flow: shaped\nfrom: { http: { path: /in/shaped } }\nsteps:\n  - set: { seen: true }\n"
-                       "to: { out: { http: { url: \"" + sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
+  std::string shaped =
+      "flow: shaped\nfrom: { http: { path: /in/shaped } }\nsteps:\n  - set: { seen: true }\n"
+      "to: { out: { http: { url: \"" +
+      sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
   // A chain: `first` hands its events to `second` through a flow sink.
-  std::string first = "flow: first\nfrom: { http: { path: /in/first } }\nsteps:\n  - set: { hop: 1 }\n"
-                      "to: { next: { flow: {} } }\n";
-  std::string second = "flow: second\nfrom: { flow: first.next }\nsteps:\n  - set: { hop: 2 }\n"
-                       "to: { out: { http: { url: \"" + sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
+  std::string first =
+      "flow: first\nfrom: { http: { path: /in/first } }\nsteps:\n  - set: { hop: 1 }\n"
+      "to: { next: { flow: {} } }\n";
+  std::string second =
+      "flow: second\nfrom: { flow: first.next }\nsteps:\n  - set: { hop: 2 }\n"
+      "to: { out: { http: { url: \"" +
+      sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
   WeirProcess weir({.nats_url = nats.url(),
                     .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/out"))},
                               {"shaped.yaml", shaped},
@@ -76,13 +81,13 @@ TEST_CASE("trace context: http-in's traceparent reaches the http sink in the sam
   REQUIRE(weir.post("/in/plain", R"({"id":"tr-zero"})",
                     {"traceparent: 00-00000000000000000000000000000000-00f067aa0ba902b7-01"})
               .status == 202);
-  REQUIRE(weir.post("/in/plain", R"({"id":"tr-zero-span"})",
-                    {"traceparent: 00-" + trace_id + "-0000000000000000-01"})
+  REQUIRE(weir.post("/in/plain", R"({"id":"tr-zero-span"})", {"traceparent: 00-" + trace_id + "-0000000000000000-01"})
               .status == 202);
   REQUIRE(weir.post("/in/plain", R"({"id":"tr-v1"})", {"traceparent: 01-" + trace_id + "-" + parent + "-01"}).status ==
           202);
 
-  const std::vector<std::string> ids = {"tr-a", "tr-steps", "tr-chain", "tr-b", "tr-upper", "tr-zero", "tr-zero-span", "tr-v1"};
+  const std::vector<std::string> ids = {"tr-a",     "tr-steps", "tr-chain",     "tr-b",
+                                        "tr-upper", "tr-zero",  "tr-zero-span", "tr-v1"};
   REQUIRE(wait_until(
       [&] {
         auto got = sink.ids();
@@ -124,8 +129,9 @@ TEST_CASE("trace context: a dead-lettered event keeps its trace id", "[integrati
   NatsServer nats;
   // The first delivery is answered 400: dead at once.
   SinkProcess sink({"--record", "50", "--fail-first", "1", "--fail-status", "400"});
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"dead.yaml", http_flow("dead", "/in/dead", sink.url("/out"), "retries: 2, timeout: 2s")}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"dead.yaml", http_flow("dead", "/in/dead", sink.url("/out"), "retries: 2, timeout: 2s")}}});
   weir.start();
   INFO(weir.describe());
 
@@ -195,8 +201,10 @@ TEST_CASE("trace export: the OTLP collector gets ingress → flow → sink spans
   NatsServer nats;
   SinkProcess sink({"--record", "50"});
   SinkProcess collector({"--record", "1000"});
-  std::string shaped = "flow: shaped\nfrom: { http: { path: /in/shaped } }\nsteps:\n  - set: { seen: true }\n"
-                       "to: { out: { http: { url: \"" + sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
+  std::string shaped =
+      "flow: shaped\nfrom: { http: { path: /in/shaped } }\nsteps:\n  - set: { seen: true }\n"
+      "to: { out: { http: { url: \"" +
+      sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
   WeirProcess weir({.nats_url = nats.url(),
                     .flows = {{"shaped.yaml", shaped}},
                     .config = "trace: { otlp_endpoint: \"" + collector.url("/v1/traces") +
@@ -206,8 +214,9 @@ TEST_CASE("trace export: the OTLP collector gets ingress → flow → sink spans
 
   const std::string trace_id = "5bf92f3577b34da6a3ce929d0e0e4737";
   const std::string parent = "10f067aa0ba902b8";
-  REQUIRE(weir.post("/in/shaped", R"({"id":"otlp-1"})", {"traceparent: 00-" + trace_id + "-" + parent + "-01"}).status ==
-          202);
+  REQUIRE(
+      weir.post("/in/shaped", R"({"id":"otlp-1"})", {"traceparent: 00-" + trace_id + "-" + parent + "-01"}).status ==
+      202);
   REQUIRE(weir.post("/in/shaped", R"({"id":"otlp-2"})").status == 202);
   REQUIRE(wait_until([&] { return sink.ids().count("otlp-1") && sink.ids().count("otlp-2"); }, 20s, 50ms));
 

@@ -127,9 +127,9 @@ TEST_CASE("poll: an unchanged ETag gives no events, also after a restart", "[int
 
   WeirOptions o;
   o.nats_url = nats.url();
-  o.flows["items.yaml"] =
-      sink_flow("items", "    url: \"" + api.url("/items?key=K") + "\"\n    every: 100ms\n    split: data.items\n",
-                sink.url("/out"));
+  o.flows["items.yaml"] = sink_flow(
+      "items", "    url: \"" + api.url("/items?key=K") + "\"\n    every: 100ms\n    split: data.items\n",
+      sink.url("/out"));
   WeirProcess weir(o);
   weir.start();
 
@@ -159,8 +159,7 @@ TEST_CASE("poll: an unchanged ETag gives no events, also after a restart", "[int
   CHECK(weir.terminate() == 0);
 }
 
-TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced - a 401 never becomes an event",
-          "[integration][poll]") {
+TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced - a 401 never becomes an event", "[integration][poll]") {
   NatsServer nats;
   SinkProcess sink;
   const std::string client_id = "client-" + random_hex(8);
@@ -174,8 +173,7 @@ TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced - a 401 never becom
   ScriptedHttpServer auth([&](const ScriptedRequest& r) {
     const std::string want = "grant_type=client_credentials&client_id=" + client_id + "&client_secret=" + secret +
                              "&scope=read%20feed";
-    if (r.method != "POST" || r.body != want ||
-        r.header("Content-Type") != "application/x-www-form-urlencoded") {
+    if (r.method != "POST" || r.body != want || r.header("Content-Type") != "application/x-www-form-urlencoded") {
       ++bad_client;
       return ScriptedReply::with_status(401, R"({"error": "invalid_client"})");
     }
@@ -218,7 +216,8 @@ TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced - a 401 never becom
   o.flows["feed.yaml"] = sink_flow("feed",
                                    "    url: \"" + api.url("/feed") +
                                        "\"\n    every: 100ms\n"
-                                       "    oauth2: { token_url: \"" + auth.url("/oauth/token") +
+                                       "    oauth2: { token_url: \"" +
+                                       auth.url("/oauth/token") +
                                        "\", client_id_env: POLL_CLIENT_ID, client_secret_env: POLL_CLIENT_SECRET, "
                                        "scopes: [read, feed] }\n",
                                    sink.url("/out"));
@@ -266,7 +265,8 @@ TEST_CASE("poll: a bad client secret is a clear error and never logged", "[integ
   SinkProcess sink;
   const std::string secret = "WRONG-" + random_hex(24);
   ScriptedHttpServer auth([&](const ScriptedRequest&) {
-    return ScriptedReply::with_status(401, R"({"error": "invalid_client", "error_description": "bad secret )" + secret + "\"}");
+    return ScriptedReply::with_status(
+        401, R"({"error": "invalid_client", "error_description": "bad secret )" + secret + "\"}");
   });
   std::atomic<int> api_calls{0};
   ScriptedHttpServer api([&](const ScriptedRequest&) {
@@ -277,8 +277,9 @@ TEST_CASE("poll: a bad client secret is a clear error and never logged", "[integ
   o.nats_url = nats.url();
   o.env = {{"CID", "someone"}, {"CSECRET", secret}};
   o.flows["feed.yaml"] = sink_flow("feed",
-                                   "    url: \"" + api.url("/feed") + "\"\n    every: 100ms\n    oauth2: { token_url: \"" +
-                                       auth.url("/token") + "\", client_id_env: CID, client_secret_env: CSECRET }\n",
+                                   "    url: \"" + api.url("/feed") +
+                                       "\"\n    every: 100ms\n    oauth2: { token_url: \"" + auth.url("/token") +
+                                       "\", client_id_env: CID, client_secret_env: CSECRET }\n",
                                    sink.url("/out"));
   WeirProcess weir(o);
   weir.start();

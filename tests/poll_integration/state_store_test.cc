@@ -101,8 +101,7 @@ TEST_CASE("state store: bad keys are refused with a clear error", "[integration]
   CHECK(s->put("poll.flow-1.ab_CD/ef=", "v"));
 }
 
-TEST_CASE("state store: a put that failed with the server down is settled after it returns",
-          "[integration][state]") {
+TEST_CASE("state store: a put that failed with the server down is settled after it returns", "[integration][state]") {
   NatsServer nats;
   Conn c(nats.url());
   auto s = open_store(c, 500ms);

@@ -47,10 +47,14 @@ TEST_CASE("admin: the token guards every call but healthz and readyz", "[admin]"
   struct C {
     std::string method, target, body;
   };
-  const std::vector<C> calls = {{"GET", "/flows", ""},       {"GET", "/flows/f", ""},
-                                {"PUT", "/flows/f", "flow: f"}, {"POST", "/flows/f/promote", R"({"version":2})"},
-                                {"POST", "/flows/f/rollback", ""}, {"GET", "/status", ""},
-                                {"GET", "/metrics", ""},     {"GET", "/dlq", ""},
+  const std::vector<C> calls = {{"GET", "/flows", ""},
+                                {"GET", "/flows/f", ""},
+                                {"PUT", "/flows/f", "flow: f"},
+                                {"POST", "/flows/f/promote", R"({"version":2})"},
+                                {"POST", "/flows/f/rollback", ""},
+                                {"GET", "/status", ""},
+                                {"GET", "/metrics", ""},
+                                {"GET", "/dlq", ""},
                                 {"POST", "/dlq/replay", "{}"}};
   for (const auto& c : calls) {
     INFO(c.method << " " << c.target);

@@ -54,7 +54,7 @@ TEST_CASE("backlog: max_delay bounds a delivering flow by its drain rate", "[bac
   o.max_delay = 10s;
   FlowBacklog b("s", o, pending, nullptr);
   read(b, 0, 0, t0);
-  CHECK(b.delay_bound() == kMinDelayBound);   // no rate yet: the floor
+  CHECK(b.delay_bound() == kMinDelayBound);  // no rate yet: the floor
   std::string why;
   CHECK(admit_all(b, &why) == kMinDelayBound);
   CHECK(why.find("delay bound") != std::string::npos);
@@ -83,9 +83,9 @@ TEST_CASE("backlog: the delay floor holds until a rate is known and again after 
   FlowBacklog b("s", o, pending, nullptr);
   CHECK(b.delay_bound() == kMinDelayBound);
   read(b, 0, 0, t0);
-  read(b, 0, 200, t0 + 1s);   // 200 msgs/s: 10 messages in 100 ms, under the floor
+  read(b, 0, 200, t0 + 1s);  // 200 msgs/s: 10 messages in 100 ms, under the floor
   CHECK(b.delay_bound() == kMinDelayBound);
-  read(b, 0, 200, t0 + 2s);   // idle: nothing held, nothing left
+  read(b, 0, 200, t0 + 2s);  // idle: nothing held, nothing left
   CHECK(b.drain_rate() == 0);
   CHECK(b.delay_bound() == kMinDelayBound);
 }
@@ -101,7 +101,7 @@ TEST_CASE("backlog: the delay bound divides by the messages each event becomes",
   REQUIRE(admit_all(b, &why) == kMinDelayBound);
   // A flow with three sinks: each event is 4 messages; 8,192 added, all gone.
   read(b, 0, 4 * kMinDelayBound, t0 + 1s);
-  CHECK(b.delay_bound() == static_cast<int64_t>(4 * kMinDelayBound * 1.0 / 3));   // smoothed: (2 + 4) / 2 per event
+  CHECK(b.delay_bound() == static_cast<int64_t>(4 * kMinDelayBound * 1.0 / 3));  // smoothed: (2 + 4) / 2 per event
 }
 
 TEST_CASE("backlog: a flow that drained nothing (sinks down) keeps only the size bounds", "[backpressure]") {
@@ -111,7 +111,7 @@ TEST_CASE("backlog: a flow that drained nothing (sinks down) keeps only the size
   o.max_delay = 100ms;
   FlowBacklog b("s", o, pending, nullptr);
   read(b, 0, 0, t0);
-  read(b, 100, 60100, t0 + 1s);   // 60,000 msgs/s drained, 2 per event → bound 3,000
+  read(b, 100, 60100, t0 + 1s);  // 60,000 msgs/s drained, 2 per event → bound 3,000
   CHECK(b.delay_bound() == 3000);
   std::string why;
   CHECK(admit_all(b, &why) == 2900);

@@ -33,8 +33,8 @@ struct Server {
       h = [this](weir::HttpRequest& req, weir::Responder respond) {
         ++requests;
         respond(HttpResponse::json(200, "{\"method\":\"" + std::string(req.method()) + "\",\"path\":\"" +
-                                            std::string(req.path()) + "\",\"body\":" +
-                                            std::to_string(req.body().size()) + "}"));
+                                            std::string(req.path()) +
+                                            "\",\"body\":" + std::to_string(req.body().size()) + "}"));
       };
     }
     loop.start();
@@ -125,11 +125,11 @@ TEST_CASE("http server: requests, keep-alive, limits and a slow client", "[http_
   }
   bool closed = false;
   // Body over max_body: 413 and close; header over max_header: 431.
-  CHECK(parse_status_line(exchange_until_closed(s.port(), kHead + "Content-Length: 1001\r\n\r\n" + std::string(1001, 'b'),
-                                                &closed)) == 413);
+  CHECK(parse_status_line(exchange_until_closed(
+            s.port(), kHead + "Content-Length: 1001\r\n\r\n" + std::string(1001, 'b'), &closed)) == 413);
   CHECK(closed);
-  CHECK(parse_status_line(exchange_until_closed(s.port(), kHead + "X: " + std::string(3000, 'h') + "\r\n\r\n", &closed)) ==
-        431);
+  CHECK(parse_status_line(
+            exchange_until_closed(s.port(), kHead + "X: " + std::string(3000, 'h') + "\r\n\r\n", &closed)) == 431);
   CHECK(closed);
   // A client that stops halfway is disconnected after read_timeout.
   {
@@ -179,8 +179,7 @@ TEST_CASE("http server: ambiguous framing is a 400 and a closed connection", "[h
   CHECK(parse_status_line(c.recv(5s, "}")) == 200);
 }
 
-TEST_CASE("http server: past max_connections a connection gets 503 with Retry-After and is closed",
-          "[http_server]") {
+TEST_CASE("http server: past max_connections a connection gets 503 with Retry-After and is closed", "[http_server]") {
   HttpServerOptions o;
   o.max_connections = 3;
   Server s(o);

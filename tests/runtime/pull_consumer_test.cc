@@ -101,9 +101,9 @@ void expect_none_left(Bus& bus) {
   Inbox late;
   auto again = started(bus, late);
   again->set_window(10, 10);
-  std::this_thread::sleep_for(700ms);   // an absence: longer than one request's expiry
+  std::this_thread::sleep_for(700ms);  // an absence: longer than one request's expiry
   CHECK(late.received.load() == 0);
-  CHECK(again->healthy());   // the server answered (408): nothing to deliver
+  CHECK(again->healthy());  // the server answered (408): nothing to deliver
 }
 
 size_t threads() {
@@ -129,19 +129,19 @@ TEST_CASE("pull consumer: requests within its window, acks by reply subject, rea
   Inbox inbox;
   auto c = started(*bus, inbox);
   // Window 0: nothing is requested, nothing comes.
-  std::this_thread::sleep_for(300ms);   // an absence: nothing to wait for
+  std::this_thread::sleep_for(300ms);  // an absence: nothing to wait for
   CHECK(inbox.received.load() == 0);
 
   // Window 4, batch 2: at most 4 in hand while none is released.
   c->set_window(4, 2);
   REQUIRE(wait_until([&] { return inbox.received.load() == 4; }, 5s));
-  std::this_thread::sleep_for(300ms);   // an absence: no fifth message while 4 are held
+  std::this_thread::sleep_for(300ms);  // an absence: no fifth message while 4 are held
   CHECK(inbox.received.load() == 4);
 
   auto first = inbox.take();
   CHECK(first->deliveries() == 1);
   CHECK(first->stream_sequence() == 1);
-  CHECK(first->pending() == 19);   // 20 stored, this one delivered
+  CHECK(first->pending() == 19);  // 20 stored, this one delivered
   CHECK(first->header(layout::kHeaderId) == "e0");
   // A nak comes back with its delivery count raised; the released slots bring the rest.
   CHECK(first->nak(std::chrono::milliseconds(0)));
@@ -179,7 +179,7 @@ TEST_CASE("pull consumer: a kick runs the handler without a message; an ack afte
   auto c = started(*bus, inbox);
   c->kick();
   REQUIRE(wait_until([&] { return inbox.kicks.load() == 1; }, 5s));
-  c->kick_later();   // the Bus's timer tick sends it
+  c->kick_later();  // the Bus's timer tick sends it
   REQUIRE(wait_until([&] { return inbox.kicks.load() == 2; }, 5s));
 
   c->set_window(3, 3);
@@ -189,7 +189,7 @@ TEST_CASE("pull consumer: a kick runs the handler without a message; an ack afte
   c->stop();
   c.reset();
   while (auto m = inbox.take()) CHECK(m->ack());
-  expect_none_left(*bus);   // none of the three comes back
+  expect_none_left(*bus);  // none of the three comes back
 }
 
 TEST_CASE("pull consumer: after a nats-server restart it requests again at once", "[integration][bus][faults]") {
@@ -241,7 +241,7 @@ TEST_CASE("pull consumer: fifty consumers add no thread beyond the delivery pool
   const size_t with_one = threads();
   for (int i = 1; i < 50; ++i) add(i);
   INFO("threads: " << idle << " connected, " << with_one << " with one consumer, " << threads() << " with fifty");
-  CHECK(threads() <= idle + pool);   // fifty subscriptions, at most `pool` more threads
+  CHECK(threads() <= idle + pool);  // fifty subscriptions, at most `pool` more threads
   CHECK(threads() <= with_one + pool);
   // And each of them works: every consumer gets the one event of its flow.
   for (int i = 0; i < 50; ++i) publish(*bus, layout::input_subject("pc" + std::to_string(i)), 1, i);

@@ -23,8 +23,14 @@ std::string header_of(const HttpResponse& r, const std::string& name) {
 TEST_CASE("router: exact paths, 404, 405, conflicts, draining", "[router]") {
   HttpRouter router;
   int a = 0, b = 0;
-  REQUIRE(router.add_route("/in/a", [&](weir::HttpRequest&, weir::Responder r) { ++a; r(HttpResponse::json(202, "{}")); }));
-  REQUIRE(router.add_route("/in/b", [&](weir::HttpRequest&, weir::Responder r) { ++b; r(HttpResponse::json(202, "{}")); }));
+  REQUIRE(router.add_route("/in/a", [&](weir::HttpRequest&, weir::Responder r) {
+    ++a;
+    r(HttpResponse::json(202, "{}"));
+  }));
+  REQUIRE(router.add_route("/in/b", [&](weir::HttpRequest&, weir::Responder r) {
+    ++b;
+    r(HttpResponse::json(202, "{}"));
+  }));
   CHECK_FALSE(router.add_route("/in/a", [](weir::HttpRequest&, weir::Responder) {}));
   weir::Handler h = [&](weir::HttpRequest& req, weir::Responder r) { router.handle(req, std::move(r)); };
 

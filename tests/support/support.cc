@@ -153,8 +153,7 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout,
-                std::chrono::milliseconds poll) {
+bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout, std::chrono::milliseconds poll) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (cond()) return true;
@@ -368,8 +367,8 @@ NatsServer::NatsServer(std::string store_dir, int64_t max_file_store) {
   log_file_ = own_dir_->file("nats-server.log");
   if (max_file_store > 0) {
     config_file_ = own_dir_->file("nats-server.conf");
-    write_file(config_file_, "jetstream { store_dir: \"" + store_dir_ + "\", max_file_store: " +
-                                 std::to_string(max_file_store) + " }\n");
+    write_file(config_file_, "jetstream { store_dir: \"" + store_dir_ +
+                                 "\", max_file_store: " + std::to_string(max_file_store) + " }\n");
   }
   start();
 }
@@ -621,8 +620,7 @@ ProcUsage proc_usage(pid_t pid) {
   }
   std::error_code ec;
   int n = 0;
-  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end;
-       it.increment(ec)) {
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end; it.increment(ec)) {
     ++n;
   }
   if (!ec) u.fds = n;

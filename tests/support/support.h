@@ -124,8 +124,8 @@ class NatsServer {
   std::optional<TempDir> own_dir_;
   std::string store_dir_;
   std::string log_file_;
-  std::string config_file_;   // set when max_file_store is
-  int port_ = 0;              // 0 until the first start read the bound port
+  std::string config_file_;  // set when max_file_store is
+  int port_ = 0;             // 0 until the first start read the bound port
   int monitor_port_ = 0;
   Process proc_;
 };

@@ -75,9 +75,7 @@ TEST_CASE("Process reports exit codes, logs and kills", "[support]") {
     CHECK(p.wait_log("ready", 5s));
     CHECK(p.running());
   }
-  SECTION("a missing binary throws") {
-    CHECK_THROWS(Process::spawn({"/nonexistent/weir-no-such-binary"}));
-  }
+  SECTION("a missing binary throws") { CHECK_THROWS(Process::spawn({"/nonexistent/weir-no-such-binary"})); }
 }
 
 TEST_CASE("NatsServer starts, answers, stops and restarts on the same store", "[support][integration]") {

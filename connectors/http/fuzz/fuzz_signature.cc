@@ -27,8 +27,8 @@ std::string_view next_line(std::string_view* rest) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace weir::connectors;
   std::string_view rest(reinterpret_cast<const char*>(data), size);
-  std::string_view secret = next_line(&rest), id = next_line(&rest), ts = next_line(&rest),
-                   header = next_line(&rest), body = rest;
+  std::string_view secret = next_line(&rest), id = next_line(&rest), ts = next_line(&rest), header = next_line(&rest),
+                   body = rest;
 
   // GitHub.
   bool fuzzed_ok = verify_github_signature(secret, body, header);
@@ -50,11 +50,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string why;
   bool ok = verify_standard_webhook(secret, id, ts, body, header, now, &why);
   // `why` is one of the fixed reasons: it can carry nothing of the input, secret included.
-  static const std::set<std::string> kReasons = {
-      "missing webhook-id",       "missing webhook-timestamp", "missing webhook-signature",
-      "malformed webhook-timestamp", "webhook-timestamp too old", "webhook-timestamp too new",
-      "unusable secret",          "signature computation failed", "no matching signature",
-      "no v1 signature in webhook-signature"};
+  static const std::set<std::string> kReasons = {"missing webhook-id",        "missing webhook-timestamp",
+                                                 "missing webhook-signature", "malformed webhook-timestamp",
+                                                 "webhook-timestamp too old", "webhook-timestamp too new",
+                                                 "unusable secret",           "signature computation failed",
+                                                 "no matching signature",     "no v1 signature in webhook-signature"};
   if (!ok && !kReasons.count(why)) std::abort();
   // The verifier trims blanks around the id and timestamp (HTTP header values); sign
   // what it will check.
@@ -65,8 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   std::string_view tid = trim(id), tts = trim(ts);
   std::string right = standard_webhook_signature(secret, tid, tts, body);
-  if (!right.empty() && !tid.empty() && tts.find_first_not_of("0123456789") == std::string_view::npos &&
-      !tts.empty() && tts.size() < 12) {
+  if (!right.empty() && !tid.empty() && tts.find_first_not_of("0123456789") == std::string_view::npos && !tts.empty() &&
+      tts.size() < 12) {
     std::string why2;
     if (!verify_standard_webhook(secret, id, ts, body, right, now, &why2)) std::abort();
   }
