@@ -518,9 +518,11 @@ bool Admin::handle_tables(HttpRequest& req, const Responder& respond) {
   const std::string name = url_decode(rest.substr(0, slash));
   const bool has_key = slash != std::string::npos;
   const std::string key = has_key ? url_decode(rest.substr(slash + 1)) : "";
-  auto reply = [respond](const KvTables::Reply& r) {
-    if (r.first >= 400) respond(HttpResponse::error(r.first, r.second.value("error", std::string("error"))));
-    else respond(json_reply(r.first, r.second));
+  auto reply = [respond](ControlResult r) {
+    const bool ok = r.ok();
+    AdminAnswer a = answer(std::move(r));  // the one Outcome -> HTTP mapping
+    if (!ok) respond(HttpResponse::error(a.code, a.body.value("error", std::string("error"))));
+    else respond(json_reply(a.code, a.body));
   };
   if (name.empty()) {
     if (method != "GET") {

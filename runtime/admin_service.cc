@@ -1,9 +1,7 @@
 #include "runtime/admin_service.h"
 
 namespace weir {
-namespace {
 AdminAnswer answer(ControlResult r) { return {http_status(r.outcome), std::move(r.body)}; }
-}  // namespace
 
 int http_status(Outcome outcome) {
   switch (outcome) {
@@ -12,6 +10,7 @@ int http_status(Outcome outcome) {
     case Outcome::kBadRequest: return 400;
     case Outcome::kNotFound: return 404;
     case Outcome::kConflict: return 409;
+    case Outcome::kTooLarge: return 413;
     case Outcome::kInvalid: return 422;
     case Outcome::kFailed: return 500;
     case Outcome::kNotSupported: return 501;

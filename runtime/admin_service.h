@@ -40,9 +40,11 @@ struct AdminAnswer {
   nlohmann::json body;
 };
 
-// kDone 200, kCreated 201, kBadRequest 400, kNotFound 404, kConflict 409, kInvalid 422,
-// kFailed 500, kNotSupported 501, kUnavailable 503.
+// kDone 200, kCreated 201, kBadRequest 400, kNotFound 404, kConflict 409, kTooLarge 413,
+// kInvalid 422, kFailed 500, kNotSupported 501, kUnavailable 503.
 int http_status(Outcome outcome);
+// A result as the HTTP answer (the table calls of runtime/kv_tables.h use it too).
+AdminAnswer answer(ControlResult r);
 
 class AdminService {
  public:

@@ -506,6 +506,9 @@ bool parse_puback(std::string_view data, PubAck* ack, Status* status) {
     if (e == j.end() || !e->is_object()) return false;
     int code = e->value("code", 0);
     std::string desc = e->value("description", std::string("error"));
+    ack->js_error = true;
+    ack->js_code = code;
+    ack->js_err_code = e->value("err_code", 0);
     *status = code == 503 ? Status::unavailable("JetStream: " + desc) : Status::internal("JetStream: " + desc);
     return true;
   }
@@ -525,6 +528,18 @@ bool parse_puback(std::string_view data, PubAck* ack, Status* status) {
   ack->sequence = n;
   ack->duplicate = value_of("\"duplicate\"").substr(0, 4) == "true";
   return true;
+}
+
+bool publish_failure_is_transient(const Status& s, const PubAck& ack) {
+  if (s.code() != Status::Code::kUnavailable && s.code() != Status::Code::kTimeout) return false;
+  if (!ack.js_error) return true;  // no JetStream answer: timeout, no responders, connection
+  // nats-server 2.9.10's "not now" answers: JSClusterNotAvailErr (10008); a raft proposal
+  // that failed during an election ({"code":503} without err_code, "raft: not leader");
+  // JSStreamStoreFailedF (10077) for a store being closed. 10077 with "maximum bytes/
+  // messages exceeded", JSInsufficientResourcesErr (10023) and the rest are refusals.
+  if (ack.js_err_code == 10008) return true;
+  if (ack.js_err_code == 0 && ack.js_code == 503) return true;
+  return ack.js_err_code == 10077 && s.message().find("store is closed") != std::string::npos;
 }
 
 struct Bus::Publisher {

@@ -96,6 +96,10 @@ struct BusOptions {
 struct PubAck {
   uint64_t sequence = 0;
   bool duplicate = false;
+  // Set when JetStream answered with {"error":{…}}: its "code" and "err_code" (0 if absent).
+  bool js_error = false;
+  int js_code = 0;
+  int js_err_code = 0;
 };
 
 using PublishCallback = std::function<void(const Status&, const PubAck&)>;
@@ -292,6 +296,12 @@ bool parse_puback(std::string_view data, PubAck* ack, Status* status);
 // The outcome of a publish from its reply message: no responders, a JetStream error or a
 // PubAck (into `ack`). Shared by the Bus's publisher and http-in's io-thread publisher.
 Status puback_status(__natsMsg* msg, PubAck* ack);
+// True when a failed publish failed for want of an answer, not because JetStream refused
+// the message: nothing answered (timeout, no responders, connection lost) or it answered
+// "not now" (no stream leader, a raft proposal dropped, a store closing). False for a
+// definite refusal, such as a full stream ("maximum bytes exceeded") or "insufficient
+// resources", though JetStream answers those with code 503 as well (ADR 0225).
+bool publish_failure_is_transient(const Status& s, const PubAck& ack);
 // The number after `prefix` in `subject` ("<inbox>.<id>" replies); 0 when there is none.
 uint64_t inbox_id(std::string_view subject, std::string_view prefix);
 // Appended to every failure of a publish that was perhaps written (spec §6, review C6).

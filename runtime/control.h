@@ -21,6 +21,7 @@ enum class Outcome {
   kInvalid,       // the flow file or version cannot run
   kNotFound,      // no such flow or version
   kConflict,      // the state does not allow it now (stale, a switch in progress, taken)
+  kTooLarge,      // over a configured limit (a table's rows or row size)
   kNotSupported,  // not in this mode (versions need a cluster)
   kUnavailable,   // not now: starting, draining, a store that did not answer; try again
   kFailed,        // an internal failure (a file that cannot be written)

@@ -83,14 +83,19 @@ int64_t unix_ms() {
       .count();
 }
 
-KvTables::Reply error_reply(int code, std::string message) { return {code, {{"error", std::move(message)}}}; }
+ControlResult error_reply(Outcome outcome, const std::string& message) {
+  return ControlResult::failed(outcome, message);
+}
 
-KvTables::Reply status_reply(const Status& s) {
+// A table call's Status as its answer: a bad name or body is the caller's (kBadRequest,
+// not kInvalid: that one is for flows that cannot run); anything else not decided by the
+// caller is NATS not answering (kUnavailable).
+ControlResult status_reply(const Status& s) {
   switch (s.code()) {
-    case Status::Code::kNotFound: return error_reply(404, s.message());
-    case Status::Code::kInvalid: return error_reply(400, s.message());
-    case Status::Code::kConflict: return error_reply(409, s.message());
-    default: return error_reply(503, s.message());
+    case Status::Code::kNotFound: return error_reply(Outcome::kNotFound, s.message());
+    case Status::Code::kInvalid: return error_reply(Outcome::kBadRequest, s.message());
+    case Status::Code::kConflict: return error_reply(Outcome::kConflict, s.message());
+    default: return error_reply(Outcome::kUnavailable, s.message());
   }
 }
 
@@ -133,6 +138,9 @@ class KvTables::Watcher {
     thread_.join();
     kvWatcher_Destroy(w_);
   }
+  // The last KV revision this watcher received of which all that matters is in the
+  // published snapshot (entries of other generations change nothing to publish).
+  uint64_t settled() const { return settled_.load(std::memory_order_acquire); }
 
  private:
   using Rows = std::unordered_map<std::string, std::shared_ptr<const flows::Json>, flows::TextHash, std::equal_to<>>;
@@ -178,6 +186,7 @@ class KvTables::Watcher {
         publish();
         dirty = false;
       }
+      if (!dirty) settled_.store(revision_, std::memory_order_release);
     }
   }
 
@@ -190,7 +199,9 @@ class KvTables::Watcher {
     if (key == kCurrent) {
       if (removed) return false;
       uint64_t g = parse_generation(entry_value(e));
-      if (g == current_) return false;
+      // Generations only grow (an import takes max(current + 1, now in ms)): an older
+      // `current` (a replay) must not roll the table back.
+      if (g <= current_) return false;
       current_ = g;
       // Older generations are gone for good (the importer purges them); newer ones may
       // be an import under way.
@@ -221,6 +232,7 @@ class KvTables::Watcher {
     snapshot->revision = revision_;
     if (auto it = gens_.find(current_); it != gens_.end()) snapshot->rows = it->second;
     live_->publish(std::move(snapshot));
+    settled_.store(revision_, std::memory_order_release);
   }
 
   kvWatcher* w_;
@@ -228,12 +240,14 @@ class KvTables::Watcher {
   uint64_t current_ = 0;           // watcher thread only
   uint64_t revision_ = 0;          // watcher thread only
   std::map<uint64_t, Rows> gens_;  // watcher thread only
+  std::atomic<uint64_t> settled_{0};
   std::thread thread_;
 };
 
 // ---- KvTables ----------------------------------------------------------------------
 
-KvTables::KvTables(natsConnection* connection, KvTablesOptions options) : connection_(connection), options_(options) {}
+KvTables::KvTables(natsConnection* connection, KvTablesOptions options)
+    : connection_(connection), options_(options), import_errors_(std::make_unique<AsyncErrors>()) {}
 
 KvTables::~KvTables() {
   flows::LiveTables::instance().set_on_new(nullptr);
@@ -361,6 +375,18 @@ Result<std::shared_ptr<flows::LiveTable>> KvTables::loaded(const std::string& ta
   return live;
 }
 
+Result<uint64_t> KvTables::last_revision(const std::string& table) {
+  jsStreamInfo* si = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  const std::string stream = "KV_" + bucket_name(table);
+  if (natsStatus s = js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, &jerr); s != NATS_OK) {
+    return nats_status(s, "table " + table + ": stream info");
+  }
+  const uint64_t last = si->State.LastSeq;
+  jsStreamInfo_Destroy(si);
+  return last;
+}
+
 Result<std::pair<uint64_t, uint64_t>> KvTables::current(kvStore* kv) {
   kvEntry* e = nullptr;
   natsStatus s = kvStore_Get(&e, kv, std::string(kCurrent).c_str());
@@ -384,6 +410,22 @@ bool KvTables::wait_generation(const std::string& table, uint64_t gen) {
   return true;
 }
 
+bool KvTables::wait_settled(const std::string& table, uint64_t revision) {
+  const Watcher* w = nullptr;
+  {
+    MutexLock lock(mu_);
+    auto it = watchers_.find(table);
+    if (it == watchers_.end()) return false;
+    w = it->second.get();  // watchers live as long as this
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kWaitForFlip;
+  while (w->settled() < revision) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 bool KvTables::wait_applied(const std::shared_ptr<flows::LiveTable>& live, uint64_t revision) {
   const auto deadline = std::chrono::steady_clock::now() + kWaitForFlip;
   while (live->current()->revision < revision) {
@@ -393,7 +435,7 @@ bool KvTables::wait_applied(const std::shared_ptr<flows::LiveTable>& live, uint6
   return true;
 }
 
-KvTables::Reply KvTables::list() {
+ControlResult KvTables::list() {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& live : flows::LiveTables::instance().all()) {
     out.push_back({{"name", live->name()},
@@ -402,40 +444,41 @@ KvTables::Reply KvTables::list() {
                    {"updated_unix_ms", live->updated_unix_ms()},
                    {"key", live->key_column()}});
   }
-  return {200, out};
+  return ControlResult::done(std::move(out));
 }
 
-KvTables::Reply KvTables::get(const std::string& table, const std::string& key) {
+ControlResult KvTables::get(const std::string& table, const std::string& key) {
   auto kv = bucket(table, false);
   if (!kv) return status_reply(kv.status());
   auto cur = current(kv.value());
   if (!cur) return status_reply(cur.status());
   kvEntry* e = nullptr;
   natsStatus s = kvStore_Get(&e, kv.value(), row_key(cur->first, key).c_str());
-  if (s == NATS_NOT_FOUND) return error_reply(404, "table " + table + " has no row \"" + key + "\"");
+  if (s == NATS_NOT_FOUND) return error_reply(Outcome::kNotFound, "table " + table + " has no row \"" + key + "\"");
   if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": get"));
   auto row = nlohmann::json::parse(entry_value(e), nullptr, false);
   kvEntry_Destroy(e);
-  if (row.is_discarded()) return error_reply(500, "table " + table + ": row \"" + key + "\" is not JSON");
-  return {200, row};
+  if (row.is_discarded()) return error_reply(Outcome::kFailed, "table " + table + ": row \"" + key + "\" is not JSON");
+  return ControlResult::done(std::move(row));
 }
 
-KvTables::Reply KvTables::put(const std::string& table, const std::string& key, const std::string& body) {
+ControlResult KvTables::put(const std::string& table, const std::string& key, const std::string& body) {
   if (body.size() > options_.max_value_bytes) {
-    return error_reply(413, "row \"" + key + "\" is " + std::to_string(body.size()) +
-                                " bytes; a table row may be at most " + std::to_string(options_.max_value_bytes) +
-                                " bytes");
+    return error_reply(Outcome::kTooLarge, "row \"" + key + "\" is " + std::to_string(body.size()) +
+                                               " bytes; a table row may be at most " +
+                                               std::to_string(options_.max_value_bytes) + " bytes");
   }
   auto row = nlohmann::json::parse(body, nullptr, false);
-  if (row.is_discarded() || !row.is_object()) return error_reply(400, "the body must be a JSON object (the row)");
+  if (row.is_discarded() || !row.is_object())
+    return error_reply(Outcome::kBadRequest, "the body must be a JSON object (the row)");
   auto kv = bucket(table, true);
   if (!kv) return status_reply(kv.status());
   auto live = loaded(table, options_.timeout);
   if (!live) return status_reply(live.status());
   auto snapshot = live.value()->current();
   if (snapshot->find_text(key) == nullptr && snapshot->rows.size() >= options_.max_entries) {
-    return error_reply(413, "table " + table + " holds " + std::to_string(snapshot->rows.size()) +
-                                " rows, the limit is " + std::to_string(options_.max_entries));
+    return error_reply(Outcome::kTooLarge, "table " + table + " holds " + std::to_string(snapshot->rows.size()) +
+                                               " rows, the limit is " + std::to_string(options_.max_entries));
   }
   auto cur = current(kv.value());
   if (!cur) return status_reply(cur.status());
@@ -446,11 +489,11 @@ KvTables::Reply KvTables::put(const std::string& table, const std::string& key, 
   if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": put"));
   // Answer once this instance's flows read the row (so the client's next event sees it).
   const bool applied = wait_applied(live.value(), revision);
-  return {200,
-          {{"table", table}, {"key", key}, {"generation", cur->first}, {"revision", revision}, {"applied", applied}}};
+  return ControlResult::done(
+      {{"table", table}, {"key", key}, {"generation", cur->first}, {"revision", revision}, {"applied", applied}});
 }
 
-KvTables::Reply KvTables::erase(const std::string& table, const std::string& key) {
+ControlResult KvTables::erase(const std::string& table, const std::string& key) {
   auto kv = bucket(table, false);
   if (!kv) return status_reply(kv.status());
   auto cur = current(kv.value());
@@ -458,7 +501,7 @@ KvTables::Reply KvTables::erase(const std::string& table, const std::string& key
   const std::string k = row_key(cur->first, key);
   kvEntry* e = nullptr;
   natsStatus s = kvStore_Get(&e, kv.value(), k.c_str());
-  if (s == NATS_NOT_FOUND) return error_reply(404, "table " + table + " has no row \"" + key + "\"");
+  if (s == NATS_NOT_FOUND) return error_reply(Outcome::kNotFound, "table " + table + " has no row \"" + key + "\"");
   if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": get"));
   kvEntry_Destroy(e);
   auto live = loaded(table, options_.timeout);
@@ -476,19 +519,27 @@ KvTables::Reply KvTables::erase(const std::string& table, const std::string& key
   const uint64_t revision = ack->Sequence;
   jsPubAck_Destroy(ack);
   const bool applied = wait_applied(live.value(), revision);
-  return {200, {{"table", table}, {"key", key}, {"deleted", true}, {"applied", applied}}};
+  return ControlResult::done({{"table", table}, {"key", key}, {"deleted", true}, {"applied", applied}});
 }
 
-namespace {
-
-struct AsyncErrors {
+// The failed row publishes of the import under way. A member of KvTables, not a local of
+// import(): cnats calls the handler on its own thread, and one already running when
+// import() gives up on the rest must still find it.
+struct KvTables::AsyncErrors {
   std::atomic<int> failed{0};
   Mutex mu;
   std::string first GUARDED_BY(mu);
+  void reset() {
+    failed = 0;
+    MutexLock lock(mu);
+    first.clear();
+  }
 };
 
+namespace {
+
 void on_async_error(jsCtx*, jsPubAckErr* pae, void* closure) {
-  auto* errors = static_cast<AsyncErrors*>(closure);
+  auto* errors = static_cast<KvTables::AsyncErrors*>(closure);
   if (errors->failed.fetch_add(1) == 0) {
     MutexLock lock(errors->mu);
     errors->first = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
@@ -497,36 +548,38 @@ void on_async_error(jsCtx*, jsPubAckErr* pae, void* closure) {
 
 // The rows of an import body as (key, row JSON), checked against the table limits; the
 // refusal (400, 413) when anything is wrong — nothing is written then.
-std::optional<KvTables::Reply> import_rows(const std::string& body, const std::string& format, const std::string& key,
-                                           const KvTablesOptions& options,
-                                           std::vector<std::pair<std::string, std::string>>* values) {
+std::optional<ControlResult> import_rows(const std::string& body, const std::string& format, const std::string& key,
+                                         const KvTablesOptions& options,
+                                         std::vector<std::pair<std::string, std::string>>* values) {
   flows::Table rows;
   std::vector<flows::Diagnostic> diagnostics;
   bool parsed = false;
   if (format == "csv") {
-    if (key.empty()) return error_reply(400, "a CSV import needs the key column: ?key=COLUMN (no flow declares one)");
+    if (key.empty())
+      return error_reply(Outcome::kBadRequest, "a CSV import needs the key column: ?key=COLUMN (no flow declares one)");
     parsed = flows::load_csv_table(body, "body", key, &rows, &diagnostics);
   } else if (format == "json") {
     parsed = flows::load_json_table(body, "body", key, &rows, &diagnostics);
   } else {
-    return error_reply(400, "format must be csv or json");
+    return error_reply(Outcome::kBadRequest, "format must be csv or json");
   }
   if (!parsed) {
     std::string errors;
     for (size_t i = 0; i < diagnostics.size() && i < 20; ++i) errors += (i ? "; " : "") + diagnostics[i].str();
-    return error_reply(400, "import refused, nothing changed: " + errors);
+    return error_reply(Outcome::kBadRequest, "import refused, nothing changed: " + errors);
   }
   if (rows.size() > options.max_entries) {
-    return error_reply(413, "import of " + std::to_string(rows.size()) + " rows refused, the limit is " +
-                                std::to_string(options.max_entries) + " rows per table; nothing changed");
+    return error_reply(Outcome::kTooLarge, "import of " + std::to_string(rows.size()) + " rows refused, the limit is " +
+                                               std::to_string(options.max_entries) +
+                                               " rows per table; nothing changed");
   }
   values->reserve(rows.size());
   for (const auto& [k, row] : rows.rows()) {
     std::string text = row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (text.size() > options.max_value_bytes) {
-      return error_reply(413, "row \"" + k + "\" is " + std::to_string(text.size()) +
-                                  " bytes; a table row may be at most " + std::to_string(options.max_value_bytes) +
-                                  " bytes; nothing changed");
+      return error_reply(Outcome::kTooLarge, "row \"" + k + "\" is " + std::to_string(text.size()) +
+                                                 " bytes; a table row may be at most " +
+                                                 std::to_string(options.max_value_bytes) + " bytes; nothing changed");
     }
     values->emplace_back(k, std::move(text));
   }
@@ -534,10 +587,12 @@ std::optional<KvTables::Reply> import_rows(const std::string& body, const std::s
 }
 
 // Publishes every row under generation `gen` (subjects `prefix` + row key) with async
-// publishes, then waits for all their acks; a rejected one counts in `errors`.
+// publishes, then waits for all their acks; a rejected one counts in `errors`. Also after a
+// failed publish it waits for the acks of those sent, and takes back what is still
+// unanswered after that: no handler call for this import starts once it returns.
 natsStatus publish_rows(natsConnection* connection, std::chrono::milliseconds timeout, const std::string& prefix,
                         uint64_t gen, const std::vector<std::pair<std::string, std::string>>& values,
-                        AsyncErrors* errors) {
+                        KvTables::AsyncErrors* errors) {
   jsOptions ao;
   jsOptions_Init(&ao);
   ao.Wait = timeout.count();
@@ -553,22 +608,25 @@ natsStatus publish_rows(natsConnection* connection, std::chrono::milliseconds ti
     s = js_PublishAsync(ajs, subject.c_str(), text.data(), static_cast<int>(text.size()), nullptr);
     if (s != NATS_OK) break;
   }
-  if (s == NATS_OK) {
-    jsPubOptions wait;
-    jsPubOptions_Init(&wait);
-    wait.MaxWait = 60000;
-    s = js_PublishAsyncComplete(ajs, &wait);
+  jsPubOptions wait;
+  jsPubOptions_Init(&wait);
+  wait.MaxWait = s == NATS_OK ? 60000 : timeout.count();
+  const natsStatus complete = js_PublishAsyncComplete(ajs, &wait);
+  if (complete != NATS_OK) {
+    natsMsgList pending;
+    if (js_PublishAsyncGetPendingList(&pending, ajs) == NATS_OK) natsMsgList_Destroy(&pending);
   }
+  if (s == NATS_OK) s = complete;
   jsCtx_Destroy(ajs);
   return s;
 }
 
 }  // namespace
 
-KvTables::Reply KvTables::import(const std::string& table, const std::string& body, const std::string& format,
-                                 const std::string& key_column) {
+ControlResult KvTables::import(const std::string& table, const std::string& body, const std::string& format,
+                               const std::string& key_column) {
   if (!flows::valid_kv_table_name(table)) {
-    return error_reply(400, "table name '" + table + "' must be letters, digits, _ and -, at most 64");
+    return error_reply(Outcome::kBadRequest, "table name '" + table + "' must be letters, digits, _ and -, at most 64");
   }
   std::string key = key_column;
   if (key.empty()) key = flows::LiveTables::instance().get(table)->key_column();
@@ -597,8 +655,13 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
                        "table " + table + ": purge generation " + std::to_string(g));
   };
 
+  // Everything in the bucket up to here is older than the new rows: what step 3 removes.
+  auto last_before = last_revision(table);
+  if (!last_before) return status_reply(last_before.status());
+
   // 1. The rows, under the new generation (nobody reads it yet).
-  AsyncErrors errors;
+  AsyncErrors& errors = *import_errors_;
+  errors.reset();
   natsStatus s = publish_rows(connection_, options_.timeout, prefix, gen, values, &errors);
   if (s != NATS_OK || errors.failed.load() > 0) {
     (void)purge(gen);
@@ -609,7 +672,7 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
       MutexLock lock(errors.mu);  // the handler may still be writing it
       why = errors.first;
     }
-    return error_reply(503,
+    return error_reply(Outcome::kUnavailable,
                        "import of table " + table + " failed while writing rows (" + why + "); the table is unchanged");
   }
   // 2. The switch: one compare-and-set of `current`.
@@ -628,33 +691,54 @@ KvTables::Reply KvTables::import(const std::string& table, const std::string& bo
   }
   if (s != NATS_OK) {
     (void)purge(gen);
-    return error_reply(s == NATS_ERR ? 409 : 503, "import of table " + table +
-                                                      ": another import switched the table meanwhile, or NATS did "
-                                                      "not answer (" +
-                                                      nats_status(s, "switch").message() +
-                                                      "); this import was not applied");
+    return error_reply(s == NATS_ERR ? Outcome::kConflict : Outcome::kUnavailable,
+                       "import of table " + table +
+                           ": another import switched the table meanwhile, or NATS did "
+                           "not answer (" +
+                           nats_status(s, "switch").message() + "); this import was not applied");
   }
-  // 3. The old generation's rows.
-  if (Status p = purge(old_gen); !p) {
-    log::warn("table: old generation not purged", {{"table", table}, {"error", p.message()}});
+  // 3. The old generation's rows: every message up to `last_before` (with the bucket's
+  // whole subject as the filter, not the old generation's). nats-server 2.9.10 moves every
+  // consumer of a filtered purge that leaves no message under its filter to the stream's
+  // end: a watcher that had not yet received the new rows and the switch skipped them and
+  // kept the old table until the next write (the kv-tables cluster flake). Here the new rows
+  // and `current` are left under the filter, so a watcher moves at most past purged ones.
+  // (A Sequence of 0 or 1 means no bound to nats-server: an empty bucket has nothing older.)
+  if (last_before.value() > 0) {
+    jsOptions po;
+    jsOptions_Init(&po);
+    const std::string all = prefix + ">";
+    po.Stream.Purge.Subject = all.c_str();
+    po.Stream.Purge.Sequence = last_before.value() + 1;  // up to, not including
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    if (Status p = nats_status(js_PurgeStream(js_, stream.c_str(), &po, &jerr), "purge"); !p) {
+      log::warn("table: old generation not purged", {{"table", table}, {"error", p.message()}});
+    }
   }
   const bool applied = wait_generation(table, gen);
   log::info("table imported",
             {{"table", table}, {"entries", std::to_string(values.size())}, {"generation", std::to_string(gen)}});
-  return {
-      200,
-      {{"table", table}, {"entries", values.size()}, {"generation", gen}, {"replaced", old_gen}, {"applied", applied}}};
+  return ControlResult::done(
+      {{"table", table}, {"entries", values.size()}, {"generation", gen}, {"replaced", old_gen}, {"applied", applied}});
 }
 
-KvTables::Reply KvTables::export_rows(const std::string& table) {
+ControlResult KvTables::export_rows(const std::string& table) {
   auto kv = bucket(table, false);
   if (!kv) return status_reply(kv.status());
   auto live = loaded(table, options_.timeout);
   if (!live) return status_reply(live.status());
+  // The table as it is now, not as this instance's watcher last folded it in: a change
+  // made through another instance a moment ago may not have reached it yet (within its
+  // watch delay). Wait (at most kWaitForFlip) until the snapshot holds the bucket's last
+  // revision; past that, answer what it holds (the last message may be a row purged
+  // before the watcher saw it: a failed import).
+  if (auto last = last_revision(table); last && !wait_settled(table, last.value())) {
+    log::warn("table export: this instance's copy is behind the bucket", {{"table", table}});
+  }
   auto snapshot = live.value()->current();
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [k, row] : snapshot->rows) out[k] = *row;
-  return {200, out};
+  return ControlResult::done(std::move(out));
 }
 
 void KvTables::render_metrics(std::string& out) const {

@@ -6,7 +6,8 @@
 // {"generation": GEN}, the generation flows read. A bulk import writes every row under a
 // new generation, then flips `current` with one compare-and-set: the switch is that one
 // write, so a reader sees the old or the new table, never a mix. The old generation's rows
-// are purged after the flip. A single put/delete writes into the current generation.
+// are purged after the flip, by sequence (docs/adr/0226: a filtered purge made watchers skip
+// the switch on nats-server 2.9.10). A single put/delete writes into the current generation.
 //
 // Reading: one watcher thread per table (kvStore_Watch on the whole bucket) folds the
 // entries into per-generation row maps and publishes a new immutable snapshot into the
@@ -32,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flows/tables.h"
+#include "runtime/control.h"
 #include "runtime/status.h"
 #include "runtime/thread_annotations.h"
 
@@ -50,8 +52,6 @@ struct KvTablesOptions {
 
 class KvTables {
  public:
-  using Reply = std::pair<int, nlohmann::json>;  // HTTP status, JSON body
-
   KvTables(__natsConnection* connection, KvTablesOptions options);
   ~KvTables();
   KvTables(const KvTables&) = delete;
@@ -65,15 +65,19 @@ class KvTables {
   // time starts once its tables are read), at most `wait`.
   Status wait_loaded(std::chrono::milliseconds wait);
 
-  // Admin calls (docs/admin-api.md, "Tables").
-  Reply list();
-  Reply get(const std::string& table, const std::string& key);
-  Reply put(const std::string& table, const std::string& key, const std::string& body);
-  Reply erase(const std::string& table, const std::string& key);
+  // Admin calls (docs/admin-api.md, "Tables"), answered in the runtime's own words
+  // (runtime/control.h; AdminService maps them to HTTP): kBadRequest for a malformed
+  // name, key, body or format, kTooLarge past tables.max_entries / max_value_bytes,
+  // kNotFound, kConflict (another import switched first), kUnavailable (NATS did not
+  // answer), kFailed (a stored row that is not JSON).
+  ControlResult list();
+  ControlResult get(const std::string& table, const std::string& key);
+  ControlResult put(const std::string& table, const std::string& key, const std::string& body);
+  ControlResult erase(const std::string& table, const std::string& key);
   // `format`: "csv" or "json"; `key_column`: "" = the column a flow declared.
-  Reply import(const std::string& table, const std::string& body, const std::string& format,
-               const std::string& key_column);
-  Reply export_rows(const std::string& table);
+  ControlResult import(const std::string& table, const std::string& body, const std::string& format,
+                       const std::string& key_column);
+  ControlResult export_rows(const std::string& table);
 
   // Prometheus lines: weir_table_entries, weir_table_generation, weir_table_updated_timestamp_seconds.
   void render_metrics(std::string& out) const;
@@ -81,6 +85,8 @@ class KvTables {
   // The KV key of a row of generation `generation` (exposed for tests).
   static std::string row_key(uint64_t generation, std::string_view key);
   static bool parse_row_key(std::string_view kv_key, uint64_t* generation, std::string* key);
+
+  struct AsyncErrors;  // an import's failed row publishes (kv_tables.cc)
 
  private:
   class Watcher;
@@ -92,8 +98,13 @@ class KvTables {
   Result<std::shared_ptr<flows::LiveTable>> loaded(const std::string& table, std::chrono::milliseconds wait);
   // Waits (at most 2 s) until this instance's flows read import generation `gen`.
   bool wait_generation(const std::string& table, uint64_t gen);
+  // Waits (at most 2 s) until the table's watcher has folded in everything up to KV
+  // revision `revision` (and published what changed the table).
+  bool wait_settled(const std::string& table, uint64_t revision);
   // Waits (at most 2 s) until this instance's snapshot holds KV revision `revision`.
   static bool wait_applied(const std::shared_ptr<flows::LiveTable>& live, uint64_t revision);
+  // The sequence of the last message in the table's bucket (its latest revision).
+  Result<uint64_t> last_revision(const std::string& table);
   // The generation in `current` and its revision (0, 0 when there is none).
   Result<std::pair<uint64_t, uint64_t>> current(__kvStore* kv);
 
@@ -104,6 +115,8 @@ class KvTables {
   std::map<std::string, __kvStore*> buckets_ GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Watcher>> watchers_ GUARDED_BY(mu_);
   Mutex import_mu_;  // one import at a time in this process
+  // Written by cnats' handler thread during an import; lives as long as this (see .cc).
+  std::unique_ptr<AsyncErrors> import_errors_;
 };
 
 }  // namespace weir

@@ -23,6 +23,14 @@ std::string poison_reason(uint64_t delivered, int max_deliver) {
          "): dead-lettered before another attempt";
 }
 
+// What a completion says of input i (Batch::ok): its publish was stored, refused or failed
+// (counts toward max_deliver), or not answered (the nak that follows is ours: OwnNaks).
+constexpr char kRefused = 0, kStored = 1, kNotAnswered = 2;
+char publish_verdict(const Status& s, const PubAck& ack) {
+  if (s.is_ok()) return kStored;
+  return publish_failure_is_transient(s, ack) ? kNotAnswered : kRefused;
+}
+
 std::string invalid_event_reason(const flows::JsonError& e, int max_depth) {
   if (e.too_deep) {
     return "event JSON nested deeper than " + std::to_string(max_depth) + " levels (http.max_depth)";
@@ -254,11 +262,12 @@ struct FlowStage::Batch {
   // +1: not finished before every output is launched.
   explicit Batch(size_t n) : remaining(n + 1), ok(n, 1) {}
 
-  static void complete(const std::shared_ptr<Batch>& b, size_t i, bool ok) {
+  // `verdict`: kStored (true), kRefused or kNotAnswered; a refusal outweighs the rest.
+  static void complete(const std::shared_ptr<Batch>& b, size_t i, char verdict) {
     std::vector<char> final_ok;
     {
       MutexLock lock(b->mu);
-      if (!ok) b->ok[i] = 0;
+      if (verdict == kRefused || (verdict == kNotAnswered && b->ok[i] == kStored)) b->ok[i] = verdict;
       if (--b->remaining != 0) return;
       final_ok.swap(b->ok);  // the last completion: nobody writes it any more
     }
@@ -299,7 +308,7 @@ void FlowStage::dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, con
   d.traceparent = m.header(trace::kHeaderTraceparent);
   d.tracestate = m.header(trace::kHeaderTracestate);
   metrics_.dead.fetch_add(1, std::memory_order_relaxed);
-  dlq_.publish(d, [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
+  dlq_.publish(d, [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); });
 }
 
 // Publishes the output of input i to `sink` (at most once per input); `span_tp` is the
@@ -318,7 +327,15 @@ void FlowStage::emit_output(const std::shared_ptr<Batch>& b, size_t i, const std
   h.emplace_back(layout::kHeaderVersion, version);
   if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
   bus_.publish(output_subject(sink), body, h, options_.publish_timeout,
-               [b, i](const Status& s, const PubAck&) { Batch::complete(b, i, s.is_ok()); });
+               [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); });
+}
+
+// JetStream's delivery count less the redeliveries this process's own naks caused after
+// publishes nobody answered (OwnNaks): at least 1, the delivery in hand.
+uint64_t FlowStage::counted_deliveries(const BusMessage& m) const {
+  const uint64_t delivered = m.deliveries();
+  const uint64_t own = own_naks_.count(m.stream_sequence());
+  return delivered > own ? delivered - own : 1;
 }
 
 // Input i of the batch: dead-lettered past max_deliver or when it is no event, else run
@@ -327,9 +344,10 @@ void FlowStage::run_input(const std::shared_ptr<Batch>& b, size_t i, const std::
   BusMessage& m = *b->msgs[i];
   const flows::Flow& flow = *b->flow;
   std::string id = event_id_of(m);
-  if (uint64_t delivered = m.deliveries(); delivered > static_cast<uint64_t>(options_.max_deliver)) {
+  if (uint64_t delivered = counted_deliveries(m); delivered > static_cast<uint64_t>(options_.max_deliver)) {
     // Checked before the event is touched: if handling it is what kills the process,
-    // this is the only place that can still act on it (spec §1.6).
+    // this is the only place that can still act on it (spec §1.6). Redeliveries that
+    // followed this process's own naks for want of an answer do not count (ADR 0225).
     metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     log::warn("event dead-lettered after too many deliveries",
               {{"flow", name_}, {"id", id}, {"deliveries", std::to_string(delivered - 1)}});
@@ -393,10 +411,12 @@ void FlowStage::finish_batch(Batch& b, const std::vector<char>& ok) {
   const size_t n = b.msgs.size();
   uint64_t acked = 0, ack_failures = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (ok[i]) {
+    if (ok[i] == kStored) {
       if (!b.msgs[i]->ack()) ++ack_failures;
+      own_naks_.forget(b.msgs[i]->stream_sequence());
       ++acked;
     } else {
+      if (ok[i] == kNotAnswered) own_naks_.record(b.msgs[i]->stream_sequence());
       if (!b.msgs[i]->nak(retry_backoff(b.msgs[i]->deliveries()))) ++ack_failures;
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     }

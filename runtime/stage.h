@@ -27,6 +27,7 @@
 #include "runtime/bus.h"
 #include "runtime/dlq.h"
 #include "runtime/metrics.h"
+#include "runtime/own_naks.h"
 #include "runtime/sink.h"
 #include "runtime/thread_annotations.h"
 
@@ -96,6 +97,7 @@ class FlowStage {
                    std::string span_tp, const std::string& sink, std::string_view body);
   void dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, const std::string& id, std::string reason,
                          uint64_t deliveries);
+  uint64_t counted_deliveries(const BusMessage& m) const;
   // weir.<flow>.out.<sink>, built once per sink (pool thread only).
   const std::string& output_subject(const std::string& sink);
 
@@ -110,6 +112,7 @@ class FlowStage {
   std::vector<std::unique_ptr<BusMessage>> held_ GUARDED_BY(flow_mu_);  // received, not started
   // One message at a time after a start and while redeliveries come (ADR 0081).
   std::atomic<bool> careful_{true};
+  OwnNaks own_naks_;            // redeliveries the poison rule does not count (ADR 0225)
   std::function<bool()> gate_;  // set before start(); read on the pool thread
   std::string name_;
   StageOptions options_;

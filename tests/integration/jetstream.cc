@@ -68,6 +68,30 @@ std::chrono::milliseconds js_consumer_ack_wait(const std::string& url, const std
   return out;
 }
 
+std::vector<std::string> js_set_stream_subjects(const std::string& url, const std::string& stream,
+                                                const std::vector<std::string>& subjects) {
+  Js c(url);
+  jsStreamInfo* si = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  check(js_GetStreamInfo(&si, c.js, stream.c_str(), nullptr, &jerr), jerr, "stream info " + stream);
+  std::vector<std::string> old;
+  for (int i = 0; i < si->Config->SubjectsLen; ++i) old.emplace_back(si->Config->Subjects[i]);
+  std::vector<const char*> subs;
+  for (const auto& s : subjects) subs.push_back(s.c_str());
+  const char** was = si->Config->Subjects;
+  const int was_len = si->Config->SubjectsLen;
+  si->Config->Subjects = subs.data();
+  si->Config->SubjectsLen = static_cast<int>(subs.size());
+  jsStreamInfo* updated = nullptr;
+  natsStatus s = js_UpdateStream(&updated, c.js, si->Config, nullptr, &jerr);
+  si->Config->Subjects = was;  // the info owns and frees its own array
+  si->Config->SubjectsLen = was_len;
+  if (updated) jsStreamInfo_Destroy(updated);
+  jsStreamInfo_Destroy(si);
+  check(s, jerr, "update stream " + stream);
+  return old;
+}
+
 JsStreamState js_stream_state(const std::string& url, const std::string& stream) {
   Js c(url);
   jsStreamInfo* si = nullptr;

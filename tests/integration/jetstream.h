@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace weir::itest {
 
@@ -18,6 +19,11 @@ void js_delete_consumer(const std::string& url, const std::string& stream, const
 // A durable consumer's AckWait.
 std::chrono::milliseconds js_consumer_ack_wait(const std::string& url, const std::string& stream,
                                                const std::string& consumer);
+
+// Replaces a stream's subjects (the rest of its configuration unchanged); returns the old
+// ones. A publish to a subject no stream has any more gets "no responders".
+std::vector<std::string> js_set_stream_subjects(const std::string& url, const std::string& stream,
+                                                const std::vector<std::string>& subjects);
 
 struct JsStreamState {
   int64_t bytes = 0, messages = 0, max_bytes = 0;

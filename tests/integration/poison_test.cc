@@ -124,3 +124,58 @@ TEST_CASE("an event failing its sink more than max_deliver times is dead-lettere
   std::cout << "poison (sink fails every time, max_deliver 3): " << dead.size() << " of 3 dead-lettered after "
             << sink.stat("rejected") << " attempts in all, none a fourth time\n";
 }
+
+// ADR 0225: the poison rule counts deliveries that crashed or wedged weir and definite
+// refusals, not the redeliveries that follow weir's own naks when JetStream did not answer
+// its output publishes (a leader election, an outage). `second` reads `first`'s stream and
+// publishes into its own; with its own stream's output subject taken away, each output
+// publish gets "no responders" — what a flow sees while no server answers for the stream.
+TEST_CASE("outputs JetStream does not answer: the flow stage's naks do not count toward max_deliver",
+          "[integration][poison][dlq]") {
+  NatsServer nats;
+  SinkProcess sink;
+  const std::string first = "flow: first\nfrom: { http: { path: /in/first } }\nto: { next: { flow: {} } }\n";
+  const std::string second = "flow: second\nfrom: { flow: first.next }\nto: { out: { http: { url: \"" +
+                             sink.url("/out") + "\", retries: 2, timeout: 2s } } }\n";
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"first.yaml", first}, {"second.yaml", second}},
+                    .config = "max_deliver: 2\n"});
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/first", json{{"id", "warm-1"}}.dump()).status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("warm-1") == 1; }, 20s, 50ms));
+
+  auto errors = [&] {
+    for (const auto& [key, sample] : parse_metrics(weir.admin("GET", "/metrics").body)) {
+      if (key == "weir_events_errors_total" && sample.first == "flow=\"second\",stage=\"flow\"") return sample.second;
+    }
+    return -1.0;
+  };
+  const double errors_before = errors();
+  const std::vector<std::string> subjects = js_set_stream_subjects(nats.url(), "weir_second", {"weir.second.in"});
+  REQUIRE(weir.post("/in/first", json{{"id", "held-1"}}.dump()).status == 202);
+  // Four failed runs (twice max_deliver), or the dead letter the rule used to write.
+  json dead;
+  REQUIRE(wait_until(
+      [&] {
+        dead = dlq(weir);
+        return !dead.empty() || errors() - errors_before >= 4;
+      },
+      30s, 100ms));
+  const double failed_runs = errors() - errors_before;
+  INFO("dlq: " << dead.dump().substr(0, 800));
+  CHECK(dead.empty());
+  CHECK_FALSE(sink.ids().count("held-1"));
+
+  // JetStream answers again: the event is delivered once, nothing dead-lettered.
+  const auto back_at = std::chrono::steady_clock::now();
+  js_set_stream_subjects(nats.url(), "weir_second", subjects);
+  CHECK(wait_until([&] { return sink.ids().count("held-1") == 1; }, 30s, 50ms));
+  const auto delivered_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - back_at).count();
+  CHECK(dlq(weir).empty());
+  CHECK(sink.stat("duplicates") == 0);
+  std::cout << "poison (outputs not answered, max_deliver 2): " << failed_runs << " failed runs not counted, delivered "
+            << delivered_ms << " ms after JetStream answered again, dead-lettered 0, lost 0, duplicates "
+            << sink.stat("duplicates") << "\n";
+}

@@ -33,10 +33,11 @@ struct ScriptedBackend final : weir::AdminBackend {
 }  // namespace
 
 TEST_CASE("admin service: each outcome has its HTTP status", "[admin]") {
-  const std::vector<std::pair<Outcome, int>> table = {
-      {Outcome::kDone, 200},     {Outcome::kCreated, 201},      {Outcome::kBadRequest, 400},
-      {Outcome::kNotFound, 404}, {Outcome::kConflict, 409},     {Outcome::kInvalid, 422},
-      {Outcome::kFailed, 500},   {Outcome::kNotSupported, 501}, {Outcome::kUnavailable, 503}};
+  const std::vector<std::pair<Outcome, int>> table = {{Outcome::kDone, 200},         {Outcome::kCreated, 201},
+                                                      {Outcome::kBadRequest, 400},   {Outcome::kNotFound, 404},
+                                                      {Outcome::kConflict, 409},     {Outcome::kTooLarge, 413},
+                                                      {Outcome::kInvalid, 422},      {Outcome::kFailed, 500},
+                                                      {Outcome::kNotSupported, 501}, {Outcome::kUnavailable, 503}};
   ScriptedBackend backend;
   weir::AdminService service(backend);
   for (const auto& [outcome, code] : table) {
