@@ -261,9 +261,9 @@ Admin::Admin(AdminBackend& backend, Metrics& metrics, DeadLetters* dlq, std::str
     : backend_(backend), service_(backend), metrics_(metrics), dlq_(dlq), token_(std::move(token)) {
   worker_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "weir-admin");
-    std::unique_lock lock(mu_);
+    UniqueLock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      lock.wait(cv_, [&]() REQUIRES(mu_) { return stopping_ || !jobs_.empty(); });
       if (jobs_.empty()) return;
       auto job = std::move(jobs_.front());
       jobs_.pop_front();
@@ -276,7 +276,7 @@ Admin::Admin(AdminBackend& backend, Metrics& metrics, DeadLetters* dlq, std::str
 
 Admin::~Admin() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -285,7 +285,7 @@ Admin::~Admin() {
 
 void Admin::on_worker(std::function<void()> job) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     jobs_.push_back(std::move(job));
   }
   cv_.notify_one();
