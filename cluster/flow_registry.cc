@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/log.h"
+#include "runtime/wall_clock.h"
 
 namespace weir::cluster {
 namespace {
@@ -27,11 +28,6 @@ Json parse_object(const std::string& text) {
   return j.is_object() ? j : Json();
 }
 }  // namespace
-
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Json ActiveRecord::to_json() const {
   Json j = {{"version", version},

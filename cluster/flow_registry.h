@@ -173,7 +173,4 @@ class FlowRegistry {
   std::thread heartbeat_thread_;
 };
 
-// Milliseconds since the Unix epoch (audit stamps).
-int64_t wall_ms();
-
 }  // namespace weir::cluster

@@ -149,14 +149,14 @@ std::unique_ptr<Source> ClusterRuntime::singleton(const std::string& key,
   so.owner = instance_id_;
   so.lease = lease_options_;
   auto s = std::make_unique<Singleton>(*leases_, so, std::move(factory));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   singletons_.push_back(s.get());
   return s;
 }
 
 nlohmann::json ClusterRuntime::status() const {
   nlohmann::json leases = nlohmann::json::array();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const Singleton* s : singletons_) {
     nlohmann::json j = {{"key", s->key()}, {"held_here", s->running()}};
     if (auto t = s->fencing_token()) j["token"] = *t;

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "runtime/nats_kv.h"
 #include "cluster/singleton.h"
 #include "runtime/cluster_hooks.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::cluster {
 
@@ -43,8 +43,8 @@ class ClusterRuntime final : public ClusterHooks {
   std::unique_ptr<NatsKv> flows_kv_, members_kv_;
   std::unique_ptr<NatsKeyList> member_list_;
   std::unique_ptr<FlowRegistry> registry_;
-  mutable std::mutex mu_;
-  std::vector<const Singleton*> singletons_;  // GUARDED_BY(mu_); owned by the runtime's flows
+  mutable Mutex mu_;
+  std::vector<const Singleton*> singletons_ GUARDED_BY(mu_);  // owned by the runtime's flows
 };
 
 }  // namespace weir::cluster

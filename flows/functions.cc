@@ -9,6 +9,7 @@
 
 #include "flows/expr_impl.h"
 #include "flows/tables.h"
+#include "flows/text.h"
 #include "flows/time_format.h"
 #include "flows/value.h"
 

@@ -1,5 +1,8 @@
 #include "flows/text.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -130,6 +133,35 @@ std::string url_encode(std::string_view text) {
     }
   }
   return out;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr) != 1) return {};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(len * 2);
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xF]);
+  }
+  return out;
+}
+
+bool constant_time_equals(std::string_view a, std::string_view b) {
+  // Comparing digests makes the compare itself fixed-size, so neither a length
+  // mismatch nor the first differing byte shows up in the timing.
+  unsigned char da[EVP_MAX_MD_SIZE];
+  unsigned char db[EVP_MAX_MD_SIZE];
+  unsigned int la = 0;
+  unsigned int lb = 0;
+  if (EVP_Digest(a.data(), a.size(), da, &la, EVP_sha256(), nullptr) != 1 ||
+      EVP_Digest(b.data(), b.size(), db, &lb, EVP_sha256(), nullptr) != 1) {
+    return false;
+  }
+  const bool same_digest = CRYPTO_memcmp(da, db, la) == 0;
+  return same_digest & (a.size() == b.size());
 }
 
 }  // namespace weir::flows

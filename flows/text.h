@@ -1,6 +1,7 @@
 // Small text conversions shared by flow files and the runtime config:
 // `${NAME}` substitution, durations ("250ms", "3s", "1m", "1h") and sizes
-// ("512KiB", "1MiB", plain bytes). Pure functions; thread-safe.
+// ("512KiB", "1MiB", plain bytes); and the two digest helpers every folder uses (one copy:
+// sha256_hex, constant_time_equals; OpenSSL's libcrypto). Pure functions; thread-safe.
 #pragma once
 
 #include <chrono>
@@ -23,6 +24,14 @@ std::optional<std::string> substitute_env(std::string_view text, const EnvLookup
 
 // "250ms", "3s", "1.5s", "1m", "1h", "100us"; a bare number is milliseconds.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+// Lowercase hex SHA-256 of `bytes` ("" only if OpenSSL fails).
+std::string sha256_hex(std::string_view bytes);
+
+// True when `a == b`, for tokens and other secrets. Timing depends on the two lengths only,
+// never on where the contents differ or whether the lengths match (the compare is of
+// digests, with CRYPTO_memcmp).
+bool constant_time_equals(std::string_view a, std::string_view b);
 
 // Percent-encodes everything but RFC 3986's unreserved characters (A-Z a-z 0-9 - _ . ~):
 // for query values and form bodies.

@@ -65,9 +65,6 @@ size_t utf8_length(std::string_view s);
 // Appends the UTF-8 encoding of `cp` (which must be a scalar value).
 void append_utf8(std::string* out, uint32_t cp);
 
-// Lowercase hex sha-256 of `bytes`.
-std::string sha256_hex(std::string_view bytes);
-
 // Deep equality with numbers compared by value across int and double (1 == 1.0).
 bool values_equal(const Json& a, const Json& b);
 

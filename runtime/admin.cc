@@ -1,7 +1,5 @@
 #include "runtime/admin.h"
 
-#include <openssl/crypto.h>
-#include <openssl/sha.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -86,14 +84,6 @@ std::optional<std::string> parse_replay_filter(const std::string& body, std::opt
     }
   }
   return std::nullopt;
-}
-
-// Compares digests so that the time taken says nothing about the token.
-bool constant_time_equal(std::string_view a, std::string_view b) {
-  unsigned char da[SHA256_DIGEST_LENGTH], db[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(a.data()), a.size(), da);
-  SHA256(reinterpret_cast<const unsigned char*>(b.data()), b.size(), db);
-  return CRYPTO_memcmp(da, db, sizeof da) == 0;
 }
 
 // Guard rails against a browser on the operator's machine (docs/adr/0100): a page from
@@ -261,9 +251,9 @@ Admin::Admin(AdminBackend& backend, Metrics& metrics, DeadLetters* dlq, std::str
     : backend_(backend), service_(backend), metrics_(metrics), dlq_(dlq), token_(std::move(token)) {
   worker_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "weir-admin");
-    std::unique_lock lock(mu_);
+    UniqueLock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      lock.wait(cv_, [&]() REQUIRES(mu_) { return stopping_ || !jobs_.empty(); });
       if (jobs_.empty()) return;
       auto job = std::move(jobs_.front());
       jobs_.pop_front();
@@ -276,7 +266,7 @@ Admin::Admin(AdminBackend& backend, Metrics& metrics, DeadLetters* dlq, std::str
 
 Admin::~Admin() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -285,7 +275,7 @@ Admin::~Admin() {
 
 void Admin::on_worker(std::function<void()> job) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     jobs_.push_back(std::move(job));
   }
   cv_.notify_one();
@@ -352,7 +342,7 @@ bool Admin::authorized(const HttpRequest& req, const Responder& respond) const {
   std::string_view auth = req.header("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
   if (auth.size() <= kBearer.size() || auth.substr(0, kBearer.size()) != kBearer ||
-      !constant_time_equal(auth.substr(kBearer.size()), token_)) {
+      !flows::constant_time_equals(auth.substr(kBearer.size()), token_)) {
     HttpResponse r = HttpResponse::error(401, "admin token required (Authorization: Bearer ...)");
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
     respond(std::move(r));

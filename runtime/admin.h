@@ -11,7 +11,6 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -22,6 +21,7 @@
 #include "runtime/http_server.h"
 #include "runtime/kv_tables.h"
 #include "runtime/metrics.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir {
 
@@ -38,7 +38,7 @@ class Admin {
  private:
   void handle(HttpRequest& req, const Responder& respond);
   bool serve_dashboard(std::string_view path, const Responder& respond);
-  void on_worker(std::function<void()> job);
+  void on_worker(std::function<void()> job) EXCLUDES(mu_);
   bool authorized(const HttpRequest& req, const Responder& respond) const;
   bool handle_metrics(const HttpRequest& req, const Responder& respond);
   bool handle_flows(HttpRequest& req, const Responder& respond);
@@ -53,10 +53,10 @@ class Admin {
   std::atomic<DeadLetters*> dlq_;
   std::atomic<KvTables*> tables_{nullptr};
   std::string token_;  // never logged
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                   // GUARDED_BY(mu_)
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread worker_;
 };
 

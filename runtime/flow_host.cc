@@ -64,7 +64,7 @@ void FlowHost::connect(const FlowDeps& deps, KvTables* tables) {
 }
 
 void FlowHost::set_listen(std::string http, std::string admin) {
-  std::lock_guard lock(listen_mu_);
+  MutexLock lock(listen_mu_);
   listen_http_ = std::move(http);
   listen_admin_ = std::move(admin);
 }
@@ -98,6 +98,7 @@ Result<FlowList> FlowHost::load() const {
 
 Status FlowHost::start_local(const std::shared_ptr<const flows::Flow>& flow) {
   auto file_text = read_text_file(flow->file());
+  MutexLock life(lifecycle_mu_);  // uncontended: nothing else starts flows before serve()
   if (!clustered()) {
     Status s = start(flow, file_text ? file_text.value() : "", false);
     if (!s) log::error("cannot start flow", {{"flow", flow->name()}, {"error", s.message()}});
@@ -133,14 +134,14 @@ Status FlowHost::start(const std::shared_ptr<const flows::Flow>& flow, const std
     if (fr->followed()) parked_.push_back(std::move(fr));
     return s;
   }
-  std::unique_lock lock(running_mu_);
+  WriterLock lock(running_mu_);
   running_.push_back(std::move(fr));
   return Status::ok();
 }
 
 std::vector<std::pair<std::string, std::string>> FlowHost::http_routes() const {
   std::vector<std::pair<std::string, std::string>> routes;
-  std::shared_lock lock(running_mu_);
+  ReaderLock lock(running_mu_);
   for (const auto& f : running_) {
     if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow().source()))
       routes.emplace_back(h->path, f->name());
@@ -149,7 +150,7 @@ std::vector<std::pair<std::string, std::string>> FlowHost::http_routes() const {
 }
 
 size_t FlowHost::size() const {
-  std::shared_lock lock(running_mu_);
+  ReaderLock lock(running_mu_);
   return running_.size();
 }
 
@@ -163,18 +164,24 @@ void FlowHost::serve() {
   }
 }
 
-std::unique_lock<std::mutex> FlowHost::begin_drain() {
-  draining_ = true;                      // first: a registry start waiting for the lock gives up
-  std::unique_lock life(lifecycle_mu_);  // a flow being started live finishes first; none after
+void FlowHost::begin_drain() {
+  draining_ = true;      // first: a registry start waiting for the lock gives up
+  lifecycle_mu_.lock();  // a flow being started live finishes first; none after
   serving_ = false;
-  return life;
 }
 
+void FlowHost::end_drain() { lifecycle_mu_.unlock(); }
+
+// The drain and stop_all read running_ shared: a flow the registry starts meanwhile (its
+// watch runs until the cluster stops) waits for them rather than growing the vector under
+// their feet.
 void FlowHost::stop_sources() {
+  ReaderLock lock(running_mu_);
   for (auto& f : running_) f->stop_source();
 }
 
 void FlowHost::stop_stages(std::chrono::steady_clock::time_point deadline) {
+  ReaderLock lock(running_mu_);
   // Stages stop together: each finishes the batch in hand; sinks finish what is in flight.
   for (auto& f : running_) f->request_stop();
   // Each stage stops on its own thread, so the slowest bounds the drain, not the sum; sinks
@@ -189,16 +196,17 @@ void FlowHost::stop_stages(std::chrono::steady_clock::time_point deadline) {
 }
 
 void FlowHost::stop_all() {
+  ReaderLock lock(running_mu_);
   for (auto& f : running_) f->stop();
 }
 
 void FlowHost::clear() {
-  std::unique_lock lock(running_mu_);
+  WriterLock lock(running_mu_);
   running_.clear();
 }
 
 RunningFlow* FlowHost::find(const std::string& name) const {
-  std::shared_lock lock(running_mu_);
+  ReaderLock lock(running_mu_);
   for (const auto& f : running_) {
     if (f->name() == name) return f.get();
   }
@@ -207,7 +215,7 @@ RunningFlow* FlowHost::find(const std::string& name) const {
 
 FlowList FlowHost::running_flows() const {
   FlowList out;
-  std::shared_lock lock(running_mu_);
+  ReaderLock lock(running_mu_);
   for (const auto& f : running_) out.push_back(f->started_flow());
   return out;
 }
@@ -224,7 +232,7 @@ bool FlowHost::ready(std::string* why) const {
     *why = "NATS is not connected";
     return false;
   }
-  std::shared_lock lock(running_mu_);
+  ReaderLock lock(running_mu_);
   for (const auto& f : running_) {
     if (!f->healthy(why)) return false;
   }
@@ -233,13 +241,13 @@ bool FlowHost::ready(std::string* why) const {
 
 nlohmann::json FlowHost::flows() const {
   nlohmann::json out = nlohmann::json::array();
-  std::shared_lock lock(running_mu_);
+  ReaderLock lock(running_mu_);
   for (const auto& f : running_) out.push_back(f->describe());
   return out;
 }
 
 std::optional<nlohmann::json> FlowHost::flow(const std::string& name) const {
-  std::shared_lock lock(running_mu_);
+  ReaderLock lock(running_mu_);
   for (const auto& f : running_) {
     if (f->name() == name) return f->describe();
   }
@@ -250,7 +258,7 @@ nlohmann::json FlowHost::status() const {
   Bus* bus = bus_.load();
   nlohmann::json listen;
   {
-    std::lock_guard lock(listen_mu_);
+    MutexLock lock(listen_mu_);
     listen = {{"http", listen_http_}, {"admin", listen_admin_}};
   }
   nlohmann::json j = {{"flows", flows()},
@@ -330,7 +338,7 @@ ControlResult FlowHost::deploy_new(const std::string& name, const std::string& b
 // path and the flow name are not taken (running, or by another file in the flows dir),
 // a chained source reads a running flow's `flow` sink no other flow reads.
 ControlResult FlowHost::start_new_flow(const std::string& name, const std::string& body) {
-  std::lock_guard life(lifecycle_mu_);
+  MutexLock life(lifecycle_mu_);
   if (draining_.load() || !serving_.load()) {
     return ControlResult::failed(Outcome::kUnavailable,
                                  "weir is starting or shutting down; deploy again once it is ready");
@@ -398,11 +406,11 @@ void FlowHost::start_registry_flow(const std::string& name) {
   if (find(name)) return;
   // Never block a drain: it stops this watch (and waits for this call) while holding
   // lifecycle_mu_.
-  std::unique_lock life(lifecycle_mu_, std::defer_lock);
-  while (!life.try_lock()) {
+  while (!lifecycle_mu_.try_lock()) {
     if (draining_.load()) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  MutexLock life(lifecycle_mu_, std::adopt_lock);
   if (draining_.load() || find(name)) return;
   auto active = cluster_->attach_flow(name, "", "");
   if (!active) {

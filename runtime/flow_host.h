@@ -7,15 +7,14 @@
 //
 // Threads: load/start_*/drain steps on the lifecycle thread; the AdminBackend calls on the
 // io thread (ready) and the admin worker; start_registry_flow on the registry's watch
-// thread. `running_` is written under running_mu_ exclusively and read shared; a start
-// after serving holds lifecycle_mu_, which the drain takes too (no flow starts once draining).
+// thread. `running_` is written under running_mu_ exclusively and read shared; every start
+// holds lifecycle_mu_, which the drain takes too (no flow starts once draining). Checked by
+// clang's -Wthread-safety (runtime/thread_annotations.h).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "runtime/admin_service.h"
 #include "runtime/flow_set.h"
 #include "runtime/running_flow.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir {
 
@@ -41,21 +41,22 @@ class FlowHost final : public AdminBackend {
   void set_listen(std::string http, std::string admin);
   // Starts a flow of the flows dir; clustered, the registry's active version of it (ADR
   // 0042). Logs why not; the Status's code gives the exit code.
-  Status start_local(const std::shared_ptr<const flows::Flow>& flow);
+  Status start_local(const std::shared_ptr<const flows::Flow>& flow) EXCLUDES(lifecycle_mu_);
   // http-in paths and their flows, for the ready line.
   std::vector<std::pair<std::string, std::string>> http_routes() const;
   size_t size() const;
   // Serving: deploys may start flows; clustered, flows the registry activates start too.
   void serve();
 
-  // The drain, in order (Runtime::drain): begin_drain (held until the end), stop_sources,
-  // stop_stages.
-  [[nodiscard]] std::unique_lock<std::mutex> begin_drain();
-  void stop_sources();
-  void stop_stages(std::chrono::steady_clock::time_point deadline);
+  // The drain, in order (Runtime::drain): begin_drain, stop_sources, stop_stages, end_drain.
+  // From begin_drain to end_drain no flow starts (a start under way finishes first).
+  void begin_drain() ACQUIRE(lifecycle_mu_);
+  void stop_sources() EXCLUDES(running_mu_);
+  void stop_stages(std::chrono::steady_clock::time_point deadline) EXCLUDES(running_mu_);
+  void end_drain() RELEASE(lifecycle_mu_);
   // At destruction: stops every part at once; then clear() drops the flows.
-  void stop_all();
-  void clear();
+  void stop_all() EXCLUDES(running_mu_);
+  void clear() EXCLUDES(running_mu_);
 
   // ---- AdminBackend ----
   bool ready(std::string* why) const override;
@@ -70,26 +71,29 @@ class FlowHost final : public AdminBackend {
   bool clustered() const { return cluster_ != nullptr; }
   RunningFlow* find(const std::string& name) const;
   FlowList running_flows() const;  // as started
-  Status start(const std::shared_ptr<const flows::Flow>& flow, const std::string& text, bool paused);
+  Status start(const std::shared_ptr<const flows::Flow>& flow, const std::string& text, bool paused)
+      REQUIRES(lifecycle_mu_);
   ControlResult check_target(const std::string& target) const;
   ControlResult deploy_new(const std::string& name, const std::string& body, const flows::Flow& flow);
-  ControlResult start_new_flow(const std::string& name, const std::string& body);
+  ControlResult start_new_flow(const std::string& name, const std::string& body) EXCLUDES(lifecycle_mu_);
   ControlResult check_flows_dir(const std::string& name, const std::string& path) const;
-  void start_registry_flow(const std::string& name);
+  void start_registry_flow(const std::string& name) EXCLUDES(lifecycle_mu_);
 
   const RuntimeConfig& config_;
   ClusterHooks* cluster_;
-  FlowDeps deps_;                                      // set by connect()
-  KvTables* tables_ = nullptr;                         // set by connect()
-  std::atomic<Bus*> bus_{nullptr};                     // set by connect(); read by /status, /readyz
-  std::vector<std::unique_ptr<RunningFlow>> running_;  // GUARDED_BY(running_mu_) once serving
-  mutable std::shared_mutex running_mu_;
-  std::mutex lifecycle_mu_;
-  std::vector<std::unique_ptr<RunningFlow>> parked_;  // failed to start after the registry followed them
-  std::atomic<bool> serving_{false};                  // set once http-in listens; cleared on drain
+  FlowDeps deps_;                   // set by connect()
+  KvTables* tables_ = nullptr;      // set by connect()
+  std::atomic<Bus*> bus_{nullptr};  // set by connect(); read by /status, /readyz
+  Mutex lifecycle_mu_;              // held by every start and by the drain
+  mutable SharedMutex running_mu_;
+  std::vector<std::unique_ptr<RunningFlow>> running_ GUARDED_BY(running_mu_);
+  // Failed to start after the registry followed them.
+  std::vector<std::unique_ptr<RunningFlow>> parked_ GUARDED_BY(lifecycle_mu_);
+  std::atomic<bool> serving_{false};  // set once http-in listens; cleared on drain
   std::atomic<bool> draining_{false};
-  mutable std::mutex listen_mu_;
-  std::string listen_http_, listen_admin_;  // GUARDED_BY(listen_mu_)
+  mutable Mutex listen_mu_;
+  std::string listen_http_ GUARDED_BY(listen_mu_);
+  std::string listen_admin_ GUARDED_BY(listen_mu_);
 };
 
 }  // namespace weir

@@ -4,13 +4,13 @@
 
 #include "runtime/trace.h"
 #include "runtime/trace_export.h"
+#include "runtime/wall_clock.h"
 
 namespace weir {
 
 std::string new_event_id() {
   thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count();
+  const int64_t ms = wall_ms();
   char buf[40];
   std::snprintf(buf, sizeof buf, "%012llx%016llx", static_cast<unsigned long long>(ms) & 0xffffffffffffULL,
                 static_cast<unsigned long long>(rng()));

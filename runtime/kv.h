@@ -1,6 +1,6 @@
 // KvStore: the small key-value interface leases (and later the version registry) are
 // built on. Production: NatsKv (cluster/nats_kv.h) over a JetStream KV bucket; tests: an
-// in-memory fake (tests/cluster/fake_kv.h).
+// in-memory fake (tests/support/fake_kv.h).
 //
 // Contract:
 // - Every key has a revision that only grows across the whole store (a JetStream stream

@@ -12,16 +12,13 @@
 #include "runtime/log.h"
 #include "runtime/loop_publisher.h"
 #include "runtime/state_store.h"
+#include "runtime/thread_annotations.h"
+#include "runtime/wall_clock.h"
 
 namespace weir {
 namespace fs = std::filesystem;
 
 namespace {
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::chrono::milliseconds sink_timeout(const flows::SinkSpec& s) {
   if (const auto* h = std::get_if<flows::HttpSinkSpec>(&s.kind)) return h->timeout;
   return std::chrono::milliseconds(5000);
@@ -118,12 +115,12 @@ class RunningFlow::Versions final : public FlowControl {
   explicit Versions(RunningFlow& flow) : flow_(flow) {}
 
   void add(int64_t version, std::shared_ptr<const flows::Flow> f, const std::string& text) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ready_[version] = std::move(f);
     texts_[version] = text;
   }
   std::string text(int64_t version) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return texts_[version];
   }
 
@@ -132,7 +129,7 @@ class RunningFlow::Versions final : public FlowControl {
   Status load(int64_t version, const std::string& text) override {
     std::string running_text;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (ready_.count(version)) return Status::ok();
       running_text = texts_[flow_.version()];
     }
@@ -149,7 +146,7 @@ class RunningFlow::Versions final : public FlowControl {
   void resume(int64_t version) override {
     std::shared_ptr<const flows::Flow> f;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = ready_.find(version);
       if (it != ready_.end()) f = it->second;
     }
@@ -159,9 +156,9 @@ class RunningFlow::Versions final : public FlowControl {
 
  private:
   RunningFlow& flow_;
-  std::mutex mu_;
-  std::map<int64_t, std::shared_ptr<const flows::Flow>> ready_;  // GUARDED_BY(mu_)
-  std::map<int64_t, std::string> texts_;                         // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<int64_t, std::shared_ptr<const flows::Flow>> ready_ GUARDED_BY(mu_);
+  std::map<int64_t, std::string> texts_ GUARDED_BY(mu_);
 };
 
 RunningFlow::RunningFlow(const FlowDeps& deps, std::shared_ptr<const flows::Flow> flow, const std::string& text)

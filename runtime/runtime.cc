@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 
 #include "runtime/admin.h"
@@ -26,6 +25,7 @@
 #include "runtime/loop_publisher.h"
 #include "runtime/metrics.h"
 #include "runtime/state_store.h"
+#include "runtime/thread_annotations.h"
 #include "runtime/trace_export.h"
 
 namespace weir {
@@ -56,8 +56,8 @@ class SignalWatch {
   bool taken() const { return signal_.load() != 0; }
   int signal() const { return signal_.load(); }
   int wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return taken(); });
+    UniqueLock lock(mu_);
+    lock.wait(cv_, [&] { return taken(); });
     return signal_.load();
   }
 
@@ -73,13 +73,15 @@ class SignalWatch {
     sigwait(&set, &sig);
     if (over_.load()) return;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       signal_ = sig;
     }
     cv_.notify_all();
   }
 
-  std::mutex mu_;
+  // signal_ is atomic (taken() reads it unlocked); mu_ orders its store with wait()'s check,
+  // so the wake-up is not lost.
+  Mutex mu_;
   std::condition_variable cv_;
   std::atomic<int> signal_{0};
   std::atomic<bool> over_{false};
@@ -419,7 +421,7 @@ struct Runtime::Impl {
 
   void drain() {
     auto started = std::chrono::steady_clock::now();
-    auto life = host->begin_drain();
+    host->begin_drain();
     router.set_draining();
     if (ingress_server) ingress_server->stop_accepting();
     host->stop_sources();
@@ -431,6 +433,7 @@ struct Runtime::Impl {
     if (clustered()) cluster->stop();
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     log::info("drained", {{"ms", std::to_string(ms.count())}});
+    host->end_drain();
   }
 
   ~Impl() {

@@ -22,6 +22,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #if defined(__clang__)
@@ -53,6 +54,7 @@
 #define RELEASE_SHARED(...) WEIR_THREAD_ANNOTATION_(release_shared_capability(__VA_ARGS__))
 #define TRY_ACQUIRE(...) WEIR_THREAD_ANNOTATION_(try_acquire_capability(__VA_ARGS__))
 #define ASSERT_CAPABILITY(mu) WEIR_THREAD_ANNOTATION_(assert_capability(mu))
+#define ASSERT_SHARED_CAPABILITY(mu) WEIR_THREAD_ANNOTATION_(assert_shared_capability(mu))
 #define RETURN_CAPABILITY(mu) WEIR_THREAD_ANNOTATION_(lock_returned(mu))
 
 // Turns the analysis off for one function. Each use says why in a comment: it is for code
@@ -129,6 +131,48 @@ class SCOPED_CAPABILITY UniqueLock {
 
  private:
   std::unique_lock<std::mutex> lock_;
+};
+
+// std::shared_mutex with the annotations: written under WriterLock, read under ReaderLock
+// (a member GUARDED_BY it may be read with either, written only with WriterLock).
+class CAPABILITY("mutex") SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void lock() ACQUIRE() { mu_.lock(); }
+  void unlock() RELEASE() { mu_.unlock(); }
+  void lock_shared() ACQUIRE_SHARED() { mu_.lock_shared(); }
+  void unlock_shared() RELEASE_SHARED() { mu_.unlock_shared(); }
+
+ private:
+  std::shared_mutex mu_;
+};
+
+// Holds a SharedMutex exclusively for its scope (std::unique_lock<std::shared_mutex>).
+class SCOPED_CAPABILITY WriterLock {
+ public:
+  explicit WriterLock(SharedMutex& mu) ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
+  ~WriterLock() RELEASE() { mu_.unlock(); }
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
+};
+
+// Holds a SharedMutex shared for its scope (std::shared_lock): other readers may hold it
+// too, a writer waits.
+class SCOPED_CAPABILITY ReaderLock {
+ public:
+  explicit ReaderLock(SharedMutex& mu) ACQUIRE_SHARED(mu) : mu_(mu) { mu_.lock_shared(); }
+  ~ReaderLock() RELEASE() { mu_.unlock_shared(); }
+  ReaderLock(const ReaderLock&) = delete;
+  ReaderLock& operator=(const ReaderLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
 };
 
 }  // namespace weir

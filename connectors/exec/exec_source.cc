@@ -28,6 +28,7 @@
 #include "runtime/mailbox.h"
 #include "connectors/exec/line_splitter.h"
 #include "runtime/log.h"
+#include "runtime/wall_clock.h"
 
 namespace weir::connectors {
 namespace {
@@ -271,7 +272,7 @@ struct ExecSource::Impl {
   }
 
   std::string new_run_id() {
-    auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const int64_t ms = wall_ms();
     char buf[40];
     std::snprintf(buf, sizeof buf, "%llx%04llx", static_cast<unsigned long long>(ms),
                   static_cast<unsigned long long>(rng() & 0xffff));

@@ -7,6 +7,7 @@
 
 #include "connectors/http/signature.h"
 #include "flows/json_limits.h"
+#include "flows/text.h"
 #include "runtime/http_router.h"
 #include "runtime/log.h"
 
@@ -58,7 +59,7 @@ class HttpSource final : public Source {
       std::string_view auth = req.header("Authorization");
       constexpr std::string_view kPrefix = "Bearer ";
       if (auth.size() <= kPrefix.size() || auth.substr(0, kPrefix.size()) != kPrefix ||
-          !constant_time_equals(auth.substr(kPrefix.size()), token_)) {
+          !flows::constant_time_equals(auth.substr(kPrefix.size()), token_)) {
         *why = "missing or wrong bearer token";
         return false;
       }

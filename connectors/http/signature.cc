@@ -106,21 +106,6 @@ std::string hmac_sha256(std::string_view key, std::string_view data) {
   return std::string(reinterpret_cast<const char*>(out), len);
 }
 
-bool constant_time_equals(std::string_view a, std::string_view b) {
-  // Comparing digests makes the compare itself fixed-size, so neither a length
-  // mismatch nor the first differing byte shows up in the timing.
-  unsigned char da[EVP_MAX_MD_SIZE];
-  unsigned char db[EVP_MAX_MD_SIZE];
-  unsigned int la = 0;
-  unsigned int lb = 0;
-  if (EVP_Digest(a.data(), a.size(), da, &la, EVP_sha256(), nullptr) != 1 ||
-      EVP_Digest(b.data(), b.size(), db, &lb, EVP_sha256(), nullptr) != 1) {
-    return false;
-  }
-  const bool same_digest = CRYPTO_memcmp(da, db, kSha256Size) == 0;
-  return same_digest & (a.size() == b.size());
-}
-
 bool verify_github_signature(std::string_view secret, std::string_view body, std::string_view header) {
   constexpr std::string_view kPrefix = "sha256=";
   if (secret.empty()) return false;

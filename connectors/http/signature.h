@@ -16,10 +16,6 @@ namespace weir::connectors {
 // Raw 32-byte HMAC-SHA256(key, data).
 std::string hmac_sha256(std::string_view key, std::string_view data);
 
-// True when `a == b`, for bearer tokens. Timing depends on the two lengths only, never on
-// where the contents differ or whether the lengths match (the compare is of digests).
-bool constant_time_equals(std::string_view a, std::string_view b);
-
 // GitHub: `header` is `sha256=<hex HMAC-SHA256(secret, body)>` (hex in either case,
 // surrounding blanks ignored). False on any malformed header or an empty secret.
 bool verify_github_signature(std::string_view secret, std::string_view body, std::string_view header);

@@ -1,7 +1,6 @@
 #include "connectors/poll/poll_source.h"
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -113,20 +112,6 @@ std::string page_url(const std::string& url, const std::string& param, const std
   if (has_query && base.back() != '?' && base.back() != '&') base += '&';
   if (!has_query) base += '?';
   return base + url_encode(param) + "=" + url_encode(cursor) + fragment;
-}
-
-std::string sha256_hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 15];
-  }
-  return out;
 }
 
 std::string event_id(std::string_view flow, std::string_view url, std::string_view cursor, size_t index,

@@ -109,7 +109,7 @@ std::string event_id(std::string_view flow, std::string_view url, std::string_vi
 // KV key of a flow's poll state: poll.<flow>.<first 16 hex of sha-256(url)>.
 std::string state_key(std::string_view flow, std::string_view url);
 
-std::string sha256_hex(std::string_view data);
+using flows::sha256_hex;  // flows/text.h: the one copy
 
 // ETag / Last-Modified of one response, for the URL it answered (by hash: URLs may carry
 // API keys in their query, and state is not a place for secrets).

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "runtime/log.h"
+#include "runtime/wall_clock.h"
 
 namespace weir::connectors {
 
@@ -17,10 +18,6 @@ using std::chrono::milliseconds;
 // Wake at least this often while waiting for a far tick, so a wall-clock jump is noticed.
 constexpr milliseconds kMaxWait{1000};
 constexpr milliseconds kPublishTimeout{5000};
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -93,14 +90,14 @@ void TimerSource::stop() {
 }
 
 void TimerSource::run() {
-  int64_t next = next_tick_after(now_ms());
+  int64_t next = next_tick_after(wall_ms());
   UniqueLock lock(mu_);
   while (!stopping_) {
     if (next < 0) {
       log::warn("timer: no next tick; stopping", {{"flow", context_.flow}});
       return;
     }
-    const int64_t now = now_ms();
+    const int64_t now = wall_ms();
     if (now < next) {
       lock.wait_for(wake_, std::min(milliseconds(next - now), kMaxWait));
       continue;
@@ -108,7 +105,7 @@ void TimerSource::run() {
     lock.unlock();
     fire(next);
     // After a late wake-up (a suspended process, a clock jump) skip the missed ticks.
-    next = next_tick_after(std::max(next, now_ms()));
+    next = next_tick_after(std::max(next, wall_ms()));
     lock.lock();
   }
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cluster/flow_registry.h"
-#include "tests/cluster/fake_kv.h"
+#include "tests/support/fake_kv.h"
 
 namespace {
 using namespace std::chrono_literals;

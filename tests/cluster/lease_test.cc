@@ -9,7 +9,7 @@
 
 #include "cluster/lease.h"
 #include "runtime/log.h"
-#include "tests/cluster/fake_kv.h"
+#include "tests/support/fake_kv.h"
 
 using namespace std::chrono_literals;
 using weir::KvEvent;

@@ -7,7 +7,7 @@
 
 #include "runtime/nats_kv.h"
 #include "runtime/log.h"
-#include "tests/cluster/nats_conn.h"
+#include "tests/support/nats_conn.h"
 #include "tests/support/support.h"
 
 using namespace std::chrono_literals;

@@ -20,9 +20,9 @@
 #include "cluster/singleton.h"
 #include "connectors/timer/timer_source.h"
 #include "runtime/log.h"
-#include "tests/cluster/nats_cluster.h"
-#include "tests/cluster/nats_conn.h"
-#include "tests/cluster/recording.h"
+#include "tests/support/nats_cluster.h"
+#include "tests/support/nats_conn.h"
+#include "tests/support/recording.h"
 #include "tests/support/support.h"
 
 using namespace std::chrono_literals;

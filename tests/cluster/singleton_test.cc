@@ -7,8 +7,8 @@
 
 #include "cluster/singleton.h"
 #include "runtime/log.h"
-#include "tests/cluster/fake_kv.h"
-#include "tests/cluster/recording.h"
+#include "tests/support/fake_kv.h"
+#include "tests/support/recording.h"
 #include "tests/support/support.h"
 
 using namespace std::chrono_literals;

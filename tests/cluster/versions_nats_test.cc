@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 #include <iostream>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::http_request;

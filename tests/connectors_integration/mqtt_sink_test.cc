@@ -7,8 +7,8 @@
 #include <set>
 
 #include "connectors/mqtt/mqtt_sink.h"
-#include "tests/connectors_integration/mosquitto.h"
-#include "tests/connectors_integration/test_mqtt_client.h"
+#include "tests/support/mosquitto.h"
+#include "tests/support/test_mqtt_client.h"
 
 using namespace std::chrono_literals;
 using weir::DeliveryResult;

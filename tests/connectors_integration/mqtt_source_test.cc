@@ -7,9 +7,9 @@
 #include <set>
 
 #include "connectors/mqtt/mqtt_source.h"
-#include "tests/connectors_integration/fake_ingest.h"
-#include "tests/connectors_integration/mosquitto.h"
-#include "tests/connectors_integration/test_mqtt_client.h"
+#include "tests/support/fake_ingest.h"
+#include "tests/support/mosquitto.h"
+#include "tests/support/test_mqtt_client.h"
 
 using namespace std::chrono_literals;
 using weir::connectors::MqttSource;

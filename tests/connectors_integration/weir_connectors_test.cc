@@ -15,9 +15,9 @@
 #include <set>
 #include <sstream>
 
-#include "tests/connectors_integration/mosquitto.h"
-#include "tests/connectors_integration/test_mqtt_client.h"
-#include "tests/integration/harness.h"
+#include "tests/support/mosquitto.h"
+#include "tests/support/test_mqtt_client.h"
+#include "tests/support/harness.h"
 
 using namespace std::chrono_literals;
 using weir::ctest::Mosquitto;

@@ -5,6 +5,7 @@
 
 #include "flows/flow.h"
 #include "flows/schema.h"
+#include "flows/text.h"
 #include "flows/value.h"
 
 using namespace weir::flows;

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "reference_flow.h"
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;

@@ -75,3 +75,19 @@ TEST_CASE("parse_size", "[text]") {
   CHECK_FALSE(parse_size("-1"));
   CHECK_FALSE(parse_size("99999999999GB"));
 }
+
+TEST_CASE("constant_time_equals compares tokens exactly", "[text]") {
+  CHECK(constant_time_equals("s3cret-token", "s3cret-token"));
+  CHECK(constant_time_equals("", ""));
+  CHECK_FALSE(constant_time_equals("s3cret-token", "s3cret-tokeN"));
+  CHECK_FALSE(constant_time_equals("s3cret-token", "s3cret-token "));
+  CHECK_FALSE(constant_time_equals("s3cret", "s3cret-token"));
+  CHECK_FALSE(constant_time_equals("", "x"));
+  CHECK(constant_time_equals(std::string("a\0b", 3), std::string("a\0b", 3)));
+  CHECK_FALSE(constant_time_equals(std::string("a\0b", 3), std::string("a\0c", 3)));
+}
+
+TEST_CASE("sha256_hex is the lowercase hex SHA-256", "[text]") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}

@@ -7,7 +7,7 @@
 // arguments stay out of logs and /status; exec sees only its environment allowlist.
 #include <catch2/catch.hpp>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::http_request;

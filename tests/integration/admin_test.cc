@@ -5,7 +5,7 @@
 #include <csignal>
 #include <sstream>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::http_request;
@@ -249,25 +249,6 @@ TEST_CASE("admin API without token_env is open, readyz follows the NATS connecti
 // ---------------------------------------------------------------- issue #12: the rough edges
 
 namespace {
-
-struct CliResult {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-// Runs the weir CLI (a client command) to its end.
-CliResult run_cli(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
-  weir::testing::TempDir dir;
-  args.insert(args.begin(), weir_binary());
-  // The test's own environment must not lend the CLI a token.
-  env.emplace("WEIR_ADMIN_TOKEN", "");
-  auto p = weir::testing::Process::spawn(args, env, dir.file("out"));
-  auto code = p.wait_exit(60s);
-  CliResult r;
-  r.code = code ? *code : -1;
-  r.output = p.read_log();
-  return r;
-}
 
 // A flow whose step fails on every event without a numeric `n`: each such event is
 // dead-lettered by the flow stage at once.

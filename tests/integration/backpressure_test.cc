@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <iostream>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 #include "tests/integration/jetstream.h"
 
 using namespace weir::itest;

@@ -9,8 +9,8 @@
 #include <iostream>
 #include <thread>
 
-#include "tests/cluster/nats_cluster.h"
-#include "tests/integration/harness.h"
+#include "tests/support/nats_cluster.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::cluster::testing::NatsCluster;
@@ -26,17 +26,6 @@ const std::vector<std::string> kCluster{"--cluster", "c1"};
 void require_ready(WeirProcess& weir) {
   bool ready = weir.wait_ready();
   if (!ready) FAIL(weir.describe());
-}
-
-size_t acked_total(const std::vector<Posters*>& posters) {
-  size_t n = 0;
-  for (const Posters* p : posters) n += p->acked();
-  return n;
-}
-
-bool more_acks(const std::vector<Posters*>& posters, size_t n, std::chrono::milliseconds timeout) {
-  size_t target = acked_total(posters) + n;
-  return wait_until([&] { return acked_total(posters) >= target; }, timeout, 5ms);
 }
 
 // Sum of a stage counter (e.g. weir_events_acked_total, stage "flow") on one instance; -1

@@ -6,7 +6,7 @@
 #include <iostream>
 #include <regex>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;

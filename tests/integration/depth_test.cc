@@ -5,7 +5,7 @@
 // thread's stack in a recursive dump, and crashed weir again after every restart.
 #include <catch2/catch.hpp>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;

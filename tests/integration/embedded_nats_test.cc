@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::read_file;

@@ -15,8 +15,8 @@
 #include <iostream>
 #include <thread>
 
-#include "tests/cluster/nats_cluster.h"
-#include "tests/integration/harness.h"
+#include "tests/support/nats_cluster.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::cluster::testing::NatsCluster;
@@ -33,33 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 int64_t ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
-size_t acked_total(const std::vector<Posters*>& posters) {
-  size_t n = 0;
-  for (const Posters* p : posters) n += p->acked();
-  return n;
-}
-
-bool more_acks(const std::vector<Posters*>& posters, size_t n, std::chrono::milliseconds timeout) {
-  size_t target = acked_total(posters) + n;
-  return wait_until([&] { return acked_total(posters) >= target; }, timeout, 5ms);
-}
-
-std::set<std::string> acked_ids(const std::vector<Posters*>& posters) {
-  std::set<std::string> all;
-  for (const Posters* p : posters) {
-    for (const auto& id : p->acked_ids()) all.insert(id);
-  }
-  return all;
-}
-
-std::map<int, size_t> status_counts(const std::vector<Posters*>& posters) {
-  std::map<int, size_t> counts;
-  for (const Posters* p : posters) {
-    for (auto [status, n] : p->status_counts()) counts[status] += n;
-  }
-  return counts;
 }
 
 // Waits until every acked id reached the sink; fails naming what is missing.

@@ -11,7 +11,7 @@
 #include <iostream>
 #include <thread>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::http_request;

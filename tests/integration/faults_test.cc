@@ -4,22 +4,12 @@
 #include <iostream>
 #include <thread>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::http_request;
 using weir::testing::NatsServer;
 using weir::testing::wait_until;
-
-namespace {
-
-// Waits until the posters have `n` more acknowledgements than now.
-bool more_acks(const Posters& posters, size_t n, std::chrono::milliseconds timeout) {
-  size_t target = posters.acked() + n;
-  return wait_until([&] { return posters.acked() >= target; }, timeout, 5ms);
-}
-
-}  // namespace
 
 TEST_CASE("kill -9 of weir twice under load loses no acknowledged event", "[integration][faults]") {
   NatsServer nats;

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::http_request;

@@ -5,7 +5,7 @@
 #include <regex>
 #include <thread>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::http_request;

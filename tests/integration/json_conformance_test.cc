@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;

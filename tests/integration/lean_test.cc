@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;

@@ -3,7 +3,7 @@
 // flow names are independent — each gets only its own events and runs its own singletons.
 #include <catch2/catch.hpp>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;

@@ -2,7 +2,7 @@
 // the order JetStream stored them while the flow stage keeps two batches in flight.
 #include <catch2/catch.hpp>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;

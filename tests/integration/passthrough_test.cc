@@ -2,7 +2,7 @@
 // unchanged; a flow with steps delivers its result as compact JSON.
 #include <catch2/catch.hpp>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;

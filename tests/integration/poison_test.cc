@@ -9,7 +9,7 @@
 #include <iostream>
 #include <map>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 #include "tests/integration/jetstream.h"
 
 using namespace weir::itest;

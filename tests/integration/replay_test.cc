@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <ctime>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::http_request;

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 #include "tests/integration/jetstream.h"
 
 using namespace weir::itest;

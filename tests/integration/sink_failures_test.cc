@@ -5,7 +5,7 @@
 #include <iostream>
 #include <map>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;

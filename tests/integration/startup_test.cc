@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <memory>
 
-#include "tests/cluster/nats_cluster.h"
-#include "tests/integration/harness.h"
+#include "tests/support/nats_cluster.h"
+#include "tests/support/harness.h"
 #include "tests/integration/jetstream.h"
 
 using namespace weir::itest;

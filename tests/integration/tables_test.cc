@@ -6,25 +6,12 @@
 
 #include <fstream>
 
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 using namespace weir::itest;
 using weir::testing::wait_until;
 
 namespace {
-
-struct CliResult {
-  int code = -1;
-  std::string output;
-};
-
-CliResult run_cli(std::vector<std::string> args) {
-  weir::testing::TempDir dir;
-  args.insert(args.begin(), weir_binary());
-  auto p = weir::testing::Process::spawn(args, {{"WEIR_ADMIN_TOKEN", ""}}, dir.file("out"));
-  auto code = p.wait_exit(60s);
-  return {code ? *code : -1, p.read_log()};
-}
 
 // Bodies delivered to the sink, oldest first.
 std::vector<json> delivered(const SinkProcess& sink) {

@@ -48,11 +48,27 @@ class Queue {
   std::condition_variable cv_;
   std::vector<int> items_ GUARDED_BY(mu_);
 };
+class Table {
+ public:
+  void put(int v) {
+    WriterLock lock(mu_);
+    last_ = v;
+  }
+  int last() const {
+    ReaderLock lock(mu_);
+    return last_;
+  }
+ private:
+  mutable SharedMutex mu_;
+  int last_ GUARDED_BY(mu_) = 0;
+};
 }  // namespace weir
 int main() {
   weir::Queue q;
   q.push(1);
-  return q.pop() == 1 && q.try_clear() ? 0 : 1;
+  weir::Table t;
+  t.put(1);
+  return q.pop() == 1 && q.try_clear() && t.last() == 1 ? 0 : 1;
 }
 CC
 
@@ -97,5 +113,13 @@ expect_failure "an EXCLUDES function called with the lock held" \
   "    items_.clear();" "    items_.clear();
     push(2);" "cannot call function 'push' while mutex 'mu_' is held"
 
+expect_failure "a write under a shared (reader) lock" \
+  "    WriterLock lock(mu_);
+    last_ = v;" "    ReaderLock lock(mu_);
+    last_ = v;" "writing variable 'last_' requires holding mutex 'mu_' exclusively"
+expect_failure "a read of SharedMutex-guarded data without a lock" \
+  "    ReaderLock lock(mu_);
+    return last_;" "    return last_;" "reading variable 'last_' requires holding mutex 'mu_'"
+
 ((fail == 0)) || exit 1
-echo "thread_safety_selftest: the annotations are checked (5 kinds of mistake refused)"
+echo "thread_safety_selftest: the annotations are checked (7 kinds of mistake refused)"

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/connectors/scripted_http_server.h"
-#include "tests/integration/harness.h"
+#include "tests/support/scripted_http_server.h"
+#include "tests/support/harness.h"
 #include "tests/support/support.h"
 
 using weir::itest::json;

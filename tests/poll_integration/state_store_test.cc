@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/support/nats_conn.h"
 #include "tests/support/support.h"
 
 using weir::StateStore;
@@ -23,26 +24,7 @@ using namespace std::chrono_literals;
 namespace {
 
 // One connection per simulated weir instance, reconnecting forever like the Bus's.
-class Conn {
- public:
-  explicit Conn(const std::string& url) {
-    natsOptions* o = nullptr;
-    natsStatus s = natsOptions_Create(&o);
-    if (s == NATS_OK) s = natsOptions_SetURL(o, url.c_str());
-    if (s == NATS_OK) s = natsOptions_SetMaxReconnect(o, -1);
-    if (s == NATS_OK) s = natsOptions_SetReconnectWait(o, 100);
-    if (s == NATS_OK) s = natsConnection_Connect(&nc_, o);
-    natsOptions_Destroy(o);
-    if (s != NATS_OK) throw std::runtime_error("connect " + url + ": " + natsStatus_GetText(s));
-  }
-  ~Conn() { natsConnection_Destroy(nc_); }
-  Conn(const Conn&) = delete;
-  Conn& operator=(const Conn&) = delete;
-  natsConnection* get() const { return nc_; }
-
- private:
-  natsConnection* nc_ = nullptr;
-};
+using Conn = weir::cluster::testing::NatsConn;
 
 std::unique_ptr<StateStore> open_store(const Conn& c, std::chrono::milliseconds timeout = 2000ms) {
   StateStoreOptions o;

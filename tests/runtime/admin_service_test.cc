@@ -5,7 +5,7 @@
 
 #include "runtime/admin.h"
 #include "runtime/admin_service.h"
-#include "tests/runtime/fake_request.h"
+#include "tests/support/fake_request.h"
 
 using weir::ControlResult;
 using weir::Outcome;

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/admin.h"
-#include "tests/runtime/fake_request.h"
+#include "tests/support/fake_request.h"
 
 using weir::Admin;
 using weir::test::call;

@@ -186,6 +186,24 @@ class Posters {
   std::vector<std::thread> threads_;
 };
 
+// Several Posters (one per instance of a cluster) taken together: acknowledgements so far,
+// their ids, and the answers counted by status.
+size_t acked_total(const std::vector<Posters*>& posters);
+std::set<std::string> acked_ids(const std::vector<Posters*>& posters);
+std::map<int, size_t> status_counts(const std::vector<Posters*>& posters);
+// Waits until the posters have `n` more acknowledgements than when called; false at the timeout.
+bool more_acks(const std::vector<Posters*>& posters, size_t n, std::chrono::milliseconds timeout);
+bool more_acks(Posters& posters, size_t n, std::chrono::milliseconds timeout);
+
+// The weir CLI run to its end (a client command such as `weir deploy`): exit code (-1 when
+// it did not exit within 60 s) and its stdout and stderr. WEIR_ADMIN_TOKEN is set empty
+// unless `env` sets it, so the test's own environment never lends the CLI a token.
+struct CliResult {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+CliResult run_cli(std::vector<std::string> args, std::map<std::string, std::string> env = {});
+
 // A request recorded by weir-sink (GET /requests): its header, case-insensitive
 // name ("" when absent), and its body parsed as JSON.
 std::string header_of(const json& request, const std::string& name);

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "connectors/timer/timer_source.h"
-#include "tests/cluster/recording.h"
+#include "tests/support/recording.h"
 #include "tests/support/support.h"
 
 using namespace std::chrono_literals;

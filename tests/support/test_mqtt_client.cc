@@ -1,4 +1,4 @@
-#include "tests/connectors_integration/test_mqtt_client.h"
+#include "tests/support/test_mqtt_client.h"
 
 #include <mqtt/async_client.h>
 

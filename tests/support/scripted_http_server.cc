@@ -1,4 +1,4 @@
-#include "tests/connectors/scripted_http_server.h"
+#include "tests/support/scripted_http_server.h"
 
 #include <utility>  // before Asio (Boost 1.74 with -std=c++20)
 

@@ -1,4 +1,4 @@
-#include "tests/integration/harness.h"
+#include "tests/support/harness.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -368,6 +368,46 @@ std::map<int, size_t> Posters::status_counts() const {
   std::map<int, size_t> out;
   for (const auto& r : records_) ++out[r.status];
   return out;
+}
+
+size_t acked_total(const std::vector<Posters*>& posters) {
+  size_t n = 0;
+  for (const Posters* p : posters) n += p->acked();
+  return n;
+}
+
+std::set<std::string> acked_ids(const std::vector<Posters*>& posters) {
+  std::set<std::string> all;
+  for (const Posters* p : posters) {
+    for (const auto& id : p->acked_ids()) all.insert(id);
+  }
+  return all;
+}
+
+std::map<int, size_t> status_counts(const std::vector<Posters*>& posters) {
+  std::map<int, size_t> counts;
+  for (const Posters* p : posters) {
+    for (auto [status, n] : p->status_counts()) counts[status] += n;
+  }
+  return counts;
+}
+
+bool more_acks(const std::vector<Posters*>& posters, size_t n, std::chrono::milliseconds timeout) {
+  size_t target = acked_total(posters) + n;
+  return weir::testing::wait_until([&] { return acked_total(posters) >= target; }, timeout, 5ms);
+}
+
+bool more_acks(Posters& posters, size_t n, std::chrono::milliseconds timeout) {
+  return more_acks(std::vector<Posters*>{&posters}, n, timeout);
+}
+
+CliResult run_cli(std::vector<std::string> args, std::map<std::string, std::string> env) {
+  weir::testing::TempDir dir;
+  args.insert(args.begin(), weir_binary());
+  env.emplace("WEIR_ADMIN_TOKEN", "");  // emplace: a token the test sets stays
+  auto p = weir::testing::Process::spawn(args, env, dir.file("out"));
+  auto code = p.wait_exit(60s);
+  return {code ? *code : -1, p.read_log()};
 }
 
 std::string header_of(const json& request, const std::string& name) {

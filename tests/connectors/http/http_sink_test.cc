@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/connectors/scripted_http_server.h"
+#include "tests/support/scripted_http_server.h"
 #include "tests/support/support.h"
 
 using weir::Delivery;

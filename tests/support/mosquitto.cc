@@ -1,4 +1,4 @@
-#include "tests/connectors_integration/mosquitto.h"
+#include "tests/support/mosquitto.h"
 
 #include <pwd.h>
 #include <signal.h>
