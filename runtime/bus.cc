@@ -12,7 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/http_server.h"
 #include "runtime/log.h"
+#include "runtime/loop_publisher.h"
+#include "runtime/nats_loop.h"
 #include "runtime/nats_status.h"
 
 namespace weir {
@@ -157,12 +160,15 @@ bool BusMessage::term() { return reply("+TERM"); }
 
 // ---- PullConsumer --------------------------------------------------------------------
 
-struct PullConsumer::Impl {
+struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   using Clock = std::chrono::steady_clock;
   // A request the server neither filled nor answered by expires + this is taken as lost.
   static constexpr auto kLostMargin = std::chrono::milliseconds(1000);
   // After an error answer or a failed send, the next request waits this long.
   static constexpr auto kRetryAfter = std::chrono::milliseconds(250);
+  // How often request deadlines and delayed kicks are looked at (the flow loop's tick; the
+  // Bus's timer thread ticks at its own kTick, the same 100 ms).
+  static constexpr auto kTick = std::chrono::milliseconds(100);
 
   struct Request {
     uint64_t id;
@@ -176,6 +182,13 @@ struct PullConsumer::Impl {
   std::chrono::milliseconds expires{2000};
   Handler handler;
   natsSubscription* sub = nullptr;
+  // On the flow loop: its publisher (and connection); null on the pool (ADR 0220).
+  LoopPublisher* loop = nullptr;
+  Bus::FlowLoop* flow_loop = nullptr;
+
+  bool link_up() const { return loop ? loop->connected() : bus->connected(); }
+  // Flow loop: true when the caller must post to the loop thread instead.
+  bool off_loop() const { return loop != nullptr && !loop->in_loop_thread(); }
 
   mutable Mutex mu;
   int window GUARDED_BY(mu) = 0;
@@ -198,7 +211,7 @@ struct PullConsumer::Impl {
   // after unlocking (send()).
   std::vector<uint64_t> plan(Clock::time_point now) REQUIRES(mu) {
     std::vector<uint64_t> ids;
-    if (stopped || window <= 0 || now < retry_at || !bus->connected()) return ids;
+    if (stopped || window <= 0 || now < retry_at || !link_up()) return ids;
     while (in_hand + outstanding + batch <= window) {
       uint64_t id = next_id++;
       requests.push_back(Request{id, batch, now + expires + kLostMargin});
@@ -234,6 +247,17 @@ struct PullConsumer::Impl {
   }
 
   void request(Clock::time_point now = Clock::now()) {
+    if (off_loop()) {
+      // Requests of a loop consumer leave from the loop thread, with its other writes.
+      loop->loop().post([self = shared_from_this()] {
+        {
+          MutexLock lock(self->mu);
+          if (self->stopped) return;
+        }
+        self->request();
+      });
+      return;
+    }
     std::vector<uint64_t> ids;
     int n = 0;
     {
@@ -267,7 +291,25 @@ struct PullConsumer::Impl {
     static_cast<Impl*>(closure)->receive(msg);
   }
 
-  void receive(natsMsg* msg) {
+  // Flow loop, after each read event: everything cnats parsed into the inbox (Asio is
+  // edge-triggered: what is left would wait for the next event), then the end of the burst.
+  void drain() {
+    if (sub == nullptr) return;
+    bool any = false;
+    for (;;) {
+      int msgs = 0, bytes = 0;
+      // GetPending first: NextMsg on an empty queue would set cnats' error stack.
+      if (natsSubscription_GetPending(sub, &msgs, &bytes) != NATS_OK || msgs <= 0) break;
+      natsMsg* m = nullptr;
+      if (natsSubscription_NextMsg(&m, sub, 0) != NATS_OK || m == nullptr) break;
+      any = receive(m) || any;
+      if (sub == nullptr) return;  // stopped by the handler's thread (run inline)
+    }
+    if (any) handler(nullptr);
+  }
+
+  // True when `msg` was a message handed to the handler.
+  bool receive(natsMsg* msg) {
     const char* reply = natsMsg_GetReply(msg);
     if (reply != nullptr && std::strncmp(reply, "$JS.ACK.", 8) == 0) {
       {
@@ -278,7 +320,7 @@ struct PullConsumer::Impl {
         answered();
       }
       handler(std::make_unique<BusMessage>(msg, nc));
-      return;
+      return true;
     }
     std::string_view subject = natsMsg_GetSubject(msg);
     if (subject == kick_subject) {
@@ -288,7 +330,7 @@ struct PullConsumer::Impl {
         kick_sent = false;
       }
       handler(nullptr);
-      return;
+      return false;
     }
     // A status message for one of our requests: 100 heartbeat, 404 no messages, 408
     // request expired, 409 ended by the server (max waiting, consumer deleted, …).
@@ -306,7 +348,7 @@ struct PullConsumer::Impl {
     if (code == "100") {
       MutexLock lock(mu);
       answered();
-      return;
+      return false;
     }
     {
       MutexLock lock(mu);
@@ -323,9 +365,10 @@ struct PullConsumer::Impl {
       }
     }
     request();
+    return false;
   }
 
-  // On the Bus's timer thread, every ~100 ms.
+  // On the Bus's timer thread (flow loop: the loop thread), every ~100 ms.
   void tick(Clock::time_point now) {
     bool kick_now = false;
     {
@@ -392,6 +435,18 @@ struct PullConsumer::Impl {
       if (stopped || kick_sent) return;
       kick_sent = true;
     }
+    if (loop != nullptr) {
+      // A post, not a message: the loop thread is the handler's thread.
+      loop->loop().post([self = shared_from_this()] {
+        {
+          MutexLock lock(self->mu);
+          self->kick_sent = false;
+          if (self->stopped) return;
+        }
+        self->handler(nullptr);
+      });
+      return;
+    }
     if (natsConnection_PublishString(nc, kick_subject.c_str(), "") != NATS_OK) {
       MutexLock lock(mu);
       kick_sent = false;
@@ -407,11 +462,130 @@ struct PullConsumer::Impl {
   }
 };
 
+// The flow loop (ADR 0220): one thread and one event-loop connection for every flow
+// consumer of the process. `consumers` is touched on the loop thread only (start and stop
+// run_sync there).
+struct Bus::FlowLoop {
+  IoLoop io{"weir-flows"};
+  std::unique_ptr<LoopPublisher> pub;
+  NatsLoop* nl = nullptr;  // pub's loop; outlives pub's connection (its last callbacks)
+  std::vector<std::shared_ptr<PullConsumer::Impl>> consumers;
+
+  void after_read() {
+    // By index: a handler may stop a consumer (run inline on this thread).
+    for (size_t i = 0; i < consumers.size(); ++i) {
+      auto c = consumers[i];
+      c->drain();
+    }
+  }
+  void tick() {
+    auto now = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < consumers.size(); ++i) {
+      auto c = consumers[i];
+      c->tick(now);
+    }
+  }
+  void remove(const PullConsumer::Impl* c) {
+    auto it = std::find_if(consumers.begin(), consumers.end(), [&](const auto& p) { return p.get() == c; });
+    if (it != consumers.end()) consumers.erase(it);
+  }
+  ~FlowLoop() {
+    // Consumers still here (not stopped: a Bus destroyed before its stages) are stopped,
+    // so nothing posted for them touches the publisher below.
+    if (nl != nullptr) {
+      nl->run_sync([&] {
+        for (auto& c : consumers) {
+          MutexLock lock(c->mu);
+          c->stopped = true;
+        }
+        consumers.clear();
+      });
+    }
+    // Closes the connection while the loop still runs (the publisher's last steps run on
+    // it); work posted after that is dropped with the loop.
+    pub.reset();
+    io.stop();
+    consumers.clear();
+  }
+};
+
+Result<Bus::FlowLoop*> Bus::flow_loop() {
+  MutexLock lock(flow_loop_mu_);
+  if (flow_loop_) return flow_loop_.get();
+  auto fl = std::make_unique<FlowLoop>();
+  fl->io.start();
+  FlowLoop* raw = fl.get();
+  LoopHooks hooks;
+  hooks.after_read = [raw] { raw->after_read(); };
+  hooks.on_connection = [raw](bool up) {
+    // A cnats thread: the consumers learn it on their own thread. Pull requests die with
+    // the connection; the server forgets them, so they are sent again on reconnect.
+    if (raw->nl == nullptr) return;  // connecting: nothing to tell yet
+    raw->nl->post([raw, up] {
+      for (size_t i = 0; i < raw->consumers.size(); ++i) {
+        auto c = raw->consumers[i];
+        c->connection(up);
+      }
+    });
+  };
+  auto lp = LoopPublisher::connect(fl->io, options_, "flows", std::move(hooks));
+  if (!lp) return lp.status();
+  fl->pub = std::move(lp.value());
+  fl->nl = &fl->pub->loop();
+  fl->pub->loop().every(PullConsumer::Impl::kTick, [raw] { raw->tick(); });
+  flow_loop_ = std::move(fl);
+  return raw;
+}
+
 PullConsumer::~PullConsumer() { stop(); }
+
+bool PullConsumer::on_loop() const { return impl_->loop != nullptr; }
+
+void PullConsumer::publish(std::string_view subject, std::string_view data, const Headers& headers,
+                           std::chrono::milliseconds timeout, PublishCallback done) {
+  Impl& c = *impl_;
+  if (c.loop == nullptr) {
+    c.bus->publish(subject, data, headers, timeout, std::move(done));
+    return;
+  }
+  if (c.loop->in_loop_thread()) {
+    c.loop->publish(subject, data, headers, timeout, std::move(done));
+    return;
+  }
+  // Not expected (stages publish from their handler); kept correct rather than fast.
+  c.loop->loop().post([self = impl_, subj = std::string(subject), body = std::string(data), headers, timeout,
+                       done = std::move(done)]() mutable {
+    {
+      MutexLock lock(self->mu);
+      if (self->stopped) {
+        done(Status::unavailable("the flow stage has stopped"), PubAck{});
+        return;
+      }
+    }
+    self->loop->publish(subj, body, headers, timeout, std::move(done));
+  });
+}
 
 Status PullConsumer::start(Handler handler) {
   Impl& c = *impl_;
   c.handler = std::move(handler);
+  if (c.loop != nullptr) {
+    // A sync subscription on the loop's connection, drained by the loop after each read
+    // event; subscribing does not block (the SUB leaves with the next flush).
+    natsStatus s = NATS_OK;
+    c.loop->loop().run_sync([&] {
+      s = natsConnection_SubscribeSync(&c.sub, c.nc, (c.inbox_prefix + "*").c_str());
+      if (s == NATS_OK) s = natsSubscription_SetPendingLimits(c.sub, -1, -1);
+      if (s != NATS_OK) {
+        if (c.sub) natsSubscription_Destroy(c.sub), c.sub = nullptr;
+        return;
+      }
+      c.healthy = true;
+      c.flow_loop->consumers.push_back(impl_);
+      c.request();
+    });
+    return s == NATS_OK ? Status::ok() : nats_status(s, "subscribe consumer " + c.durable);
+  }
   natsStatus s = natsConnection_Subscribe(&c.sub, c.nc, (c.inbox_prefix + "*").c_str(), &Impl::on_msg, &c);
   if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(c.sub, &Impl::on_complete, &c);
   // The window bounds what arrives; cnats' default limits would drop (slow consumer).
@@ -455,6 +629,26 @@ bool PullConsumer::healthy() const { return impl_->healthy.load(); }
 void PullConsumer::stop() {
   if (!impl_ || !impl_->sub) return;
   Impl& c = *impl_;
+  if (c.loop != nullptr) {
+    // On the loop thread, the handler's only thread: once this ran, it never runs again
+    // (posted kicks and requests see `stopped`). Acks of messages still held go out on
+    // the loop's connection, which outlives every consumer.
+    c.loop->loop().run_sync([&] {
+      {
+        MutexLock lock(c.mu);
+        if (c.stopped) return;
+        c.stopped = true;
+      }
+      c.flow_loop->remove(&c);
+      if (c.sub) {
+        natsSubscription_Unsubscribe(c.sub);
+        natsSubscription_Destroy(c.sub);
+        c.sub = nullptr;
+      }
+      c.healthy = false;
+    });
+    return;
+  }
   {
     MutexLock lock(c.mu);
     if (c.stopped) return;
@@ -890,6 +1084,15 @@ Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
 }
 
 Bus::~Bus() {
+  {
+    // Its connection first: nothing of it outlives the Bus.
+    std::unique_ptr<FlowLoop> fl;
+    {
+      MutexLock lock(flow_loop_mu_);
+      fl = std::move(flow_loop_);
+    }
+    fl.reset();
+  }
   if (publisher_) {
     {
       MutexLock lock(publisher_->mu);
@@ -944,7 +1147,15 @@ void Bus::set_connected(bool up, const std::string& why) {
   }
 }
 
-void Bus::fail_pending(const std::string& why) { publisher_->fail_all(Status::unavailable(why + kMayBeStored)); }
+Bus::FlowLoop* Bus::flow_loop_if_any() const {
+  MutexLock lock(flow_loop_mu_);
+  return flow_loop_.get();  // lives as long as the Bus once made
+}
+
+void Bus::fail_pending(const std::string& why) {
+  publisher_->fail_all(Status::unavailable(why + kMayBeStored));
+  if (FlowLoop* fl = flow_loop_if_any()) fl->pub->fail_pending(why);
+}
 
 void Bus::shutdown() {
   {
@@ -952,11 +1163,14 @@ void Bus::shutdown() {
     publisher_->closed = true;
   }
   publisher_->fail_all(Status::unavailable(std::string("weir is shutting down") + kMayBeStored));
+  if (FlowLoop* fl = flow_loop_if_any()) fl->pub->shutdown();
 }
 
 size_t Bus::pending_publishes() const {
+  const FlowLoop* fl = flow_loop_if_any();
+  size_t n = fl != nullptr ? fl->pub->pending() : 0;
   MutexLock lock(publisher_->mu);
-  return publisher_->pending.size();
+  return n + publisher_->pending.size();
 }
 
 void Bus::publish(std::string_view subject, std::string_view data, const Headers& headers,
@@ -1328,10 +1542,17 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
     setup_backoff(attempt);
   }
   std::unique_ptr<PullConsumer> pc(new PullConsumer());
-  pc->impl_ = std::make_unique<PullConsumer::Impl>();
+  pc->impl_ = std::make_shared<PullConsumer::Impl>();
   auto& c = *pc->impl_;
   c.bus = this;
   c.nc = nc_;
+  if (o.on_loop && options_.flow_loop) {
+    auto fl = flow_loop();
+    if (!fl) return fl.status();
+    c.flow_loop = fl.value();
+    c.loop = c.flow_loop->pub.get();
+    c.nc = c.loop->connection();
+  }
   c.durable = o.durable;
   c.next_subject = "$JS.API.CONSUMER.MSG.NEXT." + o.stream + "." + o.durable;
   natsInbox* ib = nullptr;

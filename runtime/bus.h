@@ -90,6 +90,10 @@ struct BusOptions {
   // Threads of cnats' shared delivery pool: every consumer's messages and every PubAck are
   // handled on these (ADR 0150). A process-wide setting: the first Bus sets it.
   int delivery_threads = 4;
+  // Flow consumers run on the flow loop: one thread ("weir-flows") with its own event-loop
+  // connection for every flow stage (ADR 0220). Internal switch: false puts them back on
+  // the shared delivery pool of the control connection (ADR 0150).
+  bool flow_loop = true;
   std::function<void(bool connected)> on_connection_change;
 };
 
@@ -146,19 +150,32 @@ struct ConsumerOptions {
   // consumer sends one request per this; a request the server lost (a restart without a
   // reconnect seen here, a leader change) is re-sent after this plus a margin.
   std::chrono::milliseconds request_expires{2000};
+  // On the Bus's flow loop (when BusOptions::flow_loop) instead of the delivery pool.
+  bool on_loop = false;
 };
 
 // A durable pull consumer bound by one or more processes (work is shared), read without a
 // thread of its own (docs/adr/0150-stages-without-threads.md): it sends its own pull
 // requests ($JS.API.CONSUMER.MSG.NEXT, batch + expires) and receives on a plain inbox
-// subscription whose callbacks run on cnats' shared delivery pool — never two at once for
-// one consumer, in the order the server sent them. Flow control is a window: messages in
-// hand (received, not yet released) plus messages requested stay within `window`; a new
-// request for `batch` goes out when they drop to `window - batch`. Lost requests are found
-// by a local deadline on the Bus's timer tick; a reconnect re-requests at once.
+// subscription — never two messages at once for one consumer, in the order the server
+// sent them. Flow control is a window: messages in hand (received, not yet released) plus
+// messages requested stay within `window`; a new request for `batch` goes out when they
+// drop to `window - batch`. Lost requests are found by a local deadline on a 100 ms tick;
+// a reconnect re-requests at once.
+//
+// Two homes, one logic:
+//  - pool (default): an async subscription on the Bus's connection; the handler runs on
+//    cnats' shared delivery pool; ticks on the Bus's timer thread.
+//  - flow loop (ConsumerOptions::on_loop, ADR 0220): a *sync* subscription on the flow
+//    loop's own event-loop connection, drained on the loop thread after every read event;
+//    the handler, the pull requests, kicks and ticks all run on that thread, and the
+//    messages of one read event are followed by one handler(nullptr) (a burst ends), so
+//    the owner may run them as one batch. publish() then goes out on the same connection
+//    and its completions run on the loop thread too; acks of its messages are written
+//    with the same turn's other writes.
 //
 // Threading: every method is thread-safe; none blocks except stop(). The handler must not
-// block either (it runs on a pool thread shared with every other consumer and the PubAcks).
+// block either (it runs on a thread shared with every other consumer and the PubAcks).
 class PullConsumer {
  public:
   // Called with each message, and with nullptr for a kick().
@@ -178,6 +195,13 @@ class PullConsumer {
   // True while the server answers this consumer's requests: false after an error status,
   // a lost request or a failed request until the next answer; a (re)connect starts afresh.
   bool healthy() const;
+  // On the flow loop (see above).
+  bool on_loop() const;
+  // A pipelined JetStream publish on the consumer's connection: on the flow loop the
+  // loop's publisher (call it from the handler; completions on the loop thread), else
+  // Bus::publish. `done` is called exactly once.
+  void publish(std::string_view subject, std::string_view data, const Headers& headers,
+               std::chrono::milliseconds timeout, PublishCallback done);
   // Unsubscribes and returns once the handler is not running and will not run again.
   // Messages received but not yet handled are dropped (redelivered after AckWait).
   void stop();
@@ -186,7 +210,7 @@ class PullConsumer {
   friend class Bus;
   struct Impl;
   PullConsumer() = default;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with work posted to the flow loop
 };
 
 struct StoredMessage {
@@ -258,7 +282,11 @@ class Bus {
  private:
   Bus() = default;
   struct Publisher;
+  struct FlowLoop;
   friend class PullConsumer;
+  // The flow loop, connected on first use (ADR 0220); null when none was made yet.
+  Result<FlowLoop*> flow_loop();
+  FlowLoop* flow_loop_if_any() const;
   // Consumers ticked by the publisher's timer thread and told of (re)connects.
   void add_consumer(PullConsumer::Impl* c);
   void remove_consumer(PullConsumer::Impl* c);
@@ -283,6 +311,8 @@ class Bus {
   Mutex consumers_mu_;  // also held while ticking them
   std::vector<PullConsumer::Impl*> consumers_ GUARDED_BY(consumers_mu_);
   std::atomic<int> consumer_count_{0};
+  mutable Mutex flow_loop_mu_;
+  std::unique_ptr<FlowLoop> flow_loop_ GUARDED_BY(flow_loop_mu_);
   std::mutex prefetch_mu_;
   std::unique_ptr<Prefetch> prefetch_;  // GUARDED_BY(prefetch_mu_)
 };

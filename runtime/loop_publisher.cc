@@ -26,7 +26,8 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
 
   std::unique_ptr<NatsLoop> loop;
   natsConnection* nc = nullptr;
-  std::string url, inbox_prefix;
+  std::string url, inbox_prefix, label;
+  LoopHooks hooks;
   std::atomic<bool> connected{false};
   std::atomic<bool> closed_cb{false};  // cnats' last callback ran: nothing touches Impl after
   std::atomic<size_t> pending_count{0};
@@ -118,28 +119,35 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
       });
     }
     if (was != up) {
-      if (up) log::info("nats connected", {{"url", url}, {"connection", "ingress"}});
-      else log::warn("nats disconnected", {{"url", url}, {"connection", "ingress"}, {"reason", why}});
+      if (up) log::info("nats connected", {{"url", url}, {"connection", label}});
+      else log::warn("nats disconnected", {{"url", url}, {"connection", label}, {"reason", why}});
     }
+    if (hooks.on_connection) hooks.on_connection(up);
   }
 };
 
-Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const BusOptions& options) {
+Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const BusOptions& options,
+                                                              const std::string& label, LoopHooks hooks) {
   std::unique_ptr<LoopPublisher> lp(new LoopPublisher());
   auto impl = std::make_shared<Impl>();
   lp->impl_ = impl;
-  impl->url = options.url;
+  impl->url = log::redact_url(options.url);
+  impl->label = label;
+  impl->hooks = std::move(hooks);
   impl->loop = std::make_unique<NatsLoop>(io);
   natsOptions* opts = nullptr;
   if (natsOptions_Create(&opts) != NATS_OK) return Status::internal("cannot create NATS options");
-  if (Status s = set_connection_options(opts, options, options.name + "-ingress"); !s) {
+  if (Status s = set_connection_options(opts, options, options.name + "-" + label); !s) {
     natsOptions_Destroy(opts);
     return s;
   }
   // One read fetches a whole burst of PubAcks.
   natsOptions_SetIOBufSize(opts, 256 * 1024);
   Impl* raw = impl.get();
-  impl->loop->configure(opts, [raw] { raw->drain(); });
+  impl->loop->configure(opts, [raw] {
+    raw->drain();
+    if (raw->hooks.after_read) raw->hooks.after_read();
+  });
   natsOptions_SetDisconnectedCB(
       opts,
       [](natsConnection* nc, void* c) { static_cast<Impl*>(c)->set_connected(false, nats_disconnect_reason(nc)); },
@@ -158,7 +166,7 @@ Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const 
   natsOptions_Destroy(opts);
   if (s != NATS_OK) {
     impl->nc = nullptr;
-    return nats_status(s, "connect to " + options.url + " (ingress)");
+    return nats_status(s, "connect to " + options.url + " (" + label + ")");
   }
   natsInbox* ib = nullptr;
   natsInbox_Create(&ib);
@@ -170,7 +178,7 @@ Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const 
     s = natsConnection_SubscribeSync(&impl->sub, impl->nc, (impl->inbox_prefix + "*").c_str());
     if (s == NATS_OK) natsSubscription_SetPendingLimits(impl->sub, -1, -1);
   });
-  if (s != NATS_OK) return nats_status(s, "subscribe to the ingress publish inbox");
+  if (s != NATS_OK) return nats_status(s, "subscribe to the " + label + " publish inbox");
   impl->connected.store(true);
   return lp;
 }
@@ -199,6 +207,9 @@ LoopPublisher::~LoopPublisher() {
   }
   i.loop.reset();
 }
+
+NatsLoop& LoopPublisher::loop() { return *impl_->loop; }
+natsConnection* LoopPublisher::connection() { return impl_->nc; }
 
 bool LoopPublisher::in_loop_thread() const { return impl_->loop->in_loop_thread(); }
 bool LoopPublisher::connected() const { return impl_->connected.load(std::memory_order_acquire); }

@@ -12,6 +12,10 @@
 // error, a timeout past `timeout` (checked every 100 ms), unavailable when the connection
 // drops (the write may still be stored: the message says so) or at shutdown.
 //
+// The same publisher runs the flow stages' loop (docs/adr/0220-flow-stage-on-a-loop.md):
+// there the owner of the connection adds its own work after each read event (draining the
+// pull consumers' inboxes) and learns of (re)connects through `LoopHooks`.
+//
 // Threading: publish() and completions on the io thread only (in_loop_thread()).
 // connected(), pending() from any thread. fail_pending/shutdown from any thread but the io
 // thread; they run on it and wait. Destroy before the IoLoop stops.
@@ -19,6 +23,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,12 +33,26 @@
 namespace weir {
 
 class IoLoop;
+class NatsLoop;
+
+struct LoopHooks {
+  // On the io thread after each read event, after the PubAcks read are completed.
+  std::function<void()> after_read;
+  // On a cnats thread when the connection drops (false) or is back (true).
+  std::function<void(bool up)> on_connection;
+};
 
 class LoopPublisher {
  public:
-  // Connects a new connection with the Bus' options ("<name>-ingress") on `io`.
-  static Result<std::unique_ptr<LoopPublisher>> connect(IoLoop& io, const BusOptions& options);
+  // Connects a new connection with the Bus' options ("<name>-<label>") on `io`.
+  static Result<std::unique_ptr<LoopPublisher>> connect(IoLoop& io, const BusOptions& options,
+                                                        const std::string& label = "ingress", LoopHooks hooks = {});
   ~LoopPublisher();
+
+  // The connection and its loop, for other work on the same io thread (subscriptions,
+  // fire-and-forget publishes). Valid as long as the publisher.
+  NatsLoop& loop();
+  __natsConnection* connection();
 
   bool in_loop_thread() const;
   bool connected() const;

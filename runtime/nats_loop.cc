@@ -20,12 +20,24 @@ namespace weir {
 namespace asio = boost::asio;
 
 struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
-  explicit Impl(asio::io_context& c) : ioc(c), timer(c) {}
+  explicit Impl(asio::io_context& c) : ioc(c), timer(c), ticker(c) {}
 
   asio::io_context& ioc;
   std::function<void()> after_read;
   asio::steady_timer timer;        // io thread
   std::function<void()> timer_fn;  // io thread
+  asio::steady_timer ticker;       // io thread: every()
+  std::chrono::milliseconds tick_period{0};
+  std::function<void()> tick_fn;  // io thread; null once destroyed
+
+  void arm_ticker() {
+    ticker.expires_after(tick_period);
+    ticker.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec || !self->tick_fn) return;
+      self->tick_fn();
+      if (self->tick_fn) self->arm_ticker();
+    });
+  }
 
   // Set by cnats' callbacks (any thread), read on the io thread.
   std::atomic<bool> write_wanted{false};
@@ -187,6 +199,8 @@ NatsLoop::~NatsLoop() {
   run_sync([impl = impl_] {
     impl->timer.cancel();
     impl->timer_fn = nullptr;
+    impl->ticker.cancel();
+    impl->tick_fn = nullptr;
     impl->after_read = nullptr;
     impl->detach();
   });
@@ -230,6 +244,14 @@ void NatsLoop::set_timer(std::chrono::milliseconds after, std::function<void()> 
     auto f = std::move(impl->timer_fn);
     impl->timer_fn = nullptr;
     f();
+  });
+}
+
+void NatsLoop::every(std::chrono::milliseconds period, std::function<void()> fn) {
+  post([impl = impl_, period, fn = std::move(fn)]() mutable {
+    impl->tick_period = period;
+    impl->tick_fn = std::move(fn);
+    impl->arm_ticker();
   });
 }
 

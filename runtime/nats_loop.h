@@ -51,6 +51,9 @@ class NatsLoop {
   void run_sync(const std::function<void()>& fn);
   // A one-shot timer on the io thread (io thread only); a new call replaces a pending one.
   void set_timer(std::chrono::milliseconds after, std::function<void()> fn);
+  // A second, periodic timer: `fn` on the io thread every `period` until the NatsLoop is
+  // destroyed (the flow loop's pull-request deadlines). Any thread; once.
+  void every(std::chrono::milliseconds period, std::function<void()> fn);
 
  private:
   struct Impl;

@@ -167,6 +167,7 @@ Status FlowStage::start() {
   // long a crashed instance's batch takes to reach the others (ADR 0082).
   co.ack_wait = flow_ack_wait(options_);
   co.request_expires = options_.fetch_wait;
+  co.on_loop = true;  // the flow loop, when the Bus has it on (ADR 0220)
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -211,6 +212,9 @@ void FlowStage::on_message(std::unique_ptr<BusMessage> m) {
     }
     MutexLock lock(flow_mu_);
     held_.push_back(std::move(m));
+    // On the flow loop a read event's messages are one burst, ended by a nullptr: they
+    // run as one batch then (one Batch, one round of acks).
+    if (consumer_->on_loop()) return;
   }
   run_held();
 }
@@ -246,9 +250,11 @@ void FlowStage::run_held() {
   start_batch(std::move(batch), std::move(flow));
 }
 
-// The messages in hand from run to ack (one message, or what was held while paused or
-// gated). Its outputs' callbacks run on pool threads and the last one to complete acks the
-// inputs (publishes to their reply subjects), so the next messages are run meanwhile.
+// The messages in hand from run to ack (one message — on the flow loop one read event's
+// burst —, or what was held while paused or gated). Its outputs' callbacks run on the flow
+// loop (pool threads without it; dead letters' on the Bus's threads) and the last one to
+// complete acks the inputs (publishes to their reply subjects), so the next messages are
+// run meanwhile.
 struct FlowStage::Batch {
   FlowStage* stage = nullptr;
   std::vector<std::unique_ptr<BusMessage>> msgs;
@@ -326,8 +332,8 @@ void FlowStage::emit_output(const std::shared_ptr<Batch>& b, size_t i, const std
   h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
   h.emplace_back(layout::kHeaderVersion, version);
   if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
-  bus_.publish(output_subject(sink), body, h, options_.publish_timeout,
-               [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); });
+  consumer_->publish(output_subject(sink), body, h, options_.publish_timeout,
+                     [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); });
 }
 
 // JetStream's delivery count less the redeliveries this process's own naks caused after

@@ -1,17 +1,26 @@
 // Stages: the data plane. Each reads a durable pull consumer and acknowledges each input
-// only after everything it produced is acknowledged (spec §1.2). No stage has a thread:
-// messages arrive on cnats' shared delivery pool (one stage's messages one at a time, in
-// order), outputs' PubAcks and sink results complete them on whatever thread reports them,
-// and the Bus's timer thread re-requests and retries (docs/adr/0150-stages-without-threads.md).
+// only after everything it produced is acknowledged (spec §1.2).
+// The flow stage runs on the flow loop (docs/adr/0220-flow-stage-on-a-loop.md): one
+// thread, "weir-flows", with its own event-loop NATS connection shared by every flow stage
+// of the process. Its messages are read, run, published and acked on that thread; a read
+// event's messages run as one batch, outputs' PubAcks are read there too, and the acks,
+// the next pull requests and the outputs of one loop turn leave in one write. Timers
+// (re-requests, publish deadlines) are that loop's. With BusOptions::flow_loop off it
+// runs as before ADR 0220, on cnats' shared delivery pool (ADR 0150).
+// The sink stage has no thread (docs/adr/0150-stages-without-threads.md): messages arrive
+// on cnats' shared delivery pool (one stage's messages one at a time, in order), sink
+// results complete them on whatever thread reports them, and the Bus's timer thread
+// re-requests and retries.
 // The flow stage keeps up to two batches' worth of messages requested or in hand; the last
-// output callback of an input acks it (docs/adr/0084-two-flow-batches-in-flight.md).
+// output callback of a batch acks it (docs/adr/0084-two-flow-batches-in-flight.md).
 //
 //  FlowStage  weir.<flow>.in  → Flow::run → weir.<flow>.out.<sink> (or the DLQ)
 //  SinkStage  weir.<flow>.out.<sink> → Sink::deliver → ack / nak with backoff / DLQ
 //
 // Lifecycle: construct, start() once, stop() once (finishes the batch in hand, waits
 // for in-flight deliveries up to the drain timeout), then destroy. Nothing a stage does on
-// a pool thread blocks: it must not (the PubAcks it would wait for come on the same pool).
+// its loop or pool thread blocks: it must not (the PubAcks it would wait for come on the
+// same thread). pause/resume/stop come from other threads and only post to it or wait.
 #pragma once
 
 #include <atomic>
@@ -84,7 +93,8 @@ class FlowStage {
 
  private:
   struct Batch;
-  // On the consumer's pool thread: a message (or nullptr: a kick to look at held_ again).
+  // On the consumer's thread (flow loop or pool): a message (or nullptr: a kick, or the
+  // end of a loop burst, to look at held_ again).
   void on_message(std::unique_ptr<BusMessage> m);
   // Starts what is held unless paused, gated or stopping (pool thread).
   void run_held();

@@ -1,10 +1,12 @@
 // PullConsumer (runtime/bus.h; docs/adr/0150-stages-without-threads.md) against a real
 // nats-server: its own pull requests within a window, acks written to the reply subject,
 // the delivery metadata read from it, recovery after a server restart, acks after the
-// consumer is gone, and no thread per consumer.
+// consumer is gone, and no thread per consumer; the same on the flow loop (ADR 0220).
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
+#include <nats/nats.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <deque>
@@ -96,14 +98,18 @@ std::unique_ptr<PullConsumer> started(Bus& bus, Inbox& inbox) {
   return std::move(c.value());
 }
 
-// Nothing is left for the durable "pc": a fresh consumer of it gets no message.
-void expect_none_left(Bus& bus) {
+// Nothing is left for the durable of `co` (default "pc"): a fresh (pool) consumer of it
+// gets no message.
+void expect_none_left(Bus& bus, ConsumerOptions co = consumer_options("pc")) {
+  co.on_loop = false;
   Inbox late;
-  auto again = started(bus, late);
-  again->set_window(10, 10);
+  auto again = bus.pull_consumer(co);
+  REQUIRE(again);
+  REQUIRE(again.value()->start(late.handler()));
+  again.value()->set_window(10, 10);
   std::this_thread::sleep_for(700ms);  // an absence: longer than one request's expiry
   CHECK(late.received.load() == 0);
-  CHECK(again->healthy());  // the server answered (408): nothing to deliver
+  CHECK(again.value()->healthy());  // the server answered (408): nothing to deliver
 }
 
 size_t threads() {
@@ -115,6 +121,62 @@ size_t threads() {
   }
   closedir(d);
   return n;
+}
+
+// ---- the flow loop (ConsumerOptions::on_loop; docs/adr/0220-flow-stage-on-a-loop.md) ----
+
+std::string thread_name() {
+  char name[32] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  return name;
+}
+
+// What a loop consumer's handler saw. Acks (when `ack`) in the handler, on the loop thread.
+struct LoopInbox {
+  std::mutex mu;
+  std::deque<std::unique_ptr<BusMessage>> held;
+  std::vector<std::string> ids;
+  std::atomic<int> received{0}, bursts{0}, off_loop{0}, acked{0};
+  bool ack = true;
+  PullConsumer* consumer = nullptr;  // released per message when acking
+  PullConsumer::Handler handler() {
+    return [this](std::unique_ptr<BusMessage> m) {
+      if (thread_name() != "weir-flows") ++off_loop;
+      if (!m) {
+        ++bursts;
+        return;
+      }
+      ++received;
+      std::lock_guard lock(mu);
+      ids.emplace_back(m->header(layout::kHeaderId));
+      if (ack) {
+        if (m->ack()) ++acked;
+        consumer->release(1);
+      } else {
+        held.push_back(std::move(m));
+      }
+    };
+  }
+};
+
+ConsumerOptions loop_options(const std::string& flow) {
+  ConsumerOptions co;
+  co.stream = layout::flow_stream(flow);
+  co.durable = flow;
+  co.filter_subject = layout::input_subject(flow);
+  co.ack_wait = std::chrono::seconds(30);
+  co.request_expires = std::chrono::milliseconds(500);
+  co.on_loop = true;
+  return co;
+}
+
+std::unique_ptr<PullConsumer> started(Bus& bus, LoopInbox& inbox, const std::string& flow = "fl") {
+  auto c = bus.pull_consumer(loop_options(flow));
+  REQUIRE(c);
+  REQUIRE(c.value()->on_loop());
+  inbox.consumer = c.value().get();
+  REQUIRE(c.value()->start(inbox.handler()));
+  return std::move(c.value());
 }
 
 }  // namespace
@@ -169,7 +231,7 @@ TEST_CASE("pull consumer: requests within its window, acks by reply subject, rea
   expect_none_left(*bus);
 }
 
-TEST_CASE("pull consumer: a kick runs the handler without a message; an ack after stop() still acks",
+TEST_CASE("pull consumer: a kick runs the handler without a message and an ack after stop() still acks",
           "[integration][bus]") {
   NatsServer nats;
   auto bus = connect(nats);
@@ -253,5 +315,176 @@ TEST_CASE("pull consumer: fifty consumers add no thread beyond the delivery pool
         return true;
       },
       10s));
+  for (auto& c : consumers) c->stop();
+}
+
+// ---- flow loop: a loop consumer's messages are handled, published from and acked on the
+// one "weir-flows" thread; a read event's messages end with one burst kick; status answers
+// keep it requesting; a deleted consumer is reported and recovered; a reconnect
+// re-requests; stop() with messages in flight leaves no handler call behind; any number of
+// loop consumers share one thread.
+
+TEST_CASE("flow loop: messages handled, published from and acked on the weir-flows thread", "[integration][bus]") {
+  NatsServer nats;
+  auto bus = connect(nats);
+  REQUIRE(bus->ensure_flow_stream("fl"));
+  REQUIRE(bus->ensure_flow_stream("out"));
+  publish(*bus, layout::input_subject("fl"), 50);
+
+  // The handler publishes each message on (outputs) and acks it once the PubAck is in,
+  // as the flow stage does; everything must happen on the loop thread.
+  std::atomic<int> received{0}, bursts{0}, off_loop{0}, stored{0}, acked{0};
+  std::unique_ptr<PullConsumer> c;
+  std::vector<std::unique_ptr<BusMessage>> hold;  // loop thread only
+  auto out = bus->pull_consumer(loop_options("fl"));
+  REQUIRE(out);
+  c = std::move(out.value());
+  PullConsumer* pc = c.get();
+  REQUIRE(c->start([&, pc](std::unique_ptr<BusMessage> m) {
+    if (thread_name() != "weir-flows") ++off_loop;
+    if (!m) {
+      ++bursts;
+      return;
+    }
+    ++received;
+    auto msg = std::shared_ptr<BusMessage>(std::move(m));
+    pc->publish(layout::input_subject("out"), msg->data(),
+                {{layout::kHeaderMsgId, std::string(msg->header(layout::kHeaderId))}}, std::chrono::seconds(5),
+                [&, msg, pc](const Status& s, const PubAck& a) {
+                  if (thread_name() != "weir-flows") ++off_loop;
+                  if (s && a.sequence > 0) ++stored;
+                  if (s && msg->ack()) ++acked;
+                  pc->release(1);
+                });
+  }));
+  c->set_window(20, 10);
+  REQUIRE(wait_until([&] { return acked.load() == 50; }, 10s));
+  CHECK(received.load() == 50);
+  CHECK(stored.load() == 50);
+  CHECK(off_loop.load() == 0);
+  // Read events deliver bursts: at least one kick ended them, never more than messages.
+  CHECK(bursts.load() >= 1);
+  CHECK(bursts.load() <= 50);
+  CHECK(c->healthy());
+  c->stop();
+  expect_none_left(*bus, loop_options("fl"));
+  // The outputs are stored once each.
+  auto st = bus->stream_state(layout::flow_stream("out"));
+  REQUIRE(st);
+  CHECK(st.value().messages == 50);
+}
+
+TEST_CASE("flow loop: idle requests expire (408) and are renewed, a deleted consumer is reported and recovered",
+          "[integration][bus]") {
+  NatsServer nats;
+  auto bus = connect(nats);
+  REQUIRE(bus->ensure_flow_stream("fl"));
+  LoopInbox inbox;
+  auto c = started(*bus, inbox);
+  c->set_window(4, 2);
+  // Three expiries (500 ms each) with nothing to deliver: the 408s keep it healthy and
+  // requesting, so a message published afterwards comes without a new set_window.
+  std::this_thread::sleep_for(1600ms);  // an absence: several requests expire meanwhile
+  CHECK(c->healthy());
+  publish(*bus, layout::input_subject("fl"), 3);
+  REQUIRE(wait_until([&] { return inbox.acked.load() == 3; }, 5s));
+
+  // The server drops the consumer: its waiting requests end with 409 and the consumer is
+  // unhealthy until requests are answered again.
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  REQUIRE(js_DeleteConsumer(bus->jetstream(), layout::flow_stream("fl").c_str(), "fl", nullptr, &jerr) == NATS_OK);
+  REQUIRE(wait_until([&] { return !c->healthy(); }, 5s));
+  // Created again (as a restarted stage would): the retried requests are answered.
+  auto again = bus->pull_consumer(loop_options("fl"));
+  REQUIRE(again);
+  REQUIRE(wait_until([&] { return c->healthy(); }, 5s));
+  publish(*bus, layout::input_subject("fl"), 2, 3);
+  REQUIRE(wait_until([&] { return inbox.acked.load() == 5; }, 5s));
+  CHECK(inbox.off_loop.load() == 0);
+  c->stop();
+}
+
+TEST_CASE("flow loop: after a nats-server restart it requests again at once", "[integration][bus][faults]") {
+  NatsServer nats;
+  auto bus = connect(nats);
+  REQUIRE(bus->ensure_flow_stream("fl"));
+  LoopInbox inbox;
+  auto c = started(*bus, inbox);
+  c->set_window(8, 4);
+  REQUIRE(c->healthy());
+  nats.stop();
+  REQUIRE(wait_until([&] { return !c->healthy(); }, 10s));
+  nats.start();
+  REQUIRE(wait_until([&] { return bus->connected() && c->healthy(); }, 20s));
+  publish(*bus, layout::input_subject("fl"), 5);
+  REQUIRE(wait_until([&] { return inbox.acked.load() == 5; }, 10s));
+  CHECK(inbox.off_loop.load() == 0);
+  c->stop();
+  expect_none_left(*bus, loop_options("fl"));
+}
+
+TEST_CASE("flow loop: stop() with messages in flight, no handler call after it, late acks still ack",
+          "[integration][bus]") {
+  NatsServer nats;
+  auto bus = connect(nats);
+  REQUIRE(bus->ensure_flow_stream("fl"));
+  publish(*bus, layout::input_subject("fl"), 200);
+  LoopInbox inbox;
+  inbox.ack = false;  // held: in flight when the consumer stops
+  auto c = started(*bus, inbox);
+  c->set_window(200, 50);
+  REQUIRE(wait_until([&] { return inbox.received.load() >= 1; }, 5s));
+  c->stop();  // while the rest of the window may still be arriving
+  const int seen = inbox.received.load();
+  const int bursts = inbox.bursts.load();
+  c->kick();                           // a stopped consumer runs its handler no more
+  std::this_thread::sleep_for(300ms);  // an absence: no call comes after stop()
+  CHECK(inbox.received.load() == seen);
+  CHECK(inbox.bursts.load() == bursts);
+  c.reset();
+  // Acked from this thread after the consumer (and its subscription) is gone: the acks
+  // need only the loop's connection.
+  std::deque<std::unique_ptr<BusMessage>> held;
+  {
+    std::lock_guard lock(inbox.mu);
+    held.swap(inbox.held);
+  }
+  for (auto& m : held) CHECK(m->ack());
+  // What was acked is gone; what arrived after stop() or was never received is delivered
+  // to the next consumer (after AckWait for the former: not waited for here).
+  CHECK(static_cast<int>(held.size()) == seen);
+  CHECK(inbox.off_loop.load() == 0);
+}
+
+TEST_CASE("flow loop: fifty loop consumers share one thread", "[integration][bus]") {
+  NatsServer nats;
+  auto bus = connect(nats);
+  // The streams first: set-up requests start cnats' delivery pool for the control connection.
+  for (int i = 0; i < 50; ++i) REQUIRE(bus->ensure_flow_stream("fl" + std::to_string(i)));
+  const size_t idle = threads();
+  std::vector<std::unique_ptr<PullConsumer>> consumers;
+  std::vector<std::unique_ptr<LoopInbox>> inboxes;
+  auto add = [&](int i) {
+    const std::string flow = "fl" + std::to_string(i);
+    inboxes.push_back(std::make_unique<LoopInbox>());
+    consumers.push_back(started(*bus, *inboxes.back(), flow));
+    consumers.back()->set_window(2, 1);
+  };
+  add(0);
+  const size_t with_one = threads();
+  for (int i = 1; i < 50; ++i) add(i);
+  INFO("threads: " << idle << " connected, " << with_one << " with one, " << threads() << " with fifty");
+  CHECK(with_one <= idle + 1);   // the loop thread (its connection has no reader thread)
+  CHECK(threads() <= with_one);  // and nothing per consumer
+  for (int i = 0; i < 50; ++i) publish(*bus, layout::input_subject("fl" + std::to_string(i)), 1, i);
+  REQUIRE(wait_until(
+      [&] {
+        for (auto& in : inboxes) {
+          if (in->acked.load() != 1) return false;
+        }
+        return true;
+      },
+      10s));
+  for (auto& in : inboxes) CHECK(in->off_loop.load() == 0);
   for (auto& c : consumers) c->stop();
 }
