@@ -155,8 +155,8 @@ class Loader {
     } else {
       if (n.quoted && j < size && (src_[j] == '"' || src_[j] == '\'')) ++j;
       for (size_t i = 0; i < offset && j < size; ++i) {
-        // NOLINTNEXTLINE(bugprone-branch-clone): a matching byte and any other both advance by one; the order of the
-        // tests matters
+        // A matching byte and any other both advance by one; the order of the tests matters.
+        // NOLINTNEXTLINE(bugprone-branch-clone)
         if (src_[j] == t[i]) {
           ++j;
         } else if (t[i] == ' ' && is_space(src_[j])) {

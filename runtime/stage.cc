@@ -586,8 +586,8 @@ void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
 
 // `f` by value (and dead_letter's): the call keeps the in-flight record alive whatever
 // the sink does with the callback that holds the other reference.
-void SinkStage::on_result(std::shared_ptr<InFlight> f,
-                          DeliveryResult r) {  // NOLINT(performance-unnecessary-value-param)
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
+void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
   if (!f->traceparent.empty()) {
     trace::Span s;
     trace::SpanExporter* x = trace::exporter();
@@ -626,8 +626,8 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f,
   }
 }
 
-void SinkStage::dead_letter(std::shared_ptr<InFlight> f,
-                            std::string reason) {  // NOLINT(performance-unnecessary-value-param)
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
+void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
   DeadLetter d;
   d.flow = flow_;
   d.version = version_;

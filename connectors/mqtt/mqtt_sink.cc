@@ -317,8 +317,8 @@ void MqttSink::deliver(Delivery d, std::function<void(DeliveryResult)> done) {
   try {
     auto msg = paho::make_message(topic.value(), d.body.data(), d.body.size(), m.spec.qos, m.spec.retain);
     // Paho hands the context back as a void*; the pending id travels in it, never dereferenced.
-    m.client->publish(msg, reinterpret_cast<void*>(static_cast<uintptr_t>(id)),
-                      m);  // NOLINT(performance-no-int-to-ptr)
+    void* context = reinterpret_cast<void*>(static_cast<uintptr_t>(id));  // NOLINT(performance-no-int-to-ptr)
+    m.client->publish(msg, context, m);
   } catch (const paho::exception& e) {
     const uint64_t n = m.refused.fetch_add(1, std::memory_order_relaxed);
     if (n < 5 || n % 1000 == 0) {
