@@ -621,6 +621,28 @@ natsStatus publish_rows(natsConnection* connection, std::chrono::milliseconds ti
   return s;
 }
 
+// Removes every message of the bucket up to `last` (the old generation's rows, written
+// before the new ones), with the bucket's whole subject as the filter, not the old
+// generation's: nats-server 2.9.10 moves every consumer of a filtered purge that leaves no
+// message under its filter to the stream's end, so a watcher that had not yet received the
+// new rows and the switch skipped them and kept the old table until the next write (the
+// kv-tables cluster flake, ADR 0226). Here the new rows and `current` stay under the
+// filter, so a watcher moves at most past purged messages. An empty bucket (`last` 0) is
+// left alone: to nats-server a Sequence of 0 or 1 is no bound.
+void purge_before(jsCtx* js, const std::string& stream, const std::string& prefix, uint64_t last,
+                  const std::string& table) {
+  if (last == 0) return;
+  jsOptions po;
+  jsOptions_Init(&po);
+  const std::string all = prefix + ">";
+  po.Stream.Purge.Subject = all.c_str();
+  po.Stream.Purge.Sequence = last + 1;  // up to, not including
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  if (Status p = nats_status(js_PurgeStream(js, stream.c_str(), &po, &jerr), "purge"); !p) {
+    log::warn("table: old generation not purged", {{"table", table}, {"error", p.message()}});
+  }
+}
+
 }  // namespace
 
 ControlResult KvTables::import(const std::string& table, const std::string& body, const std::string& format,
@@ -697,24 +719,8 @@ ControlResult KvTables::import(const std::string& table, const std::string& body
                            "not answer (" +
                            nats_status(s, "switch").message() + "); this import was not applied");
   }
-  // 3. The old generation's rows: every message up to `last_before` (with the bucket's
-  // whole subject as the filter, not the old generation's). nats-server 2.9.10 moves every
-  // consumer of a filtered purge that leaves no message under its filter to the stream's
-  // end: a watcher that had not yet received the new rows and the switch skipped them and
-  // kept the old table until the next write (the kv-tables cluster flake). Here the new rows
-  // and `current` are left under the filter, so a watcher moves at most past purged ones.
-  // (A Sequence of 0 or 1 means no bound to nats-server: an empty bucket has nothing older.)
-  if (last_before.value() > 0) {
-    jsOptions po;
-    jsOptions_Init(&po);
-    const std::string all = prefix + ">";
-    po.Stream.Purge.Subject = all.c_str();
-    po.Stream.Purge.Sequence = last_before.value() + 1;  // up to, not including
-    jsErrCode jerr = static_cast<jsErrCode>(0);
-    if (Status p = nats_status(js_PurgeStream(js_, stream.c_str(), &po, &jerr), "purge"); !p) {
-      log::warn("table: old generation not purged", {{"table", table}, {"error", p.message()}});
-    }
-  }
+  // 3. The old generation's rows.
+  purge_before(js_, stream, prefix, last_before.value(), table);
   const bool applied = wait_generation(table, gen);
   log::info("table imported",
             {{"table", table}, {"entries", std::to_string(values.size())}, {"generation", std::to_string(gen)}});
