@@ -1078,6 +1078,7 @@ Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
   if (s != NATS_OK) return nats_status(s, "subscribe to publish inbox");
   natsSubscription_SetPendingLimits(pub->sub, -1, -1);
   pub->sweeper = std::thread([p = pub.get()] { p->sweep_loop(); });
+  pthread_setname_np(pub->sweeper.native_handle(), "weir-sweep");
   bus->publisher_ = std::move(pub);
   bus->connected_ = true;
   return bus;

@@ -89,7 +89,7 @@ struct BusOptions {
   std::chrono::milliseconds setup_timeout{30000};
   // Threads of cnats' shared delivery pool: every consumer's messages and every PubAck are
   // handled on these (ADR 0150). A process-wide setting: the first Bus sets it.
-  int delivery_threads = 4;
+  int delivery_threads = 2;
   // Flow consumers run on the flow loop: one thread ("weir-flows") with its own event-loop
   // connection for every flow stage (ADR 0220). Internal switch: false puts them back on
   // the shared delivery pool of the control connection (ADR 0150).

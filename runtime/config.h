@@ -24,7 +24,7 @@ struct RuntimeConfig {
     // to 8 MiB, logged) when the server's JetStream storage (max_file_store) has less room.
     int64_t stream_max_bytes = int64_t{1} << 30;
     // Threads of cnats' shared delivery pool that run every stage and PubAck (ADR 0150).
-    int delivery_threads = 4;
+    int delivery_threads = 2;
   } nats;
   std::string data_dir = "./weir-data";
   struct Http {

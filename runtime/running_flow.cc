@@ -1,5 +1,6 @@
 #include "runtime/running_flow.h"
 
+#include <pthread.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -329,8 +330,16 @@ void RunningFlow::request_stop() {
 }
 
 void RunningFlow::stop_within(std::vector<std::thread>& stoppers, std::chrono::milliseconds sink_budget) {
-  if (stage_) stoppers.emplace_back([stage = stage_.get()] { stage->stop(); });
-  for (auto& s : sinks_) stoppers.emplace_back([sink = s.get(), sink_budget] { sink->stop_within(sink_budget); });
+  if (stage_)
+    stoppers.emplace_back([stage = stage_.get()] {
+      pthread_setname_np(pthread_self(), "weir-stop");
+      stage->stop();
+    });
+  for (auto& s : sinks_)
+    stoppers.emplace_back([sink = s.get(), sink_budget] {
+      pthread_setname_np(pthread_self(), "weir-stop");
+      sink->stop_within(sink_budget);
+    });
 }
 
 void RunningFlow::stop() {

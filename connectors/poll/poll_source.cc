@@ -1,5 +1,6 @@
 #include "connectors/poll/poll_source.h"
 
+#include <pthread.h>
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -728,6 +729,7 @@ Status PollSource::start(SourceContext& context) {
   m.stopping = false;
   m.started = true;
   m.thread = std::thread([&m] { m.run(); });
+  pthread_setname_np(m.thread.native_handle(), "poll-src");
   return Status::ok();
 }
 

@@ -49,3 +49,36 @@ TEST_CASE("libcurl and the HTTP loop are loaded at the first delivery, not at st
   CHECK(maps_contain(pid, "libcurl.so"));
   CHECK(threads_named(pid, "weir-http") == 1);
 }
+
+// Issue #10 item 4: a fixed, small set of threads for any number of flows. 50 flows, each
+// having delivered one event (so every lazily started loop runs): at most 16 threads.
+TEST_CASE("fifty flows run on at most sixteen threads", "[integration][lean]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions options{.nats_url = nats.url()};
+  constexpr int kFlows = 50;
+  for (int i = 0; i < kFlows; ++i) {
+    const std::string name = "many" + std::to_string(i);
+    options.flows[name + ".yaml"] = http_flow(name, "/in/" + name, sink.url("/out"));
+  }
+  WeirProcess weir(std::move(options));
+  weir.start();
+  const pid_t pid = weir.process().pid();
+  INFO(weir.describe());
+  for (int i = 0; i < kFlows; ++i) {
+    const std::string name = "many" + std::to_string(i);
+    REQUIRE(weir.post("/in/" + name, R"({"id":")" + name + R"("})", {"Content-Type: application/json"}).status == 202);
+  }
+  REQUIRE(wait_until([&] { return sink.stat("unique") >= kFlows; }, 60s, 20ms));
+  const auto names = weir::testing::thread_names(pid);
+  int total = 0;
+  std::string listing;
+  for (const auto& [name, n] : names) {
+    total += n;
+    listing += name + "=" + std::to_string(n) + " ";
+  }
+  INFO("threads: " << listing);
+  CHECK(names.count("weir-http") == 1);
+  CHECK(names.count("weir-flows") == 1);
+  CHECK(total <= 16);
+}

@@ -31,7 +31,7 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(d.http.max_connections == 4096);
   CHECK(d.admin.max_connections == 256);
   CHECK(d.http.max_body == 1 << 20);
-  CHECK(d.nats.delivery_threads == 4);
+  CHECK(d.nats.delivery_threads == 2);
 
   write_file(dir.file("w.yaml"),
              "http: { listen: 127.0.0.1:0, max_body: 512KiB, max_header: 4096, read_timeout: 250ms,\n"

@@ -195,18 +195,25 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-int threads_named(pid_t pid, const std::string& name) {
+std::map<std::string, int> thread_names(pid_t pid) {
   const std::filesystem::path dir = "/proc/" + std::to_string(pid) + "/task";
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
-  if (ec) return -1;
-  int n = 0;
+  std::map<std::string, int> names;
+  if (ec) return names;
   for (const auto& task : it) {
     std::ifstream comm(task.path() / "comm");
     std::string line;
-    if (std::getline(comm, line) && line == name) ++n;
+    if (std::getline(comm, line)) ++names[line];
   }
-  return n;
+  return names;
+}
+
+int threads_named(pid_t pid, const std::string& name) {
+  if (!std::filesystem::exists("/proc/" + std::to_string(pid) + "/task")) return -1;
+  const auto names = thread_names(pid);
+  const auto it = names.find(name);
+  return it == names.end() ? 0 : it->second;
 }
 
 // ---------------------------------------------------------------- Process

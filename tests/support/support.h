@@ -59,6 +59,8 @@ std::string read_file(const std::string& path);
 // Threads of process `pid` whose name is `name` (/proc/PID/task/*/comm); -1 when the
 // process is gone.
 int threads_named(pid_t pid, const std::string& name);
+// Every thread of process `pid` by name (/proc/PID/task/*/comm); empty when it is gone.
+std::map<std::string, int> thread_names(pid_t pid);
 
 // A child process started with fork/exec.
 class Process {
