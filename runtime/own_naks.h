@@ -14,6 +14,7 @@
 // Thread-safe: recorded from the stage's completion threads, read on its pool thread.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
@@ -35,14 +36,21 @@ class OwnNaks {
       ++it->second;
     } else if (n_.size() < capacity_) {
       n_.emplace(seq, 1);
+      size_.store(n_.size(), std::memory_order_release);
     }
   }
-  // The input was acked or terminated: it will not come back.
+  // The input was acked or terminated: it will not come back. Called for every acked
+  // input: without a lock while nothing is remembered (the usual case). An entry recorded
+  // on another thread and missed here lingers (its sequence never comes back) until the
+  // capacity is reached, which only stops new entries: the rule then counts as before.
   void forget(uint64_t seq) {
+    if (size_.load(std::memory_order_acquire) == 0) return;
     MutexLock lock(mu_);
     n_.erase(seq);
+    size_.store(n_.size(), std::memory_order_release);
   }
   uint64_t count(uint64_t seq) const {
+    if (size_.load(std::memory_order_acquire) == 0) return 0;
     MutexLock lock(mu_);
     auto it = n_.find(seq);
     return it == n_.end() ? 0 : it->second;
@@ -55,6 +63,7 @@ class OwnNaks {
  private:
   mutable Mutex mu_;
   std::unordered_map<uint64_t, uint64_t> n_ GUARDED_BY(mu_);
+  std::atomic<size_t> size_{0};  // n_.size(), read without the lock
   size_t capacity_;
 };
 
