@@ -30,12 +30,6 @@ void HttpRouter::handle(HttpRequest& request, Responder respond) {
     respond(std::move(r));
     return;
   }
-  if (starting_.load()) {
-    HttpResponse r = HttpResponse::error(503, "starting: the flows are not running yet");
-    r.headers.emplace_back("Retry-After", "1");
-    respond(std::move(r));
-    return;
-  }
   std::shared_ptr<Handler> h;
   {
     MutexLock lock(mu_);
@@ -43,6 +37,13 @@ void HttpRouter::handle(HttpRequest& request, Responder respond) {
     if (it != routes_.end()) h = it->second;
   }
   if (!h) {
+    if (starting_.load()) {
+      // Its flow may still be on the way: "not yet", not "no such path".
+      HttpResponse r = HttpResponse::error(503, "starting: the flows are not running yet");
+      r.headers.emplace_back("Retry-After", "1");
+      respond(std::move(r));
+      return;
+    }
     respond(HttpResponse::error(404, "no flow listens on " + std::string(request.path())));
     return;
   }

@@ -24,8 +24,11 @@ class HttpRouter {
   // While draining, every request is answered 503 with Retry-After and the connection
   // is closed: nothing new is taken, and no path looks unknown (404) to a client.
   void set_draining() { draining_ = true; }
-  // Until the flows run, every request is answered 503 with Retry-After (the listener is
-  // bound early so its address is known and clients get an answer, not a refusal).
+  // A path is served from the moment its flow's source adds it, while the other flows are
+  // still starting (their events are safe in the stream; the stage reads them once it
+  // runs). Until every flow runs, a path nobody added yet is answered 503 with Retry-After
+  // rather than 404 (the listener is bound early so its address is known and clients get
+  // an answer, not a refusal).
   void set_serving() { starting_ = false; }
 
  private:

@@ -190,6 +190,20 @@ StageOptions RunningFlow::stage_options() const {
 
 Status RunningFlow::start(bool paused) {
   if (Status s = deps_.bus->ensure_flow_stream(name()); !s) return s;
+  // The source first (issue 13, spawn -> first 202): what it takes is safe in the stream
+  // from here on, and the stage reads it once it runs, so a flow path answers before the
+  // sinks, the stage and their consumers are up. A chained flow has no source: its stage
+  // reads the other flow's sink queue.
+  const bool has_source = !std::holds_alternative<flows::FlowSourceSpec>(flow_->source());
+  if (has_source) {
+    if (Status s = start_source(); !s) return s;
+  }
+  Status s = start_pipeline(paused);
+  if (!s && has_source) stop_source();  // no route left behind pointing at a flow that is not there
+  return s;
+}
+
+Status RunningFlow::start_pipeline(bool paused) {
   const StageOptions so = stage_options();
   if (Status s = start_sinks(so); !s) return s;
   if (Status s = start_stage(so, paused); !s) return s;
@@ -198,9 +212,7 @@ Status RunningFlow::start(bool paused) {
     if (Status s = deps_.registry->follow_flow(name(), versions_.get()); !s) return s;
     followed_ = true;
   }
-  // A chained flow has no source: its stage reads the other flow's sink queue.
-  if (std::holds_alternative<flows::FlowSourceSpec>(flow_->source())) return Status::ok();
-  return start_source();
+  return Status::ok();
 }
 
 Status RunningFlow::start_sinks(const StageOptions& options) {

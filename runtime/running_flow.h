@@ -47,7 +47,7 @@ struct FlowDeps {
   LoopPublisher* ingress_pub = nullptr;  // http-in's publisher on the io thread (ADR 0130)
   BacklogMonitor* backlog = nullptr;
   HttpRouter* router = nullptr;
-  StateStore* state = nullptr;
+  SourceState* state = nullptr;
   ClusterMembership* membership = nullptr;
   SingletonRunner* singletons = nullptr;
   VersionRegistry* registry = nullptr;
@@ -111,6 +111,8 @@ class RunningFlow {
   class Versions;  // the FlowControl
 
   StageOptions stage_options() const;
+  // Sinks, stage, registry watch: everything of the flow but its source.
+  Status start_pipeline(bool paused);
   Status start_sinks(const StageOptions& options);
   Status start_stage(const StageOptions& options, bool paused);
   Status start_source();

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <thread>
 
 #include "runtime/admin.h"
@@ -107,11 +108,11 @@ struct Runtime::Impl {
   std::unique_ptr<Bus> bus;
   std::unique_ptr<LoopPublisher> ingress_pub;  // http-in's own connection on the io thread (ADR 0130)
   std::unique_ptr<DeadLetters> dlq;
-  std::unique_ptr<BacklogMonitor> backlog;  // ingress backpressure (ADR 0080)
-  std::unique_ptr<StateStore> state;        // sources' durable state, e.g. poll cursors (weir_state KV)
-  std::unique_ptr<KvTables> kv_tables;      // `tables: {t: {kv: NAME}}` (ADR 0120)
-  std::unique_ptr<FlowHost> host;           // the running flows
-  SignalWatch* signals = nullptr;           // while run() runs
+  std::unique_ptr<BacklogMonitor> backlog;    // ingress backpressure (ADR 0080)
+  std::unique_ptr<DeferredStateStore> state;  // sources' durable state, e.g. poll cursors (weir_state KV)
+  std::unique_ptr<KvTables> kv_tables;        // `tables: {t: {kv: NAME}}` (ADR 0120)
+  std::unique_ptr<FlowHost> host;             // the running flows
+  SignalWatch* signals = nullptr;             // while run() runs
 
   Impl(RuntimeConfig c, ConnectorFactory& f, ClusterHooks* h) : config(std::move(c)), connectors(f) {
     if (!config.cluster.name.empty()) cluster = h;
@@ -252,11 +253,25 @@ struct Runtime::Impl {
       if (std::chrono::steady_clock::now() > deadline || stop_requested()) return b.status();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    auto lp = LoopPublisher::connect(io, bus->options());
-    if (!lp) return lp.status();
-    ingress_pub = std::move(lp.value());
+    // http-in's connection and the source-state bucket open on threads of their own while
+    // this one plans the streams (issue 13: their round trips overlap; ADR 0215).
+    auto lp = std::async(std::launch::async, [this] {
+      pthread_setname_np(pthread_self(), "weir-io-connect");
+      return LoopPublisher::connect(io, bus->options());
+    });
+    StateStoreOptions so;
+    so.bucket = layout::state_bucket();
+    so.replicas = config.nats.replicas;
+    state = std::make_unique<DeferredStateStore>(bus->connection(), so);
     dlq = std::make_unique<DeadLetters>(*bus);
-    return Status::ok();
+    Status planned = check_old_streams(flows);
+    if (planned) planned = plan_streams(flows);
+    log::startup("stream sizes planned, dead-letter stream ready");
+    auto connected = lp.get();
+    if (!connected) return connected.status();
+    ingress_pub = std::move(connected.value());
+    log::startup("http-in's NATS connection up");
+    return planned;
   }
 
   // Before ADR 0112 clustered instances used the standalone names. Events left in such a
@@ -296,16 +311,10 @@ struct Runtime::Impl {
     return bus->ensure_dlq_stream(config.dlq.max_age, config.dlq.max_bytes);
   }
 
-  // The KV bucket behind SourceState (poll cursors, ETags; NatsKv retries while a fresh
-  // server or cluster does not answer yet, ADR 0110) and the KV lookup tables: every
-  // table a flow names is read before the flows start.
-  Status open_buckets() {
-    StateStoreOptions so;
-    so.bucket = layout::state_bucket();
-    so.replicas = config.nats.replicas;
-    auto st = StateStore::open(bus->connection(), so);
-    if (!st) return st.status();
-    state = std::move(st.value());
+  // The KV lookup tables: every table a flow names is read before the flows start. (The
+  // KV bucket behind SourceState — poll cursors, ETags — is opened meanwhile by
+  // connect_nats; NatsKv retries while a fresh server or cluster does not answer yet, ADR 0110.)
+  Status open_tables() {
     KvTablesOptions to;
     to.replicas = config.nats.replicas;
     to.max_entries = static_cast<size_t>(config.tables.max_entries);
@@ -316,9 +325,7 @@ struct Runtime::Impl {
 
   Status connect_bus(const FlowList& flows) {
     if (Status s = connect_nats(flows); !s) return s;
-    if (Status s = check_old_streams(flows); !s) return s;
-    if (Status s = plan_streams(flows); !s) return s;
-    if (Status s = open_buckets(); !s) return s;
+    if (Status s = open_tables(); !s) return s;
     if (clustered()) {
       if (Status s = cluster->start(*bus, config); !s) return s;
     }
@@ -401,6 +408,11 @@ struct Runtime::Impl {
     log::startup("streams and buckets ready");
     if (stopped_during_start()) return 0;
     if (int rc = start_flows(loaded.value()); rc >= 0) return rc;
+    if (Status s = state->wait(); !s) {
+      log::error("NATS start-up failed", {{"error", s.message()}});
+      drain();
+      return exit_code_for(s);
+    }
     announce_ready(format);
     const int sig = watch.wait();
     log::info("signal received, draining", {{"signal", signal_name(sig)}});

@@ -1,5 +1,7 @@
 #include "runtime/state_store.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 #include "runtime/nats_kv.h"
@@ -83,6 +85,48 @@ Status StateStore::put(const std::string& key, const std::string& value) {
     k.attempted = value;
   }
   return status;
+}
+
+DeferredStateStore::DeferredStateStore(__natsConnection* connection, const StateStoreOptions& options)
+    : opener_([this, connection, options] {
+        pthread_setname_np(pthread_self(), "weir-state-open");
+        auto opened = StateStore::open(connection, options);
+        MutexLock lock(mu_);
+        if (opened) {
+          store_ = std::move(opened.value());
+        } else {
+          status_ = opened.status();
+        }
+        done_ = true;
+        cv_.notify_all();
+      }) {}
+
+DeferredStateStore::~DeferredStateStore() {
+  if (opener_.joinable()) opener_.join();
+}
+
+Result<StateStore*> DeferredStateStore::store() {
+  UniqueLock lock(mu_);
+  lock.wait(cv_, [&]() REQUIRES(mu_) { return done_; });
+  if (!store_) return status_;
+  return store_.get();
+}
+
+Status DeferredStateStore::wait() {
+  auto s = store();
+  return s ? Status::ok() : s.status();
+}
+
+Result<std::optional<std::string>> DeferredStateStore::get(const std::string& key) {
+  auto s = store();
+  if (!s) return s.status();
+  return s.value()->get(key);
+}
+
+Status DeferredStateStore::put(const std::string& key, const std::string& value) {
+  auto s = store();
+  if (!s) return s.status();
+  return s.value()->put(key, value);
 }
 
 }  // namespace weir

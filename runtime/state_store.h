@@ -18,12 +18,14 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "runtime/kv.h"
 #include "runtime/source.h"
@@ -67,6 +69,34 @@ class StateStore final : public SourceState {
   const std::string bucket_;
   Mutex mu_;
   std::map<std::string, Known> known_ GUARDED_BY(mu_);
+};
+
+// DeferredStateStore: a StateStore opened on a thread of its own (issue 13: the bucket's
+// requests overlap the rest of start-up instead of delaying the first 202). get/put wait
+// for the open and answer its error if it failed; wait() gives the open's outcome (the
+// runtime checks it before it says ready, so a bucket that cannot be opened still stops
+// start-up). The destructor waits for the opener. Thread-safe.
+class DeferredStateStore final : public SourceState {
+ public:
+  DeferredStateStore(__natsConnection* connection, const StateStoreOptions& options);
+  ~DeferredStateStore() override;
+  DeferredStateStore(const DeferredStateStore&) = delete;
+  DeferredStateStore& operator=(const DeferredStateStore&) = delete;
+
+  Status wait();
+  Result<std::optional<std::string>> get(const std::string& key) override;
+  Status put(const std::string& key, const std::string& value) override;
+
+ private:
+  // The open store, or why there is none; waits for the opener.
+  Result<StateStore*> store();
+
+  Mutex mu_;
+  std::condition_variable cv_;
+  bool done_ GUARDED_BY(mu_) = false;
+  Status status_ GUARDED_BY(mu_);
+  std::unique_ptr<StateStore> store_ GUARDED_BY(mu_);
+  std::thread opener_;  // last: starts once the rest is built
 };
 
 }  // namespace weir

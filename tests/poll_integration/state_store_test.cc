@@ -112,3 +112,26 @@ TEST_CASE("state store: open refuses bad options", "[integration][state]") {
   CHECK(StateStore::open(c.get(), o).status().code() == Status::Code::kInvalid);
   CHECK(StateStore::open(nullptr).status().code() == Status::Code::kInvalid);
 }
+
+TEST_CASE("state store: opened on its own thread, it answers once open, or with why it could not open",
+          "[integration][state]") {
+  NatsServer nats;
+  Conn c(nats.url());
+  {
+    weir::DeferredStateStore deferred(c.get(), StateStoreOptions{});
+    // The first call waits for the open; the values are the bucket's, shared with a store
+    // opened the ordinary way.
+    REQUIRE(deferred.put("poll.f.k", "v1"));
+    CHECK(deferred.wait());
+    auto other = open_store(c);
+    CHECK(*other->get("poll.f.k").value() == "v1");
+    CHECK(other->put("poll.f.k", "v2"));
+    CHECK(*deferred.get("poll.f.k").value() == "v2");
+  }
+  StateStoreOptions bad;
+  bad.bucket = "bad.name";
+  weir::DeferredStateStore failed(c.get(), bad);
+  CHECK(failed.wait().code() == Status::Code::kInvalid);
+  CHECK(failed.get("poll.f.k").status().code() == Status::Code::kInvalid);
+  CHECK(failed.put("poll.f.k", "v").code() == Status::Code::kInvalid);
+}
