@@ -152,7 +152,7 @@ void FlowStage::request_stop() {
     pause_cv_.notify_all();
   }
   apply_window();
-  if (consumer_ && started_.load()) consumer_->kick();  // hands back what is held
+  if (consumer_ && started_.load()) consumer_->kick();  // wakes the stage; stop() hands back what is held
 }
 
 Status FlowStage::start() {
@@ -188,7 +188,8 @@ void FlowStage::stop() {
     lock.wait(pause_cv_, [&]() REQUIRES(flow_mu_) { return in_flight_batches_ == 0; });
   }
   consumer_->stop();  // the handler does not run after this
-  // Held (paused, gated, or the kick did not come): handed back at once, not after AckWait.
+  // Held (paused, gated, the kick did not come, or arrived while stopping): handed back
+  // once, now that no pull request of ours is open, not after AckWait.
   std::vector<std::unique_ptr<BusMessage>> held;
   {
     MutexLock lock(flow_mu_);
@@ -225,15 +226,12 @@ void FlowStage::run_held() {
   {
     MutexLock lock(flow_mu_);
     if (held_.empty()) return;
-    if (stopping_.load()) {
-      // Stopping: hand what arrived back at once rather than after AckWait.
-      for (auto& m : held_) {
-        if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
-      }
-      consumer_->release(static_cast<int>(held_.size()));
-      held_.clear();
-      return;
-    }
+    // Stopping: what arrives is held and handed back once, by stop() after the consumer
+    // stopped. A nak now would be redelivered at once into the pull requests still open
+    // at the server and naked again, round after round until stop() ends them: each
+    // round counts a delivery, and the poison rule dead-lettered healthy events after a
+    // restart (seen: 38 deliveries within one 2 ms drain).
+    if (stopping_.load()) return;
     // The version that runs a batch is fixed when it starts; while paused nothing starts
     // (resume() kicks).
     if (paused_) return;
@@ -523,8 +521,16 @@ void SinkStage::stop_within(std::chrono::milliseconds budget) {
                 {{"flow", flow_}, {"sink", sink_name_}, {"in_flight", std::to_string(in_flight_)}});
     }
   }
-  // The handler does not run after this; what arrives meanwhile is handed back (nak).
+  // The handler does not run after this; what arrived while stopping is handed back.
   if (consumer_) consumer_->stop();
+  std::vector<std::unique_ptr<BusMessage>> returned;
+  {
+    MutexLock lock(mu_);
+    returned.swap(returned_);
+  }
+  for (auto& m : returned) {
+    if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
@@ -539,9 +545,10 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
     }
   }
   if (!taken) {
-    // Stopping: what arrives now goes back at once.
-    if (!m->nak(std::chrono::milliseconds(0))) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
-    consumer_->release(1);
+    // Stopping: what arrives now goes back once, after the consumer stopped (a nak now
+    // would come back at once into the pull requests still open: FlowStage::run_held).
+    MutexLock lock(mu_);
+    returned_.push_back(std::move(m));
     return;
   }
   metrics_.lag.store(static_cast<int64_t>(m->pending()), std::memory_order_relaxed);

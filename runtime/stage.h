@@ -167,6 +167,7 @@ class SinkStage {
   Mutex mu_;
   std::condition_variable cv_;
   int in_flight_ GUARDED_BY(mu_) = 0;
+  std::vector<std::unique_ptr<BusMessage>> returned_ GUARDED_BY(mu_);  // arrived while stopping
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};  // written under mu_
   std::atomic<bool> stopped_{false};
