@@ -969,12 +969,12 @@ void Bus::prefetch_setup(const std::vector<std::string>& streams) {
   }
   p->sent = std::chrono::steady_clock::now();
   p->deadline = p->sent + kPrefetchWait;
-  std::lock_guard lock(prefetch_mu_);
+  MutexLock lock(prefetch_mu_);
   prefetch_ = std::move(p);
 }
 
 std::optional<nlohmann::json> Bus::prefetched(bool stream, const std::string& key, bool take) {
-  std::lock_guard lock(prefetch_mu_);
+  MutexLock lock(prefetch_mu_);
   if (!prefetch_) return std::nullopt;
   prefetch_->read_answers();
   if (std::chrono::steady_clock::now() - prefetch_->sent > kPrefetchLife) {
@@ -1106,7 +1106,7 @@ Bus::~Bus() {
     publisher_->fail_all(Status::unavailable(std::string("bus closed") + kMayBeStored));
   }
   {
-    std::lock_guard lock(prefetch_mu_);
+    MutexLock lock(prefetch_mu_);
     if (prefetch_ && prefetch_->sub) {
       natsSubscription_Unsubscribe(prefetch_->sub);
       natsSubscription_Destroy(prefetch_->sub);

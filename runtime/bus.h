@@ -313,8 +313,8 @@ class Bus {
   std::atomic<int> consumer_count_{0};
   mutable Mutex flow_loop_mu_;
   std::unique_ptr<FlowLoop> flow_loop_ GUARDED_BY(flow_loop_mu_);
-  std::mutex prefetch_mu_;
-  std::unique_ptr<Prefetch> prefetch_;  // GUARDED_BY(prefetch_mu_)
+  Mutex prefetch_mu_;
+  std::unique_ptr<Prefetch> prefetch_ GUARDED_BY(prefetch_mu_);
 };
 
 // cnats statuses become Status in runtime/nats_status.h (one mapper for every adapter).
