@@ -17,6 +17,7 @@
 #include "runtime/loop_publisher.h"
 #include "runtime/nats_loop.h"
 #include "runtime/nats_status.h"
+#include "runtime/redact.h"
 
 namespace weir {
 
@@ -1141,8 +1142,8 @@ void Bus::set_connected(bool up, const std::string& why) {
     for (auto* c : consumers_) c->connection(up);
   }
   if (was != up) {
-    if (up) log::info("nats connected", {{"url", log::redact_url(options_.url)}});
-    else log::warn("nats disconnected", {{"url", log::redact_url(options_.url)}, {"reason", why}});
+    if (up) log::info("nats connected", {{"url", redact_urls(options_.url)}});
+    else log::warn("nats disconnected", {{"url", redact_urls(options_.url)}, {"reason", why}});
     if (options_.on_connection_change) options_.on_connection_change(up);
   }
 }

@@ -11,6 +11,7 @@
 #include "runtime/log.h"
 #include "runtime/nats_loop.h"
 #include "runtime/nats_status.h"
+#include "runtime/redact.h"
 
 namespace weir {
 
@@ -131,7 +132,7 @@ Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const 
   std::unique_ptr<LoopPublisher> lp(new LoopPublisher());
   auto impl = std::make_shared<Impl>();
   lp->impl_ = impl;
-  impl->url = log::redact_url(options.url);
+  impl->url = redact_urls(options.url);
   impl->label = label;
   impl->hooks = std::move(hooks);
   impl->loop = std::make_unique<NatsLoop>(io);

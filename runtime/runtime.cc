@@ -24,6 +24,7 @@
 #include "runtime/log.h"
 #include "runtime/loop_publisher.h"
 #include "runtime/metrics.h"
+#include "runtime/redact.h"
 #include "runtime/state_store.h"
 #include "runtime/thread_annotations.h"
 #include "runtime/trace_export.h"
@@ -356,7 +357,7 @@ struct Runtime::Impl {
     const size_t started_flows = host->size();
     router.set_serving();
     host->serve();
-    const std::string nats_url = log::redact_url(bus->url());
+    const std::string nats_url = redact_urls(bus->url());
     log::info("weir ready", {{"ingress", ingress_server->address()},
                              {"admin", admin_server->address()},
                              {"nats", nats_url},
