@@ -1116,6 +1116,7 @@ Bus::~Bus() {
   }
   if (js_) jsCtx_Destroy(js_);
   if (nc_) {
+    closing_.store(true, std::memory_order_release);
     natsConnection_Close(nc_);
     // cnats runs the disconnected and closed callbacks on its own thread after Close
     // returns; without this wait they could run on a destroyed Bus (seen as an abort on
@@ -1143,6 +1144,8 @@ void Bus::set_connected(bool up, const std::string& why) {
   }
   if (was != up) {
     if (up) log::info("nats connected", {{"url", redact_urls(options_.url)}});
+    else if (closing_.load(std::memory_order_acquire))
+      log::info("nats connection closed", {{"url", redact_urls(options_.url)}});
     else log::warn("nats disconnected", {{"url", redact_urls(options_.url)}, {"reason", why}});
     if (options_.on_connection_change) options_.on_connection_change(up);
   }

@@ -306,7 +306,8 @@ class Bus {
   __natsConnection* nc_ = nullptr;
   __jsCtx* js_ = nullptr;
   std::atomic<bool> connected_{false};
-  std::atomic<bool> closed_{false};  // set by cnats' closed callback, the last one it delivers
+  std::atomic<bool> closed_{false};   // set by cnats' closed callback, the last one it delivers
+  std::atomic<bool> closing_{false};  // ~Bus closes the connection: its drop is no fault
   std::unique_ptr<Publisher> publisher_;
   Mutex consumers_mu_;  // also held while ticking them
   std::vector<PullConsumer::Impl*> consumers_ GUARDED_BY(consumers_mu_);
