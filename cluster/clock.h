@@ -1,7 +1,7 @@
 // Clock: an injectable monotonic clock, so lease logic is tested without sleeping.
 //
 // Contract: `now()` is steady (never goes back) and is safe to call from any thread.
-// Lease and Singleton read time only through a Clock; production code passes
+// Lease, Singleton and FlowRegistry read time only through a Clock; production code passes
 // `Clock::steady()`, tests pass a `ManualClock` they advance by hand. Time points are
 // process-local: they are never sent to another process or compared across processes
 // (leases measure only durations, each on its own clock).

@@ -5,12 +5,10 @@
 #include <algorithm>
 
 #include "runtime/log.h"
-#include "runtime/wall_clock.h"
 
 namespace weir::cluster {
 namespace {
 using Json = nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
 
 ControlResult answer(Outcome outcome, Json body) { return ControlResult{outcome, std::move(body)}; }
 ControlResult error(Outcome outcome, const std::string& message) { return ControlResult::failed(outcome, message); }
@@ -19,7 +17,7 @@ ControlResult unavailable(const Status& s) {
   return error(Outcome::kUnavailable, "flow registry unavailable: " + s.message());
 }
 
-int64_t ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
+int64_t ms_between(Clock::TimePoint a, Clock::TimePoint b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
 }
 
@@ -70,16 +68,16 @@ FlowRegistry::~FlowRegistry() { stop(); }
 // ---- membership ----------------------------------------------------------------------
 
 Status FlowRegistry::heartbeat() {
-  const int64_t sent = steady_clock_ns();
-  const int64_t fresh_for = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.member_ttl * 2 / 3).count();
+  const Clock::TimePoint sent = options_.clock->now();
+  const Clock::Duration fresh_for = options_.member_ttl * 2 / 3;
   Status s = renew();
-  if (s) fresh_until_ns_.store(sent + fresh_for, std::memory_order_release);
+  if (s) fresh_until_.store((sent + fresh_for).time_since_epoch().count(), std::memory_order_release);
   return s;
 }
 
 Status FlowRegistry::renew() {
   const std::string key = member_key(options_.instance);
-  const std::string value = Json{{"instance", options_.instance}, {"at", wall_ms()}}.dump();
+  const std::string value = Json{{"instance", options_.instance}, {"at", options_.wall_ms()}}.dump();
   if (member_revision_ != 0) {
     auto r = members_.update(key, value, member_revision_);
     if (r) {
@@ -101,12 +99,12 @@ void FlowRegistry::start_heartbeat() {
     // The member key lives `member_ttl` after the write that the server stamped; we count
     // from before sending it, so we fence no later than the key can expire.
     const auto fence_after = options_.member_ttl * 2 / 3;
-    auto last_ok = SteadyClock::now();
+    auto last_ok = options_.clock->now();
     int beats = 0;
     UniqueLock lock(hb_mu_);
     while (!stopping_) {
       lock.unlock();
-      auto sent = SteadyClock::now();
+      auto sent = options_.clock->now();
       Status s = heartbeat();
       if (s) {
         last_ok = sent;
@@ -115,7 +113,7 @@ void FlowRegistry::start_heartbeat() {
           unfence_all();
         }
         if (++beats % 4 == 0 && !fenced_.load()) reconcile();
-      } else if (!fenced_.load() && SteadyClock::now() - last_ok > fence_after) {
+      } else if (!fenced_.load() && options_.clock->now() - last_ok > fence_after) {
         log::warn("member key not renewed; pausing every flow until it is",
                   {{"instance", options_.instance}, {"error", s.message()}});
         fence_all();
@@ -202,7 +200,7 @@ Result<ActiveFlow> FlowRegistry::attach(const std::string& flow, const std::stri
                {"hash", hash},
                {"text", text},
                {"deployed_by", options_.instance},
-               {"deployed_at", wall_ms()},
+               {"deployed_at", options_.wall_ms()},
                {"seeded_from", "flows dir"}};
     auto c = flows_.create(version_key(flow, 1), v1.dump());
     if (!c && c.status().code() != Status::Code::kConflict) return c.status();
@@ -211,7 +209,7 @@ Result<ActiveFlow> FlowRegistry::attach(const std::string& flow, const std::stri
     ActiveRecord a;
     a.version = 1;
     a.promoted_by = options_.instance;
-    a.promoted_at = wall_ms();
+    a.promoted_at = options_.wall_ms();
     a.history.push_back({{"action", "seed"}, {"to", 1}, {"by", options_.instance}, {"at", a.promoted_at}});
     auto ac = flows_.create(active_key(flow), a.to_json().dump());
     if (!ac && ac.status().code() != Status::Code::kConflict) return ac.status();
@@ -342,7 +340,7 @@ void FlowRegistry::apply_locked(Followed& f, const ActiveRecord& r) {
       return;
     }
     f.reported_epoch = r.epoch;
-    auto c = members_.create(pause_key(f.flow, r.epoch, options_.instance), Json{{"at", wall_ms()}}.dump());
+    auto c = members_.create(pause_key(f.flow, r.epoch, options_.instance), Json{{"at", options_.wall_ms()}}.dump());
     if (!c) log::warn("cannot report the pause", {{"flow", f.flow}, {"error", c.status().message()}});
     // Compile the target now, so the switch itself is a pointer swap.
     if (Status s = ensure_loaded(f, r.target); !s) f.last_error = s.message();
@@ -391,7 +389,7 @@ ControlResult FlowRegistry::deploy(const std::string& flow, const std::string& t
   }
   // Put-if-absent on the version key decides who gets a number; `latest` only follows.
   int64_t version = 0;
-  const int64_t at = wall_ms();
+  const int64_t at = options_.wall_ms();
   for (int64_t n = latest + 1; n <= latest + 64; ++n) {
     Json rec = {{"version", n}, {"hash", hash}, {"text", text}, {"deployed_by", by}, {"deployed_at", at}};
     auto c = flows_.create(version_key(flow, n), rec.dump());
@@ -453,7 +451,7 @@ ControlResult FlowRegistry::promote(const std::string& flow, int64_t version, co
     ActiveRecord first;
     first.version = version;
     first.promoted_by = by;
-    first.promoted_at = wall_ms();
+    first.promoted_at = options_.wall_ms();
     first.history.push_back({{"action", "start"}, {"to", version}, {"by", by}, {"at", first.promoted_at}});
     auto c = flows_.create(active_key(flow), first.to_json().dump());
     if (c) {
@@ -501,12 +499,12 @@ ControlResult FlowRegistry::rollback(const std::string& flow, const std::string&
 
 std::vector<std::string> FlowRegistry::wait_barrier(const std::string& flow, uint64_t epoch,
                                                     std::vector<std::string>* reported) {
-  const auto deadline = SteadyClock::now() + options_.barrier_timeout;
+  const auto deadline = options_.clock->now() + options_.barrier_timeout;
   std::set<std::string> done;
   std::vector<std::string> members;
-  auto last_list = SteadyClock::time_point{};
+  auto last_list = Clock::TimePoint{};
   for (;;) {
-    const auto now = SteadyClock::now();
+    const auto now = options_.clock->now();
     bool listed = false;
     if (members.empty() || now - last_list >= options_.relist) {
       if (auto l = live_(); l) {
@@ -524,10 +522,10 @@ std::vector<std::string> FlowRegistry::wait_barrier(const std::string& flow, uin
     if (missing.empty() && !members.empty()) {
       // Everyone we know of paused: list once more, for an instance that joined meanwhile.
       if (listed) break;
-      last_list = SteadyClock::time_point{};
+      last_list = Clock::TimePoint{};
       continue;
     }
-    if (SteadyClock::now() >= deadline) {
+    if (options_.clock->now() >= deadline) {
       if (members.empty()) missing.push_back("(the member list could not be read)");
       *reported = std::vector<std::string>(done.begin(), done.end());
       return missing;
@@ -540,7 +538,7 @@ std::vector<std::string> FlowRegistry::wait_barrier(const std::string& flow, uin
 
 ControlResult FlowRegistry::switch_to(const std::string& flow, const ActiveRecord& current, uint64_t revision,
                                       int64_t target, const std::string& action, const std::string& by) {
-  const auto started = SteadyClock::now();
+  const auto started = options_.clock->now();
   ActiveRecord pausing = current;
   pausing.phase = "pausing";
   pausing.target = target;
@@ -555,12 +553,12 @@ ControlResult FlowRegistry::switch_to(const std::string& flow, const ActiveRecor
   }
   std::vector<std::string> reported;
   std::vector<std::string> missing = wait_barrier(flow, pausing.epoch, &reported);
-  const int64_t barrier_ms = ms_between(started, SteadyClock::now());
+  const int64_t barrier_ms = ms_between(started, options_.clock->now());
 
   ActiveRecord next = current;
   next.phase = "active";
   next.epoch = pausing.epoch;
-  const int64_t at = wall_ms();
+  const int64_t at = options_.wall_ms();
   Json audit = {{"action", action},       {"from", current.version}, {"to", target}, {"by", by}, {"at", at},
                 {"epoch", pausing.epoch}, {"barrier_ms", barrier_ms}};
   if (missing.empty()) {
@@ -596,7 +594,7 @@ ControlResult FlowRegistry::switch_to(const std::string& flow, const ActiveRecor
     }
     return unavailable(w.status());
   }
-  const int64_t total_ms = ms_between(started, SteadyClock::now());
+  const int64_t total_ms = ms_between(started, options_.clock->now());
   if (!missing.empty()) {
     std::string names;
     for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;

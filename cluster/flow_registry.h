@@ -42,16 +42,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/kv.h"
+#include "cluster/clock.h"
 #include "runtime/cluster_hooks.h"
+#include "runtime/kv.h"
 #include "runtime/thread_annotations.h"
+#include "runtime/wall_clock.h"
 
 namespace weir::cluster {
-
-inline int64_t steady_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 struct RegistryOptions {
   std::string instance;                             // key-safe: [A-Za-z0-9_-]+
@@ -62,6 +59,12 @@ struct RegistryOptions {
   std::chrono::milliseconds heartbeat{300};         // member key renewal
   std::chrono::milliseconds member_ttl{1000};       // the members bucket's TTL
   size_t history = 20;                              // audit entries and rollback depth kept
+  // Where time comes from (tests pass a ManualClock and a fixed wall clock). `clock`
+  // measures: member freshness, fencing, the barrier's deadline and barrier_ms; it must
+  // outlive the registry. `wall_ms` stamps what is stored: deployed_at, promoted_at, the
+  // history's `at`, the member key's `at`.
+  const Clock* clock = &Clock::steady();
+  std::function<int64_t()> wall_ms = weir::wall_ms;
 };
 
 // The `<flow>.active` record.
@@ -115,7 +118,9 @@ class FlowRegistry {
   bool fenced() const { return fenced_.load(); }
   // True until 2/3 of the member TTL after the last renewal was sent (the key cannot have
   // expired yet). Lock-free: stages ask before each batch.
-  bool member_fresh() const { return steady_clock_ns() < fresh_until_ns_.load(std::memory_order_acquire); }
+  bool member_fresh() const {
+    return options_.clock->now().time_since_epoch().count() < fresh_until_.load(std::memory_order_acquire);
+  }
 
   static std::string version_key(const std::string& flow, int64_t v) { return flow + ".v" + std::to_string(v); }
   static std::string latest_key(const std::string& flow) { return flow + ".latest"; }
@@ -166,7 +171,7 @@ class FlowRegistry {
   std::unique_ptr<KvWatch> flows_watch_ GUARDED_BY(mu_);                       // watch_flows()
   uint64_t member_revision_ = 0;                                               // heartbeat thread (and stop)
   std::atomic<bool> fenced_{false};
-  std::atomic<int64_t> fresh_until_ns_{0};  // steady clock
+  std::atomic<Clock::Duration::rep> fresh_until_{0};  // options_.clock's ticks since its epoch
   Mutex hb_mu_;
   std::condition_variable hb_cv_;
   bool stopping_ GUARDED_BY(hb_mu_) = false;

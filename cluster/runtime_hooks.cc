@@ -57,16 +57,13 @@ Status ClusterRuntime::start(Bus& bus, const RuntimeConfig& config) {
   auto members = NatsKv::open(bus.connection(), mo);
   if (!members) return members.status();
   members_kv_ = std::move(members.value());
-  auto list = NatsKeyList::open(bus.connection(), mo.bucket, std::chrono::milliseconds(1000));
-  if (!list) return list.status();
-  member_list_ = std::move(list.value());
   RegistryOptions ro;
   ro.instance = instance_id_;
   ro.member_ttl = config.cluster.lease_ttl;
   ro.heartbeat = std::max(std::chrono::milliseconds(50), config.cluster.lease_ttl / 4);
   ro.barrier_timeout = std::max(std::chrono::milliseconds(2000), config.cluster.lease_ttl * 2);
   registry_ = std::make_unique<FlowRegistry>(
-      *flows_kv_, *members_kv_, [this] { return member_list_->keys("m."); }, ro);
+      *flows_kv_, *members_kv_, [this] { return members_kv_->keys("m.", std::chrono::milliseconds(1000)); }, ro);
   // Be a member before attaching any flow: a promoter then waits for this instance. A bucket
   // created a moment ago may still answer "no responders" / time out (seen under load on a
   // single node): retried like the other set-up calls (docs/adr/0110-startup-on-any-nats.md).
@@ -166,8 +163,8 @@ nlohmann::json ClusterRuntime::status() const {
     leases.push_back(std::move(j));
   }
   nlohmann::json j = {{"instance", instance_id_}, {"leases", leases}};
-  if (member_list_) {
-    if (auto m = member_list_->keys("m."); m) j["members"] = m.value();
+  if (members_kv_) {
+    if (auto m = members_kv_->keys("m.", std::chrono::milliseconds(1000)); m) j["members"] = m.value();
   }
   if (registry_) j["fenced"] = registry_->fenced();
   return j;

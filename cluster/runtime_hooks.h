@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "cluster/flow_registry.h"
-#include "cluster/members.h"
 #include "runtime/nats_kv.h"
 #include "cluster/singleton.h"
 #include "runtime/cluster_hooks.h"
@@ -41,7 +40,6 @@ class ClusterRuntime final : public ClusterHooks {
   LeaseOptions lease_options_;
   std::unique_ptr<NatsKv> leases_;
   std::unique_ptr<NatsKv> flows_kv_, members_kv_;
-  std::unique_ptr<NatsKeyList> member_list_;
   std::unique_ptr<FlowRegistry> registry_;
   mutable Mutex mu_;
   std::vector<const Singleton*> singletons_ GUARDED_BY(mu_);  // owned by the runtime's flows

@@ -17,6 +17,7 @@
 #include "runtime/loop_publisher.h"
 #include "runtime/nats_loop.h"
 #include "runtime/nats_status.h"
+#include "runtime/redact.h"
 
 namespace weir {
 
@@ -969,12 +970,12 @@ void Bus::prefetch_setup(const std::vector<std::string>& streams) {
   }
   p->sent = std::chrono::steady_clock::now();
   p->deadline = p->sent + kPrefetchWait;
-  std::lock_guard lock(prefetch_mu_);
+  MutexLock lock(prefetch_mu_);
   prefetch_ = std::move(p);
 }
 
 std::optional<nlohmann::json> Bus::prefetched(bool stream, const std::string& key, bool take) {
-  std::lock_guard lock(prefetch_mu_);
+  MutexLock lock(prefetch_mu_);
   if (!prefetch_) return std::nullopt;
   prefetch_->read_answers();
   if (std::chrono::steady_clock::now() - prefetch_->sent > kPrefetchLife) {
@@ -1107,7 +1108,7 @@ Bus::~Bus() {
     publisher_->fail_all(Status::unavailable(std::string("bus closed") + kMayBeStored));
   }
   {
-    std::lock_guard lock(prefetch_mu_);
+    MutexLock lock(prefetch_mu_);
     if (prefetch_ && prefetch_->sub) {
       natsSubscription_Unsubscribe(prefetch_->sub);
       natsSubscription_Destroy(prefetch_->sub);
@@ -1116,6 +1117,7 @@ Bus::~Bus() {
   }
   if (js_) jsCtx_Destroy(js_);
   if (nc_) {
+    closing_.store(true, std::memory_order_release);
     natsConnection_Close(nc_);
     // cnats runs the disconnected and closed callbacks on its own thread after Close
     // returns; without this wait they could run on a destroyed Bus (seen as an abort on
@@ -1142,8 +1144,10 @@ void Bus::set_connected(bool up, const std::string& why) {
     for (auto* c : consumers_) c->connection(up);
   }
   if (was != up) {
-    if (up) log::info("nats connected", {{"url", log::redact_url(options_.url)}});
-    else log::warn("nats disconnected", {{"url", log::redact_url(options_.url)}, {"reason", why}});
+    if (up) log::info("nats connected", {{"url", redact_urls(options_.url)}});
+    else if (closing_.load(std::memory_order_acquire))
+      log::info("nats connection closed", {{"url", redact_urls(options_.url)}});
+    else log::warn("nats disconnected", {{"url", redact_urls(options_.url)}, {"reason", why}});
     if (options_.on_connection_change) options_.on_connection_change(up);
   }
 }

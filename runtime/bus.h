@@ -306,15 +306,16 @@ class Bus {
   __natsConnection* nc_ = nullptr;
   __jsCtx* js_ = nullptr;
   std::atomic<bool> connected_{false};
-  std::atomic<bool> closed_{false};  // set by cnats' closed callback, the last one it delivers
+  std::atomic<bool> closed_{false};   // set by cnats' closed callback, the last one it delivers
+  std::atomic<bool> closing_{false};  // ~Bus closes the connection: its drop is no fault
   std::unique_ptr<Publisher> publisher_;
   Mutex consumers_mu_;  // also held while ticking them
   std::vector<PullConsumer::Impl*> consumers_ GUARDED_BY(consumers_mu_);
   std::atomic<int> consumer_count_{0};
   mutable Mutex flow_loop_mu_;
   std::unique_ptr<FlowLoop> flow_loop_ GUARDED_BY(flow_loop_mu_);
-  std::mutex prefetch_mu_;
-  std::unique_ptr<Prefetch> prefetch_;  // GUARDED_BY(prefetch_mu_)
+  Mutex prefetch_mu_;
+  std::unique_ptr<Prefetch> prefetch_ GUARDED_BY(prefetch_mu_);
 };
 
 // cnats statuses become Status in runtime/nats_status.h (one mapper for every adapter).

@@ -10,6 +10,7 @@
 #include "runtime/log.h"
 #include "runtime/loop_publisher.h"
 #include "runtime/metrics.h"
+#include "runtime/redact.h"
 
 namespace weir {
 namespace fs = std::filesystem;
@@ -262,7 +263,7 @@ nlohmann::json FlowHost::status() const {
     listen = {{"http", listen_http_}, {"admin", listen_admin_}};
   }
   nlohmann::json j = {{"flows", flows()},
-                      {"nats", bus ? log::redact_url(bus->url()) : ""},
+                      {"nats", bus ? redact_urls(bus->url()) : ""},
                       {"connected", bus && bus->connected()},
                       {"rss_bytes", process_rss_bytes()},
                       {"cluster", config_.cluster.name},

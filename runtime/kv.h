@@ -1,5 +1,5 @@
 // KvStore: the small key-value interface leases (and later the version registry) are
-// built on. Production: NatsKv (cluster/nats_kv.h) over a JetStream KV bucket; tests: an
+// built on. Production: NatsKv (runtime/nats_kv.h) over a JetStream KV bucket; tests: an
 // in-memory fake (tests/support/fake_kv.h).
 //
 // Contract:

@@ -1,6 +1,5 @@
 #include "runtime/kv_tables.h"
 
-#include <nats/nats.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 
@@ -12,6 +11,7 @@
 
 #include "runtime/bus.h"
 #include "runtime/log.h"
+#include "runtime/nats_kv.h"
 
 namespace weir {
 
@@ -62,12 +62,6 @@ bool unbase64url(std::string_view in, std::string* out) {
   if (n < 0) return false;
   out->resize(static_cast<size_t>(n) - pad);  // DecodeBlock counts the padding as zero bytes
   return true;
-}
-
-std::string entry_value(kvEntry* e) {
-  const void* data = kvEntry_Value(e);
-  const int len = kvEntry_ValueLen(e);
-  return data && len > 0 ? std::string(static_cast<const char*>(data), static_cast<size_t>(len)) : std::string();
 }
 
 uint64_t parse_generation(const std::string& value) {
@@ -130,13 +124,13 @@ bool KvTables::parse_row_key(std::string_view kv_key, uint64_t* generation, std:
 
 class KvTables::Watcher {
  public:
-  Watcher(kvWatcher* w, std::shared_ptr<flows::LiveTable> live) : w_(w), live_(std::move(live)) {
+  Watcher(std::unique_ptr<NatsKvWatcher> w, std::shared_ptr<flows::LiveTable> live)
+      : w_(std::move(w)), live_(std::move(live)) {
     thread_ = std::thread([this] { run(); });
   }
   ~Watcher() {
-    kvWatcher_Stop(w_);  // wakes kvWatcher_Next with NATS_ILLEGAL_STATE
+    w_->stop();  // wakes next() with kStopped
     thread_.join();
-    kvWatcher_Destroy(w_);
   }
   // The last KV revision this watcher received of which all that matters is in the
   // published snapshot (entries of other generations change nothing to publish).
@@ -149,35 +143,34 @@ class KvTables::Watcher {
     pthread_setname_np(pthread_self(), "weir-table");
     bool initial_done = false, dirty = false, warned = false;
     auto first_dirty = std::chrono::steady_clock::now();
+    KvEvent e;
+    Status error;
     for (;;) {
-      int64_t wait = dirty && initial_done ? kBatch.count() : 1000;
-      kvEntry* e = nullptr;
-      natsStatus s = kvWatcher_Next(&e, w_, wait);
-      if (s == NATS_ILLEGAL_STATE) return;  // stopped
-      if (s == NATS_TIMEOUT) {
+      const std::chrono::milliseconds wait = dirty && initial_done ? kBatch : std::chrono::milliseconds(1000);
+      const NatsKvWatcher::Next next = w_->next(wait, &e, &error);
+      if (next == NatsKvWatcher::Next::kStopped) return;
+      if (next == NatsKvWatcher::Next::kIdle) {
         if (dirty && initial_done) {
           publish();
           dirty = false;
         }
         continue;
       }
-      if (s != NATS_OK) {
-        if (!warned)
-          log::warn("table watch failed", {{"table", live_->name()}, {"error", nats_status(s, "kv watch").message()}});
+      if (next == NatsKvWatcher::Next::kFailed) {
+        if (!warned) log::warn("table watch failed", {{"table", live_->name()}, {"error", error.message()}});
         warned = true;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         continue;
       }
       warned = false;
-      if (e == nullptr) {  // the initial state is in
+      if (next == NatsKvWatcher::Next::kInitialDone) {  // the initial state is in
         initial_done = true;
         publish();
         dirty = false;
         continue;
       }
       bool changed = apply(e);
-      revision_ = std::max(revision_, kvEntry_Revision(e));
-      kvEntry_Destroy(e);
+      revision_ = std::max(revision_, e.revision);
       if (changed && !dirty) {
         dirty = true;
         first_dirty = std::chrono::steady_clock::now();
@@ -192,13 +185,12 @@ class KvTables::Watcher {
 
   // Folds one entry in; true when the current generation's rows (or which generation is
   // current) changed.
-  bool apply(kvEntry* e) {
-    const std::string_view key = kvEntry_Key(e);
-    const kvOperation op = kvEntry_Operation(e);
-    const bool removed = op == kvOp_Delete || op == kvOp_Purge;
+  bool apply(const KvEvent& e) {
+    const std::string_view key = e.key;
+    const bool removed = e.kind == KvEvent::Kind::kDelete;  // a delete or a purge
     if (key == kCurrent) {
       if (removed) return false;
-      uint64_t g = parse_generation(entry_value(e));
+      uint64_t g = parse_generation(e.value);
       // Generations only grow (an import takes max(current + 1, now in ms)): an older
       // `current` (a replay) must not roll the table back.
       if (g <= current_) return false;
@@ -216,7 +208,7 @@ class KvTables::Watcher {
     if (removed) {
       rows.erase(row_key);
     } else {
-      auto row = nlohmann::json::parse(entry_value(e), nullptr, false);
+      auto row = nlohmann::json::parse(e.value, nullptr, false);
       if (row.is_discarded() || !row.is_object()) {
         log::warn("table row is not a JSON object, ignored", {{"table", live_->name()}, {"key", row_key}});
         return false;
@@ -235,7 +227,7 @@ class KvTables::Watcher {
     settled_.store(revision_, std::memory_order_release);
   }
 
-  kvWatcher* w_;
+  std::unique_ptr<NatsKvWatcher> w_;
   std::shared_ptr<flows::LiveTable> live_;
   uint64_t current_ = 0;           // watcher thread only
   uint64_t revision_ = 0;          // watcher thread only
@@ -246,8 +238,8 @@ class KvTables::Watcher {
 
 // ---- KvTables ----------------------------------------------------------------------
 
-KvTables::KvTables(natsConnection* connection, KvTablesOptions options)
-    : connection_(connection), options_(options), import_errors_(std::make_unique<AsyncErrors>()) {}
+KvTables::KvTables(__natsConnection* connection, KvTablesOptions options)
+    : connection_(connection), options_(options) {}
 
 KvTables::~KvTables() {
   flows::LiveTables::instance().set_on_new(nullptr);
@@ -256,17 +248,15 @@ KvTables::~KvTables() {
     MutexLock lock(mu_);
     watchers.swap(watchers_);
   }
-  watchers.clear();
-  for (auto& [name, kv] : buckets_) kvStore_Destroy(kv);
-  if (js_) jsCtx_Destroy(js_);
+  watchers.clear();  // before the buckets they read
+  MutexLock lock(mu_);
+  buckets_.clear();
 }
 
 Status KvTables::start(std::chrono::milliseconds wait) {
-  jsOptions jo;
-  jsOptions_Init(&jo);
-  jo.Wait = options_.timeout.count();
-  if (natsStatus s = natsConnection_JetStream(&js_, connection_, &jo); s != NATS_OK) {
-    return nats_status(s, "tables: jetstream context");
+  {
+    MutexLock lock(mu_);
+    started_ = true;
   }
   // Tables named by flows loaded from now on (a deploy) get a watcher as they are loaded.
   flows::LiveTables::instance().set_on_new([this](const std::shared_ptr<flows::LiveTable>& live) {
@@ -303,40 +293,28 @@ Status KvTables::wait_loaded(std::chrono::milliseconds wait) {
   return Status::ok();
 }
 
-Result<kvStore*> KvTables::bucket(const std::string& table, bool create) {
+Result<NatsKv*> KvTables::bucket(const std::string& table, bool create) {
   if (!flows::valid_kv_table_name(table)) {
     return Status::invalid("table name '" + table + "' must be letters, digits, _ and -, at most 64");
   }
   MutexLock lock(mu_);
-  if (auto it = buckets_.find(table); it != buckets_.end()) return it->second;
-  if (js_ == nullptr) return Status::unavailable("tables: not connected to NATS yet");
-  const std::string name = bucket_name(table);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (int attempt = 1;; ++attempt) {
-    kvStore* kv = nullptr;
-    natsStatus s = js_KeyValue(&kv, js_, name.c_str());
-    if (s == NATS_NOT_FOUND && !create) return Status::not_found("no table " + table);
-    if (s == NATS_NOT_FOUND) {
-      kvConfig config;
-      kvConfig_Init(&config);
-      config.Bucket = name.c_str();
-      config.History = 1;
-      config.Replicas = options_.replicas;
-      config.StorageType = js_FileStorage;
-      // The server refuses a larger row too (one more byte for safety over our own check).
-      config.MaxValueSize = static_cast<int32_t>(options_.max_value_bytes + 1);
-      s = js_CreateKeyValue(&kv, js_, &config);
-      if (s != NATS_OK) s = js_KeyValue(&kv, js_, name.c_str());  // a peer created it first
-    }
-    if (s == NATS_OK) {
-      buckets_[table] = kv;
-      return kv;
-    }
-    Status error = nats_status(s, "table " + table + ": open bucket " + name);
-    bool transient = error.code() == Status::Code::kTimeout || error.code() == Status::Code::kUnavailable;
-    if (!transient || std::chrono::steady_clock::now() > deadline) return error;
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
+  if (auto it = buckets_.find(table); it != buckets_.end()) return it->second.get();
+  if (!started_) return Status::unavailable("tables: not connected to NATS yet");
+  NatsKvOptions o;
+  o.bucket = bucket_name(table);
+  o.replicas = options_.replicas;
+  o.timeout = options_.timeout;
+  o.create = create;  // a flow that names a table makes it; a read of an absent one does not
+  // The server refuses a larger row too (one more byte for safety over our own check).
+  o.max_value_size = static_cast<int32_t>(options_.max_value_bytes + 1);
+  auto kv = NatsKv::open(connection_, o);  // "not yet" answers retried up to 30 s
+  if (!kv) {
+    if (kv.status().code() == Status::Code::kNotFound) return Status::not_found("no table " + table);
+    return kv.status().prefixed("table " + table + ": ");
   }
+  NatsKv* raw = kv.value().get();
+  buckets_[table] = std::move(kv.value());
+  return raw;
 }
 
 Status KvTables::watch(const std::shared_ptr<flows::LiveTable>& live) {
@@ -347,17 +325,11 @@ Status KvTables::watch(const std::shared_ptr<flows::LiveTable>& live) {
   // A flow that names a table creates it (empty): the flow runs, and rows come later.
   auto kv = bucket(live->name(), true);
   if (!kv) return kv.status();
-  kvWatcher* w = nullptr;
-  if (natsStatus s = kvStore_Watch(&w, kv.value(), ">", nullptr); s != NATS_OK) {
-    return nats_status(s, "table " + live->name() + ": watch");
-  }
+  auto w = kv.value()->watcher(">");
+  if (!w) return w.status().prefixed("table " + live->name() + ": ");
   MutexLock lock(mu_);
   auto [it, fresh] = watchers_.emplace(live->name(), nullptr);
-  if (fresh) {
-    it->second = std::make_unique<Watcher>(w, live);
-  } else {
-    kvWatcher_Destroy(w);
-  }
+  if (fresh) it->second = std::make_unique<Watcher>(std::move(w.value()), live);
   return Status::ok();
 }
 
@@ -375,26 +347,11 @@ Result<std::shared_ptr<flows::LiveTable>> KvTables::loaded(const std::string& ta
   return live;
 }
 
-Result<uint64_t> KvTables::last_revision(const std::string& table) {
-  jsStreamInfo* si = nullptr;
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  const std::string stream = "KV_" + bucket_name(table);
-  if (natsStatus s = js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, &jerr); s != NATS_OK) {
-    return nats_status(s, "table " + table + ": stream info");
-  }
-  const uint64_t last = si->State.LastSeq;
-  jsStreamInfo_Destroy(si);
-  return last;
-}
-
-Result<std::pair<uint64_t, uint64_t>> KvTables::current(kvStore* kv) {
-  kvEntry* e = nullptr;
-  natsStatus s = kvStore_Get(&e, kv, std::string(kCurrent).c_str());
-  if (s == NATS_NOT_FOUND) return std::pair<uint64_t, uint64_t>{0, 0};
-  if (s != NATS_OK) return nats_status(s, "table: read current generation");
-  std::pair<uint64_t, uint64_t> out{parse_generation(entry_value(e)), kvEntry_Revision(e)};
-  kvEntry_Destroy(e);
-  return out;
+Result<std::pair<uint64_t, uint64_t>> KvTables::current(NatsKv& kv) {
+  auto e = kv.get(std::string(kCurrent));
+  if (!e && e.status().code() == Status::Code::kNotFound) return std::pair<uint64_t, uint64_t>{0, 0};
+  if (!e) return e.status().prefixed("table: read current generation: ");
+  return std::pair<uint64_t, uint64_t>{parse_generation(e->value), e->revision};
 }
 
 // Answers once this instance's flows read generation `gen` (so a client's next event sees
@@ -450,14 +407,14 @@ ControlResult KvTables::list() {
 ControlResult KvTables::get(const std::string& table, const std::string& key) {
   auto kv = bucket(table, false);
   if (!kv) return status_reply(kv.status());
-  auto cur = current(kv.value());
+  auto cur = current(*kv.value());
   if (!cur) return status_reply(cur.status());
-  kvEntry* e = nullptr;
-  natsStatus s = kvStore_Get(&e, kv.value(), row_key(cur->first, key).c_str());
-  if (s == NATS_NOT_FOUND) return error_reply(Outcome::kNotFound, "table " + table + " has no row \"" + key + "\"");
-  if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": get"));
-  auto row = nlohmann::json::parse(entry_value(e), nullptr, false);
-  kvEntry_Destroy(e);
+  auto e = kv.value()->get(row_key(cur->first, key));
+  if (!e && e.status().code() == Status::Code::kNotFound) {
+    return error_reply(Outcome::kNotFound, "table " + table + " has no row \"" + key + "\"");
+  }
+  if (!e) return status_reply(e.status().prefixed("table " + table + ": "));
+  auto row = nlohmann::json::parse(e->value, nullptr, false);
   if (row.is_discarded()) return error_reply(Outcome::kFailed, "table " + table + ": row \"" + key + "\" is not JSON");
   return ControlResult::done(std::move(row));
 }
@@ -480,13 +437,11 @@ ControlResult KvTables::put(const std::string& table, const std::string& key, co
     return error_reply(Outcome::kTooLarge, "table " + table + " holds " + std::to_string(snapshot->rows.size()) +
                                                " rows, the limit is " + std::to_string(options_.max_entries));
   }
-  auto cur = current(kv.value());
+  auto cur = current(*kv.value());
   if (!cur) return status_reply(cur.status());
-  const std::string text = row.dump();
-  uint64_t revision = 0;
-  natsStatus s = kvStore_Put(&revision, kv.value(), row_key(cur->first, key).c_str(), text.data(),
-                             static_cast<int>(text.size()));
-  if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": put"));
+  auto put = kv.value()->put(row_key(cur->first, key), row.dump());
+  if (!put) return status_reply(put.status().prefixed("table " + table + ": "));
+  const uint64_t revision = put.value();
   // Answer once this instance's flows read the row (so the client's next event sees it).
   const bool applied = wait_applied(live.value(), revision);
   return ControlResult::done(
@@ -496,55 +451,26 @@ ControlResult KvTables::put(const std::string& table, const std::string& key, co
 ControlResult KvTables::erase(const std::string& table, const std::string& key) {
   auto kv = bucket(table, false);
   if (!kv) return status_reply(kv.status());
-  auto cur = current(kv.value());
+  auto cur = current(*kv.value());
   if (!cur) return status_reply(cur.status());
   const std::string k = row_key(cur->first, key);
-  kvEntry* e = nullptr;
-  natsStatus s = kvStore_Get(&e, kv.value(), k.c_str());
-  if (s == NATS_NOT_FOUND) return error_reply(Outcome::kNotFound, "table " + table + " has no row \"" + key + "\"");
-  if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": get"));
-  kvEntry_Destroy(e);
+  if (auto e = kv.value()->get(k); !e) {
+    if (e.status().code() == Status::Code::kNotFound) {
+      return error_reply(Outcome::kNotFound, "table " + table + " has no row \"" + key + "\"");
+    }
+    return status_reply(e.status().prefixed("table " + table + ": "));
+  }
   auto live = loaded(table, options_.timeout);
   if (!live) return status_reply(live.status());
-  // The delete marker kvStore_Delete writes, published here for its revision (PubAck).
-  const std::string subject = "$KV." + bucket_name(table) + "." + k;
-  natsMsg* msg = nullptr;
-  s = natsMsg_Create(&msg, subject.c_str(), nullptr, nullptr, 0);
-  if (s == NATS_OK) s = natsMsgHeader_Set(msg, "KV-Operation", "DEL");
-  jsPubAck* ack = nullptr;
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  if (s == NATS_OK) s = js_PublishMsg(&ack, js_, msg, nullptr, &jerr);
-  natsMsg_Destroy(msg);
-  if (s != NATS_OK) return status_reply(nats_status(s, "table " + table + ": delete"));
-  const uint64_t revision = ack->Sequence;
-  jsPubAck_Destroy(ack);
+  // The delete marker, for its revision (the PubAck).
+  auto deleted = kv.value()->erase_returning_revision(k);
+  if (!deleted) return status_reply(deleted.status().prefixed("table " + table + ": "));
+  const uint64_t revision = deleted.value();
   const bool applied = wait_applied(live.value(), revision);
   return ControlResult::done({{"table", table}, {"key", key}, {"deleted", true}, {"applied", applied}});
 }
 
-// The failed row publishes of the import under way. A member of KvTables, not a local of
-// import(): cnats calls the handler on its own thread, and one already running when
-// import() gives up on the rest must still find it.
-struct KvTables::AsyncErrors {
-  std::atomic<int> failed{0};
-  Mutex mu;
-  std::string first GUARDED_BY(mu);
-  void reset() {
-    failed = 0;
-    MutexLock lock(mu);
-    first.clear();
-  }
-};
-
 namespace {
-
-void on_async_error(jsCtx*, jsPubAckErr* pae, void* closure) {
-  auto* errors = static_cast<KvTables::AsyncErrors*>(closure);
-  if (errors->failed.fetch_add(1) == 0) {
-    MutexLock lock(errors->mu);
-    errors->first = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
-  }
-}
 
 // The rows of an import body as (key, row JSON), checked against the table limits; the
 // refusal (400, 413) when anything is wrong — nothing is written then.
@@ -586,41 +512,6 @@ std::optional<ControlResult> import_rows(const std::string& body, const std::str
   return std::nullopt;
 }
 
-// Publishes every row under generation `gen` (subjects `prefix` + row key) with async
-// publishes, then waits for all their acks; a rejected one counts in `errors`. Also after a
-// failed publish it waits for the acks of those sent, and takes back what is still
-// unanswered after that: no handler call for this import starts once it returns.
-natsStatus publish_rows(natsConnection* connection, std::chrono::milliseconds timeout, const std::string& prefix,
-                        uint64_t gen, const std::vector<std::pair<std::string, std::string>>& values,
-                        KvTables::AsyncErrors* errors) {
-  jsOptions ao;
-  jsOptions_Init(&ao);
-  ao.Wait = timeout.count();
-  ao.PublishAsync.MaxPending = 1024;
-  ao.PublishAsync.StallWait = timeout.count();
-  ao.PublishAsync.ErrHandler = on_async_error;
-  ao.PublishAsync.ErrHandlerClosure = errors;
-  jsCtx* ajs = nullptr;
-  if (natsStatus s = natsConnection_JetStream(&ajs, connection, &ao); s != NATS_OK) return s;
-  natsStatus s = NATS_OK;
-  for (const auto& [k, text] : values) {
-    const std::string subject = prefix + KvTables::row_key(gen, k);
-    s = js_PublishAsync(ajs, subject.c_str(), text.data(), static_cast<int>(text.size()), nullptr);
-    if (s != NATS_OK) break;
-  }
-  jsPubOptions wait;
-  jsPubOptions_Init(&wait);
-  wait.MaxWait = s == NATS_OK ? 60000 : timeout.count();
-  const natsStatus complete = js_PublishAsyncComplete(ajs, &wait);
-  if (complete != NATS_OK) {
-    natsMsgList pending;
-    if (js_PublishAsyncGetPendingList(&pending, ajs) == NATS_OK) natsMsgList_Destroy(&pending);
-  }
-  if (s == NATS_OK) s = complete;
-  jsCtx_Destroy(ajs);
-  return s;
-}
-
 // Removes every message of the bucket up to `last` (the old generation's rows, written
 // before the new ones), with the bucket's whole subject as the filter, not the old
 // generation's: nats-server 2.9.10 moves every consumer of a filtered purge that leaves no
@@ -629,16 +520,9 @@ natsStatus publish_rows(natsConnection* connection, std::chrono::milliseconds ti
 // kv-tables cluster flake, ADR 0226). Here the new rows and `current` stay under the
 // filter, so a watcher moves at most past purged messages. An empty bucket (`last` 0) is
 // left alone: to nats-server a Sequence of 0 or 1 is no bound.
-void purge_before(jsCtx* js, const std::string& stream, const std::string& prefix, uint64_t last,
-                  const std::string& table) {
+void purge_before(NatsKv& kv, uint64_t last, const std::string& table) {
   if (last == 0) return;
-  jsOptions po;
-  jsOptions_Init(&po);
-  const std::string all = prefix + ">";
-  po.Stream.Purge.Subject = all.c_str();
-  po.Stream.Purge.Sequence = last + 1;  // up to, not including
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  if (Status p = nats_status(js_PurgeStream(js, stream.c_str(), &po, &jerr), "purge"); !p) {
+  if (Status p = kv.purge(">", last + 1); !p) {
     log::warn("table: old generation not purged", {{"table", table}, {"error", p.message()}});
   }
 }
@@ -659,43 +543,29 @@ ControlResult KvTables::import(const std::string& table, const std::string& body
   MutexLock import_lock(import_mu_);
   auto kv = bucket(table, true);
   if (!kv) return status_reply(kv.status());
-  auto cur = current(kv.value());
+  NatsKv& bucket_kv = *kv.value();
+  auto cur = current(bucket_kv);
   if (!cur) return status_reply(cur.status());
   const uint64_t old_gen = cur->first;
   // Later imports get larger generations, also across instances (the watcher drops every
   // generation below the current one).
   const uint64_t gen = std::max<uint64_t>(old_gen + 1, static_cast<uint64_t>(unix_ms()));
-  const std::string stream = "KV_" + bucket_name(table);
-  const std::string prefix = "$KV." + bucket_name(table) + ".";
-  auto purge = [&](uint64_t g) {
-    jsOptions po;
-    jsOptions_Init(&po);
-    const std::string filter = prefix + "g" + std::to_string(g) + ".>";
-    po.Stream.Purge.Subject = filter.c_str();
-    jsErrCode jerr = static_cast<jsErrCode>(0);
-    return nats_status(js_PurgeStream(js_, stream.c_str(), &po, &jerr),
-                       "table " + table + ": purge generation " + std::to_string(g));
-  };
+  auto purge = [&](uint64_t g) { return bucket_kv.purge("g" + std::to_string(g) + ".>"); };
 
   // Everything in the bucket up to here is older than the new rows: what step 3 removes.
-  auto last_before = last_revision(table);
-  if (!last_before) return status_reply(last_before.status());
+  auto last_before = bucket_kv.last_revision();
+  if (!last_before) {
+    return status_reply(last_before.status().prefixed("table " + table + ": "));
+  }
 
   // 1. The rows, under the new generation (nobody reads it yet).
-  AsyncErrors& errors = *import_errors_;
-  errors.reset();
-  natsStatus s = publish_rows(connection_, options_.timeout, prefix, gen, values, &errors);
-  if (s != NATS_OK || errors.failed.load() > 0) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  entries.reserve(values.size());
+  for (auto& [k, text] : values) entries.emplace_back(row_key(gen, k), std::move(text));
+  if (Status written = bucket_kv.put_all(entries); !written) {
     (void)purge(gen);
-    std::string why;
-    if (s != NATS_OK) {
-      why = nats_status(s, "publish").message();
-    } else {
-      MutexLock lock(errors.mu);  // the handler may still be writing it
-      why = errors.first;
-    }
-    return error_reply(Outcome::kUnavailable,
-                       "import of table " + table + " failed while writing rows (" + why + "); the table is unchanged");
+    return error_reply(Outcome::kUnavailable, "import of table " + table + " failed while writing rows (" +
+                                                  written.message() + "); the table is unchanged");
   }
   // 2. The switch: one compare-and-set of `current`.
   const std::string pointer = nlohmann::json({{"generation", gen},
@@ -703,24 +573,19 @@ ControlResult KvTables::import(const std::string& table, const std::string& body
                                               {"key", key},
                                               {"imported_unix_ms", unix_ms()}})
                                   .dump();
-  uint64_t revision = 0;
-  if (cur->second == 0) {
-    s = kvStore_Create(&revision, kv.value(), std::string(kCurrent).c_str(), pointer.data(),
-                       static_cast<int>(pointer.size()));
-  } else {
-    s = kvStore_Update(&revision, kv.value(), std::string(kCurrent).c_str(), pointer.data(),
-                       static_cast<int>(pointer.size()), cur->second);
-  }
-  if (s != NATS_OK) {
+  const std::string current_key(kCurrent);
+  auto switched = cur->second == 0 ? bucket_kv.create(current_key, pointer)
+                                   : bucket_kv.update(current_key, pointer, cur->second);
+  if (!switched) {
     (void)purge(gen);
-    return error_reply(s == NATS_ERR ? Outcome::kConflict : Outcome::kUnavailable,
+    return error_reply(switched.status().code() == Status::Code::kConflict ? Outcome::kConflict : Outcome::kUnavailable,
                        "import of table " + table +
                            ": another import switched the table meanwhile, or NATS did "
                            "not answer (" +
-                           nats_status(s, "switch").message() + "); this import was not applied");
+                           switched.status().message() + "); this import was not applied");
   }
   // 3. The old generation's rows.
-  purge_before(js_, stream, prefix, last_before.value(), table);
+  purge_before(bucket_kv, last_before.value(), table);
   const bool applied = wait_generation(table, gen);
   log::info("table imported",
             {{"table", table}, {"entries", std::to_string(values.size())}, {"generation", std::to_string(gen)}});
@@ -738,7 +603,7 @@ ControlResult KvTables::export_rows(const std::string& table) {
   // watch delay). Wait (at most kWaitForFlip) until the snapshot holds the bucket's last
   // revision; past that, answer what it holds (the last message may be a row purged
   // before the watcher saw it: a failed import).
-  if (auto last = last_revision(table); last && !wait_settled(table, last.value())) {
+  if (auto last = kv.value()->last_revision(); last && !wait_settled(table, last.value())) {
     log::warn("table export: this instance's copy is behind the bucket", {{"table", table}});
   }
   auto snapshot = live.value()->current();

@@ -9,15 +9,17 @@
 // are purged after the flip, by sequence (docs/adr/0226: a filtered purge made watchers skip
 // the switch on nats-server 2.9.10). A single put/delete writes into the current generation.
 //
-// Reading: one watcher thread per table (kvStore_Watch on the whole bucket) folds the
+// Reading: one watcher thread per table (a NatsKvWatcher on the whole bucket) folds the
 // entries into per-generation row maps and publishes a new immutable snapshot into the
 // table's LiveTable (flows/tables.h) after each burst of changes to the current
 // generation (batched for at most kBatch): a put reaches the running flows in well under a
 // second, and lookups never wait for the watcher.
 //
-// Ownership: does not own the natsConnection (it must outlive this). Owns its jsCtx, its
-// kvStore handles and the watcher threads; destroying it stops them (the LiveTables keep
-// their last snapshot).
+// NATS: every KV call goes through NatsKv (runtime/nats_kv.h), one per table's bucket.
+//
+// Ownership: does not own the natsConnection (it must outlive this). Owns its NatsKv
+// handles and the watcher threads; destroying it stops them (the LiveTables keep their
+// last snapshot).
 // Thread safety: every public method from any thread; admin calls are meant for the admin
 // worker thread (they make NATS round trips).
 #pragma once
@@ -38,10 +40,10 @@
 #include "runtime/thread_annotations.h"
 
 struct __natsConnection;
-struct __jsCtx;
-struct __kvStore;
 
 namespace weir {
+
+class NatsKv;
 
 struct KvTablesOptions {
   int replicas = 1;
@@ -86,13 +88,12 @@ class KvTables {
   static std::string row_key(uint64_t generation, std::string_view key);
   static bool parse_row_key(std::string_view kv_key, uint64_t* generation, std::string* key);
 
-  struct AsyncErrors;  // an import's failed row publishes (kv_tables.cc)
-
  private:
   class Watcher;
 
-  // The bucket's handle; creates the bucket when `create`. not_found when absent.
-  Result<__kvStore*> bucket(const std::string& table, bool create);
+  // The bucket's handle (lives as long as this); creates the bucket when `create`.
+  // not_found when absent.
+  Result<NatsKv*> bucket(const std::string& table, bool create);
   Status watch(const std::shared_ptr<flows::LiveTable>& live);
   // The table's live copy, watched and loaded (waits at most `wait`).
   Result<std::shared_ptr<flows::LiveTable>> loaded(const std::string& table, std::chrono::milliseconds wait);
@@ -103,20 +104,16 @@ class KvTables {
   bool wait_settled(const std::string& table, uint64_t revision);
   // Waits (at most 2 s) until this instance's snapshot holds KV revision `revision`.
   static bool wait_applied(const std::shared_ptr<flows::LiveTable>& live, uint64_t revision);
-  // The sequence of the last message in the table's bucket (its latest revision).
-  Result<uint64_t> last_revision(const std::string& table);
   // The generation in `current` and its revision (0, 0 when there is none).
-  Result<std::pair<uint64_t, uint64_t>> current(__kvStore* kv);
+  Result<std::pair<uint64_t, uint64_t>> current(NatsKv& kv);
 
   __natsConnection* connection_;
   KvTablesOptions options_;
-  __jsCtx* js_ = nullptr;
   Mutex mu_;
-  std::map<std::string, __kvStore*> buckets_ GUARDED_BY(mu_);
+  bool started_ GUARDED_BY(mu_) = false;
+  std::map<std::string, std::unique_ptr<NatsKv>> buckets_ GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Watcher>> watchers_ GUARDED_BY(mu_);
   Mutex import_mu_;  // one import at a time in this process
-  // Written by cnats' handler thread during an import; lives as long as this (see .cc).
-  std::unique_ptr<AsyncErrors> import_errors_;
 };
 
 }  // namespace weir

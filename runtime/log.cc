@@ -62,44 +62,6 @@ bool parse_format(std::string_view s, Format* out) {
 
 bool enabled(Level level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
 
-std::string redact_url(std::string_view urls) {
-  std::string out;
-  size_t start = 0;
-  for (;;) {
-    size_t comma = urls.find(',', start);
-    std::string one(urls.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
-    if (size_t scheme = one.find("://"); scheme != std::string::npos) {
-      size_t host = scheme + 3;
-      size_t end = one.find_first_of("/?#", host);
-      size_t at = one.rfind('@', end == std::string::npos ? std::string::npos : end);
-      if (at != std::string::npos && at >= host) {
-        one.replace(host, at - host, "***");
-        end = one.find_first_of("/?#", host);
-      }
-      if (size_t q = one.find('?', host); q != std::string::npos) {
-        size_t hash = one.find('#', q);
-        std::string query = one.substr(q + 1, hash == std::string::npos ? std::string::npos : hash - q - 1);
-        std::string redacted;
-        size_t p = 0;
-        while (p <= query.size()) {
-          size_t amp = query.find('&', p);
-          std::string kv = query.substr(p, amp == std::string::npos ? std::string::npos : amp - p);
-          size_t eq = kv.find('=');
-          redacted += (p == 0 ? "" : "&") + (eq == std::string::npos ? kv : kv.substr(0, eq + 1) + "***");
-          if (amp == std::string::npos) break;
-          p = amp + 1;
-        }
-        one = one.substr(0, q + 1) + redacted + (hash == std::string::npos ? "" : one.substr(hash));
-      }
-    }
-    out += one;
-    if (comma == std::string_view::npos) break;
-    out += ',';
-    start = comma + 1;
-  }
-  return out;
-}
-
 namespace {
 const auto kProcessStart = std::chrono::steady_clock::now();
 }  // namespace

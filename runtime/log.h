@@ -29,11 +29,6 @@ inline void info(std::string_view m, std::initializer_list<Field> f = {}) { writ
 inline void warn(std::string_view m, std::initializer_list<Field> f = {}) { write(Level::kWarn, m, f); }
 inline void error(std::string_view m, std::initializer_list<Field> f = {}) { write(Level::kError, m, f); }
 
-// A URL (or a comma-separated list of them, as NATS takes) fit for logs and status:
-// userinfo ("user:pass@", "token@") is replaced by "***@" and the values of query
-// parameters by "***". Anything that is not scheme://… is returned as it is.
-std::string redact_url(std::string_view urls);
-
 // The start-up timeline (issue #13): milliseconds since this process' static
 // initialisation (after the dynamic loader; LD_DEBUG=statistics shows the loader's share),
 // as "12.34", for the debug lines "start-up: ...".

@@ -11,6 +11,7 @@
 #include "runtime/log.h"
 #include "runtime/nats_loop.h"
 #include "runtime/nats_status.h"
+#include "runtime/redact.h"
 
 namespace weir {
 
@@ -30,6 +31,7 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
   LoopHooks hooks;
   std::atomic<bool> connected{false};
   std::atomic<bool> closed_cb{false};  // cnats' last callback ran: nothing touches Impl after
+  std::atomic<bool> closing{false};    // ~LoopPublisher closes the connection: its drop is no fault
   std::atomic<size_t> pending_count{0};
 
   // io thread only.
@@ -120,6 +122,8 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
     }
     if (was != up) {
       if (up) log::info("nats connected", {{"url", url}, {"connection", label}});
+      else if (closing.load(std::memory_order_acquire))
+        log::info("nats connection closed", {{"url", url}, {"connection", label}});
       else log::warn("nats disconnected", {{"url", url}, {"connection", label}, {"reason", why}});
     }
     if (hooks.on_connection) hooks.on_connection(up);
@@ -131,7 +135,7 @@ Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const 
   std::unique_ptr<LoopPublisher> lp(new LoopPublisher());
   auto impl = std::make_shared<Impl>();
   lp->impl_ = impl;
-  impl->url = log::redact_url(options.url);
+  impl->url = redact_urls(options.url);
   impl->label = label;
   impl->hooks = std::move(hooks);
   impl->loop = std::make_unique<NatsLoop>(io);
@@ -197,6 +201,7 @@ LoopPublisher::~LoopPublisher() {
     });
     // Not on the io thread: Close may wait for cnats' reconnect thread. It detaches (a
     // post); cnats' closed callback follows on its own thread.
+    i.closing.store(true, std::memory_order_release);
     natsConnection_Close(i.nc);
     for (int n = 0; n < 2000 && !i.closed_cb.load(std::memory_order_acquire); ++n) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -7,8 +7,8 @@
 #include <thread>
 #include <utility>
 
-#include "runtime/nats_status.h"
 #include "runtime/log.h"
+#include "runtime/nats_status.h"
 
 namespace weir {
 
@@ -73,6 +73,7 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
   const int64_t ttl_ns = options.ttl.count() * kNanosPerMilli;
   StreamInfoPtr si;
   natsStatus s = bucket_info(js, stream, &si);
+  if (s == NATS_NOT_FOUND && !options.create) return Status::not_found("kv bucket " + bucket + " does not exist");
   if (s == NATS_NOT_FOUND) {
     kvConfig config;
     kvConfig_Init(&config);
@@ -82,6 +83,7 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
     config.Replicas = options.replicas;
     config.StorageType = options.memory_storage ? js_MemoryStorage : js_FileStorage;
     if (!options.description.empty()) config.Description = options.description.c_str();
+    if (options.max_value_size > 0) config.MaxValueSize = options.max_value_size;
     kvStore* raw = nullptr;
     s = js_CreateKeyValue(&raw, js, &config);
     if (raw != nullptr) kvStore_Destroy(raw);
@@ -122,50 +124,41 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
 
 class NatsKvWatch final : public KvWatch {
  public:
-  NatsKvWatch(kvWatcher* watcher, std::function<void(const KvEvent&)> on_event)
-      : watcher_(watcher), on_event_(std::move(on_event)) {
+  NatsKvWatch(std::unique_ptr<NatsKvWatcher> watcher, std::function<void(const KvEvent&)> on_event)
+      : watcher_(std::move(watcher)), on_event_(std::move(on_event)) {
     thread_ = std::thread([this] { run(); });
     pthread_setname_np(thread_.native_handle(), "weir-kv-watch");
   }
   ~NatsKvWatch() override {
-    kvWatcher_Stop(watcher_);  // wakes kvWatcher_Next with NATS_ILLEGAL_STATE
+    watcher_->stop();
     thread_.join();
-    kvWatcher_Destroy(watcher_);
   }
 
  private:
   void run() {
     bool warned = false;
+    KvEvent event;
+    Status error;
     for (;;) {
-      kvEntry* raw = nullptr;
-      natsStatus s = kvWatcher_Next(&raw, watcher_, 60000);
-      if (s == NATS_ILLEGAL_STATE) return;  // stopped
-      if (s == NATS_TIMEOUT) continue;
-      if (s != NATS_OK) {
-        if (!warned) log::warn("kv watch failed", {{"error", nats_status(s, "kv watch").str()}});
-        warned = true;
-        // The next call may block until data or stop; a hard error would spin here.
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
+      switch (watcher_->next(std::chrono::milliseconds(60000), &event, &error)) {
+        case NatsKvWatcher::Next::kStopped: return;
+        case NatsKvWatcher::Next::kIdle:
+        case NatsKvWatcher::Next::kInitialDone: continue;
+        case NatsKvWatcher::Next::kFailed:
+          if (!warned) log::warn("kv watch failed", {{"error", error.str()}});
+          warned = true;
+          // The next call may block until data or stop; a hard error would spin here.
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          continue;
+        case NatsKvWatcher::Next::kEvent:
+          warned = false;
+          on_event_(event);
+          continue;
       }
-      warned = false;
-      if (raw == nullptr) continue;  // end of the initial state
-      EntryPtr entry(raw);
-      KvEvent event;
-      const kvOperation op = kvEntry_Operation(raw);
-      event.kind = (op == kvOp_Delete || op == kvOp_Purge) ? KvEvent::Kind::kDelete : KvEvent::Kind::kPut;
-      event.key = kvEntry_Key(raw);
-      event.revision = kvEntry_Revision(raw);
-      if (event.kind == KvEvent::Kind::kPut) {
-        const void* data = kvEntry_Value(raw);
-        const int len = kvEntry_ValueLen(raw);
-        if (data != nullptr && len > 0) event.value.assign(static_cast<const char*>(data), len);
-      }
-      on_event_(event);
     }
   }
 
-  kvWatcher* watcher_;
+  std::unique_ptr<NatsKvWatcher> watcher_;
   std::function<void(const KvEvent&)> on_event_;
   std::thread thread_;
 };
@@ -222,7 +215,7 @@ Result<std::unique_ptr<NatsKv>> NatsKv::open(natsConnection* connection, const N
     if (ensured) break;
     // "not found" here comes from the status read of a bucket a peer has just created (the
     // stream is there, its info not yet everywhere): seen on a brand-new R3 cluster.
-    const bool settling = ensured.code() == Status::Code::kNotFound;
+    const bool settling = ensured.code() == Status::Code::kNotFound && options.create;
     if ((!transient(ensured) && !settling) || std::chrono::steady_clock::now() >= deadline) return ensured;
     log::info("kv bucket not ready, retrying", {{"bucket", options.bucket}, {"error", ensured.str()}});
     backoff(attempt);
@@ -234,19 +227,31 @@ Result<std::unique_ptr<NatsKv>> NatsKv::open(natsConnection* connection, const N
   for (int attempt = 1;; ++attempt) {
     kvStore* kv = nullptr;
     natsStatus s = js_KeyValue(&kv, js.get(), options.bucket.c_str());
-    if (s == NATS_OK) return std::unique_ptr<NatsKv>(new NatsKv(js.release(), kv, options.bucket));
+    if (s == NATS_OK) {
+      return std::unique_ptr<NatsKv>(new NatsKv(connection, js.release(), kv, options.bucket, options.timeout));
+    }
     Status error = nats_status(s, "kv open bucket " + options.bucket);
     if (!transient(error) || std::chrono::steady_clock::now() >= deadline) return error;
     if (attempt > 1) backoff(attempt - 1);
   }
 }
 
+NatsKv::NatsKv(natsConnection* connection, jsCtx* js, kvStore* kv, std::string bucket,
+               std::chrono::milliseconds timeout)
+    : connection_(connection),
+      js_(js),
+      kv_(kv),
+      bucket_(std::move(bucket)),
+      stream_("KV_" + bucket_),
+      timeout_(timeout),
+      async_errors_(std::make_unique<AsyncErrors>()) {}
+
 NatsKv::~NatsKv() {
   kvStore_Destroy(kv_);
   jsCtx_Destroy(js_);
 }
 
-Result<uint64_t> NatsKv::put(const std::string& key, std::string_view value, uint64_t last, const char* what) {
+Result<uint64_t> NatsKv::put_checked(const std::string& key, std::string_view value, uint64_t last, const char* what) {
   if (!valid_kv_key(key)) return Status::invalid(std::string(what) + ": invalid key '" + key + "'");
   jsPubOptions options;
   jsPubOptions_Init(&options);
@@ -270,40 +275,47 @@ Result<uint64_t> NatsKv::create(const std::string& key, std::string_view value) 
   // Not kvStore_Create: over an existing key it asks a *direct* get (any replica) whether
   // the last entry is a delete marker and then compare-and-sets on that revision; a
   // diverged replica can make it overwrite a live key. Both steps here go to the leader.
-  Result<uint64_t> created = put(key, value, 0, "kv create");
+  Result<uint64_t> created = put_checked(key, value, 0, "kv create");
   if (created || created.status().code() != Status::Code::kConflict) return created;
   Result<LastEntry> last = last_entry(key);
   if (!last) return last.status().code() == Status::Code::kNotFound ? created : last.status();
   if (!last->deleted) return created;  // a live key: the conflict stands
-  return put(key, value, last->revision, "kv create");
+  return put_checked(key, value, last->revision, "kv create");
 }
 
 Result<uint64_t> NatsKv::update(const std::string& key, std::string_view value, uint64_t last) {
   if (last == 0) return Status::invalid("kv update " + bucket_ + "/" + key + ": revision 0");
-  return put(key, value, last, "kv update");
+  return put_checked(key, value, last, "kv update");
 }
 
 Status NatsKv::erase(const std::string& key, uint64_t last) {
+  Result<uint64_t> r = delete_marker(key, last);
+  return r ? Status::ok() : r.status();
+}
+
+Result<uint64_t> NatsKv::erase_returning_revision(const std::string& key) { return delete_marker(key, 0); }
+
+Result<uint64_t> NatsKv::delete_marker(const std::string& key, uint64_t last) {
   if (!valid_kv_key(key)) return Status::invalid("kv delete: invalid key '" + key + "'");
-  if (last == 0) {
-    natsStatus s = kvStore_Delete(kv_, key.c_str());
-    return nats_status(s, "kv delete " + bucket_ + "/" + key);
-  }
-  // cnats 3.4 has no conditional delete: publish the delete marker ourselves with the
-  // same expected-last-subject-sequence check kvStore_Update uses.
+  // The marker kvStore_Delete writes, published here for its revision (the PubAck) and,
+  // with `last`, the expected-last-subject-sequence check cnats 3.4 has no call for.
   const std::string subject = subject_of(key);
   natsMsg* msg = nullptr;
   natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, nullptr, 0);
   if (s == NATS_OK) s = natsMsgHeader_Set(msg, "KV-Operation", "DEL");
   jsErrCode js_error = static_cast<jsErrCode>(0);
+  jsPubAck* ack = nullptr;
   if (s == NATS_OK) {
     jsPubOptions options;
     jsPubOptions_Init(&options);
-    options.ExpectLastSubjectSeq = last;
-    s = js_PublishMsg(nullptr, js_, msg, &options, &js_error);
+    if (last != 0) options.ExpectLastSubjectSeq = last;
+    s = js_PublishMsg(&ack, js_, msg, &options, &js_error);
   }
   natsMsg_Destroy(msg);
-  return nats_status(s, "kv delete " + bucket_ + "/" + key, js_error);
+  if (s != NATS_OK) return nats_status(s, "kv delete " + bucket_ + "/" + key, js_error);
+  const uint64_t revision = ack->Sequence;
+  jsPubAck_Destroy(ack);
+  return revision;
 }
 
 Result<NatsKv::LastEntry> NatsKv::last_entry(const std::string& key) {
@@ -341,10 +353,157 @@ Result<KvEntry> NatsKv::get(const std::string& key) {
 
 Result<std::unique_ptr<KvWatch>> NatsKv::watch(const std::string& key, std::function<void(const KvEvent&)> on_event) {
   if (!on_event) return Status::invalid("kv watch " + bucket_ + "/" + key + ": no callback");
-  kvWatcher* watcher = nullptr;
-  natsStatus s = kvStore_Watch(&watcher, kv_, key.c_str(), nullptr);
-  if (s != NATS_OK) return nats_status(s, "kv watch " + bucket_ + "/" + key);
-  return std::unique_ptr<KvWatch>(std::make_unique<NatsKvWatch>(watcher, std::move(on_event)));
+  auto w = watcher(key);
+  if (!w) return w.status();
+  return std::unique_ptr<KvWatch>(std::make_unique<NatsKvWatch>(std::move(w.value()), std::move(on_event)));
+}
+
+// ---- beyond KvStore --------------------------------------------------------------------
+
+Result<uint64_t> NatsKv::put(const std::string& key, std::string_view value) {
+  if (!valid_kv_key(key)) return Status::invalid("kv put: invalid key '" + key + "'");
+  uint64_t revision = 0;
+  natsStatus s = kvStore_Put(&revision, kv_, key.c_str(), value.data(), static_cast<int>(value.size()));
+  if (s != NATS_OK) return nats_status(s, "kv put " + bucket_ + "/" + key);
+  return revision;
+}
+
+Result<std::vector<std::string>> NatsKv::keys(const std::string& prefix, std::chrono::milliseconds timeout) {
+  kvWatchOptions options;
+  kvWatchOptions_Init(&options);
+  options.Timeout = timeout.count();
+  kvKeysList list{};
+  natsStatus s = kvStore_Keys(&list, kv_, &options);
+  std::vector<std::string> out;
+  if (s == NATS_NOT_FOUND) return out;  // an empty bucket
+  if (s != NATS_OK) return nats_status(s, "kv keys " + bucket_);
+  for (int i = 0; i < list.Count; ++i) {
+    std::string_view k = list.Keys[i];
+    if (k.substr(0, prefix.size()) == prefix) out.emplace_back(k.substr(prefix.size()));
+  }
+  kvKeysList_Destroy(&list);
+  return out;
+}
+
+Result<uint64_t> NatsKv::last_revision() {
+  StreamInfoPtr si;
+  if (natsStatus s = bucket_info(js_, stream_, &si); s != NATS_OK) {
+    return nats_status(s, "kv bucket " + bucket_ + ": stream info");
+  }
+  return si->State.LastSeq;
+}
+
+Status NatsKv::purge(const std::string& filter, uint64_t below) {
+  jsOptions options;
+  jsOptions_Init(&options);
+  const std::string subject = subject_of(filter);
+  options.Stream.Purge.Subject = subject.c_str();
+  if (below != 0) options.Stream.Purge.Sequence = below;  // up to, not including
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  return nats_status(js_PurgeStream(js_, stream_.c_str(), &options, &js_error), "kv purge " + bucket_ + "/" + filter,
+                     js_error);
+}
+
+struct NatsKv::AsyncErrors {
+  std::atomic<int> failed{0};
+  Mutex mu;
+  std::string first GUARDED_BY(mu);
+  void reset() {
+    failed = 0;
+    MutexLock lock(mu);
+    first.clear();
+  }
+};
+
+namespace {
+void on_async_error(jsCtx*, jsPubAckErr* pae, void* closure) {
+  auto* errors = static_cast<NatsKv::AsyncErrors*>(closure);
+  if (errors->failed.fetch_add(1) == 0) {
+    MutexLock lock(errors->mu);
+    errors->first = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
+  }
+}
+}  // namespace
+
+// Also after a failed publish it waits for the acks of those sent, and takes back what is
+// still unanswered after that: no handler call for this put_all starts once it returns.
+Status NatsKv::put_all(const std::vector<std::pair<std::string, std::string>>& entries) {
+  MutexLock lock(put_all_mu_);
+  AsyncErrors& errors = *async_errors_;
+  errors.reset();
+  jsOptions ao;
+  jsOptions_Init(&ao);
+  ao.Wait = timeout_.count();
+  ao.PublishAsync.MaxPending = 1024;
+  ao.PublishAsync.StallWait = timeout_.count();
+  ao.PublishAsync.ErrHandler = on_async_error;
+  ao.PublishAsync.ErrHandlerClosure = &errors;
+  jsCtx* ajs = nullptr;
+  if (natsStatus s = natsConnection_JetStream(&ajs, connection_, &ao); s != NATS_OK) {
+    return Status::unavailable(nats_status(s, "publish").message());
+  }
+  natsStatus s = NATS_OK;
+  for (const auto& [key, value] : entries) {
+    const std::string subject = subject_of(key);
+    s = js_PublishAsync(ajs, subject.c_str(), value.data(), static_cast<int>(value.size()), nullptr);
+    if (s != NATS_OK) break;
+  }
+  jsPubOptions wait;
+  jsPubOptions_Init(&wait);
+  wait.MaxWait = s == NATS_OK ? 60000 : timeout_.count();
+  const natsStatus complete = js_PublishAsyncComplete(ajs, &wait);
+  if (complete != NATS_OK) {
+    natsMsgList pending;
+    if (js_PublishAsyncGetPendingList(&pending, ajs) == NATS_OK) natsMsgList_Destroy(&pending);
+  }
+  if (s == NATS_OK) s = complete;
+  jsCtx_Destroy(ajs);
+  if (s != NATS_OK) return Status::unavailable(nats_status(s, "publish").message());
+  if (errors.failed.load() > 0) {
+    MutexLock elock(errors.mu);  // the handler may still be writing it
+    return Status::unavailable(errors.first);
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<NatsKvWatcher>> NatsKv::watcher(const std::string& filter) {
+  kvWatcher* w = nullptr;
+  natsStatus s = kvStore_Watch(&w, kv_, filter.c_str(), nullptr);
+  if (s != NATS_OK) return nats_status(s, "kv watch " + bucket_ + "/" + filter);
+  return std::make_unique<NatsKvWatcher>(w);
+}
+
+NatsKvWatcher::~NatsKvWatcher() {
+  stop();
+  kvWatcher_Destroy(watcher_);
+}
+
+void NatsKvWatcher::stop() {
+  if (!stopped_.exchange(true)) kvWatcher_Stop(watcher_);  // wakes kvWatcher_Next with NATS_ILLEGAL_STATE
+}
+
+NatsKvWatcher::Next NatsKvWatcher::next(std::chrono::milliseconds wait, KvEvent* event, Status* error) {
+  kvEntry* raw = nullptr;
+  natsStatus s = kvWatcher_Next(&raw, watcher_, wait.count());
+  if (s == NATS_ILLEGAL_STATE) return Next::kStopped;
+  if (s == NATS_TIMEOUT) return Next::kIdle;
+  if (s != NATS_OK) {
+    *error = nats_status(s, "kv watch");
+    return Next::kFailed;
+  }
+  if (raw == nullptr) return Next::kInitialDone;
+  EntryPtr entry(raw);
+  const kvOperation op = kvEntry_Operation(raw);
+  event->kind = (op == kvOp_Delete || op == kvOp_Purge) ? KvEvent::Kind::kDelete : KvEvent::Kind::kPut;
+  event->key = kvEntry_Key(raw);
+  event->revision = kvEntry_Revision(raw);
+  event->value.clear();
+  if (event->kind == KvEvent::Kind::kPut) {
+    const void* data = kvEntry_Value(raw);
+    const int len = kvEntry_ValueLen(raw);
+    if (data != nullptr && len > 0) event->value.assign(static_cast<const char*>(data), len);
+  }
+  return Next::kEvent;
 }
 
 }  // namespace weir

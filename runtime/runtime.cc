@@ -25,6 +25,7 @@
 #include "runtime/log.h"
 #include "runtime/loop_publisher.h"
 #include "runtime/metrics.h"
+#include "runtime/redact.h"
 #include "runtime/state_store.h"
 #include "runtime/thread_annotations.h"
 #include "runtime/trace_export.h"
@@ -363,7 +364,7 @@ struct Runtime::Impl {
     const size_t started_flows = host->size();
     router.set_serving();
     host->serve();
-    const std::string nats_url = log::redact_url(bus->url());
+    const std::string nats_url = redact_urls(bus->url());
     log::info("weir ready", {{"ingress", ingress_server->address()},
                              {"admin", admin_server->address()},
                              {"nats", nats_url},

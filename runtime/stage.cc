@@ -89,11 +89,6 @@ FlowStage::FlowStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::shared_p
 
 FlowStage::~FlowStage() { stop(); }
 
-void FlowStage::set_flow(std::shared_ptr<const flows::Flow> flow) {
-  MutexLock lock(flow_mu_);
-  flow_ = std::move(flow);
-}
-
 const std::string& FlowStage::output_subject(const std::string& sink) {
   auto it = out_subjects_.find(sink);
   if (it == out_subjects_.end()) it = out_subjects_.emplace(sink, layout::output_subject(name_, sink)).first;

@@ -75,8 +75,6 @@ class FlowStage {
   void stop();
   // Started, not stopping, and the server answers its pull requests.
   bool healthy() const { return started_.load() && !stopping_.load() && consumer_->healthy(); }
-  // Swaps the flow version used from the next batch on (promotion).
-  void set_flow(std::shared_ptr<const flows::Flow> flow);
   std::shared_ptr<const flows::Flow> flow() const;
 
   // The pause barrier of a promote (docs/adr/0042-version-registry.md). pause() stops

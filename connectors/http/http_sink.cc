@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/log.h"
+#include "runtime/redact.h"
 #include "runtime/thread_annotations.h"
 
 namespace weir::connectors {
@@ -235,14 +236,6 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view valu
   }
   seconds = std::clamp<int64_t>(seconds, 0, kMaxRetryAfterSeconds);
   return std::chrono::milliseconds(seconds * 1000);
-}
-
-std::string redact_url(const std::string& url) {
-  const auto u = split_url(url);
-  if (!u || u->host.empty()) return "<invalid url>";
-  std::string out = u->scheme + "://" + u->host;
-  if (!u->port.empty()) out += ":" + u->port;
-  return out + u->path;
 }
 
 namespace http_sink_detail {

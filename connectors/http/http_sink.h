@@ -74,8 +74,4 @@ std::unique_ptr<weir::Sink> make_http_sink(const flows::HttpSinkSpec& spec, std:
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value,
                                                            std::chrono::system_clock::time_point now);
 
-// scheme://host[:port]/path of `url` (no userinfo, query or fragment), for reasons and
-// logs; "<invalid url>" when it does not parse.
-std::string redact_url(const std::string& url);
-
 }  // namespace weir::connectors

@@ -2,26 +2,9 @@
 
 #include <nats/nats.h>
 
-namespace weir::connectors {
+#include "runtime/redact.h"
 
-std::string redact_nats_url(const std::string& url) {
-  std::string out;
-  size_t start = 0;
-  while (start <= url.size()) {
-    size_t comma = url.find(',', start);
-    std::string one = url.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    size_t scheme = one.find("://");
-    size_t at = one.rfind('@');
-    if (at != std::string::npos) {
-      size_t host_start = scheme == std::string::npos ? 0 : scheme + 3;
-      if (at >= host_start) one = one.substr(0, host_start) + one.substr(at + 1);
-    }
-    out += (out.empty() ? "" : ",") + one;
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
+namespace weir::connectors {
 
 Result<std::unique_ptr<NatsConnection>> NatsConnection::open(const NatsConnectOptions& o) {
   natsOptions* opts = nullptr;
@@ -39,7 +22,7 @@ Result<std::unique_ptr<NatsConnection>> NatsConnection::open(const NatsConnectOp
   if (opts) natsOptions_Destroy(opts);
   if (s != NATS_OK) {
     c->nc_ = nullptr;
-    return Status::unavailable("cannot connect to NATS at " + redact_nats_url(o.url) + ": " + natsStatus_GetText(s));
+    return Status::unavailable("cannot connect to NATS at " + redact_urls(o.url) + ": " + natsStatus_GetText(s));
   }
   return c;
 }

@@ -37,7 +37,4 @@ class NatsConnection {
   __natsConnection* nc_ = nullptr;
 };
 
-// The URL without user info (nats://user:pass@host → nats://host), for logs and errors.
-std::string redact_nats_url(const std::string& url);
-
 }  // namespace weir::connectors

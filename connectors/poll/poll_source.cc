@@ -12,11 +12,11 @@
 #include <thread>
 #include <utility>
 
-// redact_url / parse_retry_after: one definition of "a URL fit for logs" and of
-// Retry-After for every HTTP connector.
+// parse_retry_after: one definition of Retry-After for every HTTP connector.
 #include "connectors/http/http_sink.h"
 #include "flows/json_limits.h"
 #include "runtime/log.h"
+#include "runtime/redact.h"
 #include "runtime/thread_annotations.h"
 
 namespace weir::connectors {

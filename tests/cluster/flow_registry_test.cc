@@ -1,10 +1,12 @@
 // FlowRegistry on FakeKv (docs/adr/0042-version-registry.md): deploy numbering, the
 // promote barrier across two followers, lost compare-and-set → 409, rollback, a barrier
-// that times out and is aborted, and fencing when the member key cannot be renewed.
+// that times out and is aborted, fencing when the member key cannot be renewed, and time
+// read only from the injected clocks.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -21,6 +23,7 @@ using weir::Outcome;
 using weir::Status;
 using weir::cluster::ActiveRecord;
 using weir::cluster::FlowRegistry;
+using weir::cluster::ManualClock;
 using weir::cluster::RegistryOptions;
 using weir::cluster::testing::FakeKv;
 
@@ -396,5 +399,95 @@ TEST_CASE("registry: a switch the watch could not confirm is applied by the hear
   REQUIRE(flows.update("orders.active", r->to_json().dump(), e->revision));
   REQUIRE(eventually([&] { return control.running == 2; }));
   CHECK(blind.load() == 0);
+  reg.stop();
+}
+
+TEST_CASE("registry: member freshness and every stored stamp come from the injected clocks", "[registry][clock]") {
+  FakeKv flows, members;
+  Journal journal;
+  FakeControl control("a", journal);
+  ManualClock clock;
+  std::atomic<int64_t> wall{1'700'000'000'000};
+  RegistryOptions o = options_for("a");
+  o.member_ttl = 3s;  // fresh for 2/3 of it after a renewal
+  o.clock = &clock;
+  o.wall_ms = [&] { return wall.load(); };
+  FlowRegistry reg(
+      flows, members, [] { return weir::Result<std::vector<std::string>>(std::vector<std::string>{"a"}); }, o);
+
+  CHECK_FALSE(reg.member_fresh());
+  REQUIRE(reg.heartbeat());
+  CHECK(reg.member_fresh());
+  auto m = members.get("m.a");
+  REQUIRE(m);
+  CHECK(nlohmann::json::parse(m->value)["at"] == 1'700'000'000'000);
+  clock.advance(1999ms);
+  CHECK(reg.member_fresh());
+  clock.advance(1ms);
+  CHECK_FALSE(reg.member_fresh());
+  REQUIRE(reg.heartbeat());
+  CHECK(reg.member_fresh());
+
+  wall = 1'700'000'000'100;
+  REQUIRE(reg.attach("orders", "text v1", "h1"));
+  auto v1 = flows.get(FlowRegistry::version_key("orders", 1));
+  REQUIRE(v1);
+  CHECK(nlohmann::json::parse(v1->value)["deployed_at"] == 1'700'000'000'100);
+  control.running = 1;
+  REQUIRE(reg.follow("orders", &control));
+
+  wall = 1'700'000'000'200;
+  ControlResult d = reg.deploy("orders", "text v2", "h2", "a");
+  REQUIRE(d.outcome == Outcome::kCreated);
+  CHECK(d.body["deployed_at"] == 1'700'000'000'200);
+
+  wall = 1'700'000'000'300;
+  REQUIRE(reg.promote("orders", 2, "a").outcome == Outcome::kDone);
+  auto e = flows.get(FlowRegistry::active_key("orders"));
+  REQUIRE(e);
+  auto r = ActiveRecord::parse(e->value);
+  REQUIRE(r);
+  CHECK(r->promoted_at == 1'700'000'000'300);
+  CHECK(r->history.back()["at"] == 1'700'000'000'300);
+  CHECK(r->history.back()["barrier_ms"] == 0);  // the manual clock did not move
+  reg.stop();
+}
+
+TEST_CASE("registry: the barrier's deadline is kept on the injected clock", "[registry][clock]") {
+  FakeKv flows, members;
+  Journal journal;
+  FakeControl control("a", journal);
+  ManualClock clock;
+  RegistryOptions o = options_for("a");
+  o.barrier_timeout = 2s;
+  o.clock = &clock;
+  // "ghost" is alive as far as the member list says, and never reports.
+  FlowRegistry reg(
+      flows, members,
+      [] {
+        return weir::Result<std::vector<std::string>>(std::vector<std::string>{"a", "ghost"});
+      },
+      o);
+  REQUIRE(reg.attach("orders", "text v1", "h1"));
+  control.running = 1;
+  REQUIRE(reg.follow("orders", &control));
+  REQUIRE(reg.deploy("orders", "text v2", "h2", "a").outcome == Outcome::kCreated);
+
+  auto promote = std::async(std::launch::async, [&] { return reg.promote("orders", 2, "a"); });
+  // Waiting at the barrier: the record says pausing and "a" reported for epoch 1.
+  REQUIRE(eventually([&] { return members.get(FlowRegistry::pause_key("orders", 1, "a")).is_ok(); }));
+  // Only the clock ends the wait: barrier_ms below is its 5 s, not the real time taken.
+  clock.advance(5s);
+  REQUIRE(promote.wait_for(10s) == std::future_status::ready);
+  ControlResult p = promote.get();
+  CHECK(p.outcome == Outcome::kUnavailable);
+  CHECK(p.body["not_paused"] == nlohmann::json::array({"ghost"}));
+  auto e = flows.get(FlowRegistry::active_key("orders"));
+  REQUIRE(e);
+  auto r = ActiveRecord::parse(e->value);
+  REQUIRE(r);
+  CHECK(r->version == 1);
+  CHECK(r->history.back()["action"] == "promote aborted");
+  CHECK(r->history.back()["barrier_ms"] == 5000);
   reg.stop();
 }

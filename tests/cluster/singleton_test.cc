@@ -166,7 +166,7 @@ TEST_CASE("singleton: the inner source's context refuses events once the lease i
   CHECK(sa.refused == 0);
   SourceContext inner;
   {
-    std::lock_guard<std::mutex> lock(sa.mu);
+    weir::MutexLock lock(sa.mu);
     inner = sa.last_context;
   }
   REQUIRE(inner.fence);

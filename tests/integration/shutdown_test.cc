@@ -171,3 +171,37 @@ TEST_CASE("past backlog.max_pending events waiting for a PubAck, ingress answers
   CHECK(wait_until([&] { return sink.ids().count("wait-0") && sink.ids().count("wait-1"); }, 20s, 50ms));
   CHECK_FALSE(sink.ids().count("third-1"));
 }
+
+// Issue 11 item 6: weir closing its own NATS connections (SIGTERM) is no fault, so it logs
+// one info line per connection, no "nats disconnected" warning; a server lost while weir
+// runs still is a warning.
+TEST_CASE("SIGTERM logs the NATS connections closed as info; a lost server is a warning", "[integration][shutdown]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}}};
+  {
+    WeirProcess weir(o);
+    weir.start();
+    INFO(weir.describe());
+    REQUIRE(weir.post("/in/orders", json{{"id", "one"}}.dump()).status == 202);
+    REQUIRE(wait_until([&] { return sink.ids().count("one") == 1; }, 20s, 50ms));
+    CHECK(weir.terminate() == std::optional<int>(0));
+    const std::string log = weir.log();
+    INFO(log);
+    CHECK(log.find(" info nats connection closed") != std::string::npos);
+    CHECK(log.find("nats disconnected") == std::string::npos);
+    CHECK(log.find("not recorded by cnats") == std::string::npos);
+  }
+  {
+    WeirProcess weir(o);
+    weir.start();
+    INFO(weir.describe());
+    nats.kill();
+    CHECK(wait_until([&] { return weir.log().find(" warn nats disconnected") != std::string::npos; }, 20s, 50ms));
+    CHECK(weir.log().find("nats connection closed") == std::string::npos);
+    nats.start();
+    CHECK(wait_until([&] { return weir.admin("GET", "/readyz").status == 200; }, 30s, 50ms));
+    CHECK(weir.terminate() == std::optional<int>(0));
+  }
+}

@@ -1,5 +1,4 @@
-// runtime/log: text lines escape control characters (a value cannot forge a line), and
-// redact_url keeps credentials out of what is logged or shown in /status.
+// runtime/log: text lines escape control characters (a value cannot forge a line).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -8,8 +7,6 @@
 
 #include "runtime/log.h"
 #include "tests/support/support.h"
-
-using weir::log::redact_url;
 
 namespace {
 // What one log::write puts on stderr.
@@ -43,15 +40,4 @@ TEST_CASE("text log lines escape control characters", "[log]") {
   }
   CHECK(logged(weir::log::Format::kText, "plain").find(" v=plain\n") != std::string::npos);
   CHECK(logged(weir::log::Format::kJson, "a\nb").find("\"v\":\"a\\nb\"") != std::string::npos);
-}
-
-TEST_CASE("redact_url drops userinfo and query values", "[log]") {
-  CHECK(redact_url("nats://127.0.0.1:4222") == "nats://127.0.0.1:4222");
-  CHECK(redact_url("nats://user:pass@127.0.0.1:4222") == "nats://***@127.0.0.1:4222");
-  CHECK(redact_url("nats://s3cr3ttoken@n1:4222,nats://u:p@n2:4222,nats://n3:4222") ==
-        "nats://***@n1:4222,nats://***@n2:4222,nats://n3:4222");
-  CHECK(redact_url("https://api.example/x?token=abc&page=2#frag") == "https://api.example/x?token=***&page=***#frag");
-  CHECK(redact_url("http://u:p@h/a@b") == "http://***@h/a@b");  // an @ in the path is not userinfo
-  CHECK(redact_url("not a url") == "not a url");
-  CHECK(redact_url("") == "");
 }

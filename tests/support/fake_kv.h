@@ -28,6 +28,7 @@
 
 #include "cluster/clock.h"
 #include "runtime/kv.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::cluster::testing {
 
@@ -38,7 +39,7 @@ class FakeKv final : public KvStore {
   using FaultFn = std::function<Fault(const char* op, const std::string& key)>;
   // Fault injection; may be changed while other threads use the store.
   void set_fault(FaultFn f) {
-    std::lock_guard<std::mutex> lock(hooks_mu_);
+    MutexLock lock(hooks_mu_);
     fault_ = std::move(f);
   }
   // Latency hooks: set before the store is shared between threads (single-threaded tests).
@@ -203,7 +204,7 @@ class FakeKv final : public KvStore {
   Fault fault_for(const char* op, const std::string& key) {
     FaultFn f;
     {
-      std::lock_guard<std::mutex> lock(hooks_mu_);
+      MutexLock lock(hooks_mu_);
       f = fault_;
     }
     return f ? f(op, key) : Fault::kNone;
@@ -242,8 +243,8 @@ class FakeKv final : public KvStore {
     }
   }
 
-  std::mutex hooks_mu_;
-  FaultFn fault_;  // GUARDED_BY(hooks_mu_)
+  Mutex hooks_mu_;
+  FaultFn fault_ GUARDED_BY(hooks_mu_);
   mutable std::mutex mu_;
   std::map<std::string, Slot> slots_;
   uint64_t sequence_ = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/source.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::cluster::testing {
 
@@ -63,8 +64,8 @@ class PulseSource final : public Source {
     std::atomic<int> starts{0};
     std::atomic<int> refused{0};  // publishes the ingest refused (lease not held)
     std::atomic<bool> fail_start{false};
-    std::mutex mu;
-    SourceContext last_context;  // GUARDED_BY(mu): what the last start was given
+    Mutex mu;
+    SourceContext last_context GUARDED_BY(mu);  // what the last start was given
   };
 
   PulseSource(std::string name, Stats& stats, std::chrono::milliseconds period = std::chrono::milliseconds(5))
@@ -75,7 +76,7 @@ class PulseSource final : public Source {
     if (stats_.fail_start.load()) return Status::unavailable("pulse: told to fail");
     context_ = context;
     {
-      std::lock_guard<std::mutex> lock(stats_.mu);
+      MutexLock lock(stats_.mu);
       stats_.last_context = context;
     }
     stats_.starts++;

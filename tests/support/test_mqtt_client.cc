@@ -2,6 +2,8 @@
 
 #include <mqtt/async_client.h>
 
+#include "runtime/thread_annotations.h"
+
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
@@ -10,8 +12,8 @@ namespace weir::ctest {
 
 struct TestMqttClient::Impl {
   ::mqtt::async_client client;
-  mutable std::mutex mu;
-  std::vector<Arrival> arrivals;  // GUARDED_BY(mu)
+  mutable Mutex mu;
+  std::vector<Arrival> arrivals GUARDED_BY(mu);
   Impl(const std::string& url, const std::string& id) : client(url, id, nullptr) {}
 };
 
@@ -19,7 +21,7 @@ TestMqttClient::TestMqttClient(const std::string& url, const std::string& client
     : impl_(std::make_unique<Impl>(url, client_id)) {
   Impl* m = impl_.get();
   m->client.set_message_callback([m](::mqtt::const_message_ptr msg) {
-    std::lock_guard lock(m->mu);
+    MutexLock lock(m->mu);
     m->arrivals.push_back({msg->get_topic(), msg->get_payload_str(), msg->is_duplicate()});
   });
   auto opts = ::mqtt::connect_options_builder()
@@ -61,12 +63,12 @@ void TestMqttClient::subscribe(const std::string& filter, int qos) {
 }
 
 std::vector<Arrival> TestMqttClient::arrivals() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->arrivals;
 }
 
 size_t TestMqttClient::count() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->arrivals.size();
 }
 
