@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/harness.h"
@@ -51,6 +52,40 @@ std::map<std::string, std::string> dead_letter_ids(const WeirProcess& weir) {
     }
     if (r.header("x-more") != "true") break;
     after = "&after_seq=" + r.header("x-next-after-seq");
+  }
+  return out;
+}
+
+// What explains a stuck sink consumer beside jetstream_state(): where the server's delivery
+// and ack floor stand and when it last delivered or saw an ack (a consumer that delivers
+// but never sees acks vs one that stopped delivering), and weir's own view (its sink stage
+// metrics; the consumer's bookkeeping is in weir's log as "consumer holds messages …" or
+// "pull request unanswered" warnings).
+std::string stuck_sink_details(int monitor_port, const WeirProcess& weir) {
+  std::string out;
+  HttpReply r = http_request(
+      "GET", "http://127.0.0.1:" + std::to_string(monitor_port) + "/jsz?accounts=true&streams=true&consumers=true", "",
+      {}, 2s);
+  try {
+    for (const auto& account : json::parse(r.body).value("account_details", json::array())) {
+      for (const auto& s : account.value("stream_detail", json::array())) {
+        for (const auto& c : s.value("consumer_detail", json::array())) {
+          const json& d = c.value("delivered", json::object());
+          const json& a = c.value("ack_floor", json::object());
+          out += "  consumer " + c.value("name", "") + ": delivered stream seq " +
+                 std::to_string(d.value("stream_seq", 0)) + " (last active " + d.value("last_active", "?") +
+                 "), ack floor stream seq " + std::to_string(a.value("stream_seq", 0)) + " (last active " +
+                 a.value("last_active", "?") + ")\n";
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    out += std::string("  unreadable /jsz: ") + e.what() + "\n";
+  }
+  HttpReply m = weir.admin("GET", "/metrics");
+  std::istringstream lines(m.body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("sink:") != std::string::npos && line.find("_bucket") == std::string::npos) out += "  " + line + "\n";
   }
   return out;
 }
@@ -144,7 +179,8 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
     const std::string log = weir.log();
     FAIL_CHECK("lost " << really_lost.size() << " of " << acked.size() << " acked, first: " << really_lost.front()
                        << ", last: " << really_lost.back() << "\nJetStream now:\n"
-                       << jetstream_state(nats.monitor_port()) << "weir log (end):\n"
+                       << jetstream_state(nats.monitor_port()) << stuck_sink_details(nats.monitor_port(), weir)
+                       << "weir log (end):\n"
                        << log.substr(log.size() > 8000 ? log.size() - 8000 : 0));
   }
   CHECK(dead_lettered.empty());  // max_deliver is raised: nothing should run out of attempts

@@ -199,6 +199,11 @@ TEST_CASE("pull consumer: requests within its window, acks by reply subject, rea
   REQUIRE(wait_until([&] { return inbox.received.load() == 4; }, 5s));
   std::this_thread::sleep_for(300ms);  // an absence: no fifth message while 4 are held
   CHECK(inbox.received.load() == 4);
+  // Its bookkeeping, as the stall warnings log it: 4 in hand shut the window.
+  const std::string held = c->state();
+  INFO(held);
+  CHECK(held.find("window=4 batch=2 in_hand=4 outstanding=0 requests=0") == 0);
+  CHECK(held.find("last_release=never") != std::string::npos);
 
   auto first = inbox.take();
   CHECK(first->deliveries() == 1);
