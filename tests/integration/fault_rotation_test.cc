@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -88,6 +89,21 @@ std::string stuck_sink_details(int monitor_port, const WeirProcess& weir) {
     if (line.find("sink:") != std::string::npos && line.find("_bucket") == std::string::npos) out += "  " + line + "\n";
   }
   return out;
+}
+
+// Where each of weir's threads is (gdb, when installed): a delivery-pool thread or the
+// HTTP client loop blocked in a call would show here. Only printed on a failure.
+std::string thread_stacks(pid_t pid) {
+  const std::string cmd = "command -v gdb >/dev/null && timeout 30 gdb -p " + std::to_string(pid) +
+                          " -batch -nx -ex 'thread apply all bt 10' 2>/dev/null | grep -E '^(Thread|#)'";
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && out.size() < 60000) out.append(buf, n);
+    pclose(f);
+  }
+  return out.empty() ? "(no stacks: gdb missing or not permitted)\n" : out;
 }
 
 }  // namespace
@@ -181,7 +197,8 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
                        << ", last: " << really_lost.back() << "\nJetStream now:\n"
                        << jetstream_state(nats.monitor_port()) << stuck_sink_details(nats.monitor_port(), weir)
                        << "weir log (end):\n"
-                       << log.substr(log.size() > 8000 ? log.size() - 8000 : 0));
+                       << log.substr(log.size() > 8000 ? log.size() - 8000 : 0) << "weir threads:\n"
+                       << thread_stacks(weir.process().pid()));
   }
   CHECK(dead_lettered.empty());  // max_deliver is raised: nothing should run out of attempts
   if (!dead_lettered.empty()) {
