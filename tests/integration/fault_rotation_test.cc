@@ -60,8 +60,12 @@ std::map<std::string, std::string> dead_letter_ids(const WeirProcess& weir) {
 // What explains a stuck sink consumer beside jetstream_state(): where the server's delivery
 // and ack floor stand and when it last delivered or saw an ack (a consumer that delivers
 // but never sees acks vs one that stopped delivering), and weir's own view (its sink stage
-// metrics; the consumer's bookkeeping is in weir's log as "consumer holds messages …" or
-// "pull request unanswered" warnings).
+// metrics; the consumer's bookkeeping is in weir's log as "consumer holds messages …",
+// "consumer gets nothing although the server reported pending messages" or "pull request
+// unanswered" warnings). The flow stream is a work queue: an acked message is deleted, so
+// with the ack floor below the stream's first sequence, ack-pending entries between them
+// point at messages no longer stored (nats-server 2.9's redelivery then finds nothing and
+// may starve new messages: check that first).
 std::string stuck_sink_details(int monitor_port, const WeirProcess& weir) {
   std::string out;
   HttpReply r = http_request(
@@ -70,6 +74,9 @@ std::string stuck_sink_details(int monitor_port, const WeirProcess& weir) {
   try {
     for (const auto& account : json::parse(r.body).value("account_details", json::array())) {
       for (const auto& s : account.value("stream_detail", json::array())) {
+        out += "  stream " + s.value("name", "") + ": first seq " +
+               std::to_string(s.value("state", json::object()).value("first_seq", 0)) + ", deleted " +
+               std::to_string(s.value("state", json::object()).value("num_deleted", 0)) + "\n";
         for (const auto& c : s.value("consumer_detail", json::array())) {
           const json& d = c.value("delivered", json::object());
           const json& a = c.value("ack_floor", json::object());
