@@ -204,6 +204,14 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   bool complete GUARDED_BY(mu) = false;            // the subscription's last callback ran
   bool error GUARDED_BY(mu) = false;               // logged once until the next answer
   Clock::time_point last_answer GUARDED_BY(mu){};  // a message or status last came
+  // For the stall warning (state()): a consumer holding messages that none of its owner's
+  // completions releases, or requesting without receiving, says so with its bookkeeping.
+  Clock::time_point last_message GUARDED_BY(mu){};
+  Clock::time_point last_release GUARDED_BY(mu){};
+  Clock::time_point stall_logged GUARDED_BY(mu){};
+  uint64_t last_pending GUARDED_BY(mu) = 0;  // the server's pending count on the last message
+  // Nothing released for this long while messages are in hand: warned (once per this).
+  static constexpr auto kStallWarn = std::chrono::seconds(30);
   std::condition_variable complete_cv;
   std::atomic<bool> healthy{false};
 
@@ -287,6 +295,18 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
     last_answer = Clock::now();
   }
 
+  std::string describe(Clock::time_point now) const REQUIRES(mu) {
+    auto age = [&](Clock::time_point t) {
+      if (t == Clock::time_point{}) return std::string("never");
+      return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count()) + "ms";
+    };
+    return "window=" + std::to_string(window) + " batch=" + std::to_string(batch) +
+           " in_hand=" + std::to_string(in_hand) + " outstanding=" + std::to_string(outstanding) +
+           " requests=" + std::to_string(requests.size()) + " healthy=" + (healthy.load() ? "1" : "0") +
+           " link=" + (link_up() ? "up" : "down") + " last_message=" + age(last_message) +
+           " last_answer=" + age(last_answer) + " last_release=" + age(last_release);
+  }
+
   static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
     static_cast<Impl*>(closure)->receive(msg);
   }
@@ -312,14 +332,18 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   bool receive(natsMsg* msg) {
     const char* reply = natsMsg_GetReply(msg);
     if (reply != nullptr && std::strncmp(reply, "$JS.ACK.", 8) == 0) {
+      auto m = std::make_unique<BusMessage>(msg, nc);
+      const uint64_t server_pending = m->pending();  // parsed once; the handler reads it again for free
       {
         MutexLock lock(mu);
+        last_pending = server_pending;
         ++in_hand;
         outstanding = std::max<int64_t>(0, outstanding - 1);
         if (!requests.empty() && --requests.front().remaining <= 0) requests.pop_front();
         answered();
+        last_message = last_answer;
       }
-      handler(std::make_unique<BusMessage>(msg, nc));
+      handler(std::move(m));
       return true;
     }
     std::string_view subject = natsMsg_GetSubject(msg);
@@ -386,7 +410,7 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
           healthy = false;
           if (!error) {
             error = true;
-            log::warn("pull request unanswered, sending another", {{"consumer", durable}});
+            log::warn("pull request unanswered, sending another", {{"consumer", durable}, {"state", describe(now)}});
           }
         }
         it = requests.erase(it);
@@ -398,6 +422,21 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
       // would shut a small window for good (careful mode's window of 1 after redeliveries:
       // the flow consumer stopped pulling after an R3 leader kill, ADR 0170).
       if (requests.empty()) outstanding = 0;
+      if (in_hand > 0 && now - std::max(last_release, last_message) > kStallWarn && now - stall_logged > kStallWarn) {
+        // Neither released nor received for that long: the owner holds messages it never
+        // completes (the window stays shut) — say so, with the bookkeeping.
+        stall_logged = now;
+        log::warn("consumer holds messages none of which were released",
+                  {{"consumer", durable}, {"state", describe(now)}});
+      } else if (last_pending > 0 && !requests.empty() && now - last_message > kStallWarn &&
+                 now - stall_logged > kStallWarn) {
+        // Requests out (and answered: 408s), yet nothing delivered although the server
+        // said more were waiting at the last delivery (another process sharing the
+        // durable may have taken them).
+        stall_logged = now;
+        log::warn("consumer gets nothing although the server reported pending messages",
+                  {{"consumer", durable}, {"server_pending", std::to_string(last_pending)}, {"state", describe(now)}});
+      }
       if (kick_later) {
         kick_later = false;
         kick_now = true;
@@ -613,6 +652,7 @@ void PullConsumer::release(int n) {
   {
     MutexLock lock(impl_->mu);
     impl_->in_hand = std::max<int64_t>(0, impl_->in_hand - n);
+    impl_->last_release = Impl::Clock::now();
   }
   impl_->request();
 }
@@ -625,6 +665,11 @@ void PullConsumer::kick_later() {
 }
 
 bool PullConsumer::healthy() const { return impl_->healthy.load(); }
+
+std::string PullConsumer::state() const {
+  MutexLock lock(impl_->mu);
+  return impl_->describe(Impl::Clock::now());
+}
 
 void PullConsumer::stop() {
   if (!impl_ || !impl_->sub) return;

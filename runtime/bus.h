@@ -195,6 +195,9 @@ class PullConsumer {
   // True while the server answers this consumer's requests: false after an error status,
   // a lost request or a failed request until the next answer; a (re)connect starts afresh.
   bool healthy() const;
+  // The window's bookkeeping in one line (window, batch, in hand, outstanding, requests,
+  // healthy, link, ages of the last message, answer and release) for logs and tests.
+  std::string state() const;
   // On the flow loop (see above).
   bool on_loop() const;
   // A pipelined JetStream publish on the consumer's connection: on the flow loop the

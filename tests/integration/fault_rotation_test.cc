@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/harness.h"
@@ -53,6 +55,62 @@ std::map<std::string, std::string> dead_letter_ids(const WeirProcess& weir) {
     after = "&after_seq=" + r.header("x-next-after-seq");
   }
   return out;
+}
+
+// What explains a stuck sink consumer beside jetstream_state(): where the server's delivery
+// and ack floor stand and when it last delivered or saw an ack (a consumer that delivers
+// but never sees acks vs one that stopped delivering), and weir's own view (its sink stage
+// metrics; the consumer's bookkeeping is in weir's log as "consumer holds messages …",
+// "consumer gets nothing although the server reported pending messages" or "pull request
+// unanswered" warnings). The flow stream is a work queue: an acked message is deleted, so
+// with the ack floor below the stream's first sequence, ack-pending entries between them
+// point at messages no longer stored (nats-server 2.9's redelivery then finds nothing and
+// may starve new messages: check that first).
+std::string stuck_sink_details(int monitor_port, const WeirProcess& weir) {
+  std::string out;
+  HttpReply r = http_request(
+      "GET", "http://127.0.0.1:" + std::to_string(monitor_port) + "/jsz?accounts=true&streams=true&consumers=true", "",
+      {}, 2s);
+  try {
+    for (const auto& account : json::parse(r.body).value("account_details", json::array())) {
+      for (const auto& s : account.value("stream_detail", json::array())) {
+        out += "  stream " + s.value("name", "") + ": first seq " +
+               std::to_string(s.value("state", json::object()).value("first_seq", 0)) + ", deleted " +
+               std::to_string(s.value("state", json::object()).value("num_deleted", 0)) + "\n";
+        for (const auto& c : s.value("consumer_detail", json::array())) {
+          const json& d = c.value("delivered", json::object());
+          const json& a = c.value("ack_floor", json::object());
+          out += "  consumer " + c.value("name", "") + ": delivered stream seq " +
+                 std::to_string(d.value("stream_seq", 0)) + " (last active " + d.value("last_active", "?") +
+                 "), ack floor stream seq " + std::to_string(a.value("stream_seq", 0)) + " (last active " +
+                 a.value("last_active", "?") + ")\n";
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    out += std::string("  unreadable /jsz: ") + e.what() + "\n";
+  }
+  HttpReply m = weir.admin("GET", "/metrics");
+  std::istringstream lines(m.body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("sink:") != std::string::npos && line.find("_bucket") == std::string::npos) out += "  " + line + "\n";
+  }
+  return out;
+}
+
+// Where each of weir's threads is (gdb, when installed): a delivery-pool thread or the
+// HTTP client loop blocked in a call would show here. Only printed on a failure.
+std::string thread_stacks(pid_t pid) {
+  const std::string cmd = "command -v gdb >/dev/null && timeout 30 gdb -p " + std::to_string(pid) +
+                          " -batch -nx -ex 'thread apply all bt 10' 2>/dev/null | grep -E '^(Thread|#)'";
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && out.size() < 60000) out.append(buf, n);
+    pclose(f);
+  }
+  return out.empty() ? "(no stacks: gdb missing or not permitted)\n" : out;
 }
 
 }  // namespace
@@ -144,8 +202,10 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
     const std::string log = weir.log();
     FAIL_CHECK("lost " << really_lost.size() << " of " << acked.size() << " acked, first: " << really_lost.front()
                        << ", last: " << really_lost.back() << "\nJetStream now:\n"
-                       << jetstream_state(nats.monitor_port()) << "weir log (end):\n"
-                       << log.substr(log.size() > 8000 ? log.size() - 8000 : 0));
+                       << jetstream_state(nats.monitor_port()) << stuck_sink_details(nats.monitor_port(), weir)
+                       << "weir log (end):\n"
+                       << log.substr(log.size() > 8000 ? log.size() - 8000 : 0) << "weir threads:\n"
+                       << thread_stacks(weir.process().pid()));
   }
   CHECK(dead_lettered.empty());  // max_deliver is raised: nothing should run out of attempts
   if (!dead_lettered.empty()) {
