@@ -168,6 +168,7 @@ Status FlowStage::start() {
   co.ack_wait = flow_ack_wait(options_);
   co.request_expires = options_.fetch_wait;
   co.on_loop = true;  // the flow loop, when the Bus has it on (ADR 0220)
+  co.recreated = &metrics_.consumer_recreated;
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -476,6 +477,7 @@ Status SinkStage::start() {
   // flight for one request: AckWait is the sink's timeout twice plus margin.
   co.ack_wait = options_.sink_ack_wait;
   co.request_expires = options_.fetch_wait;
+  co.recreated = &metrics_.consumer_recreated;
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/bus.h"
 #include "tests/support/support.h"
 
@@ -592,4 +594,118 @@ TEST_CASE("pull consumer: naked messages and new ones are delivered after a nats
     if (i >= 16 || i % 2 == 1) want.push_back("e" + std::to_string(i));
   }
   expect_delivered(inbox, *c, want, 20s);
+}
+
+namespace {
+
+// nats-server 2.9.10's file for a durable's state (delivered, ack floor, pending).
+std::string consumer_state_file(const NatsServer& nats, const std::string& stream, const std::string& durable) {
+  return nats.store_dir() + "/jetstream/$G/streams/" + stream + "/obs/" + durable + "/o.dat";
+}
+
+// The durable's info from the server, as JSON (a plain request, off every consumer thread).
+nlohmann::json consumer_info(Bus& bus, const std::string& stream, const std::string& durable) {
+  natsMsg* reply = nullptr;
+  const std::string subject = "$JS.API.CONSUMER.INFO." + stream + "." + durable;
+  if (natsConnection_RequestString(&reply, bus.connection(), subject.c_str(), "", 5000) != NATS_OK) return {};
+  auto j = nlohmann::json::parse(natsMsg_GetData(reply), natsMsg_GetData(reply) + natsMsg_GetDataLength(reply), nullptr,
+                                 false);
+  natsMsg_Destroy(reply);
+  return j;
+}
+
+}  // namespace
+
+// Issue 9, the rotation's sink-side loss (docs/adr/0235-starved-consumer-recovery.md): after
+// a kill -9 the consumer's stored state can be older than its stream's — acks that deleted
+// messages from the work-queue stream are not in it, so the durable comes back with pending
+// entries whose messages are gone. nats-server 2.9.10 re-queues them every AckWait and
+// serves that queue first, one entry per wake-up of its delivery loop; with more of them
+// than wake-ups per AckWait nothing new is delivered again. Made deterministic here: the
+// durable's state file is saved while 400 messages are pending, they are acked (and so
+// deleted), and the saved state is put back while the server is stopped. e0 stays
+// unacked: a message below the vanished ones keeps the stream's first sequence low, as
+// the acked messages whose deletes were lost did in the failing run (else the server
+// drops pending entries below its first sequence itself).
+TEST_CASE("pull consumer: a durable starved by pending entries whose messages are gone is created again",
+          "[integration][bus][faults]") {
+  NatsServer nats;
+  auto bus = connect(nats);
+  REQUIRE(bus->ensure_flow_stream("pc"));
+  const std::string stream = layout::flow_stream("pc");
+  constexpr int kGone = 400;
+  Inbox inbox;
+  publish(*bus, layout::input_subject("pc"), kGone + 1);
+  ConsumerOptions co = consumer_options("pc");
+  co.ack_wait = std::chrono::seconds(1);
+  co.request_expires = std::chrono::milliseconds(500);
+  co.starve_check = std::chrono::seconds(2);
+  std::atomic<uint64_t> recreated{0};
+  co.recreated = &recreated;
+  auto made = bus->pull_consumer(co);
+  REQUIRE(made);
+  auto c = std::move(made.value());
+  REQUIRE(c->start(inbox.handler()));
+  c->set_window(2 * (kGone + 1), kGone + 1);
+  REQUIRE(wait_until([&] { return inbox.received.load() >= kGone + 1; }, 10s));
+  c->set_window(0, 1);  // no more requests while the server is swapped underneath
+
+  // The state with all 401 pending, as a crash would leave it.
+  nats.stop();
+  const std::string state_file = consumer_state_file(nats, stream, "pc");
+  const std::string saved = read_file(state_file);
+  REQUIRE(!saved.empty());
+  nats.start();
+  REQUIRE(wait_until([&] { return bus->connected(); }, 20s));
+  // e1..e400 acked (deleted from the work-queue stream); e0 and its redeliveries held.
+  std::vector<std::unique_ptr<BusMessage>> held;
+  while (auto m = inbox.take()) {
+    if (m->header(layout::kHeaderId) == "e0") {
+      held.push_back(std::move(m));
+    } else {
+      CHECK(m->ack());
+    }
+  }
+  REQUIRE(wait_until([&] { return consumer_info(*bus, stream, "pc").value("num_ack_pending", -1) == 1; }, 10s));
+  nats.stop();
+  write_file(state_file, saved);  // the consumer's state from before those acks
+  nats.start();
+  REQUIRE(wait_until([&] { return bus->connected(); }, 20s));
+  const auto info = consumer_info(*bus, stream, "pc");
+  INFO("after the restart: " << info.dump());
+  REQUIRE(info.value("num_ack_pending", 0) == kGone + 1);  // the vanished 400 are pending again
+
+  // Requests out again (e0's redeliveries are held, never acked: it stays first in the
+  // stream), then new messages: they must arrive.
+  c->release(kGone + 1);
+  c->set_window(32, 16);
+  // Past AckWait the server queues the 401 for redelivery and starts trying them (each try
+  // counts as a redelivery, delivered or not); new messages come behind that queue.
+  REQUIRE(wait_until([&] { return consumer_info(*bus, stream, "pc").value("num_redelivered", 0) > 0; }, 10s));
+  publish(*bus, layout::input_subject("pc"), 20, kGone + 1);
+  std::set<std::string> ids;
+  const bool all = wait_until(
+      [&] {
+        while (auto m = inbox.take()) {
+          std::string id(m->header(layout::kHeaderId));
+          if (id == "e0") {
+            held.push_back(std::move(m));
+          } else {
+            ids.insert(id);
+            CHECK(m->ack());
+          }
+          c->release(1);
+        }
+        return ids.size() == 20;
+      },
+      30s);
+  INFO("consumer: " << c->state() << "; server: " << consumer_info(*bus, stream, "pc").dump());
+  CHECK(all);
+  CHECK(c->recoveries() == 1);
+  CHECK(recreated.load() == 1);
+  // Created again with the same config: a restarted stage confirms it without a change.
+  const auto after = consumer_info(*bus, stream, "pc");
+  CHECK(after["config"].value("deliver_policy", "") == "all");
+  CHECK(after["config"].value("ack_wait", int64_t{0}) == 1000000000);
+  c->stop();
 }
