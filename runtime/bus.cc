@@ -234,11 +234,13 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   std::chrono::milliseconds check_every GUARDED_BY(mu){0};  // grows while the consumer has nothing
   struct Suspect {
     std::string created;
-    uint64_t delivered = 0;
+    uint64_t delivered = 0, ack_floor = 0;
     Clock::time_point at;
   };
   std::optional<Suspect> suspect GUARDED_BY(mu);
   uint64_t purge_below GUARDED_BY(mu) = 0;
+  std::chrono::milliseconds ack_wait{0};           // fixed after creation
+  Clock::time_point defer_until GUARDED_BY(mu){};  // naks of this process delay redeliveries up to here
   std::atomic<uint64_t> recoveries{0};
   // An unanswered watch request is sent again after this.
   static constexpr auto kWatchTimeout = std::chrono::seconds(5);
@@ -606,24 +608,33 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
     const auto& floor = j.contains("ack_floor") && j["ack_floor"].is_object() ? j["ack_floor"]
                                                                               : nlohmann::json::object();
     const std::string created = j.value("created", std::string());
-    const uint64_t dseq = num(delivered, "consumer_seq");
-    if (pending == 0 || waiting == 0 || (max_ack_pending > 0 && ack_pending >= max_ack_pending)) {
-      // Nothing to deliver (or the window is full: that is the owners' doing): look less
-      // often while it stays so; a message received resets it.
+    const uint64_t dseq = num(delivered, "consumer_seq"), floor_seq = num(floor, "stream_seq");
+    // Starved: requests wait, and either new messages are not handed out although the
+    // window is open, or entries due for redelivery are not redelivered — this process
+    // holds none, none of its naks delays them, and AckWait has long passed. (Entries
+    // that another process sharing the durable holds or delays look the same: recreating
+    // it then redelivers early, duplicates, never a loss.)
+    const bool window_open = max_ack_pending == 0 || ack_pending < max_ack_pending;
+    const bool tail_starved = pending > 0 && window_open;
+    const bool redeliveries_starved = ack_pending > 0 && in_hand == 0 && now >= defer_until &&
+                                      now - last_message >= ack_wait + starve_check;
+    if (waiting == 0 || (!tail_starved && !redeliveries_starved)) {
+      // Nothing to deliver, or what is pending is held: look less often while nothing is
+      // waiting at all; a message received resets it.
       suspect.reset();
-      if (pending == 0)
+      if (pending == 0 && ack_pending == 0)
         check_every = std::min(check_every * 2, std::max(starve_check, std::chrono::milliseconds(60000)));
       next_check = now + check_every;
       return false;
     }
-    if (!suspect || suspect->created != created || suspect->delivered != dseq) {
-      suspect = Suspect{created, dseq, now};
+    if (!suspect || suspect->created != created || suspect->delivered != dseq || suspect->ack_floor != floor_seq) {
+      suspect = Suspect{created, dseq, floor_seq, now};
       return false;
     }
     if (now - suspect->at < starve_check) return false;
     // The same durable delivered nothing in that time although messages and requests were
     // waiting: starved.
-    purge_below = num(floor, "stream_seq") + 1;
+    purge_below = floor_seq + 1;
     log::warn(
         "consumer starved: the server holds messages for waiting requests but delivers none; creating it "
         "again from its ack floor",
@@ -864,6 +875,11 @@ std::string PullConsumer::state() const {
 }
 
 uint64_t PullConsumer::recoveries() const { return impl_->recoveries.load(); }
+
+void PullConsumer::deferred(std::chrono::milliseconds delay) {
+  MutexLock lock(impl_->mu);
+  impl_->defer_until = std::max(impl_->defer_until, Impl::Clock::now() + delay);
+}
 
 void PullConsumer::stop() {
   if (!impl_ || !impl_->sub) return;
@@ -1801,6 +1817,7 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   c.kick_subject = c.inbox_prefix + "k";
   c.expires = std::max(o.request_expires, std::chrono::milliseconds(100));
   c.starve_check = o.starve_check;
+  c.ack_wait = o.ack_wait;
   {
     MutexLock lock(c.mu);
     c.check_every = o.starve_check;

@@ -206,6 +206,9 @@ class PullConsumer {
   std::string state() const;
   // How often the starvation watch created the durable again (ConsumerOptions::starve_check).
   uint64_t recoveries() const;
+  // A message of this consumer was naked with `delay`: its redelivery is not due before
+  // then, which the starvation watch must not take for starvation. Any thread.
+  void deferred(std::chrono::milliseconds delay);
   // On the flow loop (see above).
   bool on_loop() const;
   // A pipelined JetStream publish on the consumer's connection: on the flow loop the

@@ -424,7 +424,9 @@ void FlowStage::finish_batch(Batch& b, const std::vector<char>& ok) {
       ++acked;
     } else {
       if (ok[i] == kNotAnswered) own_naks_.record(b.msgs[i]->stream_sequence());
-      if (!b.msgs[i]->nak(retry_backoff(b.msgs[i]->deliveries()))) ++ack_failures;
+      const auto delay = retry_backoff(b.msgs[i]->deliveries());
+      if (!b.msgs[i]->nak(delay)) ++ack_failures;
+      consumer_->deferred(delay);
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -618,6 +620,7 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
       auto delay = r.retry_after ? std::min(*r.retry_after, std::chrono::milliseconds(600'000))
                                  : retry_backoff(f->attempt);
       if (!f->msg->nak(delay)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+      consumer_->deferred(delay);
       finish(f);
       return;
     }

@@ -215,11 +215,14 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
   json stats = sink.stats();
   // ADR 0235: how often a consumer starved by pending entries without messages (left by a
   // nats-server kill -9) was created again — the cause of the losses before that fix.
-  size_t recreated = 0;
+  std::vector<std::string> starved;  // those warnings, printed below
   {
     const std::string log = weir.log();
-    for (size_t at = log.find("consumer starved"); at != std::string::npos; at = log.find("consumer starved", at + 1))
-      ++recreated;
+    for (size_t at = log.find("consumer starved"); at != std::string::npos; at = log.find("consumer starved", at + 1)) {
+      const size_t begin = log.rfind('\n', at), end = log.find('\n', at);
+      starved.push_back(log.substr(begin == std::string::npos ? 0 : begin + 1,
+                                   end == std::string::npos ? std::string::npos : end - begin - 1));
+    }
   }
   std::cout << "rotating faults, " << round << " rounds in "
             << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - began).count() << " s: acked "
@@ -228,7 +231,8 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
             << " of them not delivered), sink unique " << stats.value("unique", 0) << ", duplicates "
             << stats.value("duplicates", 0) << " (same key " << stats.value("resends_with_same_key", 0)
             << ", other key " << stats.value("resends_with_other_key", 0) << "), starved consumers created again "
-            << recreated << "\n";
+            << starved.size() << "\n";
+  for (const auto& line : starved) std::cout << "  " << line << "\n";
   for (const Sample& s : samples) {
     std::cout << "  round " << s.round << " " << s.fault << ": back in " << s.recovery_ms << " ms; weir pid " << s.pid
               << " RSS " << s.usage.rss_kb << " kB, fds " << s.usage.fds << "\n";

@@ -8,6 +8,7 @@
 #include <nats/nats.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -621,21 +622,29 @@ nlohmann::json consumer_info(Bus& bus, const std::string& stream, const std::str
 // messages from the work-queue stream are not in it, so the durable comes back with pending
 // entries whose messages are gone. nats-server 2.9.10 re-queues them every AckWait and
 // serves that queue first, one entry per wake-up of its delivery loop; with more of them
-// than wake-ups per AckWait nothing new is delivered again. Made deterministic here: the
-// durable's state file is saved while 400 messages are pending, they are acked (and so
-// deleted), and the saved state is put back while the server is stopped. e0 stays
-// unacked: a message below the vanished ones keeps the stream's first sequence low, as
-// the acked messages whose deletes were lost did in the failing run (else the server
-// drops pending entries below its first sequence itself).
+// than wake-ups per AckWait, what is behind them — new messages, or real redeliveries —
+// is not delivered for minutes or never. Made deterministic here: the durable's state
+// file is saved while 400 messages are pending, they are acked (and so deleted), and the
+// saved state is put back while the server is stopped. e0 stays unacked: a message below
+// the vanished ones keeps the stream's first sequence low, as the acked messages whose
+// deletes were lost did in the failing runs (else the server drops pending entries below
+// its first sequence itself).
 TEST_CASE("pull consumer: a durable starved by pending entries whose messages are gone is created again",
           "[integration][bus][faults]") {
+  // What is behind the gone entries: 20 messages published afterwards (the first failing
+  // runs: num_pending 110), or 20 delivered before and due for redelivery (a later one:
+  // num_pending 0, ack pending 328).
+  bool redeliveries = false;
+  SECTION("new messages") { redeliveries = false; }
+  SECTION("redeliveries") { redeliveries = true; }
   NatsServer nats;
   auto bus = connect(nats);
   REQUIRE(bus->ensure_flow_stream("pc"));
   const std::string stream = layout::flow_stream("pc");
-  constexpr int kGone = 400;
+  constexpr int kGone = 400, kBehind = 20;
+  const int stored = kGone + 1 + (redeliveries ? kBehind : 0);
   Inbox inbox;
-  publish(*bus, layout::input_subject("pc"), kGone + 1);
+  publish(*bus, layout::input_subject("pc"), stored);
   ConsumerOptions co = consumer_options("pc");
   co.ack_wait = std::chrono::seconds(1);
   co.request_expires = std::chrono::milliseconds(500);
@@ -646,43 +655,50 @@ TEST_CASE("pull consumer: a durable starved by pending entries whose messages ar
   REQUIRE(made);
   auto c = std::move(made.value());
   REQUIRE(c->start(inbox.handler()));
-  c->set_window(2 * (kGone + 1), kGone + 1);
-  REQUIRE(wait_until([&] { return inbox.received.load() >= kGone + 1; }, 10s));
+  c->set_window(2 * stored, stored);
+  REQUIRE(wait_until([&] { return inbox.received.load() >= stored; }, 10s));
   c->set_window(0, 1);  // no more requests while the server is swapped underneath
 
-  // The state with all 401 pending, as a crash would leave it.
+  // The state with all of them pending, as a crash would leave it.
   nats.stop();
   const std::string state_file = consumer_state_file(nats, stream, "pc");
   const std::string saved = read_file(state_file);
   REQUIRE(!saved.empty());
   nats.start();
   REQUIRE(wait_until([&] { return bus->connected(); }, 20s));
-  // e1..e400 acked (deleted from the work-queue stream); e0 and its redeliveries held.
+  // e1..e400 acked (deleted from the work-queue stream); e0 and the 20 behind held.
   std::vector<std::unique_ptr<BusMessage>> held;
   while (auto m = inbox.take()) {
-    if (m->header(layout::kHeaderId) == "e0") {
+    const std::string id(m->header(layout::kHeaderId));
+    if (id == "e0" || std::stoi(id.substr(1)) > kGone) {
       held.push_back(std::move(m));
     } else {
       CHECK(m->ack());
     }
   }
-  REQUIRE(wait_until([&] { return consumer_info(*bus, stream, "pc").value("num_ack_pending", -1) == 1; }, 10s));
+  const int64_t still = stored - kGone;
+  REQUIRE(wait_until([&] { return consumer_info(*bus, stream, "pc").value("num_ack_pending", -1) == still; }, 10s));
   nats.stop();
   write_file(state_file, saved);  // the consumer's state from before those acks
   nats.start();
   REQUIRE(wait_until([&] { return bus->connected(); }, 20s));
   const auto info = consumer_info(*bus, stream, "pc");
   INFO("after the restart: " << info.dump());
-  REQUIRE(info.value("num_ack_pending", 0) == kGone + 1);  // the vanished 400 are pending again
+  REQUIRE(info.value("num_ack_pending", 0) == stored);  // the vanished 400 are pending again
 
   // Requests out again (e0's redeliveries are held, never acked: it stays first in the
-  // stream), then new messages: they must arrive.
-  c->release(kGone + 1);
+  // stream). Past AckWait the server queues every pending entry for redelivery and starts
+  // trying them (each try counts as a redelivery, delivered or not).
+  c->release(stored);
   c->set_window(32, 16);
-  // Past AckWait the server queues the 401 for redelivery and starts trying them (each try
-  // counts as a redelivery, delivered or not); new messages come behind that queue.
   REQUIRE(wait_until([&] { return consumer_info(*bus, stream, "pc").value("num_redelivered", 0) > 0; }, 10s));
-  publish(*bus, layout::input_subject("pc"), 20, kGone + 1);
+  std::vector<std::string> want;
+  if (redeliveries) {
+    for (int i = kGone + 1; i < stored; ++i) want.push_back("e" + std::to_string(i));
+  } else {
+    publish(*bus, layout::input_subject("pc"), kBehind, stored);
+    for (int i = stored; i < stored + kBehind; ++i) want.push_back("e" + std::to_string(i));
+  }
   std::set<std::string> ids;
   const bool all = wait_until(
       [&] {
@@ -696,7 +712,7 @@ TEST_CASE("pull consumer: a durable starved by pending entries whose messages ar
           }
           c->release(1);
         }
-        return ids.size() == 20;
+        return std::all_of(want.begin(), want.end(), [&](const std::string& id) { return ids.count(id) > 0; });
       },
       30s);
   INFO("consumer: " << c->state() << "; server: " << consumer_info(*bus, stream, "pc").dump());
@@ -707,5 +723,47 @@ TEST_CASE("pull consumer: a durable starved by pending entries whose messages ar
   const auto after = consumer_info(*bus, stream, "pc");
   CHECK(after["config"].value("deliver_policy", "") == "all");
   CHECK(after["config"].value("ack_wait", int64_t{0}) == 1000000000);
+  c->stop();
+}
+
+// The starvation watch's other side: entries that are pending because this process naked
+// them with a delay (a sink's backoff or Retry-After) are not starvation — the durable is
+// left alone, and they come when due.
+TEST_CASE("pull consumer: messages naked with a long delay are not taken for starvation",
+          "[integration][bus][faults]") {
+  NatsServer nats;
+  auto bus = connect(nats);
+  REQUIRE(bus->ensure_flow_stream("pc"));
+  Inbox inbox;
+  publish(*bus, layout::input_subject("pc"), 4);
+  ConsumerOptions co = consumer_options("pc");
+  co.ack_wait = std::chrono::seconds(1);
+  co.starve_check = std::chrono::seconds(1);
+  auto made = bus->pull_consumer(co);
+  REQUIRE(made);
+  auto c = std::move(made.value());
+  REQUIRE(c->start(inbox.handler()));
+  c->set_window(8, 4);
+  REQUIRE(wait_until([&] { return inbox.received.load() == 4; }, 5s));
+  const auto delay = std::chrono::milliseconds(7000);
+  while (auto m = inbox.take()) {
+    CHECK(m->nak(delay));
+    c->deferred(delay);
+    c->release(1);
+  }
+  // Requests out, nothing received, four entries ack-pending on the server: past AckWait
+  // and two checks, but not past the delay — they must arrive after it, from the same durable.
+  std::set<std::string> ids;
+  REQUIRE(wait_until(
+      [&] {
+        while (auto m = inbox.take()) {
+          ids.insert(std::string(m->header(layout::kHeaderId)));
+          CHECK(m->ack());
+          c->release(1);
+        }
+        return ids.size() == 4;
+      },
+      15s));
+  CHECK(c->recoveries() == 0);
   c->stop();
 }
