@@ -205,6 +205,46 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   bool complete GUARDED_BY(mu) = false;            // the subscription's last callback ran
   bool error GUARDED_BY(mu) = false;               // logged once until the next answer
   Clock::time_point last_answer GUARDED_BY(mu){};  // a message or status last came
+  // For the stall warning (state()): a consumer holding messages that none of its owner's
+  // completions releases, or requesting without receiving, says so with its bookkeeping.
+  Clock::time_point last_message GUARDED_BY(mu){};
+  Clock::time_point last_release GUARDED_BY(mu){};
+  Clock::time_point stall_logged GUARDED_BY(mu){};
+  // Nothing released for this long while messages are in hand: warned (once per this).
+  static constexpr auto kStallWarn = std::chrono::seconds(30);
+
+  // The starvation watch (docs/adr/0235-starved-consumer-recovery.md). nats-server 2.9.10
+  // keeps a pending entry whose message is gone from the stream (its delete outlived a
+  // crash the consumer's ack did not) and re-queues it every AckWait; each try to load it
+  // ends the delivery loop's turn, and the redelivery queue is served before new messages,
+  // so with more such entries than wake-ups per AckWait nothing new is ever delivered. When
+  // requests are out and nothing came for `starve_check`, the consumer's info is asked for
+  // (a request on this consumer's own inbox: no call blocks); the same info twice, that
+  // far apart — messages waiting, requests waiting, window not full, nothing delivered —
+  // is starvation: the durable is deleted, what its stream holds of its subject at or
+  // below its ack floor is purged (acked already: deletes lost in crashes) and the
+  // durable is created again with the same config, so it starts after its ack floor.
+  enum class Watch { kIdle, kInfo, kDelete, kPurge, kCreate };
+  std::chrono::milliseconds starve_check{0};          // 0 = off; fixed after creation
+  std::string stream_name, filter, create_body;       // fixed after creation
+  std::atomic<uint64_t>* recreated_metric = nullptr;  // fixed after creation; may be null
+  Watch watch GUARDED_BY(mu) = Watch::kIdle;
+  uint64_t watch_gen GUARDED_BY(mu) = 0;  // the reply subject's number: a late answer is ignored
+  Clock::time_point watch_sent GUARDED_BY(mu){};
+  Clock::time_point next_check GUARDED_BY(mu){};
+  std::chrono::milliseconds check_every GUARDED_BY(mu){0};  // grows while the consumer has nothing
+  struct Suspect {
+    std::string created;
+    uint64_t delivered = 0, ack_floor = 0;
+    Clock::time_point at;
+  };
+  std::optional<Suspect> suspect GUARDED_BY(mu);
+  uint64_t purge_below GUARDED_BY(mu) = 0;
+  std::chrono::milliseconds ack_wait{0};           // fixed after creation
+  Clock::time_point defer_until GUARDED_BY(mu){};  // naks of this process delay redeliveries up to here
+  std::atomic<uint64_t> recoveries{0};
+  // An unanswered watch request is sent again after this.
+  static constexpr auto kWatchTimeout = std::chrono::seconds(5);
   std::condition_variable complete_cv;
   std::atomic<bool> healthy{false};
 
@@ -288,6 +328,18 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
     last_answer = Clock::now();
   }
 
+  std::string describe(Clock::time_point now) const REQUIRES(mu) {
+    auto age = [&](Clock::time_point t) {
+      if (t == Clock::time_point{}) return std::string("never");
+      return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count()) + "ms";
+    };
+    return "window=" + std::to_string(window) + " batch=" + std::to_string(batch) +
+           " in_hand=" + std::to_string(in_hand) + " outstanding=" + std::to_string(outstanding) +
+           " requests=" + std::to_string(requests.size()) + " healthy=" + (healthy.load() ? "1" : "0") +
+           " link=" + (link_up() ? "up" : "down") + " last_message=" + age(last_message) +
+           " last_answer=" + age(last_answer) + " last_release=" + age(last_release);
+  }
+
   static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
     static_cast<Impl*>(closure)->receive(msg);
   }
@@ -313,17 +365,27 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   bool receive(natsMsg* msg) {
     const char* reply = natsMsg_GetReply(msg);
     if (reply != nullptr && std::strncmp(reply, "$JS.ACK.", 8) == 0) {
+      auto m = std::make_unique<BusMessage>(msg, nc);
       {
         MutexLock lock(mu);
+        suspect.reset();
+        check_every = starve_check;
         ++in_hand;
         outstanding = std::max<int64_t>(0, outstanding - 1);
         if (!requests.empty() && --requests.front().remaining <= 0) requests.pop_front();
         answered();
+        last_message = last_answer;
       }
-      handler(std::make_unique<BusMessage>(msg, nc));
+      handler(std::move(m));
       return true;
     }
     std::string_view subject = natsMsg_GetSubject(msg);
+    if (subject.size() > inbox_prefix.size() + 1 && subject.compare(0, inbox_prefix.size(), inbox_prefix) == 0 &&
+        subject[inbox_prefix.size()] == 'w') {
+      watch_answer(subject.substr(inbox_prefix.size() + 1), msg);
+      natsMsg_Destroy(msg);
+      return false;
+    }
     if (subject == kick_subject) {
       natsMsg_Destroy(msg);
       {
@@ -371,7 +433,7 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
 
   // On the Bus's timer thread (flow loop: the loop thread), every ~100 ms.
   void tick(Clock::time_point now) {
-    bool kick_now = false;
+    bool kick_now = false, watch_step = false;
     {
       MutexLock lock(mu);
       if (stopped) return;
@@ -387,7 +449,7 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
           healthy = false;
           if (!error) {
             error = true;
-            log::warn("pull request unanswered, sending another", {{"consumer", durable}});
+            log::warn("pull request unanswered, sending another", {{"consumer", durable}, {"state", describe(now)}});
           }
         }
         it = requests.erase(it);
@@ -399,13 +461,193 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
       // would shut a small window for good (careful mode's window of 1 after redeliveries:
       // the flow consumer stopped pulling after an R3 leader kill, ADR 0170).
       if (requests.empty()) outstanding = 0;
+      if (in_hand > 0 && now - std::max(last_release, last_message) > kStallWarn && now - stall_logged > kStallWarn) {
+        // Neither released nor received for that long: the owner holds messages it never
+        // completes (the window stays shut) — say so, with the bookkeeping.
+        stall_logged = now;
+        log::warn("consumer holds messages none of which were released",
+                  {{"consumer", durable}, {"state", describe(now)}});
+      }
       if (kick_later) {
         kick_later = false;
         kick_now = true;
       }
+      watch_step = watch_tick(now);
     }
     request(now);
     if (kick_now) do_kick();
+    if (watch_step) send_watch();
+  }
+
+  // ---- the starvation watch (see the members above) ----
+
+  // Under mu, on a tick: true when the current watch request is to be sent (send_watch()).
+  bool watch_tick(Clock::time_point now) REQUIRES(mu) {
+    if (starve_check.count() <= 0 || !link_up()) return false;
+    if (watch != Watch::kIdle) {
+      if (now - watch_sent < kWatchTimeout) return false;
+      // Unanswered (a lost answer, a restarting server): an info is asked for later; a
+      // step of a recovery is idempotent and sent again — a deleted durable must come back.
+      if (watch == Watch::kInfo) {
+        watch = Watch::kIdle;
+        next_check = now + check_every;
+        return false;
+      }
+      return true;
+    }
+    if (requests.empty() || now - last_message < starve_check) {
+      suspect.reset();
+      return false;
+    }
+    if (now < next_check) return false;
+    watch = Watch::kInfo;
+    return true;
+  }
+
+  // Sends the request of the current watch step, with a reply subject of its own.
+  void send_watch() {
+    std::string subject, body, reply;
+    {
+      MutexLock lock(mu);
+      if (stopped || watch == Watch::kIdle) return;
+      watch_sent = Clock::now();
+      reply = inbox_prefix + "w" + std::to_string(++watch_gen);
+      const std::string name = stream_name + "." + durable;
+      switch (watch) {
+        case Watch::kInfo: subject = "$JS.API.CONSUMER.INFO." + name; break;
+        case Watch::kDelete: subject = "$JS.API.CONSUMER.DELETE." + name; break;
+        case Watch::kPurge:
+          subject = "$JS.API.STREAM.PURGE." + stream_name;
+          body = nlohmann::json{{"filter", filter}, {"seq", purge_below}}.dump();
+          break;
+        case Watch::kCreate:
+          subject = "$JS.API.CONSUMER.DURABLE.CREATE." + name;
+          body = create_body;
+          break;
+        case Watch::kIdle: return;
+      }
+    }
+    natsStatus s = natsConnection_PublishRequest(nc, subject.c_str(), reply.c_str(), body.data(),
+                                                 static_cast<int>(body.size()));
+    (void)s;  // not sent: the step times out and goes again (kWatchTimeout)
+  }
+
+  // The answer to watch request number `gen` (a late one is dropped).
+  void watch_answer(std::string_view gen, natsMsg* msg) {
+    auto j = nlohmann::json::parse(natsMsg_GetData(msg), natsMsg_GetData(msg) + natsMsg_GetDataLength(msg), nullptr,
+                                   false);
+    const bool no_answer = natsMsg_IsNoResponders(msg) || !j.is_object();
+    const int err_code = (!no_answer && j.contains("error") && j["error"].is_object()) ? j["error"].value("err_code", 0)
+                                                                                       : (no_answer ? -1 : 0);
+    bool send = false;
+    {
+      MutexLock lock(mu);
+      if (stopped || watch == Watch::kIdle || gen != std::to_string(watch_gen)) return;
+      const auto now = Clock::now();
+      switch (watch) {
+        case Watch::kInfo: send = on_info(j, err_code, now); break;
+        case Watch::kDelete:
+          // Gone already (a peer sharing the durable recovered it a moment ago) counts as deleted.
+          if (err_code != 0 && err_code != 10014) {
+            log::warn("starved consumer not deleted, watching on", {{"consumer", durable}, {"error", j.dump()}});
+            watch = Watch::kIdle;
+            suspect.reset();
+            next_check = now + check_every;
+            break;
+          }
+          watch = purge_below > 1 ? Watch::kPurge : Watch::kCreate;
+          send = true;
+          break;
+        case Watch::kPurge:
+          // Not purged: what the stream holds below the floor is delivered again (duplicates).
+          if (err_code != 0) log::warn("acked messages not purged", {{"consumer", durable}, {"error", j.dump()}});
+          watch = Watch::kCreate;
+          send = true;
+          break;
+        case Watch::kCreate:
+          if (err_code != 0) {
+            // Sent again after kWatchTimeout: the durable must exist again.
+            log::warn("starved consumer not created again yet, retrying", {{"consumer", durable}, {"error", j.dump()}});
+            break;
+          }
+          watch = Watch::kIdle;
+          suspect.reset();
+          next_check = now + check_every;
+          recoveries.fetch_add(1);
+          if (recreated_metric) recreated_metric->fetch_add(1);
+          log::info("starved consumer created again from its ack floor", {{"consumer", durable}});
+          // Its waiting requests went with the old durable.
+          requests.clear();
+          outstanding = 0;
+          retry_at = {};
+          break;
+        case Watch::kIdle: break;
+      }
+    }
+    if (send) send_watch();
+    request();
+  }
+
+  // An info answer (under mu): true when a recovery starts (the delete is to be sent).
+  bool on_info(const nlohmann::json& j, int err_code, Clock::time_point now) REQUIRES(mu) {
+    watch = Watch::kIdle;
+    next_check = now + check_every;
+    if (err_code != 0) return false;
+    auto num = [&](const nlohmann::json& o, const char* key) -> uint64_t {
+      auto it = o.find(key);
+      return it != o.end() && it->is_number_unsigned() ? it->get<uint64_t>()
+             : it != o.end() && it->is_number_integer()
+                 ? static_cast<uint64_t>(std::max<int64_t>(0, it->get<int64_t>()))
+                 : 0;
+    };
+    const uint64_t pending = num(j, "num_pending"), waiting = num(j, "num_waiting"),
+                   ack_pending = num(j, "num_ack_pending");
+    const auto& cfg = j.contains("config") && j["config"].is_object() ? j["config"] : nlohmann::json::object();
+    const uint64_t max_ack_pending = num(cfg, "max_ack_pending");
+    const auto& delivered = j.contains("delivered") && j["delivered"].is_object() ? j["delivered"]
+                                                                                  : nlohmann::json::object();
+    const auto& floor = j.contains("ack_floor") && j["ack_floor"].is_object() ? j["ack_floor"]
+                                                                              : nlohmann::json::object();
+    const std::string created = j.value("created", std::string());
+    const uint64_t dseq = num(delivered, "consumer_seq"), floor_seq = num(floor, "stream_seq");
+    // Starved: requests wait, and either new messages are not handed out although the
+    // window is open, or entries due for redelivery are not redelivered — this process
+    // holds none, none of its naks delays them, and AckWait has long passed. (Entries
+    // that another process sharing the durable holds or delays look the same: recreating
+    // it then redelivers early, duplicates, never a loss.)
+    const bool window_open = max_ack_pending == 0 || ack_pending < max_ack_pending;
+    const bool tail_starved = pending > 0 && window_open;
+    const bool redeliveries_starved = ack_pending > 0 && in_hand == 0 && now >= defer_until &&
+                                      now - last_message >= ack_wait + starve_check;
+    if (waiting == 0 || (!tail_starved && !redeliveries_starved)) {
+      // Nothing to deliver, or what is pending is held: look less often while nothing is
+      // waiting at all; a message received resets it.
+      suspect.reset();
+      if (pending == 0 && ack_pending == 0)
+        check_every = std::min(check_every * 2, std::max(starve_check, std::chrono::milliseconds(60000)));
+      next_check = now + check_every;
+      return false;
+    }
+    if (!suspect || suspect->created != created || suspect->delivered != dseq || suspect->ack_floor != floor_seq) {
+      suspect = Suspect{created, dseq, floor_seq, now};
+      return false;
+    }
+    if (now - suspect->at < starve_check) return false;
+    // The same durable delivered nothing in that time although messages and requests were
+    // waiting: starved.
+    purge_below = floor_seq + 1;
+    log::warn(
+        "consumer starved: the server holds messages for waiting requests but delivers none; creating it "
+        "again from its ack floor",
+        {{"consumer", durable},
+         {"num_pending", std::to_string(pending)},
+         {"num_ack_pending", std::to_string(ack_pending)},
+         {"ack_floor_stream_seq", std::to_string(purge_below - 1)},
+         {"delivered_stream_seq", std::to_string(num(delivered, "stream_seq"))},
+         {"silent_ms",
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - last_message).count())}});
+    watch = Watch::kDelete;
+    return true;
   }
 
   void connection(bool up) {
@@ -614,6 +856,7 @@ void PullConsumer::release(int n) {
   {
     MutexLock lock(impl_->mu);
     impl_->in_hand = std::max<int64_t>(0, impl_->in_hand - n);
+    impl_->last_release = Impl::Clock::now();
   }
   impl_->request();
 }
@@ -626,6 +869,18 @@ void PullConsumer::kick_later() {
 }
 
 bool PullConsumer::healthy() const { return impl_->healthy.load(); }
+
+std::string PullConsumer::state() const {
+  MutexLock lock(impl_->mu);
+  return impl_->describe(Impl::Clock::now());
+}
+
+uint64_t PullConsumer::recoveries() const { return impl_->recoveries.load(); }
+
+void PullConsumer::deferred(std::chrono::milliseconds delay) {
+  MutexLock lock(impl_->mu);
+  impl_->defer_until = std::max(impl_->defer_until, Impl::Clock::now() + delay);
+}
 
 void PullConsumer::stop() {
   if (!impl_ || !impl_->sub) return;
@@ -1566,6 +1821,23 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   natsInbox_Destroy(ib);
   c.kick_subject = c.inbox_prefix + "k";
   c.expires = std::max(o.request_expires, std::chrono::milliseconds(100));
+  c.starve_check = o.starve_check;
+  c.ack_wait = o.ack_wait;
+  {
+    MutexLock lock(c.mu);
+    c.check_every = o.starve_check;
+  }
+  c.recreated_metric = o.recreated;
+  c.stream_name = o.stream;
+  c.filter = o.filter_subject;
+  // The config above, as the watch creates the durable again (same_consumer_config holds).
+  nlohmann::json config{{"durable_name", o.durable},    {"filter_subject", o.filter_subject},
+                        {"ack_policy", "explicit"},     {"deliver_policy", "all"},
+                        {"ack_wait", cc.AckWait},       {"max_ack_pending", cc.MaxAckPending},
+                        {"max_deliver", cc.MaxDeliver}, {"max_waiting", cc.MaxWaiting},
+                        {"replay_policy", "instant"}};
+  if (cc.Replicas > 0) config["num_replicas"] = cc.Replicas;
+  c.create_body = nlohmann::json{{"stream_name", o.stream}, {"config", std::move(config)}}.dump();
   return pc;
 }
 

@@ -152,6 +152,12 @@ struct ConsumerOptions {
   std::chrono::milliseconds request_expires{2000};
   // On the Bus's flow loop (when BusOptions::flow_loop) instead of the delivery pool.
   bool on_loop = false;
+  // The starvation watch (docs/adr/0235-starved-consumer-recovery.md): requests out and no
+  // message for this long → the consumer's info is read; the same starved info again this
+  // much later → the durable is created again from its ack floor. 0 = off.
+  std::chrono::milliseconds starve_check{10000};
+  // Counts those recoveries (a metric; may be null; must outlive the consumer).
+  std::atomic<uint64_t>* recreated = nullptr;
 };
 
 // A durable pull consumer bound by one or more processes (work is shared), read without a
@@ -195,6 +201,14 @@ class PullConsumer {
   // True while the server answers this consumer's requests: false after an error status,
   // a lost request or a failed request until the next answer; a (re)connect starts afresh.
   bool healthy() const;
+  // The window's bookkeeping in one line (window, batch, in hand, outstanding, requests,
+  // healthy, link, ages of the last message, answer and release) for logs and tests.
+  std::string state() const;
+  // How often the starvation watch created the durable again (ConsumerOptions::starve_check).
+  uint64_t recoveries() const;
+  // A message of this consumer was naked with `delay`: its redelivery is not due before
+  // then, which the starvation watch must not take for starvation. Any thread.
+  void deferred(std::chrono::milliseconds delay);
   // On the flow loop (see above).
   bool on_loop() const;
   // A pipelined JetStream publish on the consumer's connection: on the flow loop the

@@ -77,6 +77,9 @@ std::string Metrics::render_prometheus() const {
       {"weir_events_dropped_total", "Events filtered out or dropped on error.", &StageMetrics::dropped},
       {"weir_ack_failures_total", "Acks and naks the NATS connection did not take (a redelivery follows).",
        &StageMetrics::ack_failures},
+      {"weir_consumer_recreated_total",
+       "Times the stage's durable was starved by pending entries without messages and created again (ADR 0235).",
+       &StageMetrics::consumer_recreated},
   };
   MutexLock lock(mu_);
   auto labels = [](const StageMetrics& s) { return "flow=\"" + s.flow + "\",stage=\"" + s.stage + "\""; };

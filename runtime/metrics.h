@@ -43,6 +43,8 @@ struct StageMetrics {
   std::atomic<int64_t> backlog_events{0};
   // acks/naks the connection refused (e.g. past the reconnect buffer): a redelivery follows
   std::atomic<uint64_t> ack_failures{0};
+  // the stage's durable consumer was starved and created again (ADR 0235)
+  std::atomic<uint64_t> consumer_recreated{0};
   Histogram latency;
 };
 

@@ -163,6 +163,7 @@ Status FlowStage::start() {
   co.ack_wait = flow_ack_wait(options_);
   co.request_expires = options_.fetch_wait;
   co.on_loop = true;  // the flow loop, when the Bus has it on (ADR 0220)
+  co.recreated = &metrics_.consumer_recreated;
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -416,7 +417,9 @@ void FlowStage::finish_batch(Batch& b, const std::vector<char>& ok) {
       ++acked;
     } else {
       if (ok[i] == kNotAnswered) own_naks_.record(b.msgs[i]->stream_sequence());
-      if (!b.msgs[i]->nak(retry_backoff(b.msgs[i]->deliveries()))) ++ack_failures;
+      const auto delay = retry_backoff(b.msgs[i]->deliveries());
+      if (!b.msgs[i]->nak(delay)) ++ack_failures;
+      consumer_->deferred(delay);
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -469,6 +472,7 @@ Status SinkStage::start() {
   // flight for one request: AckWait is the sink's timeout twice plus margin.
   co.ack_wait = options_.sink_ack_wait;
   co.request_expires = options_.fetch_wait;
+  co.recreated = &metrics_.consumer_recreated;
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -618,6 +622,7 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
       auto delay = r.retry_after ? std::min(*r.retry_after, std::chrono::milliseconds(600'000))
                                  : retry_backoff(f->attempt);
       if (!f->msg->nak(delay)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+      consumer_->deferred(delay);
       finish(f);
       return;
     }

@@ -27,6 +27,8 @@ constexpr int64_t kMaxRetryAfterSeconds = 24 * 60 * 60;
 // Upper bound on one curl_multi_poll; curl shortens it to its own next timeout anyway,
 // and it bounds how long a lost wakeup could delay queued work.
 constexpr int kPollCapMs = 1000;
+// A request still with curl this long past its timeout is reported (Client::warn_overdue).
+constexpr auto kOverdueMargin = std::chrono::seconds(5);
 constexpr std::string_view kBlanks = " \t\r\n";
 
 void global_init_once() {
@@ -182,9 +184,11 @@ struct Slot {
   std::string idempotency_header;
   std::string traceparent_header;  // ADR 0140: the sink span's context, per request
   std::string tracestate_header;
-  std::string response_head;  // first bytes of the body, for dead reasons
-  std::string retry_after;    // raw Retry-After of the last response
-  bool busy = false;          // handed to curl
+  std::string response_head;                       // first bytes of the body, for dead reasons
+  std::string retry_after;                         // raw Retry-After of the last response
+  bool busy = false;                               // handed to curl
+  std::chrono::steady_clock::time_point launched;  // when handed to curl
+  bool overdue_logged = false;                     // warned once as past its timeout
   ~Slot() {
     if (easy != nullptr) curl_easy_cleanup(easy);
   }
@@ -279,6 +283,10 @@ struct Client {
   void launch(CURLM* multi, Work work);
   void complete(CURLM* multi, Slot* slot, CURLcode code);
   void abandon_all(CURLM* multi);
+  // Warns (once per request) about requests still with curl well past their timeout:
+  // CURLOPT_TIMEOUT_MS should have ended them, and the stage's window stays shut while
+  // they are held.
+  void warn_overdue(std::chrono::steady_clock::time_point now);
   DeliveryResult classify(CURLcode code, long status, const Slot& slot) const;
 };
 
@@ -457,6 +465,8 @@ void Client::launch(CURLM* multi, Work work) {
     return;
   }
   slot->busy = true;
+  slot->launched = std::chrono::steady_clock::now();
+  slot->overdue_logged = false;
   ++active;
 }
 
@@ -505,6 +515,21 @@ void Client::abandon_all(CURLM* multi) {
     --active;
     free_slots.push_back(slot.get());
     finish(work, DeliveryResult::retry("sink stopping; request abandoned (" + where + ")"));
+  }
+}
+
+void Client::warn_overdue(std::chrono::steady_clock::time_point now) {
+  for (auto& slot : slots) {
+    if (!slot->busy || slot->overdue_logged || now - slot->launched < spec.timeout + kOverdueMargin) continue;
+    slot->overdue_logged = true;
+    log::warn("http sink: request still with curl past its timeout",
+              {{"flow", flow},
+               {"sink", sink},
+               {"id", slot->work.delivery.event_id},
+               {"age_ms",
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - slot->launched).count())},
+               {"active", std::to_string(active)},
+               {"pool", std::to_string(pool_size)}});
   }
 }
 
@@ -618,6 +643,7 @@ void Loop::detach(Client* c, std::vector<Client*>& turn) {
 
 void Loop::run() {
   std::vector<Client*> turn;  // clients to refill: marked by deliver()/stop() or with completions
+  std::chrono::steady_clock::time_point next_overdue_check{};
   for (;;) {
     take(turn);
     if (limits_changed_) apply_limits();
@@ -651,6 +677,10 @@ void Loop::run() {
 
     // Sinks being stopped: abandon their requests past the grace, let go of finished ones.
     const auto now = std::chrono::steady_clock::now();
+    if (now >= next_overdue_check) {
+      next_overdue_check = now + std::chrono::seconds(1);
+      for (Client* c : clients_) c->warn_overdue(now);
+    }
     std::optional<std::chrono::steady_clock::time_point> next_abandon;
     for (size_t i = 0; i < clients_.size();) {
       Client* c = clients_[i];

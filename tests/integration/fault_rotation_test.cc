@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/harness.h"
@@ -53,6 +55,61 @@ std::map<std::string, std::string> dead_letter_ids(const WeirProcess& weir) {
     after = "&after_seq=" + r.header("x-next-after-seq");
   }
   return out;
+}
+
+// What explains a stuck sink consumer beside jetstream_state(): where the server's delivery
+// and ack floor stand and when it last delivered or saw an ack (a consumer that delivers
+// but never sees acks vs one that stopped delivering), and weir's own view (its sink stage
+// metrics; the consumer's bookkeeping is in weir's log as "consumer holds messages …",
+// "consumer starved …" (ADR 0235) or "pull request unanswered" warnings). The flow stream
+// is a work queue: an acked message is deleted, so ack-pending entries above the ack floor
+// may point at messages no longer stored — nats-server 2.9.10 then starves new messages
+// (ADR 0235), which weir's starvation watch should have undone within ~25 s.
+std::string stuck_sink_details(int monitor_port, const WeirProcess& weir) {
+  std::string out;
+  HttpReply r = http_request(
+      "GET", "http://127.0.0.1:" + std::to_string(monitor_port) + "/jsz?accounts=true&streams=true&consumers=true", "",
+      {}, 2s);
+  try {
+    for (const auto& account : json::parse(r.body).value("account_details", json::array())) {
+      for (const auto& s : account.value("stream_detail", json::array())) {
+        out += "  stream " + s.value("name", "") + ": first seq " +
+               std::to_string(s.value("state", json::object()).value("first_seq", 0)) + ", deleted " +
+               std::to_string(s.value("state", json::object()).value("num_deleted", 0)) + "\n";
+        for (const auto& c : s.value("consumer_detail", json::array())) {
+          const json& d = c.value("delivered", json::object());
+          const json& a = c.value("ack_floor", json::object());
+          out += "  consumer " + c.value("name", "") + ": delivered stream seq " +
+                 std::to_string(d.value("stream_seq", 0)) + " (last active " + d.value("last_active", "?") +
+                 "), ack floor stream seq " + std::to_string(a.value("stream_seq", 0)) + " (last active " +
+                 a.value("last_active", "?") + ")\n";
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    out += std::string("  unreadable /jsz: ") + e.what() + "\n";
+  }
+  HttpReply m = weir.admin("GET", "/metrics");
+  std::istringstream lines(m.body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("sink:") != std::string::npos && line.find("_bucket") == std::string::npos) out += "  " + line + "\n";
+  }
+  return out;
+}
+
+// Where each of weir's threads is (gdb, when installed): a delivery-pool thread or the
+// HTTP client loop blocked in a call would show here. Only printed on a failure.
+std::string thread_stacks(pid_t pid) {
+  const std::string cmd = "command -v gdb >/dev/null && timeout 30 gdb -p " + std::to_string(pid) +
+                          " -batch -nx -ex 'thread apply all bt 10' 2>/dev/null | grep -E '^(Thread|#)'";
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && out.size() < 60000) out.append(buf, n);
+    pclose(f);
+  }
+  return out.empty() ? "(no stacks: gdb missing or not permitted)\n" : out;
 }
 
 }  // namespace
@@ -144,8 +201,10 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
     const std::string log = weir.log();
     FAIL_CHECK("lost " << really_lost.size() << " of " << acked.size() << " acked, first: " << really_lost.front()
                        << ", last: " << really_lost.back() << "\nJetStream now:\n"
-                       << jetstream_state(nats.monitor_port()) << "weir log (end):\n"
-                       << log.substr(log.size() > 8000 ? log.size() - 8000 : 0));
+                       << jetstream_state(nats.monitor_port()) << stuck_sink_details(nats.monitor_port(), weir)
+                       << "weir log (end):\n"
+                       << log.substr(log.size() > 8000 ? log.size() - 8000 : 0) << "weir threads:\n"
+                       << thread_stacks(weir.process().pid()));
   }
   CHECK(dead_lettered.empty());  // max_deliver is raised: nothing should run out of attempts
   if (!dead_lettered.empty()) {
@@ -154,13 +213,26 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
   }
 
   json stats = sink.stats();
+  // ADR 0235: how often a consumer starved by pending entries without messages (left by a
+  // nats-server kill -9) was created again — the cause of the losses before that fix.
+  std::vector<std::string> starved;  // those warnings, printed below
+  {
+    const std::string log = weir.log();
+    for (size_t at = log.find("consumer starved"); at != std::string::npos; at = log.find("consumer starved", at + 1)) {
+      const size_t begin = log.rfind('\n', at), end = log.find('\n', at);
+      starved.push_back(log.substr(begin == std::string::npos ? 0 : begin + 1,
+                                   end == std::string::npos ? std::string::npos : end - begin - 1));
+    }
+  }
   std::cout << "rotating faults, " << round << " rounds in "
             << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - began).count() << " s: acked "
             << acked.size() << ", not acked " << posters.failed() << ", lost " << really_lost.size()
             << ", dead-lettered " << dead.size() << " (" << dead_lettered.size()
             << " of them not delivered), sink unique " << stats.value("unique", 0) << ", duplicates "
             << stats.value("duplicates", 0) << " (same key " << stats.value("resends_with_same_key", 0)
-            << ", other key " << stats.value("resends_with_other_key", 0) << ")\n";
+            << ", other key " << stats.value("resends_with_other_key", 0) << "), starved consumers created again "
+            << starved.size() << "\n";
+  for (const auto& line : starved) std::cout << "  " << line << "\n";
   for (const Sample& s : samples) {
     std::cout << "  round " << s.round << " " << s.fault << ": back in " << s.recovery_ms << " ms; weir pid " << s.pid
               << " RSS " << s.usage.rss_kb << " kB, fds " << s.usage.fds << "\n";
