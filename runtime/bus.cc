@@ -1,4 +1,5 @@
 #include "runtime/bus.h"
+#include "runtime/nats_msg.h"
 
 #include <nats/nats.h>
 
@@ -85,7 +86,7 @@ constexpr auto kPrefetchLife = std::chrono::seconds(10);
 
 // ---- BusMessage ----------------------------------------------------------------------
 
-BusMessage::~BusMessage() { natsMsg_Destroy(msg_); }
+BusMessage::~BusMessage() { free_nats_msg(msg_); }
 
 std::string_view BusMessage::data() const {
   return {natsMsg_GetData(msg_), static_cast<size_t>(natsMsg_GetDataLength(msg_))};
@@ -383,11 +384,11 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
     if (subject.size() > inbox_prefix.size() + 1 && subject.compare(0, inbox_prefix.size(), inbox_prefix) == 0 &&
         subject[inbox_prefix.size()] == 'w') {
       watch_answer(subject.substr(inbox_prefix.size() + 1), msg);
-      natsMsg_Destroy(msg);
+      free_nats_msg(msg);
       return false;
     }
     if (subject == kick_subject) {
-      natsMsg_Destroy(msg);
+      free_nats_msg(msg);
       {
         MutexLock lock(mu);
         kick_sent = false;
@@ -407,7 +408,7 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
     std::string why = desc ? desc : "";
     int64_t left = pending ? std::atoll(pending) : -1;
     const uint64_t id = inbox_id(subject, inbox_prefix);
-    natsMsg_Destroy(msg);
+    free_nats_msg(msg);
     if (code == "100") {
       MutexLock lock(mu);
       answered();
@@ -1047,12 +1048,12 @@ struct Bus::Publisher {
     const uint64_t id = inbox_id(natsMsg_GetSubject(msg), self->inbox_prefix);
     auto p = self->take(id);
     if (!p) {
-      natsMsg_Destroy(msg);
+      free_nats_msg(msg);
       return;  // answered after its deadline: the caller already got a timeout
     }
     PubAck ack;
     Status status = puback_status(msg, &ack);
-    natsMsg_Destroy(msg);
+    free_nats_msg(msg);
     p->done(status, ack);
   }
 
@@ -1163,7 +1164,7 @@ struct Bus::Prefetch {
         --waiting;
         if (!natsMsg_IsNoResponders(msg)) take(asked[id - 1], msg);
       }
-      natsMsg_Destroy(msg);
+      free_nats_msg(msg);
     }
     if (sub != nullptr) {
       natsSubscription_Unsubscribe(sub);
@@ -1456,7 +1457,7 @@ void Bus::publish(std::string_view subject, std::string_view data, const Headers
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, k.c_str(), v.c_str());
   }
   if (s == NATS_OK) s = natsConnection_PublishMsg(nc_, msg);
-  natsMsg_Destroy(msg);
+  free_nats_msg(msg);
   if (s != NATS_OK) {
     if (auto pending = p.take(id)) pending->done(nats_status(s, "publish"), PubAck{});
   }
@@ -1885,7 +1886,7 @@ Result<StoredMessage> Bus::get_message(const std::string& stream, uint64_t seq) 
     }
     free(static_cast<void*>(keys));
   }
-  natsMsg_Destroy(msg);
+  free_nats_msg(msg);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/log.h"
+#include "runtime/nats_msg.h"
 #include "runtime/nats_loop.h"
 #include "runtime/nats_status.h"
 #include "runtime/redact.h"
@@ -67,7 +68,7 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
     Status status;
     PubAck ack;
     if (pending.count(id)) status = puback_status(msg, &ack);
-    natsMsg_Destroy(msg);
+    free_nats_msg(msg);
     complete(id, status, ack);
   }
 
@@ -247,7 +248,7 @@ void LoopPublisher::publish(std::string_view subject, std::string_view data, con
   }
   // Buffered: the loop's flush handler writes this turn's publishes at once.
   if (s == NATS_OK) s = natsConnection_PublishMsg(i.nc, msg);
-  natsMsg_Destroy(msg);
+  free_nats_msg(msg);
   if (s != NATS_OK) i.complete(id, nats_status(s, "publish"), PubAck{});
 }
 
