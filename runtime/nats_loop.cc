@@ -2,7 +2,7 @@
 
 #include "runtime/nats_loop.h"
 
-#include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -44,42 +44,30 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
   std::atomic<bool> flush_posted{false};
 
   // io thread only.
-  natsConnection* nc = nullptr;               // null once detached
-  std::optional<asio::ip::tcp::socket> sock;  // on a dup() of cnats' socket
-  uint64_t generation = 0;                    // bumps at every attach/detach
+  natsConnection* nc = nullptr;                        // null once detached
+  std::optional<asio::posix::stream_descriptor> desc;  // on a dup() of cnats' socket
+  uint64_t generation = 0;                             // bumps at every attach/detach
   bool read_armed = false, write_armed = false;
-  char peek_byte = 0;  // the read wait's 1-byte MSG_PEEK buffer (never consumed)
 
   // Our own descriptor is a dup(): cnats closes its fd on a disconnect, and the fd number
   // may be reused at once (by the reconnect or an HTTP accept); deregistering a number we
   // do not own would take another socket out of epoll.
   void close_desc() {
-    if (sock) {
+    if (desc) {
       boost::system::error_code ec;
-      sock->close(ec);
-      sock.reset();
+      desc->close(ec);
+      desc.reset();
     }
     read_armed = write_armed = false;
   }
 
-  // `mine`: our dup() of cnats' socket; the socket object owns it.
+  // `mine`: our dup() of cnats' socket; the descriptor owns it.
   void attach(natsConnection* conn, int mine) {
     close_desc();
     ++generation;
     nc = conn;
     if (mine < 0) return;  // out of descriptors: cnats' ping timeout reconnects later
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    const bool v6 = ::getsockname(mine, reinterpret_cast<sockaddr*>(&addr), &len) == 0 && addr.ss_family == AF_INET6;
-    boost::system::error_code ec;
-    sock.emplace(ioc);
-    sock->assign(v6 ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), mine, ec);
-    if (ec) {
-      log::warn("nats socket not watchable", {{"error", ec.message()}});
-      ::close(mine);
-      sock.reset();
-      return;  // cnats' ping timeout reconnects
-    }
+    desc.emplace(ioc, mine);
     arm_read();
     if (write_wanted.load()) flush();
   }
@@ -90,34 +78,33 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
     close_desc();
   }
 
-  // The read wait is a 1-byte receive with MSG_PEEK: Asio tries it at once (one recv) and
-  // only queues it when the socket is empty — the descriptor stays registered as it is
-  // (edge-triggered EPOLLIN since assign), so waiting costs no epoll_ctl; a plain
-  // async_wait re-arms the descriptor with EPOLL_CTL_MOD every time. The peeked byte stays
-  // in the socket for cnats. After each chunk cnats reads the wait is armed again, and
-  // completes at once while bytes are left (the drain edge-triggering needs), through the
-  // scheduler, so HTTP sessions on the same loop take turns with a long read.
   void arm_read() {
-    if (read_armed || !sock) return;
+    if (read_armed || !desc) return;
     read_armed = true;
-    sock->async_receive(asio::buffer(&peek_byte, 1), asio::socket_base::message_peek,
-                        [self = shared_from_this(), gen = generation](const boost::system::error_code& ec, size_t) {
-                          if (gen != self->generation) return;
-                          self->read_armed = false;
-                          if (ec == asio::error::operation_aborted) return;  // our close
-                          // An end of stream or a socket error: cnats' own read sees it
-                          // and starts its reconnect.
-                          self->on_readable(static_cast<bool>(ec));
-                        });
+    desc->async_wait(asio::posix::stream_descriptor::wait_read,
+                     [self = shared_from_this(), gen = generation](const boost::system::error_code& ec) {
+                       if (gen != self->generation) return;
+                       self->read_armed = false;
+                       if (ec) return;
+                       self->on_readable();
+                     });
   }
 
-  void on_readable(bool peek_failed) {
-    if (!nc || !sock) return;
+  void on_readable() {
+    if (!nc || !desc) return;
     const uint64_t gen = generation;
-    natsConnection_ProcessReadEvent(nc);
-    if (gen != generation || !sock) return;  // detached meanwhile
+    bool more = false;
+    // Drain: the wait does not fire again for bytes left in the socket (EPOLLET).
+    for (int i = 0; i < 64; ++i) {
+      natsConnection_ProcessReadEvent(nc);
+      if (gen != generation || !desc) break;  // detached meanwhile
+      if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) break;
+      int avail = 0;
+      if (::ioctl(desc->native_handle(), FIONREAD, &avail) != 0 || avail <= 0) break;
+      more = i == 63;
+    }
     if (after_read) after_read();
-    if (gen != generation || !nc || !sock) return;
+    if (gen != generation || !nc || !desc) return;
     if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) {
       note_drop("read");
       // cnats dropped this socket and is reconnecting: let go of our dup too (the
@@ -125,10 +112,14 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
       close_desc();
       return;
     }
-    // The peek failed but cnats' read did not: waiting again would fail at once, in a
-    // loop. cnats' PINGs notice a dead connection and reconnect.
-    if (peek_failed) return;
-    arm_read();
+    if (more) {
+      // Fairness: let HTTP sessions run, then continue reading.
+      asio::post(ioc, [self = shared_from_this(), gen] {
+        if (gen == self->generation) self->on_readable();
+      });
+    } else {
+      arm_read();
+    }
   }
 
   // cnats does not keep why it dropped a connection (its disconnected callback sees no
@@ -149,7 +140,7 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
 
   void flush() {
     flush_posted.store(false);
-    if (!nc || !sock) return;
+    if (!nc || !desc) return;
     // Never with an empty buffer: cnats takes send()'s 0 for a zero-length write as a
     // closed connection and reconnects. A posted flush and a write-readiness wait can both
     // be pending while another thread's publish re-arms cnats' write interest: the first
@@ -161,9 +152,9 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
     // clears write_wanted), on EAGAIN it keeps it and we wait for writability.
     natsConnection_ProcessWriteEvent(nc);
     if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) note_drop("write");
-    if (write_wanted.load() && !write_armed && sock) {
+    if (write_wanted.load() && !write_armed && desc) {
       write_armed = true;
-      sock->async_wait(asio::socket_base::wait_write,
+      desc->async_wait(asio::posix::stream_descriptor::wait_write,
                        [self = shared_from_this(), gen = generation](const boost::system::error_code& ec) {
                          if (gen != self->generation) return;
                          self->write_armed = false;

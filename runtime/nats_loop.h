@@ -4,11 +4,9 @@
 //
 // What it does for the connection:
 //  - no reader thread: the socket's read events run natsConnection_ProcessReadEvent on the
-//    io thread, one IOBufSize chunk per event, then `after_read` — where the owner drains
-//    its sync subscriptions. The read wait is a 1-byte MSG_PEEK receive that Asio tries at
-//    once: it completes again while bytes are left (Asio registers descriptors
-//    edge-triggered, so the socket must be drained), and waits without re-registering the
-//    descriptor when it is empty (no epoll_ctl, no FIONREAD per read event; ADR 0255);
+//    io thread, repeated until the socket is drained (Asio registers descriptors
+//    edge-triggered, and one ProcessReadEvent reads one IOBufSize chunk), then
+//    `after_read` — where the owner drains its sync subscriptions;
 //  - writes coalesced per loop turn: cnats asks for a write event once when its buffer
 //    goes non-empty; that posts one flush handler, which writes everything published since
 //    with natsConnection_ProcessWriteEvent, and waits for writability only on EAGAIN.
