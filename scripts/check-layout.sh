@@ -4,6 +4,9 @@
 # the most specific row for that file. Patterns: `x/` (a folder, and everything under it),
 # `x/y.h` (one header), `*` (anything), `<kind>` (the connector's own folder name).
 # An include of a project header without a folder (`#include "y.h"`) fails too.
+# Whatever the rows say, a file in one `x/<kind>/` folder never includes another kind's
+# folder (connectors/poll/ → connectors/http/): what two kinds share has a home outside
+# them (e.g. runtime/retry_after.h), so no row can re-open that door.
 #   scripts/check-layout.sh            # from anywhere; exit 1 and one line per violation
 # Runs as the CTest `layout` (label lint), so CI fails on a new forbidden include.
 set -euo pipefail
@@ -56,6 +59,24 @@ allowed() {   # allowed PATTERNS FILE INCLUDE
   return 1
 }
 
+# cross_kind FILE INCLUDE: true when FILE is in x/<a>/ of a `x/<kind>/` row and INCLUDE
+# names x/<b>/… with b ≠ a; prints x/<b>/.
+cross_kind() {
+  local file=$1 inc=$2 i dir base
+  for i in "${!row_dirs[@]}"; do
+    dir=${row_dirs[$i]}
+    [[ "$dir" == *"<kind>"* ]] || continue
+    base=${dir%%<kind>*}
+    [[ "$file" =~ ^${base}([^/]+)/ ]] || continue
+    local own=${BASH_REMATCH[1]}
+    if [[ "$inc" =~ ^${base}([^/]+)/ && "${BASH_REMATCH[1]}" != "$own" ]]; then
+      echo "${base}${BASH_REMATCH[1]}/"
+      return 0
+    fi
+  done
+  return 1
+}
+
 violations=0 files=0
 for i in "${!row_dirs[@]}"; do
   dir=${row_dirs[$i]}
@@ -65,7 +86,10 @@ for i in "${!row_dirs[@]}"; do
     [[ "$(row_for "$file")" == "$i" ]] || continue   # a more specific row owns it
     files=$((files + 1))
     while IFS=: read -r line inc; do
-      if allowed "${row_pats[$i]}" "$file" "$inc"; then
+      if other=$(cross_kind "$file" "$inc"); then
+        echo "$file:$line: #include \"$inc\": a <kind> folder never includes another kind's folder ($other); what two kinds share needs a common home (runtime/ for connectors)"
+        violations=$((violations + 1))
+      elif allowed "${row_pats[$i]}" "$file" "$inc"; then
         continue
       elif [[ "$inc" != */* ]]; then
         echo "$file:$line: #include \"$inc\" has no folder (write \"${dir%%/*}/…\")"
@@ -88,7 +112,10 @@ for i in "${!row_dirs[@]}"; do
     [[ "$(row_for "$file")" == "$i" ]] || continue
     files=$((files + 1))
     while IFS=: read -r line inc; do
-      if [[ "$inc" != */* ]] || ! allowed "${row_pats[$i]}" "$file" "$inc"; then
+      if other=$(cross_kind "$file" "$inc"); then
+        echo "$file:$line: #include \"$inc\": a <kind> folder never includes another kind's folder ($other); what two kinds share needs a common home (runtime/ for connectors)"
+        violations=$((violations + 1))
+      elif [[ "$inc" != */* ]] || ! allowed "${row_pats[$i]}" "$file" "$inc"; then
         echo "$file:$line: #include \"$inc\" is not allowed in $dir (README.md, Layout: ${row_pats[$i]})"
         violations=$((violations + 1))
       fi

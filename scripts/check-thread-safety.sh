@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# clang's thread-safety analysis (-Wthread-safety) over every library translation unit
-# that sees runtime/thread_annotations.h; any warning fails (docs/adr/0210).
+# clang's thread-safety analysis (-Wthread-safety) over every translation unit, of the
+# libraries and of the tests, that sees runtime/thread_annotations.h; any warning fails
+# (docs/adr/0210, 0250).
 #   scripts/check-thread-safety.sh [BUILD_DIR]   # CTest `thread_safety` (label lint)
 # g++ builds weir; the annotations (GUARDED_BY, REQUIRES, …) are empty there. This
-# configures BUILD_DIR (default build-tsa-clang/) with clang++ and without tests or
+# configures BUILD_DIR (default build-tsa-clang/) with clang++, the tests and without
 # benchmarks, only for its compile_commands.json, then runs `clang++ -fsyntax-only` on
 # the units: the analysis runs in clang's front end, so nothing is generated or linked.
 # The units are those whose #include "…" closure (read from the sources) reaches
-# runtime/thread_annotations.h. Through ccache (which caches -fsyntax-only, warnings
-# included) an unchanged unit costs nothing the second time: cold ~110 CPU-seconds for 36
-# units, warm ~5.
+# runtime/thread_annotations.h: the libraries' and the tests' (the fakes and the harness
+# in tests/support are annotated). Through ccache (which caches -fsyntax-only, warnings
+# included) an unchanged unit costs nothing the second time: cold ~245 CPU-seconds for
+# 91 units (51 of them the tests'), warm ~10.
 # Exit 77 (CTest: skipped) when clang++ is missing (scripts/setup.sh installs it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,12 +25,14 @@ launcher=$(command -v ccache || true)
 # macro it looks for): tell it they are there, as the fuzz target does.
 flags="-Wthread-safety -Werror=thread-safety -DBOOST_ASIO_HAS_CO_AWAIT=1 -DBOOST_ASIO_HAS_STD_COROUTINE=1"
 mkdir -p "$build"
-if [[ -f "$build/build.ninja" ]] && grep -qxF "CMAKE_CXX_FLAGS:STRING=$flags" "$build/CMakeCache.txt"; then
-  # Re-runs CMake only when a CMakeLists.txt or a globbed folder changed.
+if [[ -f "$build/build.ninja" ]] && grep -qxF "CMAKE_CXX_FLAGS:STRING=$flags" "$build/CMakeCache.txt" &&
+  grep -qxF "WEIR_TESTS:BOOL=ON" "$build/CMakeCache.txt"; then
+  # Re-runs CMake only when a CMakeLists.txt or a globbed folder changed. (A tree
+  # configured before the tests were checked, WEIR_TESTS=OFF, is configured again.)
   configure=(ninja -C "$build" build.ninja)
 else
   configure=(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$clang"
-             -DCMAKE_CXX_FLAGS="$flags" -DWEIR_TESTS=OFF -DWEIR_BENCH=OFF -DWEIR_FUZZ=OFF)
+             -DCMAKE_CXX_FLAGS="$flags" -DWEIR_TESTS=ON -DWEIR_BENCH=OFF -DWEIR_FUZZ=OFF)
 fi
 "${configure[@]}" > "$build/configure.log" 2>&1 ||
   { cat "$build/configure.log"; echo "check-thread-safety: configuring $build failed"; exit 1; }
@@ -69,7 +73,11 @@ for e in json.load(open(db)):
 PY
 )
 ((${#jobs[@]})) || { echo "check-thread-safety: no translation unit includes runtime/thread_annotations.h"; exit 1; }
-echo "check-thread-safety: ${#jobs[@]} translation units"
+# The tests' units too (the annotated fakes and harness): none would mean a tree
+# configured without them, a check that silently covers less.
+tests=$(printf '%s\n' "${jobs[@]}" | awk -F'\t' '$2 ~ /^tests\//' | wc -l)
+((tests)) || { echo "check-thread-safety: no unit of tests/ in $build (configured with WEIR_TESTS=OFF?)"; exit 1; }
+echo "check-thread-safety: ${#jobs[@]} translation units ($tests of tests/)"
 
 export launcher
 analyse() {

@@ -5,9 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <condition_variable>
-#include <ctime>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -16,14 +14,13 @@
 
 #include "runtime/log.h"
 #include "runtime/redact.h"
+#include "runtime/retry_after.h"
 #include "runtime/thread_annotations.h"
 
 namespace weir::connectors {
 namespace {
 
 constexpr size_t kReasonBodyBytes = 200;
-constexpr size_t kMaxRetryAfterValue = 64;
-constexpr int64_t kMaxRetryAfterSeconds = 24 * 60 * 60;
 // Upper bound on one curl_multi_poll; curl shortens it to its own next timeout anyway,
 // and it bounds how long a lost wakeup could delay queued work.
 constexpr int kPollCapMs = 1000;
@@ -216,33 +213,6 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   }
   return n;
 }
-
-}  // namespace http_sink_detail
-
-std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value,
-                                                           std::chrono::system_clock::time_point now) {
-  value = trim(value);
-  if (value.empty() || value.size() > kMaxRetryAfterValue) return std::nullopt;
-  int64_t seconds = 0;
-  if (std::isdigit(static_cast<unsigned char>(value.front())) != 0) {
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-    if (end != value.data() + value.size()) return std::nullopt;
-    if (ec == std::errc::result_out_of_range) {
-      seconds = kMaxRetryAfterSeconds;
-    } else if (ec != std::errc()) {
-      return std::nullopt;
-    }
-  } else {
-    const std::string text(value);
-    const time_t at = curl_getdate(text.c_str(), nullptr);
-    if (at == -1) return std::nullopt;
-    seconds = static_cast<int64_t>(at) - static_cast<int64_t>(std::chrono::system_clock::to_time_t(now));
-  }
-  seconds = std::clamp<int64_t>(seconds, 0, kMaxRetryAfterSeconds);
-  return std::chrono::milliseconds(seconds * 1000);
-}
-
-namespace http_sink_detail {
 
 // One sink's side of the shared loop. The spec-derived fields are fixed by configure()
 // before the loop first sees the client; `mu` guards what deliver()/stop() hand over;

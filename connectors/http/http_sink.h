@@ -18,8 +18,9 @@
 // requests. Easy handles and header lists are reused.
 //
 // Results: 2xx → ok; 5xx, 408, 429, timeouts and transport errors → retry (with
-// `Retry-After` when given); any other status → dead, reason "HTTP <code> ...". Reasons
-// name the URL without userinfo or query and never contain header values.
+// `Retry-After` when given, read by runtime/retry_after.h); any other status → dead,
+// reason "HTTP <code> ...". Reasons name the URL without userinfo or query and never
+// contain header values.
 //
 // stop(): this sink's deliveries not yet sent finish at once as retry ("sink stopping");
 // its requests on the wire get `stop_grace` to finish normally, then are abandoned as retry
@@ -32,9 +33,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
 
 #include "flows/flow.h"
 #include "runtime/sink.h"
@@ -68,10 +67,5 @@ class HttpSink : public weir::Sink {
 };
 
 std::unique_ptr<weir::Sink> make_http_sink(const flows::HttpSinkSpec& spec, std::string flow, std::string sink_name);
-
-// `Retry-After` as delta-seconds ("120") or an HTTP date; a date in the past gives 0.
-// nullopt when malformed. Capped at one day.
-std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value,
-                                                           std::chrono::system_clock::time_point now);
 
 }  // namespace weir::connectors

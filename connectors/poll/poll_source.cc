@@ -12,11 +12,10 @@
 #include <thread>
 #include <utility>
 
-// parse_retry_after: one definition of Retry-After for every HTTP connector.
-#include "connectors/http/http_sink.h"
 #include "flows/json_limits.h"
 #include "runtime/log.h"
 #include "runtime/redact.h"
+#include "runtime/retry_after.h"
 #include "runtime/thread_annotations.h"
 
 namespace weir::connectors {

@@ -24,7 +24,9 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 // A sample whose name contains every part of `name_parts`, whose labels contain
 // `label`, with exactly `value`.
 bool has_sample(const Samples& samples, std::vector<std::string> name_parts, const std::string& label, double value) {
-  for (const auto& [name, lv] : samples) {
+  for (const auto& sample : samples) {  // not a structured binding: clang 14 cannot capture one (thread_safety)
+    const std::string& name = sample.first;
+    const auto& lv = sample.second;
     bool name_ok = std::all_of(name_parts.begin(), name_parts.end(), [&](const auto& p) { return contains(name, p); });
     if (name_ok && contains(lv.first, label) && lv.second == value) return true;
   }

@@ -12,16 +12,18 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "runtime/thread_annotations.h"
 #include "tests/support/scripted_http_server.h"
 #include "tests/support/harness.h"
 #include "tests/support/support.h"
 
+using weir::Mutex;
+using weir::MutexLock;
 using weir::itest::json;
 using weir::itest::SinkProcess;
 using weir::itest::WeirOptions;
@@ -70,25 +72,25 @@ struct Seen {
 class Log {
  public:
   void add(Seen s) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     seen_.push_back(std::move(s));
   }
   std::vector<Seen> all() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return seen_;
   }
   size_t count(int status) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return std::count_if(seen_.begin(), seen_.end(), [&](const Seen& s) { return s.status == status; });
   }
   size_t size() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return seen_.size();
   }
 
  private:
-  mutable std::mutex mu_;
-  std::vector<Seen> seen_;
+  mutable Mutex mu_;
+  std::vector<Seen> seen_ GUARDED_BY(mu_);
 };
 
 std::string sink_flow(const std::string& name, const std::string& poll, const std::string& sink_url) {
@@ -166,8 +168,10 @@ TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced - a 401 never becom
   const std::string secret = "SECRET-" + random_hex(24);
   const std::string token_prefix = "TOKEN-" + random_hex(16) + "-";
 
-  std::mutex mu;
-  std::map<std::string, Clock::time_point> issued;  // GUARDED_BY(mu)
+  struct {
+    Mutex mu;
+    std::map<std::string, Clock::time_point> issued GUARDED_BY(mu);
+  } tokens;  // issued by `auth`, checked by `api` (each on its own server thread)
   std::atomic<int> issued_count{0};
   std::atomic<int> bad_client{0};
   ScriptedHttpServer auth([&](const ScriptedRequest& r) {
@@ -180,8 +184,8 @@ TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced - a 401 never becom
     const int n = ++issued_count;
     const std::string token = token_prefix + std::to_string(n);
     {
-      std::lock_guard lock(mu);
-      issued[token] = Clock::now();
+      MutexLock lock(tokens.mu);
+      tokens.issued[token] = Clock::now();
     }
     return ScriptedReply::with_status(
         200, json{{"access_token", token}, {"token_type", "Bearer"}, {"expires_in", 1}}.dump());
@@ -196,9 +200,9 @@ TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced - a 401 never becom
     std::string token = s.authorization.rfind("Bearer ", 0) == 0 ? s.authorization.substr(7) : "";
     bool valid = false;
     {
-      std::lock_guard lock(mu);
-      auto it = issued.find(token);
-      valid = it != issued.end() && Clock::now() - it->second < 1500ms && token != token_prefix + "2";
+      MutexLock lock(tokens.mu);
+      auto it = tokens.issued.find(token);
+      valid = it != tokens.issued.end() && Clock::now() - it->second < 1500ms && token != token_prefix + "2";
     }
     ScriptedReply reply = ScriptedReply::with_status(401, R"({"error": "invalid_token"})");
     if (valid && frozen.load()) reply = ScriptedReply::with_status(200, "[]");

@@ -4,11 +4,11 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "runtime/source.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir::ctest {
 
@@ -19,7 +19,7 @@ class FakeIngest final : public weir::Ingest {
 
   void publish(weir::IngestEvent event, std::chrono::milliseconds,
                std::function<void(const weir::Status&, const std::string&)> done) override {
-    std::unique_lock lock(mu_);
+    UniqueLock lock(mu_);
     events_.push_back(event);
     if (fail_left_ > 0) {
       --fail_left_;
@@ -39,13 +39,13 @@ class FakeIngest final : public weir::Ingest {
   bool ready() const override { return true; }
   void reject(weir::IngestEvent event, std::string reason, std::chrono::milliseconds,
               std::function<void(const weir::Status&, const std::string&)> done) override {
-    std::unique_lock lock(mu_);
+    UniqueLock lock(mu_);
     rejected_.emplace_back(event, reason);
     lock.unlock();
     done(weir::Status::ok(), event.id);
   }
   std::vector<std::pair<weir::IngestEvent, std::string>> rejected() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return rejected_;
   }
 
@@ -53,7 +53,7 @@ class FakeIngest final : public weir::Ingest {
   void complete_all() {
     std::vector<Held> held;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       held.swap(held_);
       acked_ += static_cast<int>(held.size());
     }
@@ -61,19 +61,19 @@ class FakeIngest final : public weir::Ingest {
   }
 
   std::vector<weir::IngestEvent> events() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return events_;
   }
   size_t count() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return events_.size();
   }
   int acked() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return acked_;
   }
   int failed() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return failed_;
   }
 
@@ -82,14 +82,14 @@ class FakeIngest final : public weir::Ingest {
     std::string id;
     std::function<void(const weir::Status&, const std::string&)> done;
   };
-  mutable std::mutex mu_;
-  Mode mode_;
-  int fail_left_;
-  int failed_ = 0;
-  int acked_ = 0;
-  std::vector<weir::IngestEvent> events_;
-  std::vector<std::pair<weir::IngestEvent, std::string>> rejected_;
-  std::vector<Held> held_;
+  mutable Mutex mu_;
+  const Mode mode_;
+  int fail_left_ GUARDED_BY(mu_);
+  int failed_ GUARDED_BY(mu_) = 0;
+  int acked_ GUARDED_BY(mu_) = 0;
+  std::vector<weir::IngestEvent> events_ GUARDED_BY(mu_);
+  std::vector<std::pair<weir::IngestEvent, std::string>> rejected_ GUARDED_BY(mu_);
+  std::vector<Held> held_ GUARDED_BY(mu_);
 };
 
 }  // namespace weir::ctest

@@ -20,7 +20,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -51,7 +50,7 @@ class FakeKv final : public KvStore {
   ~FakeKv() override = default;
 
   Result<uint64_t> create(const std::string& key, std::string_view value) override {
-    return write("create", key, [&](Slot* slot) -> Result<uint64_t> {
+    return write("create", key, [&](Slot* slot) REQUIRES(mu_) -> Result<uint64_t> {
       if (slot->exists && !slot->deleted)
         return Status::conflict("wrong last sequence: " + std::to_string(slot->revision));
       return put_locked(key, slot, value);
@@ -59,7 +58,7 @@ class FakeKv final : public KvStore {
   }
 
   Result<uint64_t> update(const std::string& key, std::string_view value, uint64_t last) override {
-    return write("update", key, [&](Slot* slot) -> Result<uint64_t> {
+    return write("update", key, [&](Slot* slot) REQUIRES(mu_) -> Result<uint64_t> {
       const uint64_t actual = slot->exists ? slot->revision : 0;
       if (actual != last) return Status::conflict("wrong last sequence: " + std::to_string(actual));
       return put_locked(key, slot, value);
@@ -67,7 +66,7 @@ class FakeKv final : public KvStore {
   }
 
   Status erase(const std::string& key, uint64_t last = 0) override {
-    Result<uint64_t> r = write("erase", key, [&](Slot* slot) -> Result<uint64_t> {
+    Result<uint64_t> r = write("erase", key, [&](Slot* slot) REQUIRES(mu_) -> Result<uint64_t> {
       const uint64_t actual = slot->exists ? slot->revision : 0;
       if (last != 0 && actual != last) return Status::conflict("wrong last sequence: " + std::to_string(actual));
       slot->exists = true;
@@ -83,7 +82,7 @@ class FakeKv final : public KvStore {
 
   Result<KvEntry> get(const std::string& key) override {
     if (fault_for("get", key) == Fault::kFailBefore) return Status::unavailable("fake: get failed");
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = slots_.find(key);
     if (it == slots_.end() || !it->second.exists || it->second.deleted) return Status::not_found("fake: no key " + key);
     return KvEntry{key, it->second.value, it->second.revision};
@@ -93,7 +92,7 @@ class FakeKv final : public KvStore {
                                          std::function<void(const KvEvent&)> on_event) override {
     auto watch = std::make_unique<Watch>(this, key, std::move(on_event));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto it = slots_.find(key);
       if (it != slots_.end() && it->second.exists) {
         const Slot& s = it->second;
@@ -107,38 +106,38 @@ class FakeKv final : public KvStore {
 
   // Every applied write, in revision order.
   std::vector<KvEvent> log() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return log_;
   }
   size_t log_size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return log_.size();
   }
   KvEvent log_at(size_t i) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return log_.at(i);
   }
   // Removes the key without an event, as bucket TTL expiry does.
   void expire(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     slots_.erase(key);
   }
   // Removes the key (no event) when its last entry is at least `age` old, as the bucket
   // TTL (MaxAge) does on the server. True when it expired.
   bool expire_older_than(const std::string& key, Clock::Duration age) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = slots_.find(key);
     if (it == slots_.end() || clock == nullptr || clock->now() - it->second.written_at < age) return false;
     slots_.erase(it);
     return true;
   }
   uint64_t revision_of(const std::string& key) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = slots_.find(key);
     return it == slots_.end() ? 0 : it->second.revision;
   }
   size_t watch_count() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return watches_.size();
   }
 
@@ -157,11 +156,11 @@ class FakeKv final : public KvStore {
         : kv_(kv), key_(std::move(key)), cb_(std::move(cb)) {}
     ~Watch() override {
       {
-        std::lock_guard<std::mutex> lock(kv_->mu_);
+        MutexLock lock(kv_->mu_);
         kv_->watches_.erase(this);
       }
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         stop_ = true;
       }
       cv_.notify_all();
@@ -169,9 +168,9 @@ class FakeKv final : public KvStore {
     }
     void start() {
       thread_ = std::thread([this] {
-        std::unique_lock<std::mutex> lock(mu_);
+        UniqueLock lock(mu_);
         for (;;) {
-          cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+          lock.wait(cv_, [this]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
           if (stop_) return;
           KvEvent e = std::move(queue_.front());
           queue_.pop_front();
@@ -183,7 +182,7 @@ class FakeKv final : public KvStore {
     }
     void push(KvEvent e) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         queue_.push_back(std::move(e));
       }
       cv_.notify_all();
@@ -194,10 +193,10 @@ class FakeKv final : public KvStore {
     FakeKv* kv_;
     std::string key_;
     std::function<void(const KvEvent&)> cb_;
-    std::mutex mu_;
+    Mutex mu_;
     std::condition_variable cv_;
-    std::deque<KvEvent> queue_;
-    bool stop_ = false;
+    std::deque<KvEvent> queue_ GUARDED_BY(mu_);
+    bool stop_ GUARDED_BY(mu_) = false;
     std::thread thread_;
   };
 
@@ -217,7 +216,7 @@ class FakeKv final : public KvStore {
     if (before_apply) before_apply();
     Result<uint64_t> result = Status::internal("unset");
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       result = apply(&slots_[key]);
       if (!slots_[key].exists) slots_.erase(key);
     }
@@ -226,7 +225,7 @@ class FakeKv final : public KvStore {
     return result;
   }
 
-  Result<uint64_t> put_locked(const std::string& key, Slot* slot, std::string_view value) {
+  Result<uint64_t> put_locked(const std::string& key, Slot* slot, std::string_view value) REQUIRES(mu_) {
     slot->exists = true;
     slot->deleted = false;
     slot->value = std::string(value);
@@ -236,7 +235,7 @@ class FakeKv final : public KvStore {
     return slot->revision;
   }
 
-  void record_locked(const KvEvent& e) {
+  void record_locked(const KvEvent& e) REQUIRES(mu_) {
     log_.push_back(e);
     for (Watch* w : watches_) {
       if (w->key() == e.key) w->push(e);
@@ -245,11 +244,11 @@ class FakeKv final : public KvStore {
 
   Mutex hooks_mu_;
   FaultFn fault_ GUARDED_BY(hooks_mu_);
-  mutable std::mutex mu_;
-  std::map<std::string, Slot> slots_;
-  uint64_t sequence_ = 0;
-  std::vector<KvEvent> log_;
-  std::set<Watch*> watches_;
+  mutable Mutex mu_;
+  std::map<std::string, Slot> slots_ GUARDED_BY(mu_);
+  uint64_t sequence_ GUARDED_BY(mu_) = 0;
+  std::vector<KvEvent> log_ GUARDED_BY(mu_);
+  std::set<Watch*> watches_ GUARDED_BY(mu_);
 };
 
 }  // namespace weir::cluster::testing

@@ -336,7 +336,7 @@ void Posters::run(int client) {
     rec.has_retry_after = !r.header("retry-after").empty();
     bool ok = r.status / 100 == 2;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       records_.push_back(rec);
       if (ok) ids_.insert(id);
       if (ok && keyed && id_from_reply(r) != id) ++key_mismatches_;
@@ -354,17 +354,17 @@ void Posters::run(int client) {
 }
 
 std::set<std::string> Posters::acked_ids() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return ids_;
 }
 
 std::vector<PostRecord> Posters::records() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return records_;
 }
 
 std::map<int, size_t> Posters::status_counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::map<int, size_t> out;
   for (const auto& r : records_) ++out[r.status];
   return out;

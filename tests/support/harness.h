@@ -19,7 +19,6 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -27,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/thread_annotations.h"  // header-only: the lock annotations (ADR 0210)
 #include "tests/support/support.h"
 
 namespace weir::itest {
@@ -166,7 +166,7 @@ class Posters {
   std::map<int, size_t> status_counts() const;
   // Keyed posts whose 202 named another id than the Idempotency-Key sent.
   size_t key_mismatches() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return key_mismatches_;
   }
 
@@ -179,10 +179,10 @@ class Posters {
   std::atomic<bool> stop_{false};
   std::atomic<size_t> acked_{0};
   std::atomic<size_t> failed_{0};
-  mutable std::mutex mu_;
-  std::set<std::string> ids_;        // guarded by mu_
-  std::vector<PostRecord> records_;  // guarded by mu_
-  size_t key_mismatches_ = 0;        // guarded by mu_
+  mutable Mutex mu_;
+  std::set<std::string> ids_ GUARDED_BY(mu_);
+  std::vector<PostRecord> records_ GUARDED_BY(mu_);
+  size_t key_mismatches_ GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };
 

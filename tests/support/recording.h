@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,7 +34,7 @@ class RecordingIngest final : public Ingest {
                std::function<void(const Status&, const std::string&)> done) override {
     std::string id = event.id;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       events_.push_back(Recorded{std::move(event), std::chrono::steady_clock::now()});
     }
     done(Status::ok(), id);
@@ -43,17 +42,17 @@ class RecordingIngest final : public Ingest {
   bool ready() const override { return true; }
 
   std::vector<Recorded> events() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return events_;
   }
   size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return events_.size();
   }
 
  private:
-  mutable std::mutex mu_;
-  std::vector<Recorded> events_;
+  mutable Mutex mu_;
+  std::vector<Recorded> events_ GUARDED_BY(mu_);
 };
 
 // Publishes "<name>-<n>" every `period` while started; counts starts, stops and refusals.
@@ -88,7 +87,7 @@ class PulseSource final : public Source {
   void stop() override {
     if (!started_) return;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
@@ -101,7 +100,7 @@ class PulseSource final : public Source {
 
  private:
   void run() {
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueLock lock(mu_);
     int n = 0;
     while (!stopping_) {
       lock.unlock();
@@ -113,7 +112,7 @@ class PulseSource final : public Source {
                                  if (!s) stats.refused++;
                                });
       lock.lock();
-      cv_.wait_for(lock, period_, [this] { return stopping_; });
+      lock.wait_for(cv_, period_, [this]() REQUIRES(mu_) { return stopping_; });
     }
   }
 
@@ -122,9 +121,9 @@ class PulseSource final : public Source {
   std::chrono::milliseconds period_;
   SourceContext context_;
   std::thread thread_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
   bool started_ = false;
 };
 

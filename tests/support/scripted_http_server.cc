@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cctype>
 #include <charconv>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -15,6 +14,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include "runtime/thread_annotations.h"
 
 namespace weir::testing {
 namespace {
@@ -105,8 +106,8 @@ struct ScriptedHttpServer::Impl {
   std::atomic<int> max_open{0};
   std::atomic<int> in_request{0};
   std::atomic<int> max_in_request{0};
-  mutable std::mutex mu;
-  std::vector<ScriptedRequest> requests;  // guarded by mu
+  mutable Mutex mu;
+  std::vector<ScriptedRequest> requests GUARDED_BY(mu);
 
   static void raise_max(std::atomic<int>& max, int value) {
     int seen = max.load();
@@ -137,7 +138,7 @@ struct ScriptedHttpServer::Impl {
       raise_max(max_in_request, ++in_request);
       ScriptedReply reply = script(req);
       {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         requests.push_back(std::move(req));
       }
       if (reply.delay.count() > 0) {
@@ -204,12 +205,12 @@ int ScriptedHttpServer::max_open() const { return impl_->max_open.load(); }
 int ScriptedHttpServer::max_concurrent_requests() const { return impl_->max_in_request.load(); }
 
 size_t ScriptedHttpServer::request_count() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->requests.size();
 }
 
 std::vector<ScriptedRequest> ScriptedHttpServer::requests() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->requests;
 }
 

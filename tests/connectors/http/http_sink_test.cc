@@ -23,7 +23,6 @@ using weir::Delivery;
 using weir::DeliveryResult;
 using weir::connectors::HttpSink;
 using weir::connectors::make_http_sink;
-using weir::connectors::parse_retry_after;
 using weir::flows::HttpSinkSpec;
 using weir::testing::ScriptedHttpServer;
 using weir::testing::ScriptedReply;
@@ -637,21 +636,6 @@ TEST_CASE("http sink: start() rejects specs it cannot send with", "[http_sink]")
   HttpSink twice(spec_for("http://127.0.0.1:1/x"), "orders", "big");
   REQUIRE(twice.start().is_ok());
   CHECK(twice.start().code() == weir::Status::Code::kConflict);
-}
-
-TEST_CASE("parse_retry_after reads delta-seconds and HTTP dates", "[http_sink]") {
-  const auto now = std::chrono::system_clock::from_time_t(1445412480);  // Wed, 21 Oct 2015 07:28:00 GMT
-  CHECK(parse_retry_after("120", now) == std::optional(120000ms));
-  CHECK(parse_retry_after(" 5 ", now) == std::optional(5000ms));
-  CHECK(parse_retry_after("0", now) == std::optional(0ms));
-  CHECK(parse_retry_after("99999999999999999999", now) == std::optional<std::chrono::milliseconds>(24h));
-  CHECK(parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now) == std::optional(30000ms));
-  CHECK(parse_retry_after("Wed, 21 Oct 2015 07:20:00 GMT", now) == std::optional(0ms));  // past
-  CHECK_FALSE(parse_retry_after("", now).has_value());
-  CHECK_FALSE(parse_retry_after("-1", now).has_value());
-  CHECK_FALSE(parse_retry_after("1.5", now).has_value());
-  CHECK_FALSE(parse_retry_after("soon", now).has_value());
-  CHECK_FALSE(parse_retry_after("12abc", now).has_value());
 }
 
 // ADR 0160: every sink runs on one shared loop. A slow receiver must not hold up another
