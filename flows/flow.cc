@@ -1,6 +1,9 @@
 #include "flows/flow.h"
 
+#include <mutex>
+
 #include "flows/program.h"
+#include "flows/text.h"
 
 namespace weir::flows {
 
@@ -28,6 +31,23 @@ std::string FlowError::str() const {
     if (c == '\n' || c == '\r') c = ' ';
   }
   return s;
+}
+
+// The file's bytes until the first content_hash() call, then its digest.
+struct Flow::ContentHash {
+  std::once_flag once;
+  std::string text;
+  std::string hex;
+};
+
+const std::string& Flow::content_hash() const {
+  static const std::string kNone;
+  if (!hash_) return kNone;
+  std::call_once(hash_->once, [h = hash_.get()] {
+    h->hex = sha256_hex(h->text);
+    std::string().swap(h->text);
+  });
+  return hash_->hex;
 }
 
 Flow::Flow() = default;
@@ -67,10 +87,11 @@ Outcome Flow::run(Json event) const {
   return out;
 }
 
-void FlowBuilder::fill(Flow& f, std::string name, std::string hash, std::string file, SourceSpec source,
+void FlowBuilder::fill(Flow& f, std::string name, std::string text, std::string file, SourceSpec source,
                        std::vector<SinkSpec> sinks, OnError on_error, Json tests, std::unique_ptr<Program> program) {
   f.name_ = std::move(name);
-  f.hash_ = std::move(hash);
+  f.hash_ = std::make_unique<Flow::ContentHash>();
+  f.hash_->text = std::move(text);
   f.file_ = std::move(file);
   f.source_ = std::move(source);
   f.sinks_ = std::move(sinks);

@@ -195,7 +195,10 @@ class Flow {
  public:
   const std::string& name() const { return name_; }
   int64_t version() const { return version_; }
-  const std::string& content_hash() const { return hash_; }  // hex sha-256 of the file bytes
+  // Hex sha-256 of the file bytes. Computed on the first call (thread-safe), not at load:
+  // standalone start-up never needs it, and OpenSSL's first digest (library and provider
+  // initialisation) would otherwise sit on the compile path (ADR 0215, session 8).
+  const std::string& content_hash() const;
   const std::string& file() const { return file_; }
   const SourceSpec& source() const { return source_; }
   const std::vector<SinkSpec>& sinks() const { return sinks_; }
@@ -221,7 +224,9 @@ class Flow {
 
  private:
   friend struct FlowBuilder;
-  std::string name_, hash_, file_;
+  struct ContentHash;
+  std::string name_, file_;
+  std::unique_ptr<ContentHash> hash_;
   int64_t version_ = 1;
   SourceSpec source_;
   std::vector<SinkSpec> sinks_;

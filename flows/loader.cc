@@ -114,7 +114,7 @@ class Loader {
     }
   }
 
-  std::shared_ptr<const Flow> load(const SrcNode& root, const std::string& hash);
+  std::shared_ptr<const Flow> load(const SrcNode& root);
 
  private:
   // ---- diagnostics ------------------------------------------------------------------
@@ -1017,7 +1017,7 @@ void Loader::tests(const SrcNode& n) {
   d_.insert(d_.end(), found.begin(), found.end());
 }
 
-std::shared_ptr<const Flow> Loader::load(const SrcNode& root, const std::string& hash) {
+std::shared_ptr<const Flow> Loader::load(const SrcNode& root) {
   if (!is_map(root, "a flow file")) return nullptr;
   check_keys(root, "the flow file", schema::kFlowFile);
   program_ = std::make_unique<Program>();
@@ -1070,8 +1070,8 @@ std::shared_ptr<const Flow> Loader::load(const SrcNode& root, const std::string&
     return nullptr;
   }
   auto flow = std::make_shared<Flow>();
-  FlowBuilder::fill(*flow, flow_name_, hash, file_, std::move(src), std::move(sinks_), on_error, std::move(tests_json),
-                    std::move(program_));
+  FlowBuilder::fill(*flow, flow_name_, std::string(src_), file_, std::move(src), std::move(sinks_), on_error,
+                    std::move(tests_json), std::move(program_));
   return flow;
 }
 
@@ -1127,7 +1127,7 @@ LoadResult load_text(const std::string& text, const std::string& file, const std
   }
   Loader loader(text, file, dir, options.allow_table_files, &r.diagnostics);
   try {
-    auto flow = loader.load(doc.root, sha256_hex(text));
+    auto flow = loader.load(doc.root);
     if (r.diagnostics.empty()) r.flow = std::move(flow);
   } catch (const std::exception& e) {
     r.diagnostics.push_back({{file, 1, 1}, std::string("internal error while loading: ") + e.what()});

@@ -69,7 +69,8 @@ bool assign_path(Json& root, const std::vector<std::string>& path, Json value, s
 
 // Gives the loader access to Flow's private members.
 struct FlowBuilder {
-  static void fill(Flow& f, std::string name, std::string hash, std::string file, SourceSpec source,
+  // `text`: the file's bytes, hashed on the first Flow::content_hash().
+  static void fill(Flow& f, std::string name, std::string text, std::string file, SourceSpec source,
                    std::vector<SinkSpec> sinks, OnError on_error, Json tests, std::unique_ptr<Program> program);
 };
 

@@ -108,6 +108,8 @@ class Table {
   const Json* find(const Json& key, EvalContext& ctx) const;
   // False when the key is already present. Rows shared with other tables are copied first.
   bool insert(std::string key, Json row);
+  // Room for `rows` rows before a load inserts them (no rehash on the way).
+  void reserve(size_t rows);
   size_t size() const { return live_ ? live_->entries() : rows_->size(); }
   // Makes this a live table reading `live`.
   void set_live(std::shared_ptr<LiveTable> live) { live_ = std::move(live); }

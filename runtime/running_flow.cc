@@ -197,6 +197,7 @@ Status RunningFlow::start(bool paused) {
   const bool has_source = !std::holds_alternative<flows::FlowSourceSpec>(flow_->source());
   if (has_source) {
     if (Status s = start_source(); !s) return s;
+    log::startup("source of flow " + name() + " started");
   }
   Status s = start_pipeline(paused);
   if (!s && has_source) stop_source();  // no route left behind pointing at a flow that is not there

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -89,6 +90,78 @@ class SignalWatch {
   std::atomic<bool> over_{false};
   std::thread thread_;  // last: starts once the rest is built
 };
+
+// The Bus' connection and http-in's (LoopPublisher, on the io thread), each opened on a
+// thread of its own (ADR 0215, session 8). With nats.url given they start right after the
+// configuration is read, while the main thread compiles the flows: cnats' and OpenSSL's
+// initialisation and the two handshakes leave the path to the first 202. Each retries for
+// 10 s while NATS does not answer (it may be coming up), until cancel(). Destroying it
+// cancels and waits for both threads (nothing of start-up outlives it); destroy it while
+// the io thread still runs (a LoopPublisher it still holds closes on it).
+class NatsConnecting {
+ public:
+  NatsConnecting(IoLoop& io, const BusOptions& options) {
+    // Both threads keep the process' name: the threads cnats starts from the first
+    // connection (timers, delivery pool, garbage) inherit it, and show as `weir` as before.
+    bus_ = std::async(std::launch::async, [this, options] {
+      auto bus = with_retries([&] { return Bus::connect(options); });
+      if (bus) log::startup("NATS connection open (on its thread)");
+      return bus;
+    });
+    ingress_ = std::async(std::launch::async, [this, &io, options] {
+      auto lp = with_retries([&] { return LoopPublisher::connect(io, options); });
+      if (lp) log::startup("http-in's NATS connection open (on its thread)");
+      return lp;
+    });
+  }
+  ~NatsConnecting() {
+    cancel();
+    if (bus_.valid()) bus_.wait();
+    if (ingress_.valid()) ingress_.wait();
+  }
+  NatsConnecting(const NatsConnecting&) = delete;
+  NatsConnecting& operator=(const NatsConnecting&) = delete;
+
+  // Stops retrying (an attempt under way still ends, within cnats' connect timeout).
+  void cancel() {
+    {
+      MutexLock lock(mu_);
+      cancelled_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // Each once. While waiting, `stop` is asked every 20 ms: true (a signal) cancels.
+  Result<std::unique_ptr<Bus>> bus(const std::function<bool()>& stop) { return take(bus_, stop); }
+  Result<std::unique_ptr<LoopPublisher>> ingress(const std::function<bool()>& stop) { return take(ingress_, stop); }
+
+ private:
+  template <typename T>
+  T take(std::future<T>& f, const std::function<bool()>& stop) {
+    while (f.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+      if (stop()) cancel();
+    }
+    return f.get();
+  }
+
+  template <typename Connect>
+  auto with_retries(Connect connect) -> decltype(connect()) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      auto r = connect();
+      if (r || std::chrono::steady_clock::now() > deadline) return r;
+      UniqueLock lock(mu_);
+      if (lock.wait_for(cv_, std::chrono::milliseconds(200), [&]() REQUIRES(mu_) { return cancelled_; })) return r;
+    }
+  }
+
+  Mutex mu_;
+  std::condition_variable cv_;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  // Last: the threads start once the rest is built.
+  std::future<Result<std::unique_ptr<Bus>>> bus_;
+  std::future<Result<std::unique_ptr<LoopPublisher>>> ingress_;
+};
 }  // namespace
 
 // The process lifecycle (docs/adr/0200-thin-runtime-core.md): start-up in order, the wait
@@ -109,11 +182,12 @@ struct Runtime::Impl {
   std::unique_ptr<Bus> bus;
   std::unique_ptr<LoopPublisher> ingress_pub;  // http-in's own connection on the io thread (ADR 0130)
   std::unique_ptr<DeadLetters> dlq;
-  std::unique_ptr<BacklogMonitor> backlog;    // ingress backpressure (ADR 0080)
-  std::unique_ptr<DeferredStateStore> state;  // sources' durable state, e.g. poll cursors (weir_state KV)
-  std::unique_ptr<KvTables> kv_tables;        // `tables: {t: {kv: NAME}}` (ADR 0120)
-  std::unique_ptr<FlowHost> host;             // the running flows
-  SignalWatch* signals = nullptr;             // while run() runs
+  std::unique_ptr<BacklogMonitor> backlog;     // ingress backpressure (ADR 0080)
+  std::unique_ptr<DeferredStateStore> state;   // sources' durable state, e.g. poll cursors (weir_state KV)
+  std::unique_ptr<KvTables> kv_tables;         // `tables: {t: {kv: NAME}}` (ADR 0120)
+  std::unique_ptr<FlowHost> host;              // the running flows
+  std::unique_ptr<NatsConnecting> connecting;  // until connect_nats takes its connections
+  SignalWatch* signals = nullptr;              // while run() runs
 
   Impl(RuntimeConfig c, ConnectorFactory& f, ClusterHooks* h) : config(std::move(c)), connectors(f) {
     if (!config.cluster.name.empty()) cluster = h;
@@ -224,15 +298,7 @@ struct Runtime::Impl {
     return Status::ok();
   }
 
-  // The embedded nats-server when no URL is given, then the Bus (retried for 10 s while
-  // the server comes up), http-in's publisher and the dead-letter stream.
-  Status connect_nats(const FlowList& flows) {
-    if (config.nats.url.empty()) {
-      auto n = EmbeddedNats::start(config.data_dir);
-      if (!n) return n.status();
-      nats = std::move(n.value());
-      config.nats.url = nats->url();  // the nats source and sink open their own connection to it
-    }
+  BusOptions bus_options() const {
     BusOptions bo;
     bo.url = config.nats.url;
     bo.creds_file = config.nats.creds;
@@ -240,26 +306,37 @@ struct Runtime::Impl {
     bo.stream_max_bytes = config.nats.stream_max_bytes;
     bo.delivery_threads = config.nats.delivery_threads;
     bo.name = "weir";
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    for (;;) {
-      auto b = Bus::connect(bo);
-      if (b) {
-        bus = std::move(b.value());
-        log::startup("NATS connected");
-        std::vector<std::string> streams;  // their info is on its way while the rest connects (ADR 0215)
-        for (const auto& f : flows) streams.push_back(layout::flow_stream(f->name()));
-        bus->prefetch_setup(streams);
-        break;
-      }
-      if (std::chrono::steady_clock::now() > deadline || stop_requested()) return b.status();
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return bo;
+  }
+
+  // The io thread, and with nats.url given both NATS connections, start now, while the
+  // flows compile (ADR 0215, session 8). The embedded server is started by connect_nats,
+  // once the flows are known to be valid.
+  void start_connecting() {
+    io.start();
+    if (!config.nats.url.empty()) connecting = std::make_unique<NatsConnecting>(io, bus_options());
+  }
+
+  // The embedded nats-server when no URL is given, then the Bus and http-in's connection
+  // (each retried for 10 s while the server comes up), then the dead-letter stream.
+  Status connect_nats(const FlowList& flows) {
+    if (config.nats.url.empty()) {
+      auto n = EmbeddedNats::start(config.data_dir);
+      if (!n) return n.status();
+      nats = std::move(n.value());
+      config.nats.url = nats->url();  // the nats source and sink open their own connection to it
+      connecting = std::make_unique<NatsConnecting>(io, bus_options());
     }
-    // http-in's connection and the source-state bucket open on threads of their own while
-    // this one plans the streams (issue 13: their round trips overlap; ADR 0215).
-    auto lp = std::async(std::launch::async, [this] {
-      pthread_setname_np(pthread_self(), "weir-io-connect");
-      return LoopPublisher::connect(io, bus->options());
-    });
+    auto stop = [this] { return stop_requested(); };
+    auto b = connecting->bus(stop);
+    if (!b) return b.status();
+    bus = std::move(b.value());
+    log::startup("NATS connected");
+    std::vector<std::string> streams;  // their info is on its way while the rest is set up (ADR 0215)
+    for (const auto& f : flows) streams.push_back(layout::flow_stream(f->name()));
+    bus->prefetch_setup(streams);
+    // The source-state bucket opens on a thread of its own while this one plans the
+    // streams (issue 13: their round trips overlap; ADR 0215).
     StateStoreOptions so;
     so.bucket = layout::state_bucket();
     so.replicas = config.nats.replicas;
@@ -268,7 +345,8 @@ struct Runtime::Impl {
     Status planned = check_old_streams(flows);
     if (planned) planned = plan_streams(flows);
     log::startup("stream sizes planned, dead-letter stream ready");
-    auto connected = lp.get();
+    auto connected = connecting->ingress(stop);
+    connecting.reset();  // both threads are done
     if (!connected) return connected.status();
     ingress_pub = std::move(connected.value());
     log::startup("http-in's NATS connection up");
@@ -381,6 +459,7 @@ struct Runtime::Impl {
     const log::Format format = configure_logging();
     if (!set_cluster_layout()) return 2;
     start_tracing();
+    start_connecting();
     auto loaded = host->load();
     if (!loaded) {
       std::fprintf(stderr, "%s\n", loaded.status().message().c_str());
@@ -396,7 +475,6 @@ struct Runtime::Impl {
     } unset{signals};
     std::string token;
     if (!admin_token(&token)) return 2;
-    io.start();
     if (Status s = start_listeners(token); !s) return exit_code_for(s);
     if (Status s = connect_bus(loaded.value()); !s) {
       if (stopped_during_start()) return 0;
@@ -450,6 +528,7 @@ struct Runtime::Impl {
   }
 
   ~Impl() {
+    connecting.reset();  // start-up ended early (a flow error, a signal): its threads end first
     // Publish callbacks capture sources, ingest and stages: fail what is pending while
     // they exist, and every later publish at once (hot-path review C5).
     if (bus) bus->shutdown();

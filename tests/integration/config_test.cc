@@ -39,6 +39,39 @@ const std::string kGoodFlow =
 
 }  // namespace
 
+// With nats.url given, weir opens its NATS connections while the flows compile (ADR 0215,
+// session 8). A flow error must still end start-up at once with its message and exit 2,
+// before anything listens — also while the connections are still being retried (NATS
+// unreachable: they would retry for 10 s).
+TEST_CASE("a flow error while the NATS connections are being opened exits 2 at once, before serving",
+          "[integration][config]") {
+  const std::string bad_flow =
+      "flow: orders\nfrom: { http: { path: /in/orders } }\n"
+      "stepz: []\nto: { out: { http: { url: \"http://x/\" } } }\n";
+  auto check = [&](const std::string& nats_url) {
+    WeirProcess weir({.nats_url = nats_url, .flows = {{"orders.yaml", bad_flow}}});
+    weir.spawn();
+    // Well inside the 10 s the connections would keep retrying an unreachable NATS.
+    auto code = weir.process().wait_exit(6s);
+    INFO(weir.describe());
+    REQUIRE(code.has_value());
+    CHECK(*code == 2);
+    const std::string out = weir.log();
+    INFO(out);
+    CHECK(contains(out, "orders.yaml"));
+    CHECK(names_line(out, 3));
+    CHECK(contains(out, "stepz"));
+    CHECK_FALSE(contains(out, "listening"));  // nothing was served
+  };
+  SECTION("NATS up: the connections open, then close again") {
+    NatsServer nats;
+    check(nats.url());
+  }
+  SECTION("NATS unreachable: the retries stop") {
+    check("nats://127.0.0.1:" + std::to_string(weir::testing::free_port()));
+  }
+}
+
 TEST_CASE("configuration errors exit 2 naming the file, the line and the field", "[integration][config]") {
   NatsServer nats;
 
