@@ -1,7 +1,5 @@
 #include "runtime/state_store.h"
 
-#include <pthread.h>
-
 #include <utility>
 
 #include "runtime/nats_kv.h"
@@ -89,7 +87,8 @@ Status StateStore::put(const std::string& key, const std::string& value) {
 
 DeferredStateStore::DeferredStateStore(__natsConnection* connection, const StateStoreOptions& options)
     : opener_([this, connection, options] {
-        pthread_setname_np(pthread_self(), "weir-state-open");
+        // Unnamed on purpose: opening the bucket starts a cnats thread (its delivery pool's),
+        // which would inherit this name for the life of the process (docs/architecture.md).
         auto opened = StateStore::open(connection, options);
         MutexLock lock(mu_);
         if (opened) {
