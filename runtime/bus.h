@@ -87,9 +87,8 @@ struct BusOptions {
   // Stream/consumer set-up calls are retried with backoff this long while JetStream is not
   // ready (fresh server or cluster electing leaders) or a peer is creating the same thing.
   std::chrono::milliseconds setup_timeout{30000};
-  // Threads of cnats' shared delivery pool: the threaded connection's subscriptions (pool
-  // consumers, the PubAcks of Bus::publish) are handled on these (ADR 0150). A
-  // process-wide setting: the first Bus sets it.
+  // Threads of cnats' shared delivery pool: every consumer's messages and every PubAck are
+  // handled on these (ADR 0150). A process-wide setting: the first Bus sets it.
   int delivery_threads = 2;
   // Flow consumers run on the flow loop: one thread ("weir-flows") with its own event-loop
   // connection for every flow stage (ADR 0220). Internal switch: false puts them back on

@@ -473,7 +473,6 @@ Status SinkStage::start() {
   co.ack_wait = options_.sink_ack_wait;
   co.request_expires = options_.fetch_wait;
   co.recreated = &metrics_.consumer_recreated;
-  co.on_loop = true;  // read on the flow loop too (ADR 0256); acks leave with its turn's writes
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());

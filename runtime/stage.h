@@ -7,12 +7,10 @@
 // the next pull requests and the outputs of one loop turn leave in one write. Timers
 // (re-requests, publish deadlines) are that loop's. With BusOptions::flow_loop off it
 // runs as before ADR 0220, on cnats' shared delivery pool (ADR 0150).
-// The sink stage has no thread either (docs/adr/0150-stages-without-threads.md): its
-// messages are read on the flow loop too (docs/adr/0256-sink-stage-on-the-flow-loop.md;
-// one stage's messages one at a time, in order) and handed to the sink there; sink results
-// complete them on whatever thread reports them (their acks are written by the loop), and
-// the loop's timers re-request. With BusOptions::flow_loop off both stages run on cnats'
-// shared delivery pool, re-requested by the Bus's timer thread.
+// The sink stage has no thread (docs/adr/0150-stages-without-threads.md): messages arrive
+// on cnats' shared delivery pool (one stage's messages one at a time, in order), sink
+// results complete them on whatever thread reports them, and the Bus's timer thread
+// re-requests and retries.
 // The flow stage keeps up to two batches' worth of messages requested or in hand; the last
 // output callback of a batch acks it (docs/adr/0084-two-flow-batches-in-flight.md).
 //
