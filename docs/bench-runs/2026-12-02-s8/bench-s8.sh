@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 8 quiet-window benchmarks. Reference = the session's start (d67be04): binary
+# Session 8 quiet-window benchmarks (run twice: first/ = with ADR 0256, since reverted; the top level = the final code). Reference = the session's start (d67be04): binary
 # /tmp/weir-s8-base, and BUILD=/tmp/refbuild (the same build's tools with that weir).
 cd /work/main; out=docs/bench-runs/2026-12-02-s8; mkdir -p $out
 L=/work/bench-s8.log; E=/work/bench-s8.err
