@@ -706,11 +706,13 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   }
 };
 
-// The flow loop (ADR 0220): one thread and one event-loop connection for every flow
-// consumer of the process. `consumers` is touched on the loop thread only (start and stop
-// run_sync there).
+// A consumer loop: one thread and one event-loop connection for every flow consumer of
+// the process ("weir-flows", ADR 0220), or for every sink consumer ("weir-sinks",
+// ADR 0258). `consumers` is touched on the loop thread only (start and stop run_sync
+// there).
 struct Bus::FlowLoop {
-  IoLoop io{"weir-flows"};
+  explicit FlowLoop(const char* thread_name) : io(thread_name) {}
+  IoLoop io;
   std::unique_ptr<LoopPublisher> pub;
   NatsLoop* nl = nullptr;  // pub's loop; outlives pub's connection (its last callbacks)
   std::vector<std::shared_ptr<PullConsumer::Impl>> consumers;
@@ -753,10 +755,12 @@ struct Bus::FlowLoop {
   }
 };
 
-Result<Bus::FlowLoop*> Bus::flow_loop() {
+Result<Bus::FlowLoop*> Bus::flow_loop(ConsumerLoop which) {
   MutexLock lock(flow_loop_mu_);
-  if (flow_loop_) return flow_loop_.get();
-  auto fl = std::make_unique<FlowLoop>();
+  auto& slot = loops_[static_cast<int>(which)];
+  if (slot) return slot.get();
+  const bool sinks = which == ConsumerLoop::kSinks;
+  auto fl = std::make_unique<FlowLoop>(sinks ? "weir-sinks" : "weir-flows");
   fl->io.start();
   FlowLoop* raw = fl.get();
   LoopHooks hooks;
@@ -772,12 +776,12 @@ Result<Bus::FlowLoop*> Bus::flow_loop() {
       }
     });
   };
-  auto lp = LoopPublisher::connect(fl->io, options_, "flows", std::move(hooks));
+  auto lp = LoopPublisher::connect(fl->io, options_, sinks ? "sinks" : "flows", std::move(hooks));
   if (!lp) return lp.status();
   fl->pub = std::move(lp.value());
   fl->nl = &fl->pub->loop();
   fl->pub->loop().every(PullConsumer::Impl::kTick, [raw] { raw->tick(); });
-  flow_loop_ = std::move(fl);
+  slot = std::move(fl);
   return raw;
 }
 
@@ -1343,13 +1347,13 @@ Result<std::unique_ptr<Bus>> Bus::connect(BusOptions options) {
 
 Bus::~Bus() {
   {
-    // Its connection first: nothing of it outlives the Bus.
-    std::unique_ptr<FlowLoop> fl;
+    // Their connections first: nothing of them outlives the Bus.
+    std::unique_ptr<FlowLoop> fl[2];
     {
       MutexLock lock(flow_loop_mu_);
-      fl = std::move(flow_loop_);
+      for (int i = 0; i < 2; ++i) fl[i] = std::move(loops_[i]);
     }
-    fl.reset();
+    for (auto& l : fl) l.reset();
   }
   if (publisher_) {
     {
@@ -1408,14 +1412,17 @@ void Bus::set_connected(bool up, const std::string& why) {
   }
 }
 
-Bus::FlowLoop* Bus::flow_loop_if_any() const {
+std::vector<Bus::FlowLoop*> Bus::loops_made() const {
   MutexLock lock(flow_loop_mu_);
-  return flow_loop_.get();  // lives as long as the Bus once made
+  std::vector<FlowLoop*> out;
+  for (const auto& l : loops_)
+    if (l) out.push_back(l.get());  // lives as long as the Bus once made
+  return out;
 }
 
 void Bus::fail_pending(const std::string& why) {
   publisher_->fail_all(Status::unavailable(why + kMayBeStored));
-  if (FlowLoop* fl = flow_loop_if_any()) fl->pub->fail_pending(why);
+  for (FlowLoop* fl : loops_made()) fl->pub->fail_pending(why);
 }
 
 void Bus::shutdown() {
@@ -1424,12 +1431,12 @@ void Bus::shutdown() {
     publisher_->closed = true;
   }
   publisher_->fail_all(Status::unavailable(std::string("weir is shutting down") + kMayBeStored));
-  if (FlowLoop* fl = flow_loop_if_any()) fl->pub->shutdown();
+  for (FlowLoop* fl : loops_made()) fl->pub->shutdown();
 }
 
 size_t Bus::pending_publishes() const {
-  const FlowLoop* fl = flow_loop_if_any();
-  size_t n = fl != nullptr ? fl->pub->pending() : 0;
+  size_t n = 0;
+  for (const FlowLoop* fl : loops_made()) n += fl->pub->pending();
   MutexLock lock(publisher_->mu);
   return n + publisher_->pending.size();
 }
@@ -1807,8 +1814,8 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   auto& c = *pc->impl_;
   c.bus = this;
   c.nc = nc_;
-  if (o.on_loop && options_.flow_loop) {
-    auto fl = flow_loop();
+  if (o.loop != ConsumerLoop::kNone && options_.flow_loop) {
+    auto fl = flow_loop(o.loop);
     if (!fl) return fl.status();
     c.flow_loop = fl.value();
     c.loop = c.flow_loop->pub.get();

@@ -87,12 +87,14 @@ struct BusOptions {
   // Stream/consumer set-up calls are retried with backoff this long while JetStream is not
   // ready (fresh server or cluster electing leaders) or a peer is creating the same thing.
   std::chrono::milliseconds setup_timeout{30000};
-  // Threads of cnats' shared delivery pool: every consumer's messages and every PubAck are
-  // handled on these (ADR 0150). A process-wide setting: the first Bus sets it.
+  // Threads of cnats' shared delivery pool: the threaded connection's subscriptions (pool
+  // consumers, the PubAcks of Bus::publish) are handled on these (ADR 0150; the stages are
+  // on the loops, ADR 0220, 0258). A process-wide setting: the first Bus sets it.
   int delivery_threads = 2;
-  // Flow consumers run on the flow loop: one thread ("weir-flows") with its own event-loop
-  // connection for every flow stage (ADR 0220). Internal switch: false puts them back on
-  // the shared delivery pool of the control connection (ADR 0150).
+  // Consumers asking for a loop run on it: one thread ("weir-flows") with its own
+  // event-loop connection for every flow stage (ADR 0220), another ("weir-sinks") for every
+  // sink stage (ADR 0258). Internal switch: false puts them back on the shared delivery
+  // pool of the control connection (ADR 0150).
   bool flow_loop = true;
   std::function<void(bool connected)> on_connection_change;
 };
@@ -141,6 +143,10 @@ class BusMessage {
   mutable uint64_t deliveries_ = 1, sequence_ = 0, pending_ = 0;
 };
 
+// The Bus's consumer loops (ADR 0220, ADR 0258): one thread and one event-loop connection
+// each, shared by every consumer that asks for it.
+enum class ConsumerLoop { kNone = -1, kFlows = 0, kSinks = 1 };
+
 struct ConsumerOptions {
   std::string stream, durable, filter_subject;
   std::chrono::milliseconds ack_wait{30000};
@@ -150,8 +156,9 @@ struct ConsumerOptions {
   // consumer sends one request per this; a request the server lost (a restart without a
   // reconnect seen here, a leader change) is re-sent after this plus a margin.
   std::chrono::milliseconds request_expires{2000};
-  // On the Bus's flow loop (when BusOptions::flow_loop) instead of the delivery pool.
-  bool on_loop = false;
+  // Which of the Bus's consumer loops reads it (when BusOptions::flow_loop); none: the
+  // delivery pool.
+  ConsumerLoop loop = ConsumerLoop::kNone;
   // The starvation watch (docs/adr/0235-starved-consumer-recovery.md): requests out and no
   // message for this long → the consumer's info is read; the same starved info again this
   // much later → the durable is created again from its ack floor. 0 = off.
@@ -172,9 +179,10 @@ struct ConsumerOptions {
 // Two homes, one logic:
 //  - pool (default): an async subscription on the Bus's connection; the handler runs on
 //    cnats' shared delivery pool; ticks on the Bus's timer thread.
-//  - flow loop (ConsumerOptions::on_loop, ADR 0220): a *sync* subscription on the flow
-//    loop's own event-loop connection, drained on the loop thread after every read event;
-//    the handler, the pull requests, kicks and ticks all run on that thread, and the
+//  - a consumer loop (ConsumerOptions::loop: the flow loop, ADR 0220, or the sink loop,
+//    ADR 0258): a *sync* subscription on that loop's own event-loop connection, drained
+//    on the loop thread after every read event; the handler, the pull requests, kicks
+//    and ticks all run on that thread, and the
 //    messages of one read event are followed by one handler(nullptr) (a burst ends), so
 //    the owner may run them as one batch. publish() then goes out on the same connection
 //    and its completions run on the loop thread too; acks of its messages are written
@@ -298,9 +306,10 @@ class Bus {
   struct Publisher;
   struct FlowLoop;
   friend class PullConsumer;
-  // The flow loop, connected on first use (ADR 0220); null when none was made yet.
-  Result<FlowLoop*> flow_loop();
-  FlowLoop* flow_loop_if_any() const;
+  // A consumer loop, connected on first use (ADR 0220, 0258).
+  Result<FlowLoop*> flow_loop(ConsumerLoop which);
+  // The loops made so far (each lives as long as the Bus once made).
+  std::vector<FlowLoop*> loops_made() const;
   // Consumers ticked by the publisher's timer thread and told of (re)connects.
   void add_consumer(PullConsumer::Impl* c);
   void remove_consumer(PullConsumer::Impl* c);
@@ -327,7 +336,7 @@ class Bus {
   std::vector<PullConsumer::Impl*> consumers_ GUARDED_BY(consumers_mu_);
   std::atomic<int> consumer_count_{0};
   mutable Mutex flow_loop_mu_;
-  std::unique_ptr<FlowLoop> flow_loop_ GUARDED_BY(flow_loop_mu_);
+  std::unique_ptr<FlowLoop> loops_[2] GUARDED_BY(flow_loop_mu_);  // by ConsumerLoop
   Mutex prefetch_mu_;
   std::unique_ptr<Prefetch> prefetch_ GUARDED_BY(prefetch_mu_);
 };

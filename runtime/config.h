@@ -23,7 +23,7 @@ struct RuntimeConfig {
     // Each flow's stream (docs/adr/0080-backlog-admission.md); shared out at start (down
     // to 8 MiB, logged) when the server's JetStream storage (max_file_store) has less room.
     int64_t stream_max_bytes = int64_t{1} << 30;
-    // Threads of cnats' shared delivery pool that run every stage and PubAck (ADR 0150).
+    // Threads of cnats' shared delivery pool: the threaded connection's callbacks (ADR 0150, 0258).
     int delivery_threads = 2;
   } nats;
   std::string data_dir = "./weir-data";

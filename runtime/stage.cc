@@ -162,7 +162,7 @@ Status FlowStage::start() {
   // long a crashed instance's batch takes to reach the others (ADR 0082).
   co.ack_wait = flow_ack_wait(options_);
   co.request_expires = options_.fetch_wait;
-  co.on_loop = true;  // the flow loop, when the Bus has it on (ADR 0220)
+  co.loop = ConsumerLoop::kFlows;  // the flow loop, when the Bus has it on (ADR 0220)
   co.recreated = &metrics_.consumer_recreated;
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
@@ -473,6 +473,7 @@ Status SinkStage::start() {
   co.ack_wait = options_.sink_ack_wait;
   co.request_expires = options_.fetch_wait;
   co.recreated = &metrics_.consumer_recreated;
+  co.loop = ConsumerLoop::kSinks;  // the sink loop (ADR 0258); acks leave with its turn's writes
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());

@@ -7,10 +7,13 @@
 // the next pull requests and the outputs of one loop turn leave in one write. Timers
 // (re-requests, publish deadlines) are that loop's. With BusOptions::flow_loop off it
 // runs as before ADR 0220, on cnats' shared delivery pool (ADR 0150).
-// The sink stage has no thread (docs/adr/0150-stages-without-threads.md): messages arrive
-// on cnats' shared delivery pool (one stage's messages one at a time, in order), sink
-// results complete them on whatever thread reports them, and the Bus's timer thread
-// re-requests and retries.
+// The sink stage has no thread of its own either: every sink stage's messages are read on
+// the sink loop, "weir-sinks", with its own event-loop connection
+// (docs/adr/0258-sink-loop.md; one stage's messages one at a time, in order) and handed to
+// the sink there; sink results complete them on whatever thread reports them (their acks
+// are buffered on the loop's connection and leave with its next flush), and the loop's
+// timers re-request. With BusOptions::flow_loop off both stages run on cnats' shared
+// delivery pool (ADR 0150), re-requested by the Bus's timer thread.
 // The flow stage keeps up to two batches' worth of messages requested or in hand; the last
 // output callback of a batch acks it (docs/adr/0084-two-flow-batches-in-flight.md).
 //

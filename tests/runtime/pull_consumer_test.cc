@@ -105,7 +105,7 @@ std::unique_ptr<PullConsumer> started(Bus& bus, Inbox& inbox) {
 // Nothing is left for the durable of `co` (default "pc"): a fresh (pool) consumer of it
 // gets no message.
 void expect_none_left(Bus& bus, ConsumerOptions co = consumer_options("pc")) {
-  co.on_loop = false;
+  co.loop = ConsumerLoop::kNone;
   Inbox late;
   auto again = bus.pull_consumer(co);
   REQUIRE(again);
@@ -127,7 +127,7 @@ size_t threads() {
   return n;
 }
 
-// ---- the flow loop (ConsumerOptions::on_loop; docs/adr/0220-flow-stage-on-a-loop.md) ----
+// ---- the flow loop (ConsumerOptions::loop; docs/adr/0220-flow-stage-on-a-loop.md) ----
 
 std::string thread_name() {
   char name[32] = {};
@@ -170,7 +170,7 @@ ConsumerOptions loop_options(const std::string& flow) {
   co.filter_subject = layout::input_subject(flow);
   co.ack_wait = std::chrono::seconds(30);
   co.request_expires = std::chrono::milliseconds(500);
-  co.on_loop = true;
+  co.loop = ConsumerLoop::kFlows;
   return co;
 }
 
