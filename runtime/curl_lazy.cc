@@ -1,6 +1,6 @@
 // libcurl, loaded when weir first calls it (ADR 0161).
 //
-// weir does not link libcurl: this file defines the 26 curl functions weir calls, and the
+// weir does not link libcurl: this file defines the 24 curl functions weir calls, and the
 // first call (on any thread) dlopen()s libcurl.so.4 and resolves them. Debian's libcurl
 // pulls some twenty libraries (GnuTLS through librtmp, Kerberos, LDAP, SSH, …) whose pages
 // and constructors cost ~4 MB resident at exec; a process whose HTTP sinks have not sent
@@ -24,32 +24,30 @@
 
 namespace {
 
-#define WEIR_CURL_FUNCTIONS(X)                                                   \
-  X(curl_global_init, CURLcode, (long))                                          \
-  X(curl_free, void, (void*))                                                    \
-  X(curl_getdate, time_t, (const char*, const time_t*))                          \
-  X(curl_slist_append, curl_slist*, (curl_slist*, const char*))                  \
-  X(curl_slist_free_all, void, (curl_slist*))                                    \
-  X(curl_easy_init, CURL*, (void))                                               \
-  X(curl_easy_setopt, CURLcode, (CURL*, CURLoption, ...))                        \
-  X(curl_easy_getinfo, CURLcode, (CURL*, CURLINFO, ...))                         \
-  X(curl_easy_perform, CURLcode, (CURL*))                                        \
-  X(curl_easy_reset, void, (CURL*))                                              \
-  X(curl_easy_cleanup, void, (CURL*))                                            \
-  X(curl_easy_strerror, const char*, (CURLcode))                                 \
-  X(curl_multi_init, CURLM*, (void))                                             \
-  X(curl_multi_setopt, CURLMcode, (CURLM*, CURLMoption, ...))                    \
-  X(curl_multi_add_handle, CURLMcode, (CURLM*, CURL*))                           \
-  X(curl_multi_remove_handle, CURLMcode, (CURLM*, CURL*))                        \
-  X(curl_multi_perform, CURLMcode, (CURLM*, int*))                               \
-  X(curl_multi_poll, CURLMcode, (CURLM*, curl_waitfd*, unsigned int, int, int*)) \
-  X(curl_multi_wakeup, CURLMcode, (CURLM*))                                      \
-  X(curl_multi_info_read, CURLMsg*, (CURLM*, int*))                              \
-  X(curl_multi_cleanup, CURLMcode, (CURLM*))                                     \
-  X(curl_multi_strerror, const char*, (CURLMcode))                               \
-  X(curl_url, CURLU*, (void))                                                    \
-  X(curl_url_cleanup, void, (CURLU*))                                            \
-  X(curl_url_get, CURLUcode, (CURLU*, CURLUPart, char**, unsigned int))          \
+#define WEIR_CURL_FUNCTIONS(X)                                               \
+  X(curl_global_init, CURLcode, (long))                                      \
+  X(curl_free, void, (void*))                                                \
+  X(curl_getdate, time_t, (const char*, const time_t*))                      \
+  X(curl_slist_append, curl_slist*, (curl_slist*, const char*))              \
+  X(curl_slist_free_all, void, (curl_slist*))                                \
+  X(curl_easy_init, CURL*, (void))                                           \
+  X(curl_easy_setopt, CURLcode, (CURL*, CURLoption, ...))                    \
+  X(curl_easy_getinfo, CURLcode, (CURL*, CURLINFO, ...))                     \
+  X(curl_easy_perform, CURLcode, (CURL*))                                    \
+  X(curl_easy_reset, void, (CURL*))                                          \
+  X(curl_easy_cleanup, void, (CURL*))                                        \
+  X(curl_easy_strerror, const char*, (CURLcode))                             \
+  X(curl_multi_init, CURLM*, (void))                                         \
+  X(curl_multi_setopt, CURLMcode, (CURLM*, CURLMoption, ...))                \
+  X(curl_multi_add_handle, CURLMcode, (CURLM*, CURL*))                       \
+  X(curl_multi_remove_handle, CURLMcode, (CURLM*, CURL*))                    \
+  X(curl_multi_socket_action, CURLMcode, (CURLM*, curl_socket_t, int, int*)) \
+  X(curl_multi_info_read, CURLMsg*, (CURLM*, int*))                          \
+  X(curl_multi_cleanup, CURLMcode, (CURLM*))                                 \
+  X(curl_multi_strerror, const char*, (CURLMcode))                           \
+  X(curl_url, CURLU*, (void))                                                \
+  X(curl_url_cleanup, void, (CURLU*))                                        \
+  X(curl_url_get, CURLUcode, (CURLU*, CURLUPart, char**, unsigned int))      \
   X(curl_url_set, CURLUcode, (CURLU*, CURLUPart, const char*, unsigned int))
 
 struct Curl {
@@ -164,13 +162,9 @@ CURLMcode curl_multi_add_handle(CURLM* m, CURL* h) {
 CURLMcode curl_multi_remove_handle(CURLM* m, CURL* h) {
   return curl().ok ? curl().curl_multi_remove_handle(m, h) : CURLM_INTERNAL_ERROR;
 }
-CURLMcode curl_multi_perform(CURLM* m, int* running) {
-  return curl().ok ? curl().curl_multi_perform(m, running) : CURLM_INTERNAL_ERROR;
+CURLMcode curl_multi_socket_action(CURLM* m, curl_socket_t s, int ev_bitmask, int* running) {
+  return curl().ok ? curl().curl_multi_socket_action(m, s, ev_bitmask, running) : CURLM_INTERNAL_ERROR;
 }
-CURLMcode curl_multi_poll(CURLM* m, curl_waitfd* fds, unsigned int n, int timeout_ms, int* numfds) {
-  return curl().ok ? curl().curl_multi_poll(m, fds, n, timeout_ms, numfds) : CURLM_INTERNAL_ERROR;
-}
-CURLMcode curl_multi_wakeup(CURLM* m) { return curl().ok ? curl().curl_multi_wakeup(m) : CURLM_INTERNAL_ERROR; }
 CURLMsg* curl_multi_info_read(CURLM* m, int* left) {
   return curl().ok ? curl().curl_multi_info_read(m, left) : nullptr;
 }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/log.h"
+#include "runtime/thread_annotations.h"
 
 namespace weir {
 
@@ -69,30 +70,57 @@ bool is_loopback_listen(std::string_view listen) {
 
 // ---- IoLoop --------------------------------------------------------------------------
 
+namespace {
+thread_local IoLoop* current_loop = nullptr;
+}  // namespace
+
 struct IoLoop::Impl {
   asio::io_context ioc{1};
   const char* name = "weir-io";
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::thread thread;
+  // After ioc: destroyed before it.
+  Mutex mu;
+  std::vector<std::pair<const void*, std::shared_ptr<void>>> attachments GUARDED_BY(mu);
 };
 
 IoLoop::IoLoop(const char* thread_name) : impl_(std::make_unique<Impl>()) { impl_->name = thread_name; }
 IoLoop::~IoLoop() { stop(); }
 void* IoLoop::native() { return &impl_->ioc; }
+IoLoop* IoLoop::current() { return current_loop; }
 
 void IoLoop::start() {
   impl_->guard.emplace(impl_->ioc.get_executor());
   impl_->thread = std::thread([this] {
     pthread_setname_np(pthread_self(), impl_->name);
+    current_loop = this;
     impl_->ioc.run();
+    current_loop = nullptr;
   });
 }
 
 void IoLoop::stop() {
-  if (!impl_->thread.joinable()) return;
-  impl_->guard.reset();
-  impl_->ioc.stop();
-  impl_->thread.join();
+  if (impl_->thread.joinable()) {
+    impl_->guard.reset();
+    impl_->ioc.stop();
+    impl_->thread.join();
+  }
+  std::vector<std::pair<const void*, std::shared_ptr<void>>> gone;
+  {
+    MutexLock lock(impl_->mu);
+    gone.swap(impl_->attachments);
+  }
+  gone.clear();  // outside the lock: a destructor may look for another attachment
+}
+
+std::shared_ptr<void> IoLoop::attachment(const void* key, const std::function<std::shared_ptr<void>()>& make) {
+  MutexLock lock(impl_->mu);
+  for (const auto& [k, v] : impl_->attachments) {
+    if (k == key) return v;
+  }
+  std::shared_ptr<void> made = make();
+  if (made) impl_->attachments.emplace_back(key, made);
+  return made;
 }
 
 namespace {

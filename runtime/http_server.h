@@ -102,8 +102,18 @@ class IoLoop {
   explicit IoLoop(const char* thread_name = "weir-io");
   ~IoLoop();
   void start();    // spawns the io thread
-  void stop();     // stops and joins
+  void stop();     // stops and joins, then destroys the attachments
   void* native();  // boost::asio::io_context*
+
+  // The IoLoop whose thread calls this, or nullptr on any other thread.
+  static IoLoop* current();
+  // A per-loop object of another layer, found by `key` (the address of something of that
+  // layer's): made by `make` on first use (nullptr is not kept), then the same object until
+  // stop(), which destroys it after the io thread has ended and before the io_context, so
+  // its handlers never run on a destroyed object. Any thread. (The HTTP sinks' curl loop
+  // rides the sink loop this way: connectors/http/http_sink.cc.)
+  std::shared_ptr<void> attachment(const void* key, const std::function<std::shared_ptr<void>()>& make);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

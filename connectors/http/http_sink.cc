@@ -1,17 +1,24 @@
 #include "connectors/http/http_sink.h"
 
 #include <curl/curl.h>
-#include <pthread.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cctype>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <thread>
+#include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "runtime/http_server.h"
 #include "runtime/log.h"
 #include "runtime/redact.h"
 #include "runtime/retry_after.h"
@@ -19,11 +26,9 @@
 
 namespace weir::connectors {
 namespace {
+namespace asio = boost::asio;
 
 constexpr size_t kReasonBodyBytes = 200;
-// Upper bound on one curl_multi_poll; curl shortens it to its own next timeout anyway,
-// and it bounds how long a lost wakeup could delay queued work.
-constexpr int kPollCapMs = 1000;
 // A request still with curl this long past its timeout is reported (Client::warn_overdue).
 constexpr auto kOverdueMargin = std::chrono::seconds(5);
 constexpr std::string_view kBlanks = " \t\r\n";
@@ -260,40 +265,77 @@ struct Client {
   DeliveryResult classify(CURLcode code, long status, const Slot& slot) const;
 };
 
-// The process's one HTTP client loop: a thread ("weir-http") and a curl multi handle
-// shared by every running HttpSink (ADR 0160). Created by the first sink's start(),
-// ended when the last holder lets go (the last sink's stop()).
+// A socket curl asked the loop to watch (CURLMOPT_SOCKETFUNCTION). Held by the loop's map
+// and by its pending waits; `gone` once curl let go of it (its handlers then do nothing).
+struct Watch {
+  Watch(asio::io_context& io, curl_socket_t s) : sd(io, s), fd(s) {}
+  asio::posix::stream_descriptor sd;  // released, never closed: the socket is curl's
+  curl_socket_t fd;
+  int want = 0;          // CURL_POLL_IN, _OUT or _INOUT
+  bool reading = false;  // an async_wait(read) is pending
+  bool writing = false;
+  bool gone = false;
+};
+
+// An HTTP client loop: a curl multi handle driven by an Asio io_context
+// (curl_multi_socket_action), shared by every HttpSink delivering from that loop's
+// thread (ADR 0160, 0260). A delivery from an IoLoop's thread — the sink loop,
+// `weir-sinks`, where the sink stages read their messages (ADR 0258) — runs on that
+// loop: the request is sent, its answer read and `done` called on the thread that read
+// the message, so the ack leaves with that loop's next write and no other thread wakes.
+// From any other thread (a sink stage on cnats' delivery pool, a test) the loop is the
+// process's own one with a thread of its own, "weir-http", started by the first such
+// delivery and ended with the last of its sinks' stop() (ADR 0161).
 class Loop {
  public:
   static std::shared_ptr<Loop> acquire();  // nullptr when curl cannot make a multi handle
+  // `own`: the loop's own IoLoop (not started), or nullptr to run on `io`'s thread.
+  Loop(asio::io_context& io, std::unique_ptr<IoLoop> own);
   ~Loop();
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
 
-  // Puts `c` on the list the loop looks at in its next turn and wakes it if it sleeps.
-  // Called with c->mu held (lock order: a client's mu, then the loop's), when c->queued
-  // goes false → true: under the client's lock, a mark can never land after the loop
-  // has let go of the client.
+  // Puts `c` on the list the loop looks at in its next turn and posts that turn unless
+  // one is posted already. Called with c->mu held (lock order: a client's mu, then the
+  // loop's), when c->queued goes false → true: under the client's lock, a mark can never
+  // land after the loop has let go of the client.
   void mark(Client* c) REQUIRES(c->mu);
-  void wake() { curl_multi_wakeup(multi_); }
-  bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
-  void run();
+  static int on_socket(CURL* easy, curl_socket_t s, int what, void* self, void* watch);
+  static int on_timer(CURLM* multi, long timeout_ms, void* self);
+  void arm(const std::shared_ptr<Watch>& w);
+  void on_ready(const std::shared_ptr<Watch>& w, int bits);
+  void on_timeout();
+  // Reads curl's finished transfers and completes them; their sinks are refilled next.
+  void collect();
+  // Takes the marked clients' work, launches it (or refuses it when stopping), lets go
+  // of stopped clients and arms the chores timer. Ends every handler of the loop.
+  void service();
   void take(std::vector<Client*>& turn);
-  void detach(Client* c, std::vector<Client*>& turn);
+  void detach(Client* c);
+  void reap(std::chrono::steady_clock::time_point now);
+  void arm_chores(std::chrono::steady_clock::time_point now);
   void apply_limits();
 
+  std::unique_ptr<IoLoop> own_;  // first: destroyed last (the io_context below is its)
+  asio::io_context& io_;
   CURLM* multi_ = nullptr;
-  std::thread thread_;
+  asio::steady_timer timer_;   // curl's next timeout
+  asio::steady_timer chores_;  // stop grace, overdue warnings
+  std::optional<std::chrono::steady_clock::time_point> chores_at_;
+  std::unordered_map<curl_socket_t, std::shared_ptr<Watch>> watches_;
 
   Mutex mu_;
   std::vector<Client*> dirty_ GUARDED_BY(mu_);
-  bool sleeping_ GUARDED_BY(mu_) = false;  // the thread is in (or about to enter) poll
-  bool quit_ GUARDED_BY(mu_) = false;
+  bool turn_posted_ GUARDED_BY(mu_) = false;
 
   // Loop thread only.
   std::vector<Client*> clients_;  // attached, until their stop() completes
+  std::vector<Client*> turn_;     // clients to refill: marked, or with completions
   bool limits_changed_ = false;
   long budget_ = 0;  // sum of the attached sinks' max_connections
+  std::chrono::steady_clock::time_point next_overdue_check_{};
 };
 
 Status Client::configure() {
@@ -503,45 +545,180 @@ void Client::warn_overdue(std::chrono::steady_clock::time_point now) {
   }
 }
 
+// The key of the loop attached to an IoLoop (IoLoop::attachment).
+constexpr char kAttachmentKey = 0;
+
 std::shared_ptr<Loop> Loop::acquire() {
+  if (IoLoop* io = IoLoop::current()) {
+    return std::static_pointer_cast<Loop>(io->attachment(&kAttachmentKey, [io]() -> std::shared_ptr<void> {
+      global_init_once();
+      auto loop = std::make_shared<Loop>(*static_cast<asio::io_context*>(io->native()), nullptr);
+      if (loop->multi_ == nullptr) return nullptr;
+      return loop;
+    }));
+  }
   // Leaked on purpose: sinks may still stop during static destruction.
   static auto* mu = new Mutex;
   static auto* current = new std::weak_ptr<Loop>;
   MutexLock lock(*mu);
   if (auto loop = current->lock()) return loop;
   global_init_once();
-  auto loop = std::make_shared<Loop>();
-  loop->multi_ = curl_multi_init();
+  auto own = std::make_unique<IoLoop>("weir-http");
+  auto* io = static_cast<asio::io_context*>(own->native());
+  auto loop = std::make_shared<Loop>(*io, std::move(own));
   if (loop->multi_ == nullptr) return nullptr;
-  Loop* raw = loop.get();
-  loop->thread_ = std::thread([raw] { raw->run(); });
-  // Named here, not in run(): the name is there when start() returns.
-  pthread_setname_np(loop->thread_.native_handle(), "weir-http");
+  // Started here: the thread (and its name) is there when the first deliver() returns.
+  loop->own_->start();
   *current = loop;
   return loop;
 }
 
+Loop::Loop(asio::io_context& io, std::unique_ptr<IoLoop> own)
+    : own_(std::move(own)), io_(io), multi_(curl_multi_init()), timer_(io), chores_(io) {
+  if (multi_ == nullptr) return;
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &Loop::on_socket);
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Loop::on_timer);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+}
+
 Loop::~Loop() {
-  if (thread_.joinable()) {
-    {
-      MutexLock lock(mu_);
-      quit_ = true;
-    }
-    wake();
-    thread_.join();
+  // Runs where no handler of this loop can run any more: after its own thread is joined,
+  // or — on an IoLoop's thread — from IoLoop::stop() after that thread has ended.
+  if (own_) own_->stop();
+  // Out of the reactor before curl closes the sockets.
+  for (auto& [fd, w] : watches_) {
+    w->gone = true;
+    w->sd.release();
   }
+  watches_.clear();
   if (multi_ != nullptr) curl_multi_cleanup(multi_);
 }
 
 void Loop::mark(Client* c) {
-  bool wake_it = false;
+  bool post = false;
   {
     MutexLock lock(mu_);
     dirty_.push_back(c);
-    wake_it = sleeping_;
-    sleeping_ = false;  // one wakeup is enough until the thread goes to sleep again
+    post = !turn_posted_;
+    turn_posted_ = true;
   }
-  if (wake_it) wake();
+  // From the loop's own thread this only queues (no wake-up): the turn runs after the
+  // handler that delivered, with whatever else it delivered.
+  if (post) asio::post(io_, [this] { service(); });
+}
+
+int Loop::on_socket(CURL* /*easy*/, curl_socket_t s, int what, void* self, void* /*watch*/) {
+  auto* loop = static_cast<Loop*>(self);
+  auto it = loop->watches_.find(s);
+  if (what == CURL_POLL_REMOVE) {
+    if (it != loop->watches_.end()) {
+      it->second->gone = true;
+      it->second->sd.release();  // cancels its waits; curl closes the socket
+      loop->watches_.erase(it);
+    }
+    return 0;
+  }
+  if (it == loop->watches_.end()) {
+    try {
+      it = loop->watches_.emplace(s, std::make_shared<Watch>(loop->io_, s)).first;
+    } catch (const std::exception& e) {  // the reactor refused the descriptor
+      log::error("http sink: cannot watch a socket", {{"what", e.what()}});
+      return -1;  // curl fails the transfer on it
+    }
+  }
+  it->second->want = what;
+  loop->arm(it->second);
+  return 0;
+}
+
+int Loop::on_timer(CURLM* /*multi*/, long timeout_ms, void* self) {
+  auto* loop = static_cast<Loop*>(self);
+  if (timeout_ms < 0) {
+    loop->timer_.cancel();
+    return 0;
+  }
+  // Never socket_action from inside curl's callback: from the io_context. A timeout of 0
+  // (curl wants to run at once: a new transfer) is a post, without a timer syscall.
+  if (timeout_ms == 0) {
+    loop->timer_.cancel();
+    asio::post(loop->io_, [loop] { loop->on_timeout(); });
+    return 0;
+  }
+  loop->timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+  loop->timer_.async_wait([loop](const boost::system::error_code& ec) {
+    if (!ec) loop->on_timeout();
+  });
+  return 0;
+}
+
+void Loop::arm(const std::shared_ptr<Watch>& w) {
+  if (w->gone) return;
+  if ((w->want & CURL_POLL_IN) != 0 && !w->reading) {
+    w->reading = true;
+    w->sd.async_wait(asio::posix::stream_descriptor::wait_read, [this, w](const boost::system::error_code& ec) {
+      w->reading = false;
+      if (!ec && !w->gone) on_ready(w, CURL_CSELECT_IN);
+    });
+  }
+  if ((w->want & CURL_POLL_OUT) != 0 && !w->writing) {
+    w->writing = true;
+    w->sd.async_wait(asio::posix::stream_descriptor::wait_write, [this, w](const boost::system::error_code& ec) {
+      w->writing = false;
+      if (!ec && !w->gone) on_ready(w, CURL_CSELECT_OUT);
+    });
+  }
+}
+
+void Loop::on_ready(const std::shared_ptr<Watch>& w, int bits) {
+  int running = 0;
+  // Asio watches descriptors edge-triggered and curl reads one buffer per call: while the
+  // socket still has what curl waits for, call again, or that rest would never signal.
+  for (int round = 0; round < 16 && bits != 0; ++round) {
+    curl_multi_socket_action(multi_, w->fd, bits, &running);
+    if (w->gone) break;
+    pollfd p{w->fd, 0, 0};
+    if ((w->want & CURL_POLL_IN) != 0) p.events |= POLLIN;
+    if ((w->want & CURL_POLL_OUT) != 0) p.events |= POLLOUT;
+    bits = 0;
+    if (p.events != 0 && ::poll(&p, 1, 0) > 0) {
+      if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0 && (w->want & CURL_POLL_IN) != 0) bits |= CURL_CSELECT_IN;
+      if ((p.revents & (POLLOUT | POLLERR)) != 0 && (w->want & CURL_POLL_OUT) != 0) bits |= CURL_CSELECT_OUT;
+    }
+  }
+  if (bits != 0) {  // still ready after 16 rounds: go on after the other handlers
+    asio::post(io_, [this, w, bits] {
+      if (!w->gone) on_ready(w, bits);
+    });
+  }
+  arm(w);
+  collect();
+  service();
+}
+
+void Loop::on_timeout() {
+  int running = 0;
+  curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+  collect();
+  service();
+}
+
+void Loop::collect() {
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    CURL* easy = msg->easy_handle;
+    const CURLcode code = msg->data.result;  // msg is invalid after remove_handle
+    char* priv = nullptr;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
+    auto* slot = reinterpret_cast<Slot*>(priv);
+    Client* c = slot->owner;
+    c->complete(multi_, slot, code);
+    if (!c->in_turn) {
+      c->in_turn = true;
+      turn_.push_back(c);
+    }
+  }
 }
 
 void Loop::apply_limits() {
@@ -560,6 +737,7 @@ void Loop::apply_limits() {
 void Loop::take(std::vector<Client*>& turn) {
   {
     MutexLock lock(mu_);
+    turn_posted_ = false;
     for (Client* c : dirty_) {
       if (c->in_turn) continue;
       c->in_turn = true;
@@ -594,13 +772,83 @@ void Loop::take(std::vector<Client*>& turn) {
   }
 }
 
-void Loop::detach(Client* c, std::vector<Client*>& turn) {
+void Loop::service() {
+  // `done` callbacks run here may deliver again (marking clients): go round until no
+  // client has work to take.
+  for (int round = 0; round < 64; ++round) {
+    std::vector<Client*> turn;
+    turn.swap(turn_);
+    take(turn);
+    if (limits_changed_) apply_limits();
+    if (turn.empty()) break;
+    for (Client* c : turn) {
+      for (auto& w : c->refused) finish(w, DeliveryResult::retry("sink stopping"));
+      c->refused.clear();
+      for (auto& w : c->to_start) c->launch(multi_, std::move(w));
+      c->to_start.clear();
+    }
+  }
+  {
+    MutexLock lock(mu_);
+    // Still work after 64 rounds (a sink whose `done` keeps delivering): later, not here.
+    if (!dirty_.empty() && !turn_posted_) {
+      turn_posted_ = true;
+      asio::post(io_, [this] { service(); });
+    }
+  }
+  const auto now = std::chrono::steady_clock::now();
+  reap(now);
+  arm_chores(now);
+}
+
+// Sinks being stopped: abandons their requests past the grace, lets go of finished ones;
+// warns about overdue requests once a second.
+void Loop::reap(std::chrono::steady_clock::time_point now) {
+  if (now >= next_overdue_check_) {
+    next_overdue_check_ = now + std::chrono::seconds(1);
+    for (Client* c : clients_) c->warn_overdue(now);
+  }
+  for (size_t i = 0; i < clients_.size();) {
+    Client* c = clients_[i];
+    if (c->stopping && c->active > 0 && now >= *c->abandon_at) c->abandon_all(multi_);
+    if (c->stopping && c->active == 0) {
+      detach(c);  // erases clients_[i]
+      continue;
+    }
+    ++i;
+  }
+  if (limits_changed_) apply_limits();
+}
+
+// The chores timer: at the earliest stop grace's end, and once a second while requests
+// are with curl (overdue warnings). Re-armed only to move it earlier: a timer that fires
+// with nothing to do costs one turn, a re-arm per request a syscall each.
+void Loop::arm_chores(std::chrono::steady_clock::time_point now) {
+  std::optional<std::chrono::steady_clock::time_point> at;
+  for (Client* c : clients_) {
+    if (c->stopping && c->active > 0 && (!at || *c->abandon_at < *at)) at = c->abandon_at;
+    if (c->active > 0 && (!at || next_overdue_check_ < *at)) at = next_overdue_check_;
+  }
+  if (!at || (chores_at_ && *chores_at_ <= *at && *chores_at_ > now)) return;
+  chores_at_ = at;
+  chores_.expires_at(*at);
+  chores_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    chores_at_.reset();
+    service();
+  });
+}
+
+void Loop::detach(Client* c) {
   budget_ -= c->pool_size;
   limits_changed_ = true;
   c->slots.clear();  // every easy handle is out of the multi (active == 0)
   c->free_slots.clear();
   clients_.erase(std::find(clients_.begin(), clients_.end(), c));
-  if (c->in_turn) turn.erase(std::find(turn.begin(), turn.end(), c));
+  if (c->in_turn) {
+    turn_.erase(std::remove(turn_.begin(), turn_.end(), c), turn_.end());
+    c->in_turn = false;
+  }
   {
     MutexLock lock(mu_);
     dirty_.erase(std::remove(dirty_.begin(), dirty_.end(), c), dirty_.end());
@@ -609,79 +857,6 @@ void Loop::detach(Client* c, std::vector<Client*>& turn) {
   c->detached = true;
   c->detached_cv.notify_all();
   // From here on the client is its sink's again: stop() may return and destroy it.
-}
-
-void Loop::run() {
-  std::vector<Client*> turn;  // clients to refill: marked by deliver()/stop() or with completions
-  std::chrono::steady_clock::time_point next_overdue_check{};
-  for (;;) {
-    take(turn);
-    if (limits_changed_) apply_limits();
-    for (Client* c : turn) {
-      for (auto& w : c->refused) finish(w, DeliveryResult::retry("sink stopping"));
-      c->refused.clear();
-      for (auto& w : c->to_start) c->launch(multi_, std::move(w));
-      c->to_start.clear();
-    }
-    turn.clear();
-
-    int running = 0;
-    curl_multi_perform(multi_, &running);
-    // Every completion of this turn, then their sinks are refilled in the next pass: no
-    // thread is woken per completion, `done` runs here.
-    int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
-      if (msg->msg != CURLMSG_DONE) continue;
-      CURL* easy = msg->easy_handle;
-      const CURLcode code = msg->data.result;  // msg is invalid after remove_handle
-      char* priv = nullptr;
-      curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
-      auto* slot = reinterpret_cast<Slot*>(priv);
-      Client* c = slot->owner;
-      c->complete(multi_, slot, code);
-      if (!c->in_turn) {
-        c->in_turn = true;
-        turn.push_back(c);
-      }
-    }
-
-    // Sinks being stopped: abandon their requests past the grace, let go of finished ones.
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= next_overdue_check) {
-      next_overdue_check = now + std::chrono::seconds(1);
-      for (Client* c : clients_) c->warn_overdue(now);
-    }
-    std::optional<std::chrono::steady_clock::time_point> next_abandon;
-    for (size_t i = 0; i < clients_.size();) {
-      Client* c = clients_[i];
-      if (c->stopping && c->active > 0 && now >= *c->abandon_at) c->abandon_all(multi_);
-      if (c->stopping && c->active == 0) {
-        detach(c, turn);  // erases clients_[i]
-        continue;
-      }
-      if (c->stopping && (!next_abandon || *c->abandon_at < *next_abandon)) next_abandon = c->abandon_at;
-      ++i;
-    }
-    if (limits_changed_) apply_limits();
-
-    {
-      MutexLock lock(mu_);
-      if (quit_ && clients_.empty() && dirty_.empty()) break;
-      // Marked clients, or completions whose sinks may have work waiting: go round.
-      if (!dirty_.empty() || !turn.empty()) continue;
-      sleeping_ = true;
-    }
-    int timeout = kPollCapMs;
-    if (next_abandon) {
-      const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*next_abandon - now).count();
-      timeout = static_cast<int>(std::clamp<int64_t>(left_ms + 1, 0, kPollCapMs));
-    }
-    curl_multi_poll(multi_, nullptr, 0, timeout, nullptr);
-    {
-      MutexLock lock(mu_);
-      sleeping_ = false;
-    }
-  }
 }
 
 }  // namespace http_sink_detail

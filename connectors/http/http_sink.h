@@ -1,14 +1,19 @@
 // HttpSink: the `to: {x: {http: ...}}` sink. Sends each delivery as one HTTP request over
 // a pool of keep-alive connections driven by libcurl multi.
 //
-// Threads: `deliver()` and `stop()` may be called from any thread but the loop's. Every
-// running HttpSink in the process shares one HTTP client loop (ADR 0160): one thread
-// ("weir-http") owning one curl multi handle and every sink's easy handles. It runs the
-// requests and calls each `done` callback — on that thread, for all sinks, so `done` must
-// be cheap and must not block (runtime/sink.h). A sink joins the loop at its first
-// delivery, not at start(); the loop (and curl_global_init, which initialises OpenSSL)
-// starts with the first delivery of any sink and ends with the last joined sink's stop()
-// (ADR 0161): an idle sink costs no thread and no TLS initialisation.
+// Threads: `deliver()` and `stop()` may be called from any thread but the loop's
+// (`deliver()` also from the loop's own thread). The requests of every HttpSink that
+// delivers from one thread run on one HTTP client loop: a curl multi handle driven by an
+// Asio io_context (curl_multi_socket_action; ADR 0160, 0260). A sink whose deliveries come
+// from an IoLoop's thread — the runtime's sink loop, `weir-sinks`, where the sink stages
+// read their messages — runs on that loop: requests are sent, answers read and `done`
+// called on that thread, so the stage's ack leaves with the loop's next write and no other
+// thread is woken. Deliveries from any other thread (a stage on cnats' delivery pool, a
+// test) run on the process's own loop, a thread named "weir-http", started by the first
+// such delivery and ended with the last of its sinks' stop() (ADR 0161). libcurl (and
+// curl_global_init, which initialises OpenSSL) is loaded at the first delivery of any
+// sink: an idle sink costs no thread and no TLS initialisation. `done` runs on the loop's
+// thread, so it must be cheap and must not block (runtime/sink.h).
 //
 // Pool: each sink hands at most `max_connections` requests to curl at once; deliveries
 // beyond that wait in the sink's own FIFO, so the per-request timeout counts only time on

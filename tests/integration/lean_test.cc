@@ -26,7 +26,7 @@ bool maps_contain(pid_t pid, const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("libcurl and the HTTP loop are loaded at the first delivery, not at start", "[integration][lean]") {
+TEST_CASE("libcurl is loaded at the first delivery, not at start, and runs on the sink loop", "[integration][lean]") {
   NatsServer nats;
   SinkProcess sink;
   WeirProcess weir({.nats_url = nats.url(), .flows = {{"lean.yaml", http_flow("lean", "/in/lean", sink.url("/out"))}}});
@@ -47,7 +47,10 @@ TEST_CASE("libcurl and the HTTP loop are loaded at the first delivery, not at st
   REQUIRE(wait_until([&] { return sink.stat("received") >= 3; }, 30s, 20ms));
   CHECK(sink.stat("unique") == 3);
   CHECK(maps_contain(pid, "libcurl.so"));
-  CHECK(threads_named(pid, "weir-http") == 1);
+  // The requests went out from the sink loop, where the sink stage read them (ADR 0260):
+  // no HTTP thread of its own.
+  CHECK(threads_named(pid, "weir-sinks") == 1);
+  CHECK(threads_named(pid, "weir-http") == 0);
 }
 
 // Issue #10 item 4: a fixed, small set of threads for any number of flows. 50 flows, each
@@ -78,7 +81,8 @@ TEST_CASE("fifty flows run on at most sixteen threads", "[integration][lean]") {
     listing += name + "=" + std::to_string(n) + " ";
   }
   INFO("threads: " << listing);
-  CHECK(names.count("weir-http") == 1);
+  CHECK(names.count("weir-http") == 0);  // HTTP requests are sent from weir-sinks
+  CHECK(names.count("weir-sinks") == 1);
   CHECK(names.count("weir-flows") == 1);
   CHECK(total <= 16);
 }

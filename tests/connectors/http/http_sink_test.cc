@@ -16,6 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "runtime/http_server.h"
 #include "tests/support/scripted_http_server.h"
 #include "tests/support/support.h"
 
@@ -700,6 +704,72 @@ TEST_CASE("http sinks share one loop: a slow sink does not hold up a fast one", 
   CHECK(fast_results.only("after").kind == Kind::kOk);
   fast.stop();
   CHECK(threads_named("weir-http") == 0);  // the last stop ends the loop
+}
+
+// ADR 0260: a sink delivering from an IoLoop's thread (the sink loop, where the sink
+// stages read their messages) sends on that loop: `done` runs on the thread that
+// delivered, and no weir-http thread starts. Stopping abandons what is still on the wire.
+TEST_CASE("http sink deliveries from an io loop's thread run on that loop", "[http_sink][loop]") {
+  ScriptedHttpServer server([](const ScriptedRequest& r) {
+    ScriptedReply reply = ScriptedReply::with_status(204);
+    if (r.target == "/hang") reply.delay = 20s;  // answered only by the stop
+    return reply;
+  });
+  weir::IoLoop io("test-sinks");
+  io.start();
+  weir::connectors::HttpSinkOptions options;
+  options.stop_grace = 100ms;
+  HttpSink sink(spec_for(server.url("/in"), 4), "orders", "out", options);
+  HttpSink hang(spec_for(server.url("/hang"), 2, 30s), "orders", "hang", options);
+  REQUIRE(sink.start().is_ok());
+  REQUIRE(hang.start().is_ok());
+
+  Results results;
+  std::mutex mu;
+  std::set<std::thread::id> done_on;
+  std::thread::id loop_thread;
+  constexpr int kN = 50;
+  auto on_loop = [&](std::function<void()> fn) {
+    boost::asio::post(*static_cast<boost::asio::io_context*>(io.native()), std::move(fn));
+  };
+  on_loop([&] {
+    {
+      std::lock_guard lock(mu);
+      loop_thread = std::this_thread::get_id();
+    }
+    for (int i = 0; i < kN; ++i) {
+      const std::string id = "e-" + std::to_string(i);
+      sink.deliver(delivery(id), [&, cb = results.callback(id)](DeliveryResult r) {
+        {
+          std::lock_guard lock(mu);
+          done_on.insert(std::this_thread::get_id());
+        }
+        cb(std::move(r));
+      });
+    }
+    for (int i = 0; i < 3; ++i) hang.deliver(delivery("h-" + std::to_string(i)), results.callback("h"));
+  });
+  REQUIRE(results.wait_for(kN));
+  for (int i = 0; i < kN; ++i) CHECK(results.only("e-" + std::to_string(i)).kind == Kind::kOk);
+  {
+    std::lock_guard lock(mu);
+    CHECK(done_on == std::set<std::thread::id>{loop_thread});
+  }
+  CHECK(threads_named("weir-http") == 0);
+  CHECK(threads_named("test-sinks") == 1);
+
+  REQUIRE(eventually([&] {
+    int n = 0;
+    for (const auto& r : server.requests()) n += r.target == "/hang";
+    return n == 2;  // its pool; the third waits in its FIFO
+  }));
+  hang.stop();  // from this thread; the loop abandons the two on the wire after the grace
+  REQUIRE(results.wait_for(kN + 3));
+  const auto all = results.all();
+  REQUIRE(all.at("h").size() == 3);
+  for (const auto& r : all.at("h")) CHECK(r.kind == Kind::kRetry);
+  sink.stop();
+  io.stop();
 }
 
 TEST_CASE("http sinks share one loop: stopping one leaves the other's requests alone", "[http_sink][loop]") {
