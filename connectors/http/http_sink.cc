@@ -309,8 +309,9 @@ class Loop {
   void on_timeout();
   // Reads curl's finished transfers and completes them; their sinks are refilled next.
   void collect();
-  // Takes the marked clients' work, launches it (or refuses it when stopping), lets go
-  // of stopped clients and arms the chores timer. Ends every handler of the loop.
+  // Runs curl's due work, completes finished transfers, takes the marked clients' work
+  // and launches it (or refuses it when stopping), lets go of stopped clients and arms
+  // the chores timer. Ends every handler of the loop.
   void service();
   void take(std::vector<Client*>& turn);
   void detach(Client* c);
@@ -336,6 +337,8 @@ class Loop {
   bool limits_changed_ = false;
   long budget_ = 0;  // sum of the attached sinks' max_connections
   std::chrono::steady_clock::time_point next_overdue_check_{};
+  bool busy_ = false;  // in one of the loop's handlers (service() ends each)
+  bool kick_ = false;  // curl asked to run at once (timeout 0): service() calls it
 };
 
 Status Client::configure() {
@@ -638,11 +641,14 @@ int Loop::on_timer(CURLM* /*multi*/, long timeout_ms, void* self) {
     loop->timer_.cancel();
     return 0;
   }
-  // Never socket_action from inside curl's callback: from the io_context. A timeout of 0
-  // (curl wants to run at once: a new transfer) is a post, without a timer syscall.
+  // Never socket_action from inside curl's callback. A timeout of 0 (curl wants to run at
+  // once: a new transfer) is served by the handler this call came from, on its way out
+  // (service()), without a timer syscall or another turn; curl calls this only from
+  // within the loop's own calls, so a post is only the fallback.
   if (timeout_ms == 0) {
     loop->timer_.cancel();
-    asio::post(loop->io_, [loop] { loop->on_timeout(); });
+    loop->kick_ = true;
+    if (!loop->busy_) asio::post(loop->io_, [loop] { loop->on_timeout(); });
     return 0;
   }
   loop->timer_.expires_after(std::chrono::milliseconds(timeout_ms));
@@ -671,6 +677,7 @@ void Loop::arm(const std::shared_ptr<Watch>& w) {
 }
 
 void Loop::on_ready(const std::shared_ptr<Watch>& w, int bits) {
+  busy_ = true;
   int running = 0;
   // Asio watches descriptors edge-triggered and curl reads one buffer per call: while the
   // socket still has what curl waits for, call again, or that rest would never signal.
@@ -692,14 +699,11 @@ void Loop::on_ready(const std::shared_ptr<Watch>& w, int bits) {
     });
   }
   arm(w);
-  collect();
   service();
 }
 
 void Loop::on_timeout() {
-  int running = 0;
-  curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
-  collect();
+  kick_ = true;
   service();
 }
 
@@ -773,14 +777,23 @@ void Loop::take(std::vector<Client*>& turn) {
 }
 
 void Loop::service() {
-  // `done` callbacks run here may deliver again (marking clients): go round until no
-  // client has work to take.
+  busy_ = true;
+  // Round by round: curl's due work (kick_: new transfers, expired timers), the finished
+  // transfers, then the marked clients' work launched. `done` callbacks run here may
+  // deliver again (marking clients) and launches make curl due again: go round until a
+  // round finds nothing to do.
   for (int round = 0; round < 64; ++round) {
+    if (kick_) {
+      kick_ = false;
+      int running = 0;
+      curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+    collect();
     std::vector<Client*> turn;
     turn.swap(turn_);
     take(turn);
     if (limits_changed_) apply_limits();
-    if (turn.empty()) break;
+    if (turn.empty() && !kick_) break;
     for (Client* c : turn) {
       for (auto& w : c->refused) finish(w, DeliveryResult::retry("sink stopping"));
       c->refused.clear();
@@ -799,6 +812,9 @@ void Loop::service() {
   const auto now = std::chrono::steady_clock::now();
   reap(now);
   arm_chores(now);
+  busy_ = false;
+  // Abandoned requests (reap) may have made curl due: after the other handlers.
+  if (kick_) asio::post(io_, [this] { on_timeout(); });
 }
 
 // Sinks being stopped: abandons their requests past the grace, lets go of finished ones;
