@@ -341,6 +341,28 @@ class Bench(Stack):
         return {"rate": rate, "ingest_per_s": lg["ingest_per_s"], "errors": lg.get("errors", {}),
                 "e2e_ms": {k: stats["e2e_ms"].get(k) for k in ("p50", "p90", "p99", "max")}}
 
+    def jetstream_pipeline_reference(self, rate):
+        """nats-server's CPU per event for a weir event's three JetStream legs at `rate`, made
+        by the least traffic a client can make (`weir-jsbench pipeline`: four messages in and
+        four out per event, push consumers, no pull requests): what the server costs at this
+        rate whoever its client is, the floor under weir's nats-server figure."""
+        seconds = max(3.0, float(self.a.ceiling_seconds))
+        cpu0 = cpu_seconds(self.nats.pid)
+        out = subprocess.run([self.tool("weir-jsbench"), "pipeline", "--nats", self.nats_url, "--rate", str(rate),
+                              "--seconds", str(seconds)], capture_output=True, text=True, timeout=seconds + 120)
+        cpu1 = cpu_seconds(self.nats.pid)
+        try:
+            r = json.loads(out.stdout)
+        except ValueError:
+            r = {"ok": False, "error": out.stderr[-500:]}
+        ref = {"rate": rate, "seconds": seconds, "ok": out.returncode == 0 and r.get("ok", False),
+               "received": r.get("received")}
+        if ref["ok"] and r.get("received"):
+            ref["nats_cpu_us_per_event"] = round((cpu1 - cpu0) * 1e6 / r["received"], 1)
+        elif r.get("error"):
+            ref["error"] = r["error"]
+        return ref
+
     # ---- the run ------------------------------------------------------------------
     def run(self):
         a = self.a
@@ -397,6 +419,14 @@ class Bench(Stack):
                 result["paced_reference"] = ref
                 if ref["errors"]:
                     invalid.append(f"paced reference load errors: {ref['errors']}")
+                log(f"jetstream reference: weir-jsbench pipeline at {a.rate}/s")
+                js_ref = self.jetstream_pipeline_reference(a.rate)
+                result["jetstream_reference"] = js_ref
+                if not js_ref["ok"]:
+                    invalid.append(f"jetstream pipeline reference failed: {js_ref.get('error', 'events missing')}")
+                elif result.get("nats_cpu_us_per_event") and js_ref.get("nats_cpu_us_per_event"):
+                    r["nats_cpu_vs_jetstream_pipeline"] = round(
+                        result["nats_cpu_us_per_event"] / js_ref["nats_cpu_us_per_event"], 3)
                 r["delivered_vs_offered"] = round(result["delivered_per_s"] / a.rate, 3)
                 for q in ("p50", "p99"):
                     mine, theirs = result["e2e_ms"].get(q), ref["e2e_ms"].get(q)

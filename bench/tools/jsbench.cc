@@ -12,6 +12,19 @@
 //                                                  batch's inputs (publish before ack). Batches
 //                                                  are pipelined two deep: batch k+1 is fetched
 //                                                  and published while batch k's PubAcks come.
+//   weir-jsbench pipeline --rate R --seconds S     a weir event's three JetStream legs at a
+//                                                  fixed rate, with the least traffic a client
+//                                                  can make: publish to A with a Nats-Msg-Id
+//                                                  and a PubAck (ingress); a push consumer on
+//                                                  A publishes each message to B and acks it
+//                                                  (the flow stage); a push consumer on B acks
+//                                                  each (the sink stage). Four messages in and
+//                                                  four out per event, as weir's connections
+//                                                  count them, on three connections with
+//                                                  SendAsap. bench/paced.sh measures
+//                                                  nats-server's CPU while it runs: the
+//                                                  server's cost per event at that rate for any
+//                                                  client (issue 10's paced reference).
 //
 // Each run creates throwaway streams (JSBENCH_<pid>_<time>_A/B) on --nats and deletes them at
 // the end, also when the run fails. One JSON object on stdout; exit 0 on success, 1 when a
@@ -36,12 +49,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -103,6 +118,8 @@ struct Config {
   bool sub_send_asap = false;
   bool msg_id = false;
   int64_t max_ack_pending = 20000;
+  double rate = 1000;  // pipeline
+  double seconds = 5;  // pipeline
 };
 
 ConnPtr connect(const Config& cfg, bool send_asap, const char* name) {
@@ -424,6 +441,109 @@ json run_hop(const Config& cfg, const std::string& tag) {
   return out;
 }
 
+// The flow leg of `pipeline`: each message of A is published to B and acked (cnats'
+// subscription thread). A push consumer, so no pull request is ever sent.
+struct PipelineHop {
+  jsCtx* js = nullptr;
+  std::string subject;
+  std::atomic<int64_t> seen{0};
+  std::atomic<int64_t> failed{0};
+  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+    auto* self = static_cast<PipelineHop*>(closure);
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    const char* in_id = nullptr;
+    natsMsgHeader_Get(msg, "Nats-Msg-Id", &in_id);
+    const std::string out_id = std::string("h-") + (in_id != nullptr ? in_id : "");
+    po.MsgId = out_id.c_str();
+    if (js_PublishAsync(self->js, self->subject.c_str(), natsMsg_GetData(msg), natsMsg_GetDataLength(msg), &po) !=
+            NATS_OK ||
+        natsMsg_Ack(msg, nullptr) != NATS_OK) {
+      self->failed.fetch_add(1, std::memory_order_relaxed);
+    }
+    self->seen.fetch_add(1, std::memory_order_relaxed);
+    natsMsg_Destroy(msg);
+  }
+};
+
+// The sink leg of `pipeline`: acks each message of B.
+struct PipelineSink {
+  std::atomic<int64_t> seen{0};
+  std::atomic<int64_t> failed{0};
+  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+    auto* self = static_cast<PipelineSink*>(closure);
+    if (natsMsg_Ack(msg, nullptr) != NATS_OK) self->failed.fetch_add(1, std::memory_order_relaxed);
+    self->seen.fetch_add(1, std::memory_order_relaxed);
+    natsMsg_Destroy(msg);
+  }
+};
+
+SubPtr push_subscribe(jsCtx* js, const ThrowawayStream& stream, const Config& cfg, natsMsgHandler cb, void* closure) {
+  jsSubOptions so;
+  need(jsSubOptions_Init(&so), "jsSubOptions_Init");
+  so.Stream = stream.name().c_str();
+  so.ManualAck = true;
+  so.Config.AckPolicy = js_AckExplicit;
+  so.Config.MaxAckPending = cfg.max_ack_pending;
+  so.Config.AckWait = 30LL * 1000 * 1000 * 1000;  // ns
+  natsSubscription* sub = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  need(js_Subscribe(&sub, js, stream.subject().c_str(), cb, closure, nullptr, &so, &jerr), "js_Subscribe", jerr);
+  return SubPtr(sub);
+}
+
+json run_pipeline(const Config& cfg, const std::string& tag) {
+  ConnPtr ingress = connect(cfg, true, "jsbench-ingress");
+  ConnPtr flow = connect(cfg, true, "jsbench-flow");
+  ConnPtr sink = connect(cfg, true, "jsbench-sink");
+  AckCounter pub_acks, hop_acks;
+  JsPtr js = jetstream(ingress.get(), cfg, &pub_acks);
+  JsPtr js_flow = jetstream(flow.get(), cfg, &hop_acks);
+  JsPtr js_sink = jetstream(sink.get(), cfg, nullptr);
+  ThrowawayStream a(js.get(), "JSBENCH_" + tag + "_A", "jsbench." + tag + ".a", cfg);
+  ThrowawayStream b(js.get(), "JSBENCH_" + tag + "_B", "jsbench." + tag + ".b", cfg);
+  PipelineHop hop;
+  hop.js = js_flow.get();
+  hop.subject = b.subject();
+  PipelineSink end;
+  SubPtr sub_a = push_subscribe(js_flow.get(), a, cfg, &PipelineHop::on_msg, &hop);
+  SubPtr sub_b = push_subscribe(js_sink.get(), b, cfg, &PipelineSink::on_msg, &end);
+
+  const std::string payload = make_payload(cfg.size);
+  const auto n = static_cast<int64_t>(std::llround(cfg.rate * cfg.seconds));
+  const auto interval = std::chrono::duration<double>(1.0 / cfg.rate);
+  jsPubOptions po;
+  need(jsPubOptions_Init(&po), "jsPubOptions_Init");
+  std::string id;
+  const Clock::time_point t0 = Clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(interval * static_cast<double>(i)));
+    id = "p-" + std::to_string(i);
+    po.MsgId = id.c_str();
+    need(js_PublishAsync(js.get(), a.subject().c_str(), payload.data(), static_cast<int>(payload.size()), &po),
+         "js_PublishAsync");
+  }
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
+  while (end.seen.load() < n && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  need(natsConnection_Flush(sink.get()), "flush acks");
+  need(natsConnection_Flush(flow.get()), "flush acks");
+  const double secs = seconds_since(t0);
+
+  json out = base_result(cfg);
+  out["count"] = n;
+  out["offered_rate"] = cfg.rate;
+  out["msg_id"] = true;
+  out["send_asap"] = {{"pub", true}, {"sub", true}};
+  out["seconds"] = secs;
+  out["received"] = end.seen.load();
+  out["rate"] = std::round(static_cast<double>(end.seen.load()) / secs);
+  out["ok"] = end.seen.load() == n && hop.failed.load() == 0 && end.failed.load() == 0;
+  check_acks(pub_acks, n, out);
+  out["hop_pub_acked"] = hop_acks.ok.load();
+  if (hop_acks.ok.load() != n || hop_acks.failed.load() != 0) out["ok"] = false;
+  return out;
+}
+
 void add_common(CLI::App* sub, Config& cfg) {
   sub->add_option("--nats", cfg.nats_url, "NATS URL");
   sub->add_option("--count", cfg.count, "messages")->check(CLI::Range(int64_t{1}, int64_t{100000000}));
@@ -450,8 +570,11 @@ int run(int argc, char** argv) {
   CLI::App* publish = app.add_subcommand("publish", "async publish N messages");
   CLI::App* consume = app.add_subcommand("consume", "pre-fill N, pull-consume and ack them");
   CLI::App* hop = app.add_subcommand("hop", "consume from A, publish to B, ack after PubAcks");
-  for (CLI::App* sub : {publish, consume, hop}) add_common(sub, cfg);
+  CLI::App* pipeline = app.add_subcommand("pipeline", "a weir event's three JetStream legs at a fixed rate");
+  for (CLI::App* sub : {publish, consume, hop, pipeline}) add_common(sub, cfg);
   for (CLI::App* sub : {consume, hop}) add_consumer(sub, cfg);
+  pipeline->add_option("--rate", cfg.rate, "events per second")->check(CLI::Range(1.0, 1000000.0));
+  pipeline->add_option("--seconds", cfg.seconds, "how long to publish")->check(CLI::Range(0.1, 3600.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -464,6 +587,7 @@ int run(int argc, char** argv) {
   try {
     if (cfg.mode == "publish") out = run_publish(cfg, tag);
     else if (cfg.mode == "consume") out = run_consume(cfg, tag);
+    else if (cfg.mode == "pipeline") out = run_pipeline(cfg, tag);
     else out = run_hop(cfg, tag);
   } catch (const BenchError& e) {
     json err = base_result(cfg);
