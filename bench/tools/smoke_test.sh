@@ -101,6 +101,9 @@ if command -v nats-server >/dev/null; then
     "$JSBENCH" $mode --nats "$NATS" --count 2000 >"$TMP/js.json" || fail "jsbench $mode: $(cat "$TMP/js.json")"
     expect "jsbench $mode ok" "$(jq .ok "$TMP/js.json")" true
   done
+  "$JSBENCH" pipeline --nats "$NATS" --rate 500 --seconds 1 >"$TMP/js.json" || fail "jsbench pipeline: $(cat "$TMP/js.json")"
+  expect "jsbench pipeline ok" "$(jq .ok "$TMP/js.json")" true
+  expect "jsbench pipeline received" "$(jq .received "$TMP/js.json")" 500
 else
   fail "nats-server is not installed (scripts/setup.sh installs it): weir-jsbench was not checked"
 fi
