@@ -721,8 +721,14 @@ TEST_CASE("http sink deliveries from an io loop's thread run on that loop", "[ht
   options.stop_grace = 100ms;
   HttpSink sink(spec_for(server.url("/in"), 4), "orders", "out", options);
   HttpSink hang(spec_for(server.url("/hang"), 2, 30s), "orders", "hang", options);
+  // A host name: curl resolves it on its resolver thread and names that thread's socket to
+  // the loop like any other.
+  std::string by_name = server.url("/in");
+  by_name.replace(by_name.find("127.0.0.1"), 9, "localhost");
+  HttpSink named(spec_for(by_name, 2), "orders", "named", options);
   REQUIRE(sink.start().is_ok());
   REQUIRE(hang.start().is_ok());
+  REQUIRE(named.start().is_ok());
 
   Results results;
   std::mutex mu;
@@ -748,9 +754,12 @@ TEST_CASE("http sink deliveries from an io loop's thread run on that loop", "[ht
       });
     }
     for (int i = 0; i < 3; ++i) hang.deliver(delivery("h-" + std::to_string(i)), results.callback("h"));
+    for (int i = 0; i < 5; ++i)
+      named.deliver(delivery("n-" + std::to_string(i)), results.callback("n-" + std::to_string(i)));
   });
-  REQUIRE(results.wait_for(kN));
+  REQUIRE(results.wait_for(kN + 5));
   for (int i = 0; i < kN; ++i) CHECK(results.only("e-" + std::to_string(i)).kind == Kind::kOk);
+  for (int i = 0; i < 5; ++i) CHECK(results.only("n-" + std::to_string(i)).kind == Kind::kOk);
   {
     std::lock_guard lock(mu);
     CHECK(done_on == std::set<std::thread::id>{loop_thread});
@@ -764,11 +773,12 @@ TEST_CASE("http sink deliveries from an io loop's thread run on that loop", "[ht
     return n == 2;  // its pool; the third waits in its FIFO
   }));
   hang.stop();  // from this thread; the loop abandons the two on the wire after the grace
-  REQUIRE(results.wait_for(kN + 3));
+  REQUIRE(results.wait_for(kN + 5 + 3));
   const auto all = results.all();
   REQUIRE(all.at("h").size() == 3);
   for (const auto& r : all.at("h")) CHECK(r.kind == Kind::kRetry);
   sink.stop();
+  named.stop();
   io.stop();
 }
 
