@@ -212,7 +212,15 @@ struct Connection {
   beast::flat_buffer buffer;
   std::string request;
   bool open = false;
+  Clock::time_point last_used;  // the last response, or the connect
 };
+
+// A keep-alive connection idle this long is reopened before it is used: servers close idle
+// connections (weir after http.read_timeout, 10 s by default), and a request sent as the
+// server closes one fails as "closed" though the server never saw it. HTTP clients keep
+// their own idle limit below the server's for this reason; open-loop runs longer than the
+// server's limit leave spare connections idle that long.
+constexpr auto kIdleReopen = std::chrono::seconds(4);
 
 class Run {
  public:
@@ -411,6 +419,7 @@ class Run {
     conn.stream.socket().set_option(tcp::no_delay(true), ec);
     conn.buffer.clear();
     conn.open = true;
+    conn.last_used = Clock::now();
     ++connections_opened_;
     co_return true;
   }
@@ -419,6 +428,10 @@ class Run {
     const bool measured = ev.intended >= warmup_end_;
     Counters& c = measured ? measured_ : warmup_;
     ++c.sent;
+    if (conn.open && Clock::now() - conn.last_used > kIdleReopen) {
+      conn.stream.close();
+      conn.open = false;
+    }
     if (!conn.open && !co_await connect(conn, &c)) {
       co_await backoff();
       co_return;
@@ -454,6 +467,7 @@ class Run {
       conn.open = false;
       co_return;
     }
+    conn.last_used = done;
     const auto& res = parser.get();
     unsigned status = res.result_int();
     if (!res.keep_alive()) {
