@@ -5,10 +5,12 @@
 //   kOk    → ack on the bus;
 //   kRetry → nak with a backoff delay (or `retry_after`), dead-letter past `retries`;
 //   kDead  → dead-letter at once with `reason`.
-// Lifecycle: constructed from a validated spec, `start()` once, `deliver()` from a thread
-// of cnats' delivery pool (one sink's calls never overlap; ADR 0150) — it must queue and
-// return, never block — `stop()` once (no deliver after). `done` is called exactly once
-// per deliver, on a thread of the sink's choosing; it must be cheap and must not block.
+// Lifecycle: constructed from a validated spec, `start()` once, `deliver()` from the sink
+// loop's thread, `weir-sinks` (ADR 0258; a thread of cnats' delivery pool when the Bus's
+// loops are off, ADR 0150; one sink's calls never overlap) — it must queue and return,
+// never block — `stop()` once, never from that thread (no deliver after). `done` is called
+// exactly once per deliver, on a thread of the sink's choosing (the HTTP sink: the thread
+// that delivered, ADR 0260); it must be cheap and must not block.
 #pragma once
 
 #include <chrono>
