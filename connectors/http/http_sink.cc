@@ -334,6 +334,7 @@ class Loop {
   // Loop thread only.
   std::vector<Client*> clients_;  // attached, until their stop() completes
   std::vector<Client*> turn_;     // clients to refill: marked, or with completions
+  std::vector<Client*> taking_;   // service()'s round: turn_ swapped in, then the marked
   bool limits_changed_ = false;
   long budget_ = 0;  // sum of the attached sinks' max_connections
   std::chrono::steady_clock::time_point next_overdue_check_{};
@@ -789,12 +790,13 @@ void Loop::service() {
       curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
     }
     collect();
-    std::vector<Client*> turn;
-    turn.swap(turn_);
-    take(turn);
+    // Swapped, not moved: both vectors keep their capacity, no allocation per round.
+    taking_.clear();
+    taking_.swap(turn_);
+    take(taking_);
     if (limits_changed_) apply_limits();
-    if (turn.empty() && !kick_) break;
-    for (Client* c : turn) {
+    if (taking_.empty() && !kick_) break;
+    for (Client* c : taking_) {
       for (auto& w : c->refused) finish(w, DeliveryResult::retry("sink stopping"));
       c->refused.clear();
       for (auto& w : c->to_start) c->launch(multi_, std::move(w));
