@@ -2,7 +2,6 @@
 
 #include "runtime/nats_loop.h"
 
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -90,19 +89,17 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
                      });
   }
 
+  // One read per readiness event. Asio watches descriptors edge-triggered, yet bytes
+  // left in the socket are not lost: arm_read()'s async_wait is a non-speculative reactor
+  // op, and Asio starts each one with EPOLL_CTL_MOD (boost/asio/detail/impl/
+  // epoll_reactor.ipp, start_op), which makes the kernel look at the socket again and
+  // report it at once if it still has bytes. Checking for them here (FIONREAD) cost a
+  // system call on every read event, nearly always to find none (docs/bench.md, session
+  // 11); tests/runtime/nats_loop_test.cc sends more than one read's worth at once.
   void on_readable() {
     if (!nc || !desc) return;
     const uint64_t gen = generation;
-    bool more = false;
-    // Drain: the wait does not fire again for bytes left in the socket (EPOLLET).
-    for (int i = 0; i < 64; ++i) {
-      natsConnection_ProcessReadEvent(nc);
-      if (gen != generation || !desc) break;  // detached meanwhile
-      if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) break;
-      int avail = 0;
-      if (::ioctl(desc->native_handle(), FIONREAD, &avail) != 0 || avail <= 0) break;
-      more = i == 63;
-    }
+    natsConnection_ProcessReadEvent(nc);
     if (after_read) after_read();
     if (gen != generation || !nc || !desc) return;
     if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) {
@@ -112,14 +109,7 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
       close_desc();
       return;
     }
-    if (more) {
-      // Fairness: let HTTP sessions run, then continue reading.
-      asio::post(ioc, [self = shared_from_this(), gen] {
-        if (gen == self->generation) self->on_readable();
-      });
-    } else {
-      arm_read();
-    }
+    arm_read();
   }
 
   // cnats does not keep why it dropped a connection (its disconnected callback sees no

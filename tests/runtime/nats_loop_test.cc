@@ -5,6 +5,7 @@
 #include <nats/nats.h>
 
 #include <atomic>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,5 +83,62 @@ TEST_CASE("an event-loop connection written from several threads at once never d
   natsConnection_Destroy(reader);
   natsConnection_Close(nc);
   REQUIRE(wait_until([&] { return closed.load() == 1; }, 5s));
+  loop.run_sync([&] { natsConnection_Destroy(nc); });
+}
+
+// The loop reads once per readiness event and relies on Asio re-arming its (edge-triggered)
+// wait with EPOLL_CTL_MOD, which reports bytes still in the socket at once (nats_loop.cc,
+// on_readable). Here far more than one read's worth (cnats reads 32 KiB by default) waits
+// in the socket when the loop's thread comes back: every message must still arrive.
+TEST_CASE("an event-loop connection reads everything that piled up in its socket", "[nats_loop]") {
+  NatsServer nats;
+  IoLoop io("weir-test-io");
+  io.start();
+  NatsLoop loop(io);
+
+  natsOptions* opts = nullptr;
+  REQUIRE(natsOptions_Create(&opts) == NATS_OK);
+  BusOptions bo;
+  bo.url = nats.url();
+  REQUIRE(set_connection_options(opts, bo, "nats-loop-read-test"));
+  loop.configure(opts, nullptr);
+  natsConnection* nc = nullptr;
+  REQUIRE(natsConnection_Connect(&nc, opts) == NATS_OK);
+  natsOptions_Destroy(opts);
+
+  std::atomic<int> received{0};
+  natsSubscription* sub = nullptr;
+  REQUIRE(natsConnection_Subscribe(
+              &sub, nc, "pile.up",
+              [](natsConnection*, natsSubscription*, natsMsg* m, void* n) {
+                static_cast<std::atomic<int>*>(n)->fetch_add(1);
+                natsMsg_Destroy(m);
+              },
+              &received) == NATS_OK);
+  natsSubscription_SetPendingLimits(sub, -1, -1);
+  REQUIRE(natsConnection_Flush(nc) == NATS_OK);  // the server has the subscription
+
+  // Hold the loop's thread while a plain connection sends 4 MiB to it.
+  std::promise<void> release;
+  std::promise<void> held;
+  loop.post([&] {
+    held.set_value();
+    release.get_future().wait();
+  });
+  held.get_future().wait();
+  natsConnection* writer = nullptr;
+  REQUIRE(natsConnection_ConnectTo(&writer, nats.url().c_str()) == NATS_OK);
+  constexpr int kMessages = 4096;
+  const std::string body(1024, 'x');
+  for (int i = 0; i < kMessages; ++i) REQUIRE(natsConnection_PublishString(writer, "pile.up", body.c_str()) == NATS_OK);
+  REQUIRE(natsConnection_Flush(writer) == NATS_OK);  // the server has them all
+  release.set_value();
+
+  CHECK(wait_until([&] { return received.load() == kMessages; }, 30s));
+  CHECK(received.load() == kMessages);
+
+  natsConnection_Destroy(writer);
+  natsSubscription_Destroy(sub);
+  natsConnection_Close(nc);
   loop.run_sync([&] { natsConnection_Destroy(nc); });
 }
