@@ -163,6 +163,61 @@ struct ResponseSlot {
   std::optional<HttpResponse> response;
 };
 
+// A connection's deadline (http.read_timeout, the answer's write) without a timer
+// operation per read or write. Beast's tcp_stream cancels its timer when each of its reads
+// and writes completes, and every cancel runs a handler through the io_context: two extra
+// turns of the loop per request, each one an epoll_wait (docs/bench.md, session 11). Here
+// moving the deadline only stores a time; one timer per connection wakes at the deadline
+// it was armed for, re-arms if the deadline has moved on, and past it closes the socket,
+// which ends the pending read or write with operation_aborted. io thread only.
+class Deadline : public std::enable_shared_from_this<Deadline> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Deadline(tcp::socket& socket) : socket_(socket), timer_(socket.get_executor()) {}
+  void expires_after(Clock::duration d) {
+    at_ = Clock::now() + d;
+    if (!armed_ && !stopped_) arm();
+  }
+  void expires_never() { at_ = Clock::time_point::max(); }
+  // Before the socket goes: a wake-up already queued finds `stopped_` and does nothing.
+  void stop() {
+    stopped_ = true;
+    if (armed_) timer_.cancel();
+  }
+
+ private:
+  void arm() {
+    armed_ = true;
+    timer_.expires_at(at_);
+    timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      self->armed_ = false;
+      if (ec || self->stopped_ || self->at_ == Clock::time_point::max()) return;
+      if (Clock::now() < self->at_) {
+        self->arm();
+        return;
+      }
+      boost::system::error_code ignored;
+      self->socket_.close(ignored);
+    });
+  }
+
+  tcp::socket& socket_;
+  asio::steady_timer timer_;
+  Clock::time_point at_ = Clock::time_point::max();
+  bool armed_ = false;
+  bool stopped_ = false;
+};
+
+// A session's socket with its deadline; the deadline stops when this goes.
+struct Connection {
+  explicit Connection(tcp::socket s) : socket(std::move(s)), deadline(std::make_shared<Deadline>(socket)) {}
+  ~Connection() { deadline->stop(); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  tcp::socket socket;
+  std::shared_ptr<Deadline> deadline;
+};
+
 class BeastServer final : public HttpServer, public std::enable_shared_from_this<BeastServer> {
  public:
   BeastServer(asio::io_context& ioc, HttpServerOptions options, Handler handler)
@@ -250,7 +305,7 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
   // A connection past max_connections: 503 with Retry-After, closed without reading the
   // request (the drain in reject_and_close only keeps the answer from being reset).
   awaitable<void> refuse(tcp::socket socket) {
-    beast::tcp_stream stream(std::move(socket));
+    Connection stream(std::move(socket));
     std::vector<std::pair<std::string, std::string>> headers;  // (a braced list here trips g++ 12's coroutines)
     headers.emplace_back("Retry-After", "1");
     co_await reject_and_close(stream, 503, "too many open connections", std::move(headers));
@@ -259,7 +314,7 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
 
   // Writes an error answer, then closes politely: shut the send side and drain what the
   // client is still sending, so it reads our answer instead of a reset (platform notes).
-  awaitable<void> reject_and_close(beast::tcp_stream& stream, int status, std::string_view message,
+  awaitable<void> reject_and_close(Connection& stream, int status, std::string_view message,
                                    std::vector<std::pair<std::string, std::string>> headers = {}) {
     http::response<http::string_body> res{static_cast<http::status>(status), 11};
     res.set(http::field::content_type, "application/json");
@@ -268,21 +323,21 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
     res.body() = HttpResponse::error(status, message).body;
     res.prepare_payload();
     boost::system::error_code ec;
-    stream.expires_after(std::chrono::seconds(2));
-    co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
-    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream.deadline->expires_after(std::chrono::seconds(2));
+    co_await http::async_write(stream.socket, res, asio::redirect_error(use_awaitable, ec));
+    stream.socket.shutdown(tcp::socket::shutdown_send, ec);
     char sink[4096];
-    stream.expires_after(std::chrono::milliseconds(500));
+    stream.deadline->expires_after(std::chrono::milliseconds(500));
     for (int i = 0; i < 256 && !ec; ++i) {
-      co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(use_awaitable, ec));
+      co_await stream.socket.async_read_some(asio::buffer(sink), asio::redirect_error(use_awaitable, ec));
     }
-    stream.socket().close(ec);
+    stream.socket.close(ec);
   }
 
   // Reads one request into `parser`. Returns 0 when it is complete, -1 when the
   // connection should just close (client gone, slow client), or the status to reject
   // it with (`*why` says why) before closing.
-  awaitable<int> read_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+  awaitable<int> read_request(Connection& stream, beast::flat_buffer& buffer,
                               http::request_parser<http::string_body>& parser, std::string* why) {
     boost::system::error_code ec;
     // Empty lines before a request line are allowed (RFC 9112 §2.2); some clients send
@@ -307,40 +362,32 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
         *why = "request headers too large";
         co_return 431;
       }
-      size_t n = co_await stream.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+      size_t n = co_await stream.socket.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
       if (ec) co_return -1;  // closed, reset or too slow
       buffer.commit(n);
     }
-    // 2. Beast parses the header (from the buffer: no further read).
-    co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    // 2. Beast parses the header from the buffer, here and now: Beast's async_read_header
+    //    and async_read post their completion when they read nothing (one more turn of the
+    //    loop each, and the request usually arrives whole).
+    parser.eager(false);
+    put_buffered(buffer, parser, ec);
+    if (ec == http::error::need_more) {  // cannot happen after a complete header block; Beast's word rules
+      ec = {};
+      co_await http::async_read_header(stream.socket, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    }
     if (!ec) {
-      // 3. Framing (RFC 9112 §6.1, §6.3): exactly one `chunked` coding or one
-      //    Content-Length, never both. Beast 1.74 reads `chunked, identity` or any other
-      //    coding as "no body" and would parse the body as the next request.
-      const auto& h = parser.get();
-      size_t te = h.count(http::field::transfer_encoding);
-      size_t cl = h.count(http::field::content_length);
-      if (te > 1) {
-        *why = "more than one Transfer-Encoding";
+      // 3. Framing.
+      if (const char* bad = framing_error(parser.get())) {
+        *why = bad;
         co_return 400;
       }
-      if (te == 1) {
-        auto v = h[http::field::transfer_encoding];
-        if (!beast::iequals(v, "chunked")) {
-          *why = "Transfer-Encoding other than chunked";
-          co_return 400;
-        }
+      // 4. The body: what the buffer holds of it parsed here, the rest read.
+      parser.eager(true);
+      if (!parser.is_done()) put_buffered(buffer, parser, ec);
+      if (ec == http::error::need_more) ec = {};
+      if (!ec && !parser.is_done()) {
+        co_await http::async_read(stream.socket, buffer, parser, asio::redirect_error(use_awaitable, ec));
       }
-      if (te && cl) {
-        *why = "Transfer-Encoding together with Content-Length";
-        co_return 400;
-      }
-      if (cl > 1 || (cl == 1 && h[http::field::content_length].find(',') != beast::string_view::npos)) {
-        *why = "more than one Content-Length";
-        co_return 400;
-      }
-      // 4. The body.
-      if (!parser.is_done()) co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     }
     if (!ec) co_return 0;
     if (ec == http::error::body_limit) {
@@ -360,19 +407,54 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
     co_return 400;
   }
 
+  // Framing (RFC 9112 §6.1, §6.3): exactly one `chunked` coding or one Content-Length,
+  // never both; what is wrong, or nullptr. Beast 1.74 reads `chunked, identity` or any
+  // other coding as "no body" and would parse the body as the next request.
+  static const char* framing_error(const http::request_parser<http::string_body>::value_type& h) {
+    size_t te = h.count(http::field::transfer_encoding);
+    size_t cl = h.count(http::field::content_length);
+    if (te > 1) return "more than one Transfer-Encoding";
+    if (te == 1 && !beast::iequals(h[http::field::transfer_encoding], "chunked")) {
+      return "Transfer-Encoding other than chunked";
+    }
+    if (te && cl) return "Transfer-Encoding together with Content-Length";
+    if (cl > 1 || (cl == 1 && h[http::field::content_length].find(',') != beast::string_view::npos)) {
+      return "more than one Content-Length";
+    }
+    return nullptr;
+  }
+
+  // Feeds `parser` what `buffer` holds (as Beast's read does between reads) until the
+  // parser is done (with the header only, unless eager), fails, or needs more: then `ec`
+  // is http::error::need_more.
+  static void put_buffered(beast::flat_buffer& buffer, http::request_parser<http::string_body>& parser,
+                           boost::system::error_code& ec) {
+    ec = {};
+    for (;;) {
+      if (buffer.size() == 0) {
+        ec = http::error::need_more;
+        return;
+      }
+      const size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec) return;  // need_more included
+      if (parser.is_done() || (!parser.eager() && parser.is_header_done())) return;
+    }
+  }
+
   awaitable<void> session(tcp::socket socket) {
     struct Count {  // incremented by accept_loop
       std::atomic<size_t>& n;
       ~Count() { --n; }
     } count{connections_};
-    beast::tcp_stream stream(std::move(socket));
+    Connection stream(std::move(socket));
     beast::flat_buffer buffer;
     for (;;) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(options_.max_header));
       parser.body_limit(static_cast<std::uint64_t>(options_.max_body));
       // One deadline for the whole request (header and body): slowloris gets read_timeout.
-      stream.expires_after(options_.read_timeout);
+      stream.deadline->expires_after(options_.read_timeout);
       boost::system::error_code ec;
       std::string why;
       int rejected = co_await read_request(stream, buffer, parser, &why);
@@ -381,14 +463,14 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
         co_return;
       }
       if (rejected < 0) {
-        stream.socket().close(ec);
+        stream.socket.close(ec);
         co_return;
       }
-      stream.expires_never();
+      stream.deadline->expires_never();
       BeastRequest request(parser.release());
-      auto slot = std::make_shared<ResponseSlot>(stream.get_executor());
+      auto slot = std::make_shared<ResponseSlot>(stream.socket.get_executor());
       {
-        auto ex = stream.get_executor();
+        auto ex = stream.socket.get_executor();
         Responder respond = [slot, ex, &ioc = ioc_](HttpResponse r) {
           // On the io thread (http-in's PubAcks, ADR 0130): no post, no wake-up.
           if (ioc.get_executor().running_in_this_thread()) {
@@ -419,11 +501,11 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
       res.keep_alive(keep);
       res.body() = std::move(r.body);
       res.prepare_payload();
-      stream.expires_after(options_.read_timeout);
-      co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
+      stream.deadline->expires_after(options_.read_timeout);
+      co_await http::async_write(stream.socket, res, asio::redirect_error(use_awaitable, ec));
       if (ec || !keep) {
-        stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-        stream.socket().close(ec);
+        stream.socket.shutdown(tcp::socket::shutdown_send, ec);
+        stream.socket.close(ec);
         co_return;
       }
     }
