@@ -684,7 +684,10 @@ void Loop::on_ready(const std::shared_ptr<Watch>& w, int bits) {
   // socket still has what curl waits for, call again, or that rest would never signal.
   for (int round = 0; round < 16 && bits != 0; ++round) {
     curl_multi_socket_action(multi_, w->fd, bits, &running);
-    if (w->gone) break;
+    if (w->gone) {  // curl let go of the socket (a finished request): nothing left to serve
+      bits = 0;
+      break;
+    }
     pollfd p{w->fd, 0, 0};
     if ((w->want & CURL_POLL_IN) != 0) p.events |= POLLIN;
     if ((w->want & CURL_POLL_OUT) != 0) p.events |= POLLOUT;
