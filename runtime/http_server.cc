@@ -72,7 +72,38 @@ bool is_loopback_listen(std::string_view listen) {
 
 namespace {
 thread_local IoLoop* current_loop = nullptr;
+
+// IoLoop::Batch: per thread, the open batches and the work they were left (capacity kept).
+struct BatchWork {
+  void (*fn)(void*);
+  std::shared_ptr<void> obj;
+};
+thread_local int batch_depth = 0;
+thread_local std::vector<BatchWork> batch_work;
+thread_local std::vector<BatchWork> batch_running;
 }  // namespace
+
+IoLoop::Batch::Batch() { ++batch_depth; }
+
+IoLoop::Batch::~Batch() {
+  if (batch_depth > 1) {
+    --batch_depth;
+    return;
+  }
+  // Still open while the work runs: what it leaves is appended and runs next.
+  while (!batch_work.empty()) {
+    batch_running.swap(batch_work);
+    for (auto& w : batch_running) w.fn(w.obj.get());
+    batch_running.clear();
+  }
+  batch_depth = 0;
+}
+
+bool IoLoop::at_batch_end(void (*fn)(void*), std::shared_ptr<void> obj) {
+  if (batch_depth == 0) return false;
+  batch_work.push_back({fn, std::move(obj)});
+  return true;
+}
 
 struct IoLoop::Impl {
   asio::io_context ioc{1};

@@ -114,6 +114,22 @@ class IoLoop {
   // rides the sink loop this way: connectors/http/http_sink.cc.)
   std::shared_ptr<void> attachment(const void* key, const std::function<std::shared_ptr<void>()>& make);
 
+  // Work a handler leaves for when it returns, instead of a post: a posted handler costs
+  // the loop one more turn, and with it an epoll_wait, per event. A handler that may
+  // leave such work (NatsLoop's read handler: the flush of what its messages published,
+  // the HTTP sinks' round for what they delivered) holds a Batch while it runs; when the
+  // outermost Batch of the thread ends, the work left runs there, in order (work it
+  // leaves in turn included). at_batch_end() returns false when no Batch is open on this
+  // thread: the caller posts then. `obj` is kept alive until `fn(obj.get())` has run.
+  class Batch {
+   public:
+    Batch();
+    ~Batch();
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+  };
+  static bool at_batch_end(void (*fn)(void*), std::shared_ptr<void> obj);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -47,11 +47,6 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
   std::optional<asio::posix::stream_descriptor> desc;  // on a dup() of cnats' socket
   uint64_t generation = 0;                             // bumps at every attach/detach
   bool read_armed = false, write_armed = false;
-  // In on_readable: what the read's messages publish (outputs, acks, PONGs) is written
-  // when it ends, not by a posted flush: a posted handler costs the loop a turn (and an
-  // epoll_wait) after the reactor, two per event on weir-flows (docs/bench.md, session 11).
-  bool reading = false;
-  bool flush_after_read = false;
 
   // Our own descriptor is a dup(): cnats closes its fd on a disconnect, and the fd number
   // may be reused at once (by the reconnect or an HTTP accept); deregistering a number we
@@ -104,13 +99,13 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
   void on_readable() {
     if (!nc || !desc) return;
     const uint64_t gen = generation;
-    reading = true;
-    natsConnection_ProcessReadEvent(nc);
-    if (after_read) after_read();
-    reading = false;
-    if (flush_after_read) {
-      flush_after_read = false;
-      flush();  // does nothing once detached
+    {
+      // What the read's messages publish (outputs, acks, PONGs) is written when they have
+      // all been handled, not by a posted flush: two loop turns fewer per event on
+      // weir-flows (docs/bench.md, session 11). Ends before the re-arm below.
+      IoLoop::Batch batch;
+      natsConnection_ProcessReadEvent(nc);
+      if (after_read) after_read();
     }
     if (gen != generation || !nc || !desc) return;
     if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) {
@@ -134,8 +129,14 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
     log::warn("nats connection dropped", {{"op", op}, {"error", text != nullptr ? text : natsStatus_GetText(last)}});
   }
 
+  // From a Batch on this loop's own thread (its read handler), at the batch's end;
+  // otherwise posted.
   void schedule_flush() {
     if (flush_posted.exchange(true)) return;
+    if (ioc.get_executor().running_in_this_thread() &&
+        IoLoop::at_batch_end([](void* impl) { static_cast<Impl*>(impl)->flush(); }, shared_from_this())) {
+      return;
+    }
     asio::post(ioc, [self = shared_from_this()] { self->flush(); });
   }
 
@@ -184,14 +185,7 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
   static natsStatus cb_write(void* user, bool add) {
     auto* self = static_cast<Impl*>(user);
     self->write_wanted.store(add);
-    if (!add) return NATS_OK;
-    // From this loop's own read handler (checked in this order: `reading` is the io
-    // thread's): flushed when that handler ends.
-    if (self->ioc.get_executor().running_in_this_thread() && self->reading) {
-      self->flush_after_read = true;
-      return NATS_OK;
-    }
-    self->schedule_flush();
+    if (add) self->schedule_flush();
     return NATS_OK;
   }
   static natsStatus cb_detach(void* user) {

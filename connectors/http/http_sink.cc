@@ -609,7 +609,15 @@ void Loop::mark(Client* c) {
   }
   // From the loop's own thread this only queues (no wake-up): the turn runs after the
   // handler that delivered, with whatever else it delivered.
-  if (post) asio::post(io_, [this] { service(); });
+  if (!post) return;
+  // From a read handler of the loop's own thread (the sink stage's messages arrive in
+  // one), the turn runs as that handler ends instead of one loop turn later.
+  if (io_.get_executor().running_in_this_thread() &&
+      IoLoop::at_batch_end([](void* loop) { static_cast<Loop*>(loop)->service(); },
+                           std::shared_ptr<void>(std::shared_ptr<void>(), this))) {
+    return;
+  }
+  asio::post(io_, [this] { service(); });
 }
 
 int Loop::on_socket(CURL* /*easy*/, curl_socket_t s, int what, void* self, void* /*watch*/) {

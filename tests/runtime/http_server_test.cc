@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/http_server.h"
 #include "tests/support/support.h"
@@ -224,4 +226,42 @@ TEST_CASE("http server: a Responder may answer from another thread; a throwing h
   CHECK(boom.body.find("boom") == std::string::npos);  // no internals in the answer
   std::lock_guard lock(mu);
   for (auto& t : threads) t.join();
+}
+
+namespace {
+struct Trail {
+  std::vector<std::string> steps;
+};
+}  // namespace
+
+// IoLoop::Batch: work left by a handler runs when its outermost batch ends, in order,
+// including work that work leaves; outside a batch the caller is told to post.
+TEST_CASE("io loop batch: work left runs when the outermost batch ends, in order", "[http_server]") {
+  auto trail = std::make_shared<Trail>();
+  CHECK_FALSE(IoLoop::at_batch_end(
+      +[](void*) {}, trail));  // no batch open: post instead
+  {
+    IoLoop::Batch outer;
+    CHECK(IoLoop::at_batch_end(
+        +[](void* t) { static_cast<Trail*>(t)->steps.emplace_back("a"); }, trail));
+    {
+      IoLoop::Batch inner;
+      CHECK(IoLoop::at_batch_end(
+          +[](void* t) { static_cast<Trail*>(t)->steps.emplace_back("b"); }, trail));
+    }
+    CHECK(trail->steps.empty());  // the inner batch ending runs nothing
+    // Work that leaves work: the second runs in the same end.
+    CHECK(IoLoop::at_batch_end(
+        +[](void* t) {
+          static_cast<Trail*>(t)->steps.emplace_back("c");
+          auto keep = std::shared_ptr<void>(std::shared_ptr<void>(), t);
+          IoLoop::at_batch_end(
+              +[](void* t2) { static_cast<Trail*>(t2)->steps.emplace_back("d"); }, keep);
+        },
+        trail));
+    CHECK(trail->steps.empty());
+  }
+  CHECK(trail->steps == std::vector<std::string>{"a", "b", "c", "d"});
+  CHECK_FALSE(IoLoop::at_batch_end(
+      +[](void*) {}, trail));  // closed again
 }
