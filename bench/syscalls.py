@@ -8,6 +8,9 @@ bench_orders at a paced rate (default 1,000/s) through weir, twice on one stack:
   2. system calls: `strace -c -f -p` attached to weir for the same load (strace slows the
      process, so the rate is kept low and this pass's latency is not reported), calls per
      delivered event by syscall.
+  3. (--per-thread) the same again with `strace -ff` (one log per thread), counted per weir
+     thread by name; `epoll_wait(0)` (a zero timeout: Asio polling the reactor between
+     handlers, one per posted handler) apart from blocking `epoll_wait`.
 One JSON object on stdout. BUILD=dir selects the build (default build/).
 """
 import argparse
@@ -58,6 +61,34 @@ def parse_strace_c(text):
     return calls
 
 
+def thread_names(pid):
+    """{tid: name} of `pid`'s threads now."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out[tid] = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def per_thread_calls(directory, names):
+    """strace -ff logs (prefix `t`) → {thread name: {syscall: calls}}, epoll_wait(0) apart."""
+    out = collections.defaultdict(collections.Counter)
+    for f in os.listdir(directory):
+        tid = f.rsplit(".", 1)[-1]
+        name = names.get(tid, "tid-" + tid)
+        for line in open(os.path.join(directory, f), errors="replace"):
+            m = re.match(r"(\w+)\((.*)", line)
+            if not m:
+                continue
+            call, rest = m.groups()
+            if call == "epoll_wait" and re.search(r", 0\) += ", rest):
+                call = "epoll_wait(0)"
+            out[name][call] += 1
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.environ.get("BUILD", os.path.join(ROOT, "build")))
@@ -65,6 +96,7 @@ def main():
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--strace-rate", type=float, default=500)
     p.add_argument("--no-strace", action="store_true")
+    p.add_argument("--per-thread", action="store_true", help="a third pass: calls per weir thread (strace -ff)")
     p.add_argument("--drain", type=float, default=60)
     p.add_argument("--warmup", default="1s")
     p.add_argument("--weir-config", default="")
@@ -110,12 +142,35 @@ def main():
             per = {k: round(v / ev2, 2) for k, v in sorted(calls.items(), key=lambda kv: -kv[1]) if v / ev2 >= 0.05}
             result["strace"] = {"rate": a.strace_rate, "delivered": m2["delivered"], "lost": m2["lost"],
                                 "syscalls_per_event": per, "total_per_event": round(sum(calls.values()) / ev2, 2)}
+        if a.per_thread:
+            d = os.path.join(b.tmp, "strace-ff")
+            os.makedirs(d)
+            names = thread_names(weir)
+            st = subprocess.Popen(["strace", "-ff", "-q", "-o", os.path.join(d, "t"), "-p", str(weir)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+            m3 = b.measure(b.http_port, "/in/orders", a.seconds, concurrency=64, rate=a.strace_rate,
+                           warmup=a.warmup, label="strace-ff")
+            st.send_signal(signal.SIGINT)
+            st.wait(timeout=30)
+            ev3 = max(m3["delivered"], 1)
+            by = per_thread_calls(d, names)
+            per_thread = {}
+            for name, calls in sorted(by.items(), key=lambda kv: -sum(kv[1].values())):
+                total = sum(calls.values()) / ev3
+                if total < 0.05:
+                    continue
+                per_thread[name] = {"total": round(total, 2),
+                                    **{k: round(v / ev3, 2) for k, v in sorted(calls.items()) if v / ev3 >= 0.05}}
+            result["strace_per_thread"] = {"rate": a.strace_rate, "delivered": m3["delivered"], "lost": m3["lost"],
+                                           "syscalls_per_event": per_thread}
         result["loadavg_after"] = os.getloadavg()[0]
     finally:
         b.close()
     import json
     print(json.dumps(result))
-    lost = result.get("lost", 0) + result.get("strace", {}).get("lost", 0)
+    lost = (result.get("lost", 0) + result.get("strace", {}).get("lost", 0) +
+            result.get("strace_per_thread", {}).get("lost", 0))
     if lost:
         log(f"LOST {lost}")
         return 1
