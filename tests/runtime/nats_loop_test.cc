@@ -5,6 +5,7 @@
 #include <nats/nats.h>
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -18,6 +19,40 @@
 using namespace weir;
 using namespace weir::testing;
 
+namespace {
+
+// A cnats connection in event-loop mode on `loop`; `extra` sets more options first.
+natsConnection* connect_on_loop(NatsLoop& loop, const std::string& url, const char* name,
+                                const std::function<void(natsOptions*)>& extra = {}) {
+  natsOptions* opts = nullptr;
+  REQUIRE(natsOptions_Create(&opts) == NATS_OK);
+  BusOptions bo;
+  bo.url = url;
+  REQUIRE(set_connection_options(opts, bo, name));
+  loop.configure(opts, nullptr);
+  if (extra) extra(opts);
+  natsConnection* nc = nullptr;
+  REQUIRE(natsConnection_Connect(&nc, opts) == NATS_OK);
+  natsOptions_Destroy(opts);
+  return nc;
+}
+
+// `nc` subscribed to `subject`, counting what arrives in `n`.
+natsSubscription* count_messages(natsConnection* nc, const char* subject, std::atomic<int>& n) {
+  natsSubscription* sub = nullptr;
+  REQUIRE(natsConnection_Subscribe(
+              &sub, nc, subject,
+              [](natsConnection*, natsSubscription*, natsMsg* m, void* counter) {
+                static_cast<std::atomic<int>*>(counter)->fetch_add(1);
+                natsMsg_Destroy(m);
+              },
+              &n) == NATS_OK);
+  natsSubscription_SetPendingLimits(sub, -1, -1);
+  return sub;
+}
+
+}  // namespace
+
 // Regression: a posted flush and a write-readiness wait could both be pending when another
 // thread's publish re-armed cnats' write interest; the second flush then handed cnats an
 // empty buffer, send() wrote 0 bytes and cnats took that for a closed connection. Seen as
@@ -30,33 +65,18 @@ TEST_CASE("an event-loop connection written from several threads at once never d
   NatsLoop loop(io);
 
   std::atomic<int> disconnects{0}, closed{0};
-  natsOptions* opts = nullptr;
-  REQUIRE(natsOptions_Create(&opts) == NATS_OK);
-  BusOptions bo;
-  bo.url = nats.url();
-  REQUIRE(set_connection_options(opts, bo, "nats-loop-test"));
-  loop.configure(opts, nullptr);
-  natsOptions_SetDisconnectedCB(
-      opts, [](natsConnection*, void* n) { static_cast<std::atomic<int>*>(n)->fetch_add(1); }, &disconnects);
-  natsOptions_SetClosedCB(
-      opts, [](natsConnection*, void* n) { static_cast<std::atomic<int>*>(n)->fetch_add(1); }, &closed);
-  natsConnection* nc = nullptr;
-  REQUIRE(natsConnection_Connect(&nc, opts) == NATS_OK);
-  natsOptions_Destroy(opts);
+  natsConnection* nc = connect_on_loop(loop, nats.url(), "nats-loop-test", [&](natsOptions* opts) {
+    natsOptions_SetDisconnectedCB(
+        opts, [](natsConnection*, void* n) { static_cast<std::atomic<int>*>(n)->fetch_add(1); }, &disconnects);
+    natsOptions_SetClosedCB(
+        opts, [](natsConnection*, void* n) { static_cast<std::atomic<int>*>(n)->fetch_add(1); }, &closed);
+  });
 
   // A plain connection counts what arrives.
   natsConnection* reader = nullptr;
   REQUIRE(natsConnection_ConnectTo(&reader, nats.url().c_str()) == NATS_OK);
   std::atomic<int> received{0};
-  natsSubscription* sub = nullptr;
-  REQUIRE(natsConnection_Subscribe(
-              &sub, reader, "loop.>",
-              [](natsConnection*, natsSubscription*, natsMsg* m, void* n) {
-                static_cast<std::atomic<int>*>(n)->fetch_add(1);
-                natsMsg_Destroy(m);
-              },
-              &received) == NATS_OK);
-  natsSubscription_SetPendingLimits(sub, -1, -1);
+  natsSubscription* sub = count_messages(reader, "loop.>", received);
   REQUIRE(natsConnection_Flush(reader) == NATS_OK);
 
   // Short bursts with gaps: every burst re-arms cnats' write interest from an idle loop,
@@ -96,26 +116,9 @@ TEST_CASE("an event-loop connection reads everything that piled up in its socket
   io.start();
   NatsLoop loop(io);
 
-  natsOptions* opts = nullptr;
-  REQUIRE(natsOptions_Create(&opts) == NATS_OK);
-  BusOptions bo;
-  bo.url = nats.url();
-  REQUIRE(set_connection_options(opts, bo, "nats-loop-read-test"));
-  loop.configure(opts, nullptr);
-  natsConnection* nc = nullptr;
-  REQUIRE(natsConnection_Connect(&nc, opts) == NATS_OK);
-  natsOptions_Destroy(opts);
-
+  natsConnection* nc = connect_on_loop(loop, nats.url(), "nats-loop-read-test");
   std::atomic<int> received{0};
-  natsSubscription* sub = nullptr;
-  REQUIRE(natsConnection_Subscribe(
-              &sub, nc, "pile.up",
-              [](natsConnection*, natsSubscription*, natsMsg* m, void* n) {
-                static_cast<std::atomic<int>*>(n)->fetch_add(1);
-                natsMsg_Destroy(m);
-              },
-              &received) == NATS_OK);
-  natsSubscription_SetPendingLimits(sub, -1, -1);
+  natsSubscription* sub = count_messages(nc, "pile.up", received);
   REQUIRE(natsConnection_Flush(nc) == NATS_OK);  // the server has the subscription
 
   // Hold the loop's thread while a plain connection sends 4 MiB to it.
