@@ -169,8 +169,13 @@ def run(b, a):
         acked0, pending0, msgs0 = flow_progress(b)
         if pending0 != a.count:
             sys.exit(f"bench: the flow consumer has {pending0} pending, wanted {a.count}")
-        b.start_weir(flows_dir)
         poller = Poller(b)
+        # The state before weir starts is the first sample: weir begins working the backlog
+        # before start_weir() returns, so the first sample taken after it may already show
+        # progress, and the span must start from a sample without any (a run whose first
+        # sample had progress reported 0/s and passed, session 11).
+        poller.samples.append((time.monotonic(), acked0, pending0, msgs0))
+        b.start_weir(flows_dir)
         done = poller.run(lambda s: s[2] == 0, time.monotonic() + a.timeout)
         cpu = harness.cpu_seconds(b.weir.pid)
         first = next((s for s in poller.samples if s[1] > acked0), None)
@@ -192,7 +197,7 @@ def run(b, a):
             "rss_mb_peak": round(rss_peak, 2),
             # weir's whole CPU since its start (the start is a few ms) over the inputs.
             "weir_cpu_us_per_event": round(cpu * 1e6 / max(last[1] - acked0, 1), 1),
-            "ok": done and emitted == a.count,
+            "ok": done and emitted == a.count and rate > 0,
         })
         result["picture"] = charts.write("flow-only", charts.timeline_svg(
             f"weir flow hop, {a.count} pre-filled events: inputs done/s (backlog dashed)",
