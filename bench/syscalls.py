@@ -89,6 +89,18 @@ def per_thread_calls(directory, names):
     return out
 
 
+def traced(b, a, strace_args, label):
+    """The load at --strace-rate with `strace <strace_args> -p <weir>` attached; the measure."""
+    st = subprocess.Popen(["strace", "-q", *strace_args, "-p", str(b.weir.pid)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)   # attached to every thread before the load starts
+    m = b.measure(b.http_port, "/in/orders", a.seconds, concurrency=64, rate=a.strace_rate,
+                  warmup=a.warmup, label=label)
+    st.send_signal(signal.SIGINT)
+    st.wait(timeout=30)
+    return m
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.environ.get("BUILD", os.path.join(ROOT, "build")))
@@ -130,13 +142,7 @@ def main():
         result["threads_loaded"] = threads(weir)
         if not a.no_strace:
             out = os.path.join(b.tmp, "strace.txt")
-            st = subprocess.Popen(["strace", "-c", "-f", "-q", "-o", out, "-p", str(weir)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(1.0)   # attached to every thread before the load starts
-            m2 = b.measure(b.http_port, "/in/orders", a.seconds, concurrency=64, rate=a.strace_rate,
-                           warmup=a.warmup, label="strace")
-            st.send_signal(signal.SIGINT)
-            st.wait(timeout=30)
+            m2 = traced(b, a, ["-c", "-f", "-o", out], "strace")
             calls = parse_strace_c(open(out).read())
             ev2 = max(m2["delivered"], 1)
             per = {k: round(v / ev2, 2) for k, v in sorted(calls.items(), key=lambda kv: -kv[1]) if v / ev2 >= 0.05}
@@ -146,13 +152,7 @@ def main():
             d = os.path.join(b.tmp, "strace-ff")
             os.makedirs(d)
             names = thread_names(weir)
-            st = subprocess.Popen(["strace", "-ff", "-q", "-o", os.path.join(d, "t"), "-p", str(weir)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(1.0)
-            m3 = b.measure(b.http_port, "/in/orders", a.seconds, concurrency=64, rate=a.strace_rate,
-                           warmup=a.warmup, label="strace-ff")
-            st.send_signal(signal.SIGINT)
-            st.wait(timeout=30)
+            m3 = traced(b, a, ["-ff", "-o", os.path.join(d, "t")], "strace-ff")
             ev3 = max(m3["delivered"], 1)
             by = per_thread_calls(d, names)
             per_thread = {}

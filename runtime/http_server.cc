@@ -207,7 +207,9 @@ class Deadline : public std::enable_shared_from_this<Deadline> {
   explicit Deadline(tcp::socket& socket) : socket_(socket), timer_(socket.get_executor()) {}
   void expires_after(Clock::duration d) {
     at_ = Clock::now() + d;
-    if (!armed_ && !stopped_) arm();
+    // A later deadline waits for the armed wake-up (which re-arms); an earlier one (the
+    // refusal's 500 ms drain after its 2 s write) re-arms now.
+    if (!stopped_ && (!armed_ || at_ < armed_at_)) arm();
   }
   void expires_never() { at_ = Clock::time_point::max(); }
   // Before the socket goes: a wake-up already queued finds `stopped_` and does nothing.
@@ -219,8 +221,11 @@ class Deadline : public std::enable_shared_from_this<Deadline> {
  private:
   void arm() {
     armed_ = true;
+    armed_at_ = at_;
+    // Setting the expiry cancels a pending wait; its handler sees a stale `wait`.
     timer_.expires_at(at_);
-    timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    timer_.async_wait([self = shared_from_this(), wait = ++waits_](const boost::system::error_code& ec) {
+      if (wait != self->waits_) return;
       self->armed_ = false;
       if (ec || self->stopped_ || self->at_ == Clock::time_point::max()) return;
       if (Clock::now() < self->at_) {
@@ -235,6 +240,8 @@ class Deadline : public std::enable_shared_from_this<Deadline> {
   tcp::socket& socket_;
   asio::steady_timer timer_;
   Clock::time_point at_ = Clock::time_point::max();
+  Clock::time_point armed_at_{};  // the expiry of the pending wait, while armed_
+  uint64_t waits_ = 0;            // the pending wait's number
   bool armed_ = false;
   bool stopped_ = false;
 };

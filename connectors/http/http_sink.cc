@@ -607,11 +607,11 @@ void Loop::mark(Client* c) {
     post = !turn_posted_;
     turn_posted_ = true;
   }
-  // From the loop's own thread this only queues (no wake-up): the turn runs after the
-  // handler that delivered, with whatever else it delivered.
   if (!post) return;
   // From a read handler of the loop's own thread (the sink stage's messages arrive in
-  // one), the turn runs as that handler ends instead of one loop turn later.
+  // one) the turn runs as that handler ends, with whatever else it delivered; from any
+  // other handler of that thread it is posted (no wake-up), from another thread it wakes
+  // the loop.
   if (io_.get_executor().running_in_this_thread() &&
       IoLoop::at_batch_end([](void* loop) { static_cast<Loop*>(loop)->service(); },
                            std::shared_ptr<void>(std::shared_ptr<void>(), this))) {
