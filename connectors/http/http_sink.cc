@@ -1,7 +1,6 @@
 #include "connectors/http/http_sink.h"
 
 #include <curl/curl.h>
-#include <poll.h>
 
 #include <algorithm>
 #include <cctype>
@@ -688,28 +687,12 @@ void Loop::arm(const std::shared_ptr<Watch>& w) {
 void Loop::on_ready(const std::shared_ptr<Watch>& w, int bits) {
   busy_ = true;
   int running = 0;
-  // Asio watches descriptors edge-triggered and curl reads one buffer per call: while the
-  // socket still has what curl waits for, call again, or that rest would never signal.
-  for (int round = 0; round < 16 && bits != 0; ++round) {
-    curl_multi_socket_action(multi_, w->fd, bits, &running);
-    if (w->gone) {  // curl let go of the socket (a finished request): nothing left to serve
-      bits = 0;
-      break;
-    }
-    pollfd p{w->fd, 0, 0};
-    if ((w->want & CURL_POLL_IN) != 0) p.events |= POLLIN;
-    if ((w->want & CURL_POLL_OUT) != 0) p.events |= POLLOUT;
-    bits = 0;
-    if (p.events != 0 && ::poll(&p, 1, 0) > 0) {
-      if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0 && (w->want & CURL_POLL_IN) != 0) bits |= CURL_CSELECT_IN;
-      if ((p.revents & (POLLOUT | POLLERR)) != 0 && (w->want & CURL_POLL_OUT) != 0) bits |= CURL_CSELECT_OUT;
-    }
-  }
-  if (bits != 0) {  // still ready after 16 rounds: go on after the other handlers
-    asio::post(io_, [this, w, bits] {
-      if (!w->gone) on_ready(w, bits);
-    });
-  }
+  curl_multi_socket_action(multi_, w->fd, bits, &running);
+  // Asio watches descriptors edge-triggered and curl reads one buffer per call. What curl
+  // left in the socket still signals: arm()'s async_wait is a non-speculative reactor
+  // operation, which Boost 1.74 starts with EPOLL_CTL_MOD (epoll_reactor.ipp, start_op),
+  // and the kernel then looks at the socket again and reports it ready (as NatsLoop relies
+  // on, ADR 0261). A finished request's socket is gone (curl let go of it): nothing to arm.
   arm(w);
   service();
 }

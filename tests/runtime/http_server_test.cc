@@ -205,6 +205,33 @@ TEST_CASE("http server: past max_connections a connection gets 503 with Retry-Af
   CHECK(http_request("GET", s.url("/again")).status == 200);
 }
 
+// The answer is written with a non-blocking send first and asynchronously for what the
+// socket did not take (ADR 0262): an answer far larger than loopback's socket buffers, to a
+// client that reads only after sending, must still arrive whole, and the connection must
+// go on with the next (pipelined) request.
+TEST_CASE("http server: an answer larger than the socket takes at once arrives whole, then the next one",
+          "[http_server]") {
+  const std::string big(24 << 20, 'x');
+  Server s({}, [&](weir::HttpRequest& req, weir::Responder respond) {
+    if (req.path() == "/big") {
+      respond(HttpResponse{200, "text/plain", big, {}, false});
+      return;
+    }
+    respond(HttpResponse::json(200, "{\"path\":\"" + std::string(req.path()) + "\"}"));
+  });
+  TcpClient c(s.port());
+  REQUIRE(c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /small HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  std::string got;
+  REQUIRE(c.wait_closed(30s, &got));
+  CHECK(parse_status_line(got) == 200);
+  const size_t body_at = got.find("\r\n\r\n");
+  REQUIRE(body_at != std::string::npos);
+  CHECK(got.compare(body_at + 4, big.size(), big) == 0);
+  const std::string rest = got.substr(body_at + 4 + big.size());
+  CHECK(parse_status_line(rest) == 200);
+  CHECK(rest.find("{\"path\":\"/small\"}") != std::string::npos);
+}
+
 TEST_CASE("http server: a Responder may answer from another thread; a throwing handler is a 500", "[http_server]") {
   std::vector<std::thread> threads;
   std::mutex mu;

@@ -241,6 +241,25 @@ TEST_CASE("http sink: body, method and headers arrive as sent", "[http_sink]") {
   }
 }
 
+// curl reads one buffer per call and the loop watches its sockets edge-triggered: what is
+// left in the socket must signal again (the re-armed wait, ADR 0262), or a large answer
+// would hang until the timeout. Three in a row on one kept-alive connection.
+TEST_CASE("http sink: a large answer is read whole and its connection used again", "[http_sink]") {
+  const std::string answer(4 << 20, 'a');
+  ScriptedHttpServer server([&](const ScriptedRequest&) { return ScriptedReply::with_status(200, answer); });
+  HttpSink sink(spec_for(server.url("/large"), 1), "orders", "big");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "evt-" + std::to_string(i);
+    sink.deliver(delivery(id), results.callback(id));
+    REQUIRE(results.wait_for(static_cast<size_t>(i) + 1));
+    CHECK(results.only(id).kind == Kind::kOk);
+  }
+  CHECK(server.request_count() == 3);
+  CHECK(server.accepted() == 1);
+}
+
 TEST_CASE("http sink: answers are classified ok, retry or dead", "[http_sink]") {
   const std::time_t later = std::time(nullptr) + 120;
   ScriptedHttpServer server([later](const ScriptedRequest& r) {
