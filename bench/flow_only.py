@@ -175,9 +175,11 @@ def run(b, a):
         # progress, and the span must start from a sample without any (a run whose first
         # sample had progress reported 0/s and passed, session 11).
         poller.samples.append((time.monotonic(), acked0, pending0, msgs0))
+        nats_cpu0 = harness.cpu_seconds(b.nats.pid)
         b.start_weir(flows_dir)
         done = poller.run(lambda s: s[2] == 0, time.monotonic() + a.timeout)
         cpu = harness.cpu_seconds(b.weir.pid)
+        nats_cpu = harness.cpu_seconds(b.nats.pid) - nats_cpu0
         first = next((s for s in poller.samples if s[1] > acked0), None)
         last = poller.samples[-1]
         _, _, msgs = flow_progress(b)
@@ -197,6 +199,8 @@ def run(b, a):
             "rss_mb_peak": round(rss_peak, 2),
             # weir's whole CPU since its start (the start is a few ms) over the inputs.
             "weir_cpu_us_per_event": round(cpu * 1e6 / max(last[1] - acked0, 1), 1),
+            # nats-server's over the same span (and weir's start, and the 50 ms /jsz polls).
+            "nats_cpu_us_per_event": round(nats_cpu * 1e6 / max(last[1] - acked0, 1), 1),
             "ok": done and emitted == a.count and rate > 0,
         })
         result["picture"] = charts.write("flow-only", charts.timeline_svg(
@@ -206,8 +210,13 @@ def run(b, a):
     b.procs.stop(b.weir)
     if not a.no_ceilings:
         log(f"raw hop: weir-jsbench hop --count {a.count}")
+        hop_cpu0 = harness.cpu_seconds(b.nats.pid)
         hop = b.jsbench("hop", a.count)
+        hop_cpu = harness.cpu_seconds(b.nats.pid) - hop_cpu0
         result["ceilings"] = {"jetstream_hop_per_s": hop}
+        if hop:
+            # Its pre-fill included: an upper bound of the hop's own cost.
+            result["ceilings"]["jetstream_hop_nats_cpu_us_per_event_max"] = round(hop_cpu * 1e6 / a.count, 1)
         if hop:
             result["ratios"] = {"flow_vs_hop": round(result["flow_per_s"] / hop, 3)}
             if not live:

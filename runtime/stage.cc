@@ -66,6 +66,15 @@ std::chrono::milliseconds flow_ack_wait(const StageOptions& o) {
   return 2 * o.publish_timeout + std::chrono::seconds(2);
 }
 
+int flow_batch_for(const StageOptions& o, std::chrono::nanoseconds per_event) {
+  const int floor = std::max(1, o.batch);
+  const int most = std::max(1, o.batches_in_flight);
+  if (per_event.count() <= 0) return floor;
+  const int64_t fits = std::chrono::nanoseconds(o.window_run_budget).count() / (per_event.count() * most);
+  const int64_t steps = std::min<int64_t>(fits, std::max(o.max_batch, floor)) / floor;
+  return static_cast<int>(std::max<int64_t>(steps, 1)) * floor;
+}
+
 std::chrono::milliseconds retry_backoff(uint64_t attempt) {
   thread_local std::mt19937 rng{std::random_device{}()};
   uint64_t shift = attempt > 1 ? std::min<uint64_t>(attempt - 1, 8) : 0;
@@ -108,9 +117,24 @@ void FlowStage::apply_window() {
   // so a pause and a message arriving at once cannot leave a stale window behind.
   const int most = std::max(1, options_.batches_in_flight);
   MutexLock lock(flow_mu_);
+  const int batch = batch_ > 0 ? batch_ : std::max(1, options_.batch);
   if (paused_ || stopping_.load()) consumer_->set_window(0, 1);
   else if (careful_.load()) consumer_->set_window(1, 1);
-  else consumer_->set_window(most * options_.batch, options_.batch);
+  else consumer_->set_window(most * batch, batch);
+}
+
+void FlowStage::note_run_time(size_t n, Clock::duration took) {
+  if (n == 0) return;
+  {
+    MutexLock lock(flow_mu_);
+    const auto per = std::chrono::duration_cast<std::chrono::nanoseconds>(took) / static_cast<int64_t>(n);
+    // Smoothed, but a slower batch counts at once: the window must not outgrow AckWait.
+    per_event_ = per_event_.count() == 0 || per > per_event_ ? per : (per_event_ * 7 + per) / 8;
+    const int want = flow_batch_for(options_, per_event_);
+    if (want == batch_) return;
+    batch_ = want;
+  }
+  apply_window();
 }
 
 bool FlowStage::pause(std::chrono::milliseconds timeout) {
@@ -286,6 +310,7 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std:
   metrics_.in_flight.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
   const std::string version = std::to_string(b->flow->version());
   for (size_t i = 0; i < n; ++i) run_input(b, i, version);
+  note_run_time(n, Clock::now() - b->started);
   // Launched: drop the guard; whoever completes last (maybe this) acks the batch.
   Batch::complete(b, 0, true);
 }

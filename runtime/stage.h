@@ -46,7 +46,14 @@
 namespace weir {
 
 struct StageOptions {
+  // Messages per pull request. The flow stage starts with `batch` and, while its inputs
+  // run fast, asks for up to `max_batch`: as many as keep the whole window
+  // (batches_in_flight requests' worth) within `window_run_budget` at the run time per
+  // event it measured (flow_batch_for, docs/adr/0262-deeper-flow-window.md). The sink
+  // stage's window is its sink's max_in_flight.
   int batch = 256;
+  int max_batch = 1024;
+  std::chrono::milliseconds window_run_budget{500};
   // How long one pull request waits on the server (its "expires"): an idle stage sends
   // one request per this (ADR 0150).
   std::chrono::milliseconds fetch_wait{2000};
@@ -99,8 +106,11 @@ class FlowStage {
   void on_message(std::unique_ptr<BusMessage> m);
   // Starts what is held unless paused, gated or stopping (pool thread).
   void run_held();
-  // The consumer's window from paused_/stopping_/careful_.
+  // The consumer's window from paused_/stopping_/careful_ and batch_.
   void apply_window();
+  // After a batch ran: updates the run time per event and, when the request size it
+  // allows changed, the window.
+  void note_run_time(size_t n, std::chrono::steady_clock::duration took);
   void start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std::shared_ptr<const flows::Flow> flow);
   void finish_batch(Batch& b, const std::vector<char>& ok);
   void run_input(const std::shared_ptr<Batch>& b, size_t i, const std::string& version);
@@ -120,6 +130,8 @@ class FlowStage {
   std::condition_variable pause_cv_;
   bool paused_ GUARDED_BY(flow_mu_) = false;
   int in_flight_batches_ GUARDED_BY(flow_mu_) = 0;                      // started, not yet acked
+  int batch_ GUARDED_BY(flow_mu_) = 0;                                  // the pull request size now (flow_batch_for)
+  std::chrono::nanoseconds per_event_ GUARDED_BY(flow_mu_){0};          // run time per event, smoothed
   std::vector<std::unique_ptr<BusMessage>> held_ GUARDED_BY(flow_mu_);  // received, not started
   // One message at a time after a start and while redeliveries come (ADR 0081).
   std::atomic<bool> careful_{true};
@@ -177,6 +189,12 @@ class SinkStage {
 // The flow consumer's AckWait: twice the publish timeout a batch waits at most for its
 // outputs' and dead letters' PubAcks, plus 2 s for running the batch (ADR 0082).
 std::chrono::milliseconds flow_ack_wait(const StageOptions& options);
+
+// The flow stage's pull request size for a measured run time per event (0: none yet):
+// the largest multiple of options.batch, at most options.max_batch, whose window
+// (batches_in_flight of them) runs within options.window_run_budget; never below
+// options.batch. The budget is a quarter of what AckWait allows for running (ADR 0262).
+int flow_batch_for(const StageOptions& options, std::chrono::nanoseconds per_event);
 
 // Backoff before re-sending attempt `attempt` (1-based) when the sink gave no Retry-After.
 std::chrono::milliseconds retry_backoff(uint64_t attempt);
