@@ -217,7 +217,6 @@ def run(b, a):
         if hop:
             # Its pre-fill included: an upper bound of the hop's own cost.
             result["ceilings"]["jetstream_hop_nats_cpu_us_per_event_max"] = round(hop_cpu * 1e6 / a.count, 1)
-        if hop:
             result["ratios"] = {"flow_vs_hop": round(result["flow_per_s"] / hop, 3)}
             if not live:
                 # The goal, reported as measured, not asserted.
