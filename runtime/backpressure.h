@@ -48,10 +48,13 @@ struct BackpressureOptions {
   std::chrono::milliseconds max_delay{0};   // backlog.max_delay; 0 = no delay bound
 };
 
-// The delay bound never goes below this many stream messages: the pipeline holds about
-// this much in hand at full speed (two flow batches of 256 and their outputs, sink
-// deliveries in flight), and a lower bound would throttle throughput, not latency.
-inline constexpr int64_t kMinDelayBound = 2048;
+// The delay bound never goes below this many stream messages: one flow pull batch of the
+// smallest size (256) and its outputs — the sink's deliveries in flight (max_connections,
+// 8 by default) fit in that — so the bound does not throttle throughput. It is also the
+// bound until a rate is known. Not higher: at 6,000–7,000 deliveries/s the floor was 2,048
+// (~300 ms of queue) and held the 64-connection bench over a 250 ms max_delay (ADR 0085,
+// update of session 13).
+inline constexpr int64_t kMinDelayBound = 512;
 
 class FlowBacklog {
  public:

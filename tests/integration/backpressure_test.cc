@@ -7,6 +7,7 @@
 
 #include "tests/support/harness.h"
 #include "tests/integration/jetstream.h"
+#include "runtime/backpressure.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;
@@ -203,7 +204,7 @@ TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x
 
   Posters posters(weir.ingress_url("/in/slow"), 6, std::chrono::microseconds(200));
   // At ~400 stream messages/s drained and 2 per event, 500 ms is ~100 events: below the
-  // floor, so the bound in force is kMinDelayBound (2,048 messages) — far below
+  // floor, so the bound in force is kMinDelayBound (512 messages) — far below
   // backlog.max_events (100,000), which alone would let the backlog grow for minutes.
   std::string why;
   bool refused = wait_until(
@@ -221,7 +222,7 @@ TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x
   CHECK(wait_until(
       [&] {
         backlog = metric(weir, "weir_flow_backlog_events", "flow=\"slow\",stage=\"ingress\"");
-        return backlog >= 0 && backlog <= 2048 + 64;
+        return backlog >= 0 && backlog <= weir::kMinDelayBound + 64;
       },
       30s, 100ms));
   INFO("backlog events " << backlog);

@@ -60,19 +60,22 @@ TEST_CASE("backlog: max_delay bounds a delivering flow by its drain rate", "[bac
   CHECK(why.find("delay bound") != std::string::npos);
   CHECK(why.find("10000 ms") != std::string::npos);
 
-  // One second: our 2,048 events and their 2,048 outputs were added (last_seq 4,096), the
-  // stream holds 96: 4,000 messages left it, 2 messages per event, so an event admitted
-  // now waits 10 s behind 4,000 × 10 / 2 = 20,000 messages.
-  read(b, 96, 4096, t0 + 1s);
-  CHECK(b.drain_rate() == Approx(4000.0));
-  CHECK(b.delay_bound() == 20000);
-  CHECK(admit_all(b, &why) == 20000 - 96);
+  // One second: our kMinDelayBound events and their outputs were added (last_seq 2 × floor),
+  // the stream holds 96: the rest left it, 2 messages per event, so an event admitted now
+  // waits 10 s behind left × 10 / 2 messages.
+  const int64_t left = 2 * kMinDelayBound - 96;
+  read(b, 96, 2 * kMinDelayBound, t0 + 1s);
+  CHECK(b.drain_rate() == Approx(static_cast<double>(left)));
+  const int64_t bound = left * 10 / 2;
+  CHECK(b.delay_bound() == bound);
+  CHECK(admit_all(b, &why) == bound - 96);
 
-  // Smoothed: a faster second (12,000 left) raises it to the mean rate, 8,000/s.
-  const uint64_t seq = 4096 + 2 * (20000 - 96);
-  read(b, 96 + 2 * (20000 - 96) - 12000, seq, t0 + 2s);
-  CHECK(b.drain_rate() == Approx(8000.0));
-  CHECK(b.delay_bound() == 40000);
+  // Smoothed: a second in which three times as many left raises it to the mean rate, twice
+  // the first.
+  const uint64_t seq = 2 * kMinDelayBound + 2 * (bound - 96);
+  read(b, 96 + 2 * (bound - 96) - 3 * left, seq, t0 + 2s);
+  CHECK(b.drain_rate() == Approx(2.0 * static_cast<double>(left)));
+  CHECK(b.delay_bound() == 2 * bound);
 }
 
 TEST_CASE("backlog: the delay floor holds until a rate is known and again after an idle spell", "[backpressure]") {
@@ -99,7 +102,7 @@ TEST_CASE("backlog: the delay bound divides by the messages each event becomes",
   read(b, 0, 0, t0);
   std::string why;
   REQUIRE(admit_all(b, &why) == kMinDelayBound);
-  // A flow with three sinks: each event is 4 messages; 8,192 added, all gone.
+  // A flow with three sinks: each event is 4 messages; 4 × floor added, all gone.
   read(b, 0, 4 * kMinDelayBound, t0 + 1s);
   CHECK(b.delay_bound() == static_cast<int64_t>(4 * kMinDelayBound * 1.0 / 3));  // smoothed: (2 + 4) / 2 per event
 }
