@@ -57,6 +57,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,7 @@ struct Config {
   bool pub_send_asap = false;
   bool sub_send_asap = false;
   bool msg_id = false;
+  bool one_stream = false;  // hop
   int64_t max_ack_pending = 20000;
   double rate = 1000;  // pipeline
   double seconds = 5;  // pipeline
@@ -174,14 +176,15 @@ JsPtr jetstream(natsConnection* nc, const Config& cfg, AckCounter* acks) {
 // A stream that exists from construction to destruction.
 class ThrowawayStream {
  public:
-  ThrowawayStream(jsCtx* js, std::string name, std::string subject, const Config& cfg)
+  // `also`: a second subject the stream takes (hop --one-stream), "" for none.
+  ThrowawayStream(jsCtx* js, std::string name, std::string subject, const Config& cfg, const std::string& also = "")
       : js_(js), name_(std::move(name)), subject_(std::move(subject)) {
     jsStreamConfig sc;
     need(jsStreamConfig_Init(&sc), "jsStreamConfig_Init");
-    const char* subjects[] = {subject_.c_str()};
+    const char* subjects[] = {subject_.c_str(), also.c_str()};
     sc.Name = name_.c_str();
     sc.Subjects = subjects;
-    sc.SubjectsLen = 1;
+    sc.SubjectsLen = also.empty() ? 1 : 2;
     sc.Storage = cfg.storage == "memory" ? js_MemoryStorage : js_FileStorage;
     sc.Retention = cfg.retention == "limits" ? js_LimitsPolicy : js_WorkQueuePolicy;
     sc.Duplicates = 120LL * 1000 * 1000 * 1000;  // ns
@@ -200,11 +203,21 @@ class ThrowawayStream {
   const std::string& subject() const { return subject_; }
   const std::string& name() const { return name_; }
 
-  uint64_t messages() const {
+  // What the stream holds; with `subject`, only of that subject.
+  uint64_t messages(const std::string& subject = "") const {
+    jsOptions o;
+    need(jsOptions_Init(&o), "jsOptions_Init");
+    if (!subject.empty()) o.Stream.Info.SubjectsFilter = subject.c_str();
     jsStreamInfo* si = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
-    need(js_GetStreamInfo(&si, js_, name_.c_str(), nullptr, &jerr), "stream info " + name_, jerr);
+    need(js_GetStreamInfo(&si, js_, name_.c_str(), &o, &jerr), "stream info " + name_, jerr);
     uint64_t n = si->State.Msgs;
+    if (!subject.empty()) {
+      n = 0;
+      for (int i = 0; si->State.Subjects != nullptr && i < si->State.Subjects->Count; ++i) {
+        n += si->State.Subjects->List[i].Msgs;
+      }
+    }
     jsStreamInfo_Destroy(si);
     return n;
   }
@@ -366,8 +379,14 @@ json run_hop(const Config& cfg, const std::string& tag) {
   AckCounter fill_acks;
   JsPtr js = jetstream(pub.get(), cfg, &fill_acks);
   JsPtr js_sub = jetstream(sub_conn.get(), cfg, nullptr);
-  ThrowawayStream in(js.get(), "JSBENCH_" + tag + "_A", "jsbench." + tag + ".a", cfg);
-  ThrowawayStream out_stream(js.get(), "JSBENCH_" + tag + "_B", "jsbench." + tag + ".b", cfg);
+  // --one-stream: B's subject is A's stream's second subject (weir's layout: a flow's `.in`
+  // and `.out.*` in one stream, each consumer filtering its own subject).
+  const std::string out_subject = "jsbench." + tag + ".b";
+  ThrowawayStream in(js.get(), "JSBENCH_" + tag + "_A", "jsbench." + tag + ".a", cfg,
+                     cfg.one_stream ? out_subject : "");
+  std::optional<ThrowawayStream> own_out;
+  if (!cfg.one_stream) own_out.emplace(js.get(), "JSBENCH_" + tag + "_B", out_subject, cfg);
+  const ThrowawayStream& out_stream = cfg.one_stream ? in : *own_out;
   const std::string payload = make_payload(cfg.size);
   double fill = publish_all(js.get(), in.subject(), payload, cfg.count, cfg.msg_id, "f-");
   SubPtr sub = pull_subscribe(js_sub.get(), in, cfg);
@@ -408,8 +427,8 @@ json run_hop(const Config& cfg, const std::string& tag) {
         po.MsgId = id.c_str();
       }
       ++seq;
-      need(js_PublishAsync(hop_js[ctx].get(), out_stream.subject().c_str(), natsMsg_GetData(m),
-                           natsMsg_GetDataLength(m), cfg.msg_id ? &po : nullptr),
+      need(js_PublishAsync(hop_js[ctx].get(), out_subject.c_str(), natsMsg_GetData(m), natsMsg_GetDataLength(m),
+                           cfg.msg_id ? &po : nullptr),
            "js_PublishAsync");
     }
     received += batch.Count;
@@ -436,7 +455,8 @@ json run_hop(const Config& cfg, const std::string& tag) {
   out["hop_pub_acked"] = hop_ok;
   out["hop_pub_failed"] = hop_failed;
   if (hop_ok != cfg.count || hop_failed != 0) out["ok"] = false;
-  out["out_stream_msgs"] = out_stream.messages();
+  out["one_stream"] = cfg.one_stream;
+  out["out_stream_msgs"] = out_stream.messages(out_subject);
   if (out["out_stream_msgs"] != static_cast<uint64_t>(cfg.count)) out["ok"] = false;
   return out;
 }
@@ -573,6 +593,7 @@ int run(int argc, char** argv) {
   CLI::App* pipeline = app.add_subcommand("pipeline", "a weir event's three JetStream legs at a fixed rate");
   for (CLI::App* sub : {publish, consume, hop, pipeline}) add_common(sub, cfg);
   for (CLI::App* sub : {consume, hop}) add_consumer(sub, cfg);
+  hop->add_flag("--one-stream", cfg.one_stream, "B is a second subject of A's stream (weir's layout)");
   pipeline->add_option("--rate", cfg.rate, "events per second")->check(CLI::Range(1.0, 1000000.0));
   pipeline->add_option("--seconds", cfg.seconds, "how long to publish")->check(CLI::Range(0.1, 3600.0));
   try {

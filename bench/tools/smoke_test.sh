@@ -101,6 +101,9 @@ if command -v nats-server >/dev/null; then
     "$JSBENCH" $mode --nats "$NATS" --count 2000 >"$TMP/js.json" || fail "jsbench $mode: $(cat "$TMP/js.json")"
     expect "jsbench $mode ok" "$(jq .ok "$TMP/js.json")" true
   done
+  "$JSBENCH" hop --one-stream --nats "$NATS" --count 2000 >"$TMP/js.json" || fail "jsbench hop --one-stream: $(cat "$TMP/js.json")"
+  expect "jsbench hop --one-stream ok" "$(jq .ok "$TMP/js.json")" true
+  expect "jsbench hop --one-stream outputs" "$(jq .out_stream_msgs "$TMP/js.json")" 2000
   "$JSBENCH" pipeline --nats "$NATS" --rate 500 --seconds 1 >"$TMP/js.json" || fail "jsbench pipeline: $(cat "$TMP/js.json")"
   expect "jsbench pipeline ok" "$(jq .ok "$TMP/js.json")" true
   expect "jsbench pipeline received" "$(jq .received "$TMP/js.json")" 500
