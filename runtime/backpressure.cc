@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/log.h"
 
@@ -111,6 +112,8 @@ void FlowBacklog::refreshed(int64_t stream_bytes, int64_t stream_msgs, int64_t s
   if (metrics_) {
     metrics_->backlog_bytes.store(backlog_bytes(), std::memory_order_relaxed);
     metrics_->backlog_events.store(backlog_messages(), std::memory_order_relaxed);
+    metrics_->backlog_delay_bound.store(delay_bound(), std::memory_order_relaxed);
+    metrics_->backlog_drain_rate.store(std::llround(drain_rate()), std::memory_order_relaxed);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <deque>
 
 #include "runtime/trace_export.h"
 
@@ -61,59 +62,71 @@ int64_t process_rss_bytes() {
   return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
 }
 
+namespace {
+
+// One series per stage (or per ingress stage) of a StageMetrics field.
+template <typename T>
+struct Family {
+  const char* name;
+  const char* type;
+  const char* help;
+  std::atomic<T> StageMetrics::*field;
+  bool ingress_only = false;
+};
+
+template <typename T, size_t N>
+void render_families(std::string& out, const Family<T> (&families)[N], const std::deque<StageMetrics>& stages) {
+  for (const auto& f : families) {
+    out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.type + "\n";
+    for (const auto& s : stages) {
+      if (f.ingress_only && s.stage != "ingress") continue;
+      out += std::string(f.name) + "{flow=\"" + s.flow + "\",stage=\"" + s.stage + "\"} " +
+             std::to_string((s.*f.field).load()) + "\n";
+    }
+  }
+}
+
+const Family<uint64_t> kCounters[] = {
+    {"weir_events_received_total", "counter", "Events that entered the stage.", &StageMetrics::received},
+    {"weir_events_acked_total", "counter", "Events the stage finished (output persisted or delivered).",
+     &StageMetrics::acked},
+    {"weir_events_errors_total", "counter", "Failed attempts (retried or answered with an error).",
+     &StageMetrics::errors},
+    {"weir_events_dlq_total", "counter", "Events sent to the dead-letter stream.", &StageMetrics::dead},
+    {"weir_events_dropped_total", "counter", "Events filtered out or dropped on error.", &StageMetrics::dropped},
+    {"weir_ack_failures_total", "counter", "Acks and naks the NATS connection did not take (a redelivery follows).",
+     &StageMetrics::ack_failures},
+    {"weir_consumer_recreated_total", "counter",
+     "Times the stage's durable was starved by pending entries without messages and created again (ADR 0235).",
+     &StageMetrics::consumer_recreated},
+    {"weir_ingress_rejected_total", "counter",
+     "Events refused by backpressure (backlog or pending cap; 503 at http-in).", &StageMetrics::rejected, true},
+};
+
+const Family<int64_t> kGauges[] = {
+    {"weir_events_in_flight", "gauge", "Events inside the stage now.", &StageMetrics::in_flight},
+    {"weir_consumer_lag", "gauge", "Messages waiting in the stage's consumer.", &StageMetrics::lag},
+    {"weir_flow_backlog_bytes", "gauge", "Bytes in the flow's stream not yet delivered, as ingress last saw them.",
+     &StageMetrics::backlog_bytes, true},
+    {"weir_flow_backlog_events", "gauge", "Events in the flow's stream not yet delivered, as ingress last saw them.",
+     &StageMetrics::backlog_events, true},
+    {"weir_flow_backlog_delay_bound", "gauge",
+     "Stream messages backlog.max_delay lets the backlog hold now (drain rate x max_delay / messages per event, "
+     "never below its floor); 0 = no delay bound in force.",
+     &StageMetrics::backlog_delay_bound, true},
+    {"weir_flow_backlog_drain_rate", "gauge",
+     "Stream messages per second that left the flow's stream, smoothed over the backlog refreshes.",
+     &StageMetrics::backlog_drain_rate, true},
+};
+
+}  // namespace
+
 std::string Metrics::render_prometheus() const {
   std::string out;
   out.reserve(8192);
-  struct Counter {
-    const char* name;
-    const char* help;
-    std::atomic<uint64_t> StageMetrics::*field;
-  };
-  static const Counter kCounters[] = {
-      {"weir_events_received_total", "Events that entered the stage.", &StageMetrics::received},
-      {"weir_events_acked_total", "Events the stage finished (output persisted or delivered).", &StageMetrics::acked},
-      {"weir_events_errors_total", "Failed attempts (retried or answered with an error).", &StageMetrics::errors},
-      {"weir_events_dlq_total", "Events sent to the dead-letter stream.", &StageMetrics::dead},
-      {"weir_events_dropped_total", "Events filtered out or dropped on error.", &StageMetrics::dropped},
-      {"weir_ack_failures_total", "Acks and naks the NATS connection did not take (a redelivery follows).",
-       &StageMetrics::ack_failures},
-      {"weir_consumer_recreated_total",
-       "Times the stage's durable was starved by pending entries without messages and created again (ADR 0235).",
-       &StageMetrics::consumer_recreated},
-  };
   MutexLock lock(mu_);
-  auto labels = [](const StageMetrics& s) { return "flow=\"" + s.flow + "\",stage=\"" + s.stage + "\""; };
-  for (const auto& c : kCounters) {
-    out += std::string("# HELP ") + c.name + " " + c.help + "\n# TYPE " + c.name + " counter\n";
-    for (const auto& s : stages_)
-      out += std::string(c.name) + "{" + labels(s) + "} " + std::to_string((s.*c.field).load()) + "\n";
-  }
-  out += "# HELP weir_events_in_flight Events inside the stage now.\n# TYPE weir_events_in_flight gauge\n";
-  for (const auto& s : stages_)
-    out += "weir_events_in_flight{" + labels(s) + "} " + std::to_string(s.in_flight.load()) + "\n";
-  out += "# HELP weir_consumer_lag Messages waiting in the stage's consumer.\n# TYPE weir_consumer_lag gauge\n";
-  for (const auto& s : stages_) out += "weir_consumer_lag{" + labels(s) + "} " + std::to_string(s.lag.load()) + "\n";
-  out +=
-      "# HELP weir_ingress_rejected_total Events refused by backpressure (backlog or pending cap; 503 at http-in).\n"
-      "# TYPE weir_ingress_rejected_total counter\n";
-  for (const auto& s : stages_) {
-    if (s.stage == "ingress")
-      out += "weir_ingress_rejected_total{" + labels(s) + "} " + std::to_string(s.rejected.load()) + "\n";
-  }
-  out +=
-      "# HELP weir_flow_backlog_bytes Bytes in the flow's stream not yet delivered, as ingress last saw them.\n"
-      "# TYPE weir_flow_backlog_bytes gauge\n";
-  for (const auto& s : stages_) {
-    if (s.stage == "ingress")
-      out += "weir_flow_backlog_bytes{" + labels(s) + "} " + std::to_string(s.backlog_bytes.load()) + "\n";
-  }
-  out +=
-      "# HELP weir_flow_backlog_events Events in the flow's stream not yet delivered, as ingress last saw them.\n"
-      "# TYPE weir_flow_backlog_events gauge\n";
-  for (const auto& s : stages_) {
-    if (s.stage == "ingress")
-      out += "weir_flow_backlog_events{" + labels(s) + "} " + std::to_string(s.backlog_events.load()) + "\n";
-  }
+  render_families(out, kCounters, stages_);
+  render_families(out, kGauges, stages_);
   out +=
       "# HELP weir_ingress_pending_publishes Source events waiting for their PubAck.\n"
       "# TYPE weir_ingress_pending_publishes gauge\nweir_ingress_pending_publishes " +
@@ -121,7 +134,9 @@ std::string Metrics::render_prometheus() const {
   out +=
       "# HELP weir_stage_latency_seconds Time an event spends in the stage.\n# TYPE weir_stage_latency_seconds "
       "histogram\n";
-  for (const auto& s : stages_) s.latency.render(out, "weir_stage_latency_seconds", labels(s));
+  for (const auto& s : stages_) {
+    s.latency.render(out, "weir_stage_latency_seconds", "flow=\"" + s.flow + "\",stage=\"" + s.stage + "\"");
+  }
   out +=
       "# HELP weir_process_resident_memory_bytes Resident set size.\n# TYPE weir_process_resident_memory_bytes gauge\n";
   out += "weir_process_resident_memory_bytes " + std::to_string(process_rss_bytes()) + "\n";

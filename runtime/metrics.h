@@ -41,6 +41,10 @@ struct StageMetrics {
   std::atomic<uint64_t> rejected{0};
   std::atomic<int64_t> backlog_bytes{0};
   std::atomic<int64_t> backlog_events{0};
+  // backlog.max_delay (ADR 0085): the message bound in force (0 = none: off, or stalled and
+  // only the size bounds apply) and the stream messages removed per second it comes from
+  std::atomic<int64_t> backlog_delay_bound{0};
+  std::atomic<int64_t> backlog_drain_rate{0};
   // acks/naks the connection refused (e.g. past the reconnect buffer): a redelivery follows
   std::atomic<uint64_t> ack_failures{0};
   // the stage's durable consumer was starved and created again (ADR 0235)

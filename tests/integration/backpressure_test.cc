@@ -226,6 +226,17 @@ TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x
       },
       30s, 100ms));
   INFO("backlog events " << backlog);
+  // The bound in force and its rate are gauges: here the flow delivers too slowly for
+  // rate × max_delay to reach the floor, so the floor is what holds it.
+  double bound = -1, drain = -1;
+  CHECK(wait_until(
+      [&] {
+        bound = metric(weir, "weir_flow_backlog_delay_bound", "flow=\"slow\",stage=\"ingress\"");
+        drain = metric(weir, "weir_flow_backlog_drain_rate", "flow=\"slow\",stage=\"ingress\"");
+        return bound == static_cast<double>(weir::kMinDelayBound) && drain > 0;
+      },
+      10s, 100ms));
+  INFO("delay bound " << bound << ", drain rate " << drain);
   posters.stop();
   for (auto [status, n] : posters.status_counts()) {
     INFO("HTTP " << status << " x" << n);

@@ -3,11 +3,13 @@
 // are covered by tests/integration/backpressure_test.cc.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
 
 #include "runtime/backpressure.h"
+#include "runtime/metrics.h"
 
 using namespace std::chrono_literals;
 using weir::BackpressureOptions;
@@ -136,4 +138,30 @@ TEST_CASE("backlog: max_delay 0 never bounds by rate", "[backpressure]") {
   CHECK(b.delay_bound() == 0);
   std::string why;
   CHECK(admit_all(b, &why, 20000) == 20000);
+}
+
+TEST_CASE("backlog: each refresh sets the delay bound and drain rate gauges", "[backpressure]") {
+  std::atomic<int64_t> pending{0};
+  BackpressureOptions o;
+  o.max_messages = 1000000;
+  o.max_delay = 1s;
+  weir::StageMetrics m;
+  FlowBacklog b("s", o, pending, &m);
+  read(b, 0, 0, t0);
+  CHECK(m.backlog_delay_bound.load() == kMinDelayBound);  // no rate yet: the floor
+  CHECK(m.backlog_drain_rate.load() == 0);
+  std::string why;
+  REQUIRE(admit_all(b, &why) == kMinDelayBound);
+  // Every message of the floor's events and their outputs left within the second.
+  read(b, 0, 2 * kMinDelayBound, t0 + 1s);
+  CHECK(m.backlog_drain_rate.load() == 2 * kMinDelayBound);
+  CHECK(m.backlog_delay_bound.load() == b.delay_bound());
+  CHECK(m.backlog_delay_bound.load() == std::max<int64_t>(kMinDelayBound, 2 * kMinDelayBound / 2));
+  CHECK(m.backlog_events.load() == 0);
+  // Then a window in which nothing left a non-empty stream: stalled, no delay bound.
+  REQUIRE(admit_all(b, &why, 10) == 10);
+  read(b, 10, 2 * kMinDelayBound + 10, t0 + 2s);
+  CHECK(m.backlog_drain_rate.load() == 0);
+  CHECK(m.backlog_delay_bound.load() == 0);
+  CHECK(m.backlog_events.load() == 10);
 }
