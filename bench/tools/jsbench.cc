@@ -55,9 +55,9 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
-#include <optional>
 #include <string>
 #include <vector>
 
