@@ -7,13 +7,16 @@
 
 #include "tests/support/harness.h"
 #include "tests/integration/jetstream.h"
-#include "runtime/backpressure.h"
 
 using namespace weir::itest;
 using weir::testing::NatsServer;
 using weir::testing::wait_until;
 
 namespace {
+
+// The delay bound's floor in stream messages, as the README states it (runtime/backpressure.h
+// kMinDelayBound; these tests drive weir from outside only).
+constexpr double kDelayFloor = 512;
 
 double metric(const WeirProcess& weir, const std::string& name, const std::string& labels) {
   auto r = weir.admin("GET", "/metrics");
@@ -204,7 +207,7 @@ TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x
 
   Posters posters(weir.ingress_url("/in/slow"), 6, std::chrono::microseconds(200));
   // At ~400 stream messages/s drained and 2 per event, 500 ms is ~100 events: below the
-  // floor, so the bound in force is kMinDelayBound (512 messages) — far below
+  // floor, so the bound in force is the floor (512 messages) — far below
   // backlog.max_events (100,000), which alone would let the backlog grow for minutes.
   std::string why;
   bool refused = wait_until(
@@ -222,7 +225,7 @@ TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x
   CHECK(wait_until(
       [&] {
         backlog = metric(weir, "weir_flow_backlog_events", "flow=\"slow\",stage=\"ingress\"");
-        return backlog >= 0 && backlog <= weir::kMinDelayBound + 64;
+        return backlog >= 0 && backlog <= kDelayFloor + 64;
       },
       30s, 100ms));
   INFO("backlog events " << backlog);
@@ -233,7 +236,7 @@ TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x
       [&] {
         bound = metric(weir, "weir_flow_backlog_delay_bound", "flow=\"slow\",stage=\"ingress\"");
         drain = metric(weir, "weir_flow_backlog_drain_rate", "flow=\"slow\",stage=\"ingress\"");
-        return bound == static_cast<double>(weir::kMinDelayBound) && drain > 0;
+        return bound == kDelayFloor && drain > 0;
       },
       10s, 100ms));
   INFO("delay bound " << bound << ", drain rate " << drain);
