@@ -64,6 +64,8 @@ int64_t process_rss_bytes() {
 
 namespace {
 
+std::string labels(const StageMetrics& s) { return "flow=\"" + s.flow + "\",stage=\"" + s.stage + "\""; }
+
 // One series per stage (or per ingress stage) of a StageMetrics field.
 template <typename T>
 struct Family {
@@ -80,8 +82,7 @@ void render_families(std::string& out, const Family<T> (&families)[N], const std
     out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.type + "\n";
     for (const auto& s : stages) {
       if (f.ingress_only && s.stage != "ingress") continue;
-      out += std::string(f.name) + "{flow=\"" + s.flow + "\",stage=\"" + s.stage + "\"} " +
-             std::to_string((s.*f.field).load()) + "\n";
+      out += std::string(f.name) + "{" + labels(s) + "} " + std::to_string((s.*f.field).load()) + "\n";
     }
   }
 }
@@ -134,9 +135,7 @@ std::string Metrics::render_prometheus() const {
   out +=
       "# HELP weir_stage_latency_seconds Time an event spends in the stage.\n# TYPE weir_stage_latency_seconds "
       "histogram\n";
-  for (const auto& s : stages_) {
-    s.latency.render(out, "weir_stage_latency_seconds", "flow=\"" + s.flow + "\",stage=\"" + s.stage + "\"");
-  }
+  for (const auto& s : stages_) s.latency.render(out, "weir_stage_latency_seconds", labels(s));
   out +=
       "# HELP weir_process_resident_memory_bytes Resident set size.\n# TYPE weir_process_resident_memory_bytes gauge\n";
   out += "weir_process_resident_memory_bytes " + std::to_string(process_rss_bytes()) + "\n";
