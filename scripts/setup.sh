@@ -12,6 +12,7 @@ PACKAGES=(
   libnats-dev nats-server libcurl4-openssl-dev libssl-dev
   libpaho-mqttpp-dev libpaho-mqtt-dev mosquitto mosquitto-clients
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev catch2 libbenchmark-dev
+  libmimalloc-dev   # the allocator weir is linked with (docs/adr/0263-mimalloc.md)
   wrk curl jq python3 binutils
   chromium chromium-driver python3-selenium   # the dashboard's browser test (tests/dashboard/)
 )

@@ -53,6 +53,33 @@ TEST_CASE("libcurl is loaded at the first delivery, not at start, and runs on th
   CHECK(threads_named(pid, "weir-http") == 0);
 }
 
+// ADR 0263: the weir binary is linked with mimalloc (except under the sanitizers), and its
+// malloc is the one the process uses: `weir version` reports the allocator that served a
+// probe block, and a running weir has the library mapped.
+TEST_CASE("weir's malloc is mimalloc's, except in the sanitizer builds", "[integration][lean]") {
+  const std::string expected = WEIR_EXPECT_ALLOCATOR;
+  CliResult v = run_cli({"version"});
+  INFO(v.output);
+  REQUIRE(v.code == 0);
+  CHECK(v.output.find("allocator: " + expected) != std::string::npos);
+
+  // And a weir on it takes events in and delivers them (libcurl, OpenSSL and cnats allocate
+  // from it too).
+  NatsServer nats;
+  SinkProcess sink;
+  WeirProcess weir(
+      {.nats_url = nats.url(), .flows = {{"alloc.yaml", http_flow("alloc", "/in/alloc", sink.url("/out"))}}});
+  weir.start();
+  INFO(weir.describe());
+  CHECK(maps_contain(weir.process().pid(), "libmimalloc") == (expected == "mimalloc"));
+  for (int i = 0; i < 20; ++i) {
+    const std::string body = R"({"id":"alloc-)" + std::to_string(i) + R"("})";
+    REQUIRE(weir.post("/in/alloc", body, {"Content-Type: application/json"}).status == 202);
+  }
+  REQUIRE(wait_until([&] { return sink.stat("received") >= 20; }, 30s, 20ms));
+  CHECK(sink.stat("unique") == 20);
+}
+
 // Issue #10 item 4: a fixed, small set of threads for any number of flows. 50 flows, each
 // having delivered one event (so every lazily started loop runs): at most 16 threads.
 TEST_CASE("fifty flows run on at most sixteen threads", "[integration][lean]") {
