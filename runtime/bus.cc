@@ -150,7 +150,14 @@ bool BusMessage::reply(const char* body) {
   if (r == nullptr || *r == '\0') return false;
   return natsConnection_PublishString(nc_, r, body) == NATS_OK;
 }
-bool BusMessage::ack() { return reply("+ACK"); }
+bool BusMessage::ack(std::atomic<uint64_t>* failed_later) {
+  if (held_by_ != nullptr && held_by_->in_loop_thread()) {
+    const char* r = natsMsg_GetReply(msg_);
+    if (r == nullptr || *r == '\0') return false;
+    if (held_by_->hold_ack(nc_, r, failed_later)) return true;
+  }
+  return reply("+ACK");
+}
 bool BusMessage::nak(std::chrono::milliseconds delay) {
   if (delay.count() <= 0) return reply("-NAK");
   char body[64];
@@ -366,7 +373,7 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   bool receive(natsMsg* msg) {
     const char* reply = natsMsg_GetReply(msg);
     if (reply != nullptr && std::strncmp(reply, "$JS.ACK.", 8) == 0) {
-      auto m = std::make_unique<BusMessage>(msg, nc);
+      auto m = std::make_unique<BusMessage>(msg, nc, loop != nullptr ? &loop->loop() : nullptr);
       {
         MutexLock lock(mu);
         suspect.reset();
@@ -780,6 +787,7 @@ Result<Bus::FlowLoop*> Bus::flow_loop(ConsumerLoop which) {
   if (!lp) return lp.status();
   fl->pub = std::move(lp.value());
   fl->nl = &fl->pub->loop();
+  fl->nl->set_ack_delay(options_.ack_delay);
   fl->pub->loop().every(PullConsumer::Impl::kTick, [raw] { raw->tick(); });
   slot = std::move(fl);
   return raw;

@@ -37,6 +37,8 @@ struct __jsCtx;
 
 namespace weir {
 
+class NatsLoop;
+
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 // Names of the bus layout (docs/adr/0002-bus-layout.md, 0112-cluster-namespaces.md). One
@@ -96,6 +98,9 @@ struct BusOptions {
   // sink stage (ADR 0258). Internal switch: false puts them back on the shared delivery
   // pool of the control connection (ADR 0150).
   bool flow_loop = true;
+  // The consumer loops hold their acks up to this long for a write to ride with
+  // (NatsLoop::hold_ack, docs/adr/0264-held-acks.md); 0 = each ack is written at once.
+  std::chrono::milliseconds ack_delay{5};
   std::function<void(bool connected)> on_connection_change;
 };
 
@@ -117,7 +122,10 @@ using PublishCallback = std::function<void(const Status&, const PubAck&)>;
 // and pending count are read from that subject.
 class BusMessage {
  public:
-  BusMessage(__natsMsg* msg, __natsConnection* nc) : msg_(msg), nc_(nc) {}
+  // `held_by`: the consumer loop that read it; its acks are held for the loop's next
+  // write when acked on that loop's thread (NatsLoop::hold_ack). May be null.
+  BusMessage(__natsMsg* msg, __natsConnection* nc, NatsLoop* held_by = nullptr)
+      : msg_(msg), nc_(nc), held_by_(held_by) {}
   ~BusMessage();
   BusMessage(const BusMessage&) = delete;
   BusMessage& operator=(const BusMessage&) = delete;
@@ -129,8 +137,10 @@ class BusMessage {
   uint64_t stream_sequence() const;
   uint64_t pending() const;  // messages left in the consumer after this one
   // Fire-and-forget; false when the connection did not take it (e.g. the reconnect
-  // buffer is full): the message is then redelivered after AckWait.
-  bool ack();
+  // buffer is full): the message is then redelivered after AckWait. A held ack (see the
+  // constructor) returns true; if the connection does not take it when it is written,
+  // `*failed_later` (when given) counts it.
+  bool ack(std::atomic<uint64_t>* failed_later = nullptr);
   bool nak(std::chrono::milliseconds delay);
   bool term();
 
@@ -139,6 +149,7 @@ class BusMessage {
   bool reply(const char* body);
   __natsMsg* msg_;
   __natsConnection* nc_;
+  NatsLoop* held_by_;
   mutable bool meta_loaded_ = false;
   mutable uint64_t deliveries_ = 1, sequence_ = 0, pending_ = 0;
 };

@@ -193,6 +193,7 @@ LoopPublisher::~LoopPublisher() {
   shutdown();
   auto& i = *impl_;
   if (i.nc) {
+    i.loop->release_acks();  // the consumers' held acks leave before the connection closes
     i.loop->run_sync([&] {
       if (i.sub) {
         natsSubscription_Unsubscribe(i.sub);

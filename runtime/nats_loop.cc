@@ -7,6 +7,8 @@
 #include <atomic>
 #include <future>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <boost/asio.hpp>
 #include <nats/nats.h>
@@ -19,7 +21,7 @@ namespace weir {
 namespace asio = boost::asio;
 
 struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
-  explicit Impl(asio::io_context& c) : ioc(c), timer(c), ticker(c) {}
+  explicit Impl(asio::io_context& c) : ioc(c), timer(c), ticker(c), ack_timer(c) {}
 
   asio::io_context& ioc;
   std::function<void()> after_read;
@@ -35,6 +37,40 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
       if (ec || !self->tick_fn) return;
       self->tick_fn();
       if (self->tick_fn) self->arm_ticker();
+    });
+  }
+
+  // Held acks (NatsLoop::hold_ack), io thread only.
+  struct HeldAck {
+    natsConnection* nc;
+    std::string reply;
+    std::atomic<uint64_t>* failures;
+  };
+  std::chrono::milliseconds ack_delay{0};  // set before use
+  std::vector<HeldAck> held, spare;
+  asio::steady_timer ack_timer;
+  bool ack_timer_armed = false;
+
+  // Into cnats' buffer: they leave with the write that is about to happen (from flush())
+  // or that their publish asks for (from the timer).
+  void release_held() {
+    if (held.empty()) return;
+    spare.swap(held);
+    for (const HeldAck& h : spare) {
+      if (natsConnection_PublishString(h.nc, h.reply.c_str(), "+ACK") != NATS_OK && h.failures != nullptr) {
+        h.failures->fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    spare.clear();
+  }
+
+  void arm_ack_timer() {
+    if (ack_timer_armed) return;
+    ack_timer_armed = true;
+    ack_timer.expires_after(ack_delay);
+    ack_timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      self->ack_timer_armed = false;
+      if (!ec) self->release_held();
     });
   }
 
@@ -141,6 +177,9 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void flush() {
+    // Held acks ride along; before the flag drops, so their publishes' write request
+    // (cb_write) does not post another flush.
+    release_held();
     flush_posted.store(false);
     if (!nc || !desc) return;
     // Never with an empty buffer: cnats takes send()'s 0 for a zero-length write as a
@@ -203,6 +242,8 @@ NatsLoop::~NatsLoop() {
     impl->timer_fn = nullptr;
     impl->ticker.cancel();
     impl->tick_fn = nullptr;
+    impl->ack_timer.cancel();
+    impl->held.clear();  // released before the connection closed (LoopPublisher)
     impl->after_read = nullptr;
     impl->detach();
   });
@@ -246,6 +287,23 @@ void NatsLoop::set_timer(std::chrono::milliseconds after, std::function<void()> 
     auto f = std::move(impl->timer_fn);
     impl->timer_fn = nullptr;
     f();
+  });
+}
+
+void NatsLoop::set_ack_delay(std::chrono::milliseconds delay) { impl_->ack_delay = delay; }
+
+bool NatsLoop::hold_ack(natsConnection* nc, std::string_view reply, std::atomic<uint64_t>* failures) {
+  Impl& i = *impl_;
+  if (i.ack_delay.count() <= 0) return false;
+  i.held.push_back(Impl::HeldAck{nc, std::string(reply), failures});
+  i.arm_ack_timer();
+  return true;
+}
+
+void NatsLoop::release_acks() {
+  run_sync([impl = impl_] {
+    impl->release_held();
+    impl->flush();
   });
 }
 

@@ -23,9 +23,12 @@
 // `run_sync`. The NatsLoop must outlive the connection.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <string_view>
 
 struct __natsOptions;
 struct __natsConnection;
@@ -51,6 +54,18 @@ class NatsLoop {
   void run_sync(const std::function<void()>& fn);
   // A one-shot timer on the io thread (io thread only); a new call replaces a pending one.
   void set_timer(std::chrono::milliseconds after, std::function<void()> fn);
+  // Held acks (docs/adr/0264-held-acks.md). With a delay set, `hold_ack` keeps a "+ACK"
+  // for `reply` instead of writing it: held acks go out with the connection's next write
+  // (a publish, a pull request), or `delay` after the first of them at the latest — at
+  // moderate rates several acks per write, and none on a write of its own. A held ack the
+  // connection does not take when it is written counts in `*failures` (may be null; must
+  // outlive the loop's connection). 0 (the default) = no holding: hold_ack returns false.
+  void set_ack_delay(std::chrono::milliseconds delay);  // before use, once
+  // Io thread only. False (nothing done) when holding is off: the caller acks itself.
+  bool hold_ack(__natsConnection* nc, std::string_view reply, std::atomic<uint64_t>* failures);
+  // Writes the held acks now (any thread; runs on the io thread and waits). Called before
+  // the connection closes.
+  void release_acks();
   // A second, periodic timer: `fn` on the io thread every `period` until the NatsLoop is
   // destroyed (the flow loop's pull-request deadlines). Any thread; once.
   void every(std::chrono::milliseconds period, std::function<void()> fn);

@@ -437,7 +437,7 @@ void FlowStage::finish_batch(Batch& b, const std::vector<char>& ok) {
   uint64_t acked = 0, ack_failures = 0;
   for (size_t i = 0; i < n; ++i) {
     if (ok[i] == kStored) {
-      if (!b.msgs[i]->ack()) ++ack_failures;
+      if (!b.msgs[i]->ack(&metrics_.ack_failures)) ++ack_failures;
       own_naks_.forget(b.msgs[i]->stream_sequence());
       ++acked;
     } else {
@@ -635,7 +635,7 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
   }
   switch (r.kind) {
     case DeliveryResult::Kind::kOk:
-      if (!f->msg->ack()) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+      if (!f->msg->ack(&metrics_.ack_failures)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
       metrics_.acked.fetch_add(1, std::memory_order_relaxed);
       finish(f);
       return;
@@ -677,7 +677,7 @@ void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
   d.traceparent = f->msg->header(trace::kHeaderTraceparent);
   d.tracestate = f->msg->header(trace::kHeaderTracestate);
   dlq_.publish(d, [this, f](const Status& s, const PubAck&) {
-    bool taken = s ? f->msg->ack() : f->msg->nak(std::chrono::seconds(1));
+    bool taken = s ? f->msg->ack(&metrics_.ack_failures) : f->msg->nak(std::chrono::seconds(1));
     if (s) metrics_.dead.fetch_add(1, std::memory_order_relaxed);
     if (!taken) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
     finish(f);

@@ -58,9 +58,10 @@ struct Inbox {
   }
 };
 
-std::unique_ptr<Bus> connect(const NatsServer& nats) {
+std::unique_ptr<Bus> connect(const NatsServer& nats, std::chrono::milliseconds ack_delay = BusOptions{}.ack_delay) {
   BusOptions o;
   o.url = nats.url();
+  o.ack_delay = ack_delay;
   o.name = "pull-consumer-test";
   // Small streams: fifty of the default 1 GiB reserve more than the server's storage share
   // of a fuller disk (it failed at the 47th with 63 GB free).
@@ -765,5 +766,55 @@ TEST_CASE("pull consumer: messages naked with a long delay are not taken for sta
       },
       15s));
   CHECK(c->recoveries() == 0);
+  c->stop();
+}
+
+// Held acks (docs/adr/0264-held-acks.md): an ack made on a consumer loop's thread waits for
+// the loop connection's next write — a pull request here — or for the delay, or for the
+// connection to close, whichever comes first; never lost, never written alone when
+// something else is being written.
+TEST_CASE("flow loop: acks are held for the connection's next write, the delay or the close", "[integration][bus]") {
+  NatsServer nats;
+  const std::string stream = layout::flow_stream("fl");
+  auto ack_pending = [&](Bus& bus) { return consumer_info(bus, stream, "fl").value("num_ack_pending", -1); };
+  // Handled on the loop: acked there, released only when the test says (no write of its own).
+  std::atomic<int> acked{0}, off_loop{0};
+  auto handler = [&](std::unique_ptr<BusMessage> m) {
+    if (thread_name() != "weir-flows") ++off_loop;
+    if (m && m->ack()) ++acked;
+  };
+  {
+    auto bus = connect(nats, std::chrono::minutes(10));  // only a write or the close sends them
+    REQUIRE(bus->ensure_flow_stream("fl"));
+    publish(*bus, layout::input_subject("fl"), 5);
+    auto made = bus->pull_consumer(loop_options("fl"));
+    REQUIRE(made);
+    auto c = std::move(made.value());
+    REQUIRE(c->start(handler));
+    c->set_window(3, 3);  // one request for 3, filled: nothing else to write
+    REQUIRE(wait_until([&] { return acked.load() == 3; }, 5s));
+    std::this_thread::sleep_for(300ms);  // an absence: the acks are held, not written
+    CHECK(ack_pending(*bus) == 3);
+    // Releasing asks for more: that request carries the held acks.
+    c->release(3);
+    REQUIRE(wait_until([&] { return acked.load() == 5; }, 5s));
+    CHECK(wait_until([&] { return ack_pending(*bus) <= 2; }, 5s));
+    CHECK(ack_pending(*bus) == 2);  // the last two, held until the close below
+    c->stop();
+  }  // the consumer stops and the Bus closes the loop's connection: nothing held is lost
+  auto bus = connect(nats, std::chrono::milliseconds(200));
+  CHECK(ack_pending(*bus) == 0);
+  expect_none_left(*bus, loop_options("fl"));  // all five acked: none comes back
+
+  // With nothing else to write, they leave after the delay.
+  publish(*bus, layout::input_subject("fl"), 2, 5);
+  auto made = bus->pull_consumer(loop_options("fl"));
+  REQUIRE(made);
+  auto c = std::move(made.value());
+  REQUIRE(c->start(handler));
+  c->set_window(2, 2);
+  REQUIRE(wait_until([&] { return acked.load() == 7; }, 5s));
+  CHECK(wait_until([&] { return ack_pending(*bus) == 0; }, 5s));
+  CHECK(off_loop.load() == 0);
   c->stop();
 }
