@@ -47,6 +47,9 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
     std::atomic<uint64_t>* failures;
   };
   std::chrono::milliseconds ack_delay{0};  // set before use
+  // More held than this are written at once: nats-server handles the acks of one read in
+  // one go (a work-queue delete each), and larger bursts delay the events behind them.
+  static constexpr size_t kMostHeld = 8;
   std::vector<HeldAck> held, spare;
   asio::steady_timer ack_timer;
   bool ack_timer_armed = false;
@@ -296,6 +299,10 @@ bool NatsLoop::hold_ack(natsConnection* nc, std::string_view reply, std::atomic<
   Impl& i = *impl_;
   if (i.ack_delay.count() <= 0) return false;
   i.held.push_back(Impl::HeldAck{nc, std::string(reply), failures});
+  if (i.held.size() >= Impl::kMostHeld) {
+    i.release_held();  // their publishes ask for a write
+    return true;
+  }
   i.arm_ack_timer();
   return true;
 }
