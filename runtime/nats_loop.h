@@ -56,8 +56,9 @@ class NatsLoop {
   void set_timer(std::chrono::milliseconds after, std::function<void()> fn);
   // Held acks (docs/adr/0264-held-acks.md). With a delay set, `hold_ack` keeps a "+ACK"
   // for `reply` instead of writing it: held acks go out with the connection's next write
-  // (a publish, a pull request), or `delay` after the first of them at the latest — at
-  // moderate rates several acks per write, and none on a write of its own. A held ack the
+  // (a publish, a pull request), or `delay` after the first of them at the latest, or at
+  // once when 8 are held (a smaller burst of acks, i.e. of deletes, for nats-server) — at
+  // moderate rates several acks per write instead of a write each. A held ack the
   // connection does not take when it is written counts in `*failures` (may be null; must
   // outlive the loop's connection). 0 (the default) = no holding: hold_ack returns false.
   void set_ack_delay(std::chrono::milliseconds delay);  // before use, once
