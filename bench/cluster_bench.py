@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from harness import Procs, Stack, exit_on_sigterm, free_port, http_get, http_post, log, machine, wait_for
+from harness import Procs, Stack, exit_on_sigterm, free_port, http_get, http_post, log, machine, nats_env, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -182,7 +182,7 @@ def scale_run(a, n, build):
 
 def scale(a):
     build = os.path.abspath(a.build)
-    result = {"scenario": "cluster-scale", "machine": machine(), "nproc": os.cpu_count(), "seconds": a.seconds,
+    result = {"scenario": "cluster-scale", "machine": machine(), "nproc": os.cpu_count(), "nats_gomaxprocs": nats_env()[1], "seconds": a.seconds,
               "concurrency": a.concurrency, "flow": "bench_orders", "nats": "one nats-server, R1",
               "loadavg_before": os.getloadavg()[0], "runs": []}
     for n in a.instances:

@@ -135,6 +135,23 @@ def machine():
     return model
 
 
+def nats_env():
+    """The environment for a bench's nats-server and the GOMAXPROCS it gets: what weir's
+    embedded server gets (ADR 0265) — GOMAXPROCS from the environment if set, else half the
+    CPUs this process may run on, at least one. NATS_GOMAXPROCS=N overrides that for the
+    bench; NATS_GOMAXPROCS=go leaves it to Go (all CPUs), the setting before ADR 0265."""
+    env = dict(os.environ)
+    choice = env.pop("NATS_GOMAXPROCS", "")
+    if choice == "go":
+        env.pop("GOMAXPROCS", None)
+        return env, "go"
+    if choice:
+        env["GOMAXPROCS"] = choice
+    elif "GOMAXPROCS" not in env:
+        env["GOMAXPROCS"] = str(max(1, len(os.sched_getaffinity(0)) // 2))
+    return env, env["GOMAXPROCS"]
+
+
 def exit_on_sigterm():
     """SIGTERM (a CTest timeout, a kill by PID) unwinds like an exception, so every `finally`
     stops the processes this run started instead of leaving them behind."""
@@ -159,9 +176,10 @@ class Stack:
         ports = os.path.join(self.tmp, "nats-ports")
         os.makedirs(ports, exist_ok=True)
         self.nats_mon = free_port()
+        env, self.nats_gomaxprocs = nats_env()
         self.nats = self.procs.start(["nats-server", "-js", "-sd", os.path.join(self.tmp, "js"), "-a", "127.0.0.1",
                                       "-p", "-1", "-m", str(self.nats_mon), "--ports_file_dir", ports,
-                                      "-l", os.path.join(self.tmp, "nats.log")])
+                                      "-l", os.path.join(self.tmp, "nats.log")], env=env)
         pf = os.path.join(ports, f"nats-server_{self.nats.pid}.ports")
         if not wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 10):
             sys.exit("bench: nats-server did not start")
@@ -371,7 +389,7 @@ class Bench(Stack):
         log(f"tmp {self.tmp}")
         self.start_nats()
         self.start_sink()
-        result = {"scenario": "paced" if a.rate else "closed-loop", "machine": machine(), "nproc": os.cpu_count(),
+        result = {"scenario": "paced" if a.rate else "closed-loop", "machine": machine(), "nproc": os.cpu_count(), "nats_gomaxprocs": nats_env()[1],
                   "seconds": a.seconds, "loadavg_before": os.getloadavg()[0]}
         if a.rate:
             result["rate"] = a.rate

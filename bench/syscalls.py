@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Bench, ROOT, log, machine  # noqa: E402
+from harness import Bench, ROOT, log, machine, nats_env  # noqa: E402
 
 
 def ctx_switches(pid):
@@ -115,7 +115,7 @@ def main():
     a = p.parse_args()
     a.ceiling_seconds = 3
     b = Bench(a)
-    result = {"scenario": f"paced {a.rate:g}/s, bench_orders", "machine": machine(), "seconds": a.seconds,
+    result = {"scenario": f"paced {a.rate:g}/s, bench_orders", "machine": machine(), "nats_gomaxprocs": nats_env()[1], "seconds": a.seconds,
               "loadavg_before": os.getloadavg()[0]}
     try:
         flows = os.path.join(b.tmp, "flows")

@@ -1,14 +1,18 @@
 // Without --nats, `weir run` spawns nats-server itself (spec §2): JetStream, file
 // storage under the data dir, loopback only, a free port; stopped on exit.
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "tests/support/harness.h"
@@ -102,6 +106,27 @@ bool dir_has(const std::string& root, const std::string& name) {
   return false;
 }
 
+// The value of `name` in the process's environment (/proc/PID/environ), if set.
+std::optional<std::string> environ_value(pid_t pid, const std::string& name) {
+  std::string env = read_file("/proc/" + std::to_string(pid) + "/environ");
+  const std::string prefix = name + "=";
+  for (size_t at = 0; at < env.size();) {
+    size_t end = env.find('\0', at);
+    if (end == std::string::npos) end = env.size();
+    if (env.compare(at, prefix.size(), prefix) == 0) return env.substr(at + prefix.size(), end - at - prefix.size());
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::vector<pid_t> nats_children(pid_t weir) {
+  std::vector<pid_t> out;
+  for (const auto& c : children_of(weir)) {
+    if (c.comm.find("nats-server") != std::string::npos) out.push_back(c.pid);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("weir run without --nats spawns nats-server, serves end to end and stops it", "[integration][embedded]") {
@@ -135,6 +160,14 @@ TEST_CASE("weir run without --nats spawns nats-server, serves end to end and sto
     }
     // File storage under the data dir.
     CHECK(dir_has(weir.data_dir(), "jetstream"));
+    // GOMAXPROCS: half the CPUs weir may use, at least one, unless the environment that
+    // started weir sets it (ADR 0265).
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    REQUIRE(::sched_getaffinity(0, sizeof cpus, &cpus) == 0);
+    const char* ours = std::getenv("GOMAXPROCS");
+    CHECK(environ_value(nats_pid, "GOMAXPROCS") ==
+          std::optional<std::string>(ours != nullptr ? ours : std::to_string(std::max(1, CPU_COUNT(&cpus) / 2))));
 
     std::string id = "run-" + std::to_string(run);
     auto r = weir.post("/in/orders", json{{"id", id}, {"run", run}}.dump());
@@ -182,5 +215,21 @@ TEST_CASE("weir run with embedded NATS keeps acknowledged events across a kill -
   sink.control({{"status", 204}});
   weir.start();
   CHECK(wait_until([&] { return missing(ids, sink.ids()).empty(); }, 30s, 100ms));
+  CHECK(weir.terminate(15s) == std::optional<int>(0));
+}
+
+TEST_CASE("weir run passes its own GOMAXPROCS on to the embedded nats-server", "[integration][embedded]") {
+  SinkProcess sink;
+  WeirProcess weir({.nats_url = "",
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"))}},
+                    .env = {{"GOMAXPROCS", "3"}}});
+  weir.start();
+  INFO(weir.describe());
+  auto nats = nats_children(weir.process().pid());
+  REQUIRE(nats.size() == 1);
+  CHECK(environ_value(nats[0], "GOMAXPROCS") == std::optional<std::string>("3"));
+  auto r = weir.post("/in/orders", json{{"id", "g1"}}.dump());
+  REQUIRE(r.status == 202);
+  CHECK(wait_until([&] { return missing(std::set<std::string>{"g1"}, sink.ids()).empty(); }, 20s, 50ms));
   CHECK(weir.terminate(15s) == std::optional<int>(0));
 }
