@@ -182,9 +182,9 @@ def scale_run(a, n, build):
 
 def scale(a):
     build = os.path.abspath(a.build)
-    result = {"scenario": "cluster-scale", "machine": machine(), "nproc": os.cpu_count(), "nats_gomaxprocs": nats_env()[1], "seconds": a.seconds,
-              "concurrency": a.concurrency, "flow": "bench_orders", "nats": "one nats-server, R1",
-              "loadavg_before": os.getloadavg()[0], "runs": []}
+    result = {"scenario": "cluster-scale", "machine": machine(), "nproc": os.cpu_count(),
+              "nats_gomaxprocs": nats_env()[1], "seconds": a.seconds, "concurrency": a.concurrency,
+              "flow": "bench_orders", "nats": "one nats-server, R1", "loadavg_before": os.getloadavg()[0], "runs": []}
     for n in a.instances:
         r = scale_run(a, n, build)
         log(f"{n} instance(s): delivered {r['delivered_per_s']}/s, lost {r['lost']}")
@@ -307,7 +307,8 @@ def gaps(a):
     kills = [e for e in events if e["kind"] == "kill" and e["resumed"]]
     terms = [e for e in events if e["kind"] == "term" and e["resumed"]]
     result = {
-        "scenario": "cluster-gaps", "machine": machine(), "nproc": os.cpu_count(), "instances": a.instances,
+        "scenario": "cluster-gaps", "machine": machine(), "nproc": os.cpu_count(), "nats_gomaxprocs": nats_env()[1],
+        "instances": a.instances,
         "every_ms": a.every_ms, "lease_ttl": "default (1s)", "kills": a.kills, "terms": a.terms,
         "crash_failover_ms": summary([e["to_next_tick_ms"] for e in kills]),
         "crash_gap_ms": summary([e["gap_ms"] for e in kills if e["gap_ms"] is not None]),

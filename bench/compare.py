@@ -187,7 +187,8 @@ def run(b, a):
     b.start_nats()
     b.start_sink(record=200)
     sink_url = f"http://127.0.0.1:{b.sink_port}"
-    result = {"scenario": "compare", "machine": harness.machine(), "nproc": os.cpu_count(), "nats_gomaxprocs": harness.nats_env()[1],
+    result = {"scenario": "compare", "machine": harness.machine(), "nproc": os.cpu_count(),
+              "nats_gomaxprocs": b.nats_gomaxprocs,
               "node_red_version": nodered.installed_version(), "node_version": subprocess.run(
                   ["node", "--version"], capture_output=True, text=True).stdout.strip(),
               "seconds": a.seconds, "concurrency": a.concurrency, "rate": a.rate, "paced_seconds": a.paced_seconds,

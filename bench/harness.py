@@ -389,8 +389,8 @@ class Bench(Stack):
         log(f"tmp {self.tmp}")
         self.start_nats()
         self.start_sink()
-        result = {"scenario": "paced" if a.rate else "closed-loop", "machine": machine(), "nproc": os.cpu_count(), "nats_gomaxprocs": nats_env()[1],
-                  "seconds": a.seconds, "loadavg_before": os.getloadavg()[0]}
+        result = {"scenario": "paced" if a.rate else "closed-loop", "machine": machine(), "nproc": os.cpu_count(),
+                  "nats_gomaxprocs": self.nats_gomaxprocs, "seconds": a.seconds, "loadavg_before": os.getloadavg()[0]}
         if a.rate:
             result["rate"] = a.rate
         else:

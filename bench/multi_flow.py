@@ -137,7 +137,8 @@ def main():
     p.add_argument("--drain", type=float, default=60)
     a = p.parse_args()
     counts = [int(x) for x in a.counts.split(",") if x.strip()]
-    result = {"scenario": "multi-flow", "machine": harness.machine(), "nproc": os.cpu_count(), "nats_gomaxprocs": harness.nats_env()[1],
+    result = {"scenario": "multi-flow", "machine": harness.machine(), "nproc": os.cpu_count(),
+              "nats_gomaxprocs": harness.nats_env()[1],
               "seconds": a.seconds, "concurrency": a.concurrency, "loadavg_before": os.getloadavg()[0], "runs": []}
     for n in counts:
         r = run_count(a, n)

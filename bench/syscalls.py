@@ -115,7 +115,8 @@ def main():
     a = p.parse_args()
     a.ceiling_seconds = 3
     b = Bench(a)
-    result = {"scenario": f"paced {a.rate:g}/s, bench_orders", "machine": machine(), "nats_gomaxprocs": nats_env()[1], "seconds": a.seconds,
+    result = {"scenario": f"paced {a.rate:g}/s, bench_orders", "machine": machine(),
+              "nats_gomaxprocs": nats_env()[1], "seconds": a.seconds,
               "loadavg_before": os.getloadavg()[0]}
     try:
         flows = os.path.join(b.tmp, "flows")

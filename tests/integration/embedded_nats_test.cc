@@ -199,10 +199,7 @@ TEST_CASE("weir run with embedded NATS keeps acknowledged events across a kill -
     REQUIRE(r.status == 202);
     ids.insert(id);
   }
-  std::vector<pid_t> nats;
-  for (const auto& c : children_of(weir.process().pid())) {
-    if (c.comm.find("nats-server") != std::string::npos) nats.push_back(c.pid);
-  }
+  std::vector<pid_t> nats = nats_children(weir.process().pid());
   REQUIRE(nats.size() == 1);
   weir.kill9();
   // weir spawns it with PR_SET_PDEATHSIG (runtime/embedded_nats.cc): a kill -9 of weir
