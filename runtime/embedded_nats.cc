@@ -33,8 +33,8 @@ int EmbeddedNats::default_gomaxprocs() {
 
 namespace {
 // The server's environment: weir's, with GOMAXPROCS set (ADR 0265). The server shares the
-// machine with weir's loop threads; one Go scheduler slot per two CPUs cost it a quarter
-// to a third less CPU per event on two cores. A GOMAXPROCS in weir's environment is
+// machine with weir's loop threads; one Go scheduler slot per two CPUs cost it a fifth
+// to a quarter less CPU per event on two cores. A GOMAXPROCS in weir's environment is
 // passed on unchanged instead. Filled in place: `envp` points into `entry`.
 struct ChildEnvironment {
   std::string gomaxprocs;
