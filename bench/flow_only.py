@@ -154,7 +154,7 @@ def run(b, a):
     # Not counted: every delivery waits 10 minutes, so each sink stage holds one pool's worth.
     http_post(b.sink_port, "/control", b'{"delay_ms": 600000}')
     result = {"scenario": "flow-only live" if live else "flow-only pre-filled", "machine": harness.machine(),
-              "nproc": os.cpu_count(), "nats_gomaxprocs": harness.nats_env()[1], "loadavg_before": os.getloadavg()[0]}
+              "nproc": os.cpu_count(), "nats_gomaxprocs": b.nats_gomaxprocs, "loadavg_before": os.getloadavg()[0]}
 
     log("weir once, to create its stream and consumers")
     b.start_weir(flows_dir)

@@ -23,7 +23,9 @@
 namespace weir {
 namespace fs = std::filesystem;
 
-int EmbeddedNats::default_gomaxprocs() {
+namespace {
+// Half the CPUs this process may run on (its affinity mask), at least one.
+int default_gomaxprocs() {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
@@ -31,7 +33,6 @@ int EmbeddedNats::default_gomaxprocs() {
   return std::max(1, cpus / 2);
 }
 
-namespace {
 // The server's environment: weir's, with GOMAXPROCS set (ADR 0265). The server shares the
 // machine with weir's loop threads; one Go scheduler slot per two CPUs cost it a fifth
 // to a quarter less CPU per event on two cores. A GOMAXPROCS in weir's environment is
@@ -43,7 +44,7 @@ struct ChildEnvironment {
 
   void fill() {
     const char* inherited = std::getenv("GOMAXPROCS");
-    gomaxprocs = inherited != nullptr ? inherited : std::to_string(EmbeddedNats::default_gomaxprocs());
+    gomaxprocs = inherited != nullptr ? inherited : std::to_string(default_gomaxprocs());
     entry = "GOMAXPROCS=" + gomaxprocs;
     for (char** e = environ; *e != nullptr; ++e) {
       if (!std::string_view(*e).starts_with("GOMAXPROCS=")) envp.push_back(*e);

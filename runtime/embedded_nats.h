@@ -2,8 +2,8 @@
 // JetStream on, file store under <data_dir>/jetstream, loopback only, a free port
 // chosen by the server (`-p -1`, read back from its ports file). The child gets
 // PR_SET_PDEATHSIG so it dies with weir even under kill -9; stop() ends it by PID.
-// Its environment is weir's with GOMAXPROCS set to default_gomaxprocs() unless weir's
-// environment sets GOMAXPROCS itself (ADR 0265).
+// Its environment is weir's with GOMAXPROCS at half the CPUs weir may run on (at least
+// one) unless weir's environment sets GOMAXPROCS itself (ADR 0265).
 #pragma once
 
 #include <sys/types.h>
@@ -21,8 +21,6 @@ class EmbeddedNats {
   static Result<std::unique_ptr<EmbeddedNats>> start(const std::string& data_dir,
                                                      std::chrono::milliseconds wait = std::chrono::seconds(10));
   ~EmbeddedNats();
-  // Half the CPUs this process may run on (its affinity mask), at least one.
-  static int default_gomaxprocs();
   const std::string& url() const { return url_; }
   pid_t pid() const { return pid_; }
   void stop();
