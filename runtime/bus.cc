@@ -1485,7 +1485,11 @@ bool transient(natsStatus s, jsErrCode jerr) {
   if (s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS || s == NATS_CONNECTION_DISCONNECTED) return true;
   // 10049 (generic create error) comes back when a peer's create of the same stream is
   // still being applied: the next attempt finds the stream (10058) and confirms it.
-  return jerr == JSClusterNotAvailErr || jerr == JSClusterNotLeaderErr || jerr == JSStreamCreateErr;
+  // 10005 (no suitable peers for placement): on a brand-new cluster the meta leader counts
+  // a peer as offline until that peer's first statistics reach it, a second or so after
+  // /healthz is green; a peer that is really down comes back or the deadline says so.
+  return jerr == JSClusterNotAvailErr || jerr == JSClusterNotLeaderErr || jerr == JSStreamCreateErr ||
+         jerr == JSClusterNoPeersErr;
 }
 
 // Waits before attempt `n` (1-based) of a start-up call: 100 ms doubling to 2 s.
@@ -1553,7 +1557,8 @@ bool same_consumer_config(const nlohmann::json& have, const jsConsumerConfig& cc
 //    name exists, update it; otherwise another stream owns the subjects (a clear error);
 //  - 10047/10023 no storage → the server's JetStream limit (max_file_store) is smaller than
 //    asked: halve the size down to 8 MiB and say what was chosen;
-//  - timeouts, no responders, no leader yet → retried with backoff up to setup_timeout.
+//  - timeouts, no responders, no leader yet, no peers for placement yet → retried with
+//    backoff up to setup_timeout.
 namespace {
 // Creates stream cfg.Name or, when it exists, updates it to `cfg`. A subject overlap with a
 // stream of that name is a peer's create that landed first (confirmed like an existing

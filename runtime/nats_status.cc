@@ -34,6 +34,13 @@ Status nats_status(int status, std::string_view what, int js_error) {
   if (js_error == JSStreamWrongLastSequenceErr || detail.find("wrong last sequence") != std::string::npos) {
     return Status::conflict(message);
   }
+  // No suitable peers for placement: a replicated stream (a KV bucket: cnats gives no error
+  // code there, only the text) asked of a cluster whose peers have not all reported in yet,
+  // or are down. "Not now" rather than "never": start-up retries it.
+  if (js_error == JSClusterNoPeersErr || detail.find("no suitable peers") != std::string::npos) {
+    if (js_error != 0) message += " (JetStream error " + std::to_string(js_error) + ")";
+    return Status::unavailable(message);
+  }
   switch (s) {
     case NATS_NOT_FOUND: return Status::not_found(message);
     case NATS_TIMEOUT: return Status::timeout(message);

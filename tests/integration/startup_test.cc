@@ -82,6 +82,31 @@ TEST_CASE("three clustered instances started at the same instant on a brand-new 
   }
 }
 
+// On a brand-new cluster the meta leader counts a peer as offline until that peer's first
+// statistics reach it, a second or so after every /healthz is green: an R3 create then gets
+// "no suitable peers for placement" (JetStream error 10005; a KV bucket gets only the text).
+// That is "not yet": weir retries it. A peer that is down makes the same answer for as long
+// as it is down, so the test holds one node down while weir starts, and brings it back.
+TEST_CASE("weir started while an R3 cluster lacks a peer for placement waits for it and comes up",
+          "[integration][startup][r3]") {
+  NatsCluster nats;
+  nats.stop(2);  // a clean stop: the others learn at once that n3 is offline
+  SinkProcess sink;
+  WeirProcess weir({.nats_url = nats.urls(),
+                    .flows = two_flows(sink),
+                    .config = "nats: { replicas: 3 }\n",
+                    .args = {"--cluster", "c1"}});
+  weir.spawn();
+  REQUIRE(wait_until([&] { return weir.log().find("no suitable peers") != std::string::npos; }, 30s, 20ms));
+  INFO(weir.describe());
+  REQUIRE(weir.process().running());
+  CHECK(weir.admin("GET", "/readyz").status != 200);
+  nats.start(2);
+  REQUIRE(weir.wait_ready(60s));
+  CHECK(weir.post("/in/orders", R"({"id":"placed"})").status == 202);
+  CHECK(wait_until([&] { return sink.ids().count("placed") == 1; }, 30s, 20ms));
+}
+
 TEST_CASE("weir fits its streams into a nats-server with max_file_store 256MB and says how", "[integration][startup]") {
   NatsServer nats("", 256LL << 20);
   SinkProcess sink;
