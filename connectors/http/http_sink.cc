@@ -1,6 +1,8 @@
 #include "connectors/http/http_sink.h"
 
 #include <curl/curl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -9,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -242,6 +245,7 @@ struct Client {
   std::shared_ptr<Loop> loop GUARDED_BY(mu);  // from the first delivery until stop()
 
   // Loop thread only.
+  Loop* home = nullptr;   // the loop it is attached to: its sockets' open/close callbacks
   bool attached = false;  // counted in the loop's connection budget
   bool stopping = false;  // has seen state != kRunning
   bool in_turn = false;   // in the loop's list of clients to refill
@@ -265,14 +269,25 @@ struct Client {
 };
 
 // A socket curl asked the loop to watch (CURLMOPT_SOCKETFUNCTION). Held by the loop's map
-// and by its pending waits; `gone` once curl let go of it (its handlers then do nothing).
+// and by its pending waits; `gone` once the loop let go of it (its handlers then do nothing).
+// A connection socket curl opened through the loop (Loop::on_open) stays registered with
+// the reactor from its first request until curl closes it (Loop::on_close), across the
+// requests it carries: registering it again for each request and removing it when curl
+// puts the connection back in its cache cost three system calls per delivery
+// (epoll_ctl ADD, ioctl FIONBIO, epoll_ctl DEL; docs/bench.md, session 18). Any other
+// socket (the threaded resolver's) is let go of when curl stops watching it: curl closes
+// those without telling us, and a number still registered after its close could stand for
+// the next socket that gets it.
 struct Watch {
   Watch(asio::io_context& io, curl_socket_t s) : sd(io, s), fd(s) {}
-  asio::posix::stream_descriptor sd;  // released, never closed: the socket is curl's
+  asio::posix::stream_descriptor sd;  // released, never closed by Asio: the socket is curl's
   curl_socket_t fd;
-  int want = 0;          // CURL_POLL_IN, _OUT or _INOUT
+  int want = 0;          // CURL_POLL_IN, _OUT or _INOUT; 0 while curl does not watch it
   bool reading = false;  // an async_wait(read) is pending
   bool writing = false;
+  // A write wait was ever started: Asio then keeps EPOLLOUT in the descriptor's epoll
+  // registration for good, and every ACK that frees send buffer would wake the loop.
+  bool out_registered = false;
   bool gone = false;
 };
 
@@ -300,6 +315,11 @@ class Loop {
   // land after the loop has let go of the client.
   void mark(Client* c) REQUIRES(c->mu);
 
+  // CURLOPT_OPENSOCKETFUNCTION / CURLOPT_CLOSESOCKETFUNCTION of every easy handle on this
+  // loop (data: the loop): the sockets the loop may keep registered between requests.
+  static curl_socket_t on_open(void* self, curlsocktype purpose, curl_sockaddr* address);
+  static int on_close(void* self, curl_socket_t s);
+
  private:
   static int on_socket(CURL* easy, curl_socket_t s, int what, void* self, void* watch);
   static int on_timer(CURLM* multi, long timeout_ms, void* self);
@@ -325,6 +345,7 @@ class Loop {
   asio::steady_timer chores_;  // stop grace, overdue warnings
   std::optional<std::chrono::steady_clock::time_point> chores_at_;
   std::unordered_map<curl_socket_t, std::shared_ptr<Watch>> watches_;
+  std::unordered_set<curl_socket_t> opened_;  // by on_open and not yet closed by on_close
 
   Mutex mu_;
   std::vector<Client*> dirty_ GUARDED_BY(mu_);
@@ -414,6 +435,10 @@ Slot* Client::make_slot() {
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, slot.get());
   curl_easy_setopt(e, CURLOPT_PRIVATE, slot.get());
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &Loop::on_open);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, home);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &Loop::on_close);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, home);
 
   // The list lives as long as the slot; only the last three nodes (Idempotency-Key,
   // traceparent, tracestate) change per request (launch()).
@@ -622,13 +647,25 @@ void Loop::mark(Client* c) {
 int Loop::on_socket(CURL* /*easy*/, curl_socket_t s, int what, void* self, void* /*watch*/) {
   auto* loop = static_cast<Loop*>(self);
   auto it = loop->watches_.find(s);
-  if (what == CURL_POLL_REMOVE) {
-    if (it != loop->watches_.end()) {
-      it->second->gone = true;
-      it->second->sd.release();  // cancels its waits; curl closes the socket
-      loop->watches_.erase(it);
+  if (it != loop->watches_.end()) {
+    Watch& w = *it->second;
+    const bool keep = loop->opened_.count(s) != 0 && (what & CURL_POLL_OUT) == 0 && !w.out_registered;
+    if (what == CURL_POLL_REMOVE && keep) {
+      // An idle connection in curl's cache: stays registered for its next request. A wait
+      // still pending fires at most once (the peer closing it) and finds curl not watching.
+      w.want = 0;
+      return 0;
     }
-    return 0;
+    if (what == CURL_POLL_REMOVE || (w.out_registered && (what & CURL_POLL_OUT) == 0)) {
+      // Let go of (a socket curl closes without on_close) or registered afresh without
+      // EPOLLOUT (once per connection: after its connect or a body larger than the socket
+      // buffer).
+      w.gone = true;
+      w.sd.release();  // cancels its waits; the socket stays curl's
+      loop->watches_.erase(it);
+      it = loop->watches_.end();
+      if (what == CURL_POLL_REMOVE) return 0;
+    }
   }
   if (it == loop->watches_.end()) {
     try {
@@ -677,6 +714,7 @@ void Loop::arm(const std::shared_ptr<Watch>& w) {
   }
   if ((w->want & CURL_POLL_OUT) != 0 && !w->writing) {
     w->writing = true;
+    w->out_registered = true;
     w->sd.async_wait(asio::posix::stream_descriptor::wait_write, [this, w](const boost::system::error_code& ec) {
       w->writing = false;
       if (!ec && !w->gone) on_ready(w, CURL_CSELECT_OUT);
@@ -684,10 +722,33 @@ void Loop::arm(const std::shared_ptr<Watch>& w) {
   }
 }
 
+curl_socket_t Loop::on_open(void* self, curlsocktype /*purpose*/, curl_sockaddr* address) {
+  // As curl's own opening, plus close-on-exec: an exec source's child gets no sink socket.
+  const curl_socket_t s = ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+  if (s != CURL_SOCKET_BAD) static_cast<Loop*>(self)->opened_.insert(s);
+  return s;
+}
+
+int Loop::on_close(void* self, curl_socket_t s) {
+  auto* loop = static_cast<Loop*>(self);
+  loop->opened_.erase(s);
+  const auto it = loop->watches_.find(s);
+  if (it != loop->watches_.end()) {
+    // Out of the reactor while the number is still this socket's.
+    it->second->gone = true;
+    it->second->sd.release();  // cancels its waits
+    loop->watches_.erase(it);
+  }
+  return ::close(s);
+}
+
 void Loop::on_ready(const std::shared_ptr<Watch>& w, int bits) {
   busy_ = true;
   int running = 0;
-  curl_multi_socket_action(multi_, w->fd, bits, &running);
+  // A kept socket's wait may fire while curl does not watch it (an idle connection's peer
+  // closed it): curl finds out when it next picks the connection.
+  const int asked = bits == CURL_CSELECT_IN ? CURL_POLL_IN : CURL_POLL_OUT;
+  if ((w->want & asked) != 0) curl_multi_socket_action(multi_, w->fd, bits, &running);
   // Asio watches descriptors edge-triggered and curl reads one buffer per call. What curl
   // left in the socket still signals: arm()'s async_wait is a non-speculative reactor
   // operation, which Boost 1.74 starts with EPOLL_CTL_MOD (epoll_reactor.ipp, start_op),
@@ -749,6 +810,7 @@ void Loop::take(std::vector<Client*>& turn) {
     c->in_turn = false;
     if (!c->attached) {
       c->attached = true;
+      c->home = this;
       clients_.push_back(c);
       budget_ += c->pool_size;
       limits_changed_ = true;

@@ -154,7 +154,7 @@ struct ScriptedHttpServer::Impl {
       out += "\r\n";
       out += reply.body;
       co_await asio::async_write(socket, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) break;
+      if (ec || reply.close_after_answer) break;
     }
     socket.shutdown(tcp::socket::shutdown_both, ec);
     socket.close(ec);
@@ -202,6 +202,8 @@ std::string ScriptedHttpServer::url(std::string_view path) const {
 
 int ScriptedHttpServer::accepted() const { return impl_->accepted.load(); }
 int ScriptedHttpServer::max_open() const { return impl_->max_open.load(); }
+
+int ScriptedHttpServer::open_now() const { return impl_->open.load(); }
 int ScriptedHttpServer::max_concurrent_requests() const { return impl_->max_in_request.load(); }
 
 size_t ScriptedHttpServer::request_count() const {

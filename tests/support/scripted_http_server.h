@@ -38,6 +38,7 @@ struct ScriptedReply {
   std::string body;
   std::chrono::milliseconds delay{0};
   bool close_without_answer = false;
+  bool close_after_answer = false;  // the connection is closed once the answer is written
 
   static ScriptedReply with_status(int status, std::string body = {}) {
     ScriptedReply r;
@@ -61,6 +62,7 @@ class ScriptedHttpServer {
 
   int accepted() const;                 // connections accepted so far
   int max_open() const;                 // most connections open at the same time
+  int open_now() const;                 // connections open at this moment
   int max_concurrent_requests() const;  // most requests read but not yet answered at once
   size_t request_count() const;
   std::vector<ScriptedRequest> requests() const;

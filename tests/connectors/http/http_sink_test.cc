@@ -260,6 +260,62 @@ TEST_CASE("http sink: a large answer is read whole and its connection used again
   CHECK(server.accepted() == 1);
 }
 
+TEST_CASE("http sink: a body larger than the socket buffer is sent whole, its connection used again", "[http_sink]") {
+  // curl waits for writability part-way through such a body: the loop watches the socket
+  // for writing, then registers it again for reading only (Loop::on_socket).
+  std::atomic<size_t> sizes_ok{0};
+  const std::string body(4 << 20, 'b');
+  ScriptedHttpServer server([&](const ScriptedRequest& r) {
+    if (r.body == body) ++sizes_ok;
+    return ScriptedReply::with_status(204);
+  });
+  HttpSink sink(spec_for(server.url("/upload"), 1), "orders", "upload");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "up-" + std::to_string(i);
+    sink.deliver(delivery(id, body), results.callback(id));
+    REQUIRE(results.wait_for(static_cast<size_t>(i) + 1));
+    CHECK(results.only(id).kind == Kind::kOk);
+  }
+  CHECK(sizes_ok.load() == 3);
+  CHECK(server.accepted() == 1);
+}
+
+TEST_CASE("http sink: connections the receiver closes are replaced, every delivery ok", "[http_sink]") {
+  // Every answer closes its connection: announced (Connection: close) or not (curl finds
+  // out when it next picks the idle connection). curl closes its socket and opens another,
+  // which mostly gets the same descriptor number: the loop must let go of the old one's
+  // registration when curl closes it (Loop::on_close), or the new socket's waits never fire
+  // and its requests end as timeouts.
+  std::atomic<int> n{0};
+  ScriptedHttpServer server([&](const ScriptedRequest&) {
+    ScriptedReply r = ScriptedReply::with_status(204);
+    r.close_after_answer = true;
+    if (n.fetch_add(1) % 2 == 0) r.headers.emplace_back("Connection", "close");
+    return r;
+  });
+  HttpSink sink(spec_for(server.url("/closing"), 2), "orders", "closing");
+  REQUIRE(sink.start().is_ok());
+  constexpr int kTotal = 200;
+  auto [done_count, kinds] = deliver_windowed(sink, kTotal, 2, "c-");
+  REQUIRE(done_count.size() == kTotal);
+  for (const auto& [id, count] : done_count) {
+    INFO(id);
+    CHECK(count == 1);
+    CHECK(kinds[id] == Kind::kOk);
+  }
+  CHECK(server.accepted() > 2);
+
+  // An idle connection the receiver closed while curl kept it: the next delivery is ok.
+  REQUIRE(eventually([&] { return server.open_now() == 0; }));
+  Results results;
+  sink.deliver(delivery("after-idle"), results.callback("after-idle"));
+  REQUIRE(results.wait_for(1));
+  CHECK(results.only("after-idle").kind == Kind::kOk);
+  sink.stop();
+}
+
 TEST_CASE("http sink: answers are classified ok, retry or dead", "[http_sink]") {
   const std::time_t later = std::time(nullptr) + 120;
   ScriptedHttpServer server([later](const ScriptedRequest& r) {
