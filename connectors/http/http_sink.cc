@@ -289,6 +289,12 @@ struct Watch {
   // registration for good, and every ACK that frees send buffer would wake the loop.
   bool out_registered = false;
   bool gone = false;
+  // Out of the reactor (its waits cancelled, their handlers do nothing); the socket stays
+  // open, it is curl's.
+  void let_go() {
+    gone = true;
+    sd.release();
+  }
 };
 
 // An HTTP client loop: a curl multi handle driven by an Asio io_context
@@ -615,10 +621,7 @@ Loop::~Loop() {
   // or — on an IoLoop's thread — from IoLoop::stop() after that thread has ended.
   if (own_) own_->stop();
   // Out of the reactor before curl closes the sockets.
-  for (auto& [fd, w] : watches_) {
-    w->gone = true;
-    w->sd.release();
-  }
+  for (auto& [fd, w] : watches_) w->let_go();
   watches_.clear();
   if (multi_ != nullptr) curl_multi_cleanup(multi_);
 }
@@ -649,8 +652,7 @@ int Loop::on_socket(CURL* /*easy*/, curl_socket_t s, int what, void* self, void*
   auto it = loop->watches_.find(s);
   if (it != loop->watches_.end()) {
     Watch& w = *it->second;
-    const bool keep = loop->opened_.count(s) != 0 && (what & CURL_POLL_OUT) == 0 && !w.out_registered;
-    if (what == CURL_POLL_REMOVE && keep) {
+    if (what == CURL_POLL_REMOVE && !w.out_registered && loop->opened_.count(s) != 0) {
       // An idle connection in curl's cache: stays registered for its next request. A wait
       // still pending fires at most once (the peer closing it) and finds curl not watching.
       w.want = 0;
@@ -660,8 +662,7 @@ int Loop::on_socket(CURL* /*easy*/, curl_socket_t s, int what, void* self, void*
       // Let go of (a socket curl closes without on_close) or registered afresh without
       // EPOLLOUT (once per connection: after its connect or a body larger than the socket
       // buffer).
-      w.gone = true;
-      w.sd.release();  // cancels its waits; the socket stays curl's
+      w.let_go();
       loop->watches_.erase(it);
       it = loop->watches_.end();
       if (what == CURL_POLL_REMOVE) return 0;
@@ -735,8 +736,7 @@ int Loop::on_close(void* self, curl_socket_t s) {
   const auto it = loop->watches_.find(s);
   if (it != loop->watches_.end()) {
     // Out of the reactor while the number is still this socket's.
-    it->second->gone = true;
-    it->second->sd.release();  // cancels its waits
+    it->second->let_go();
     loop->watches_.erase(it);
   }
   return ::close(s);

@@ -202,7 +202,6 @@ std::string ScriptedHttpServer::url(std::string_view path) const {
 
 int ScriptedHttpServer::accepted() const { return impl_->accepted.load(); }
 int ScriptedHttpServer::max_open() const { return impl_->max_open.load(); }
-
 int ScriptedHttpServer::open_now() const { return impl_->open.load(); }
 int ScriptedHttpServer::max_concurrent_requests() const { return impl_->max_in_request.load(); }
 
