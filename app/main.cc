@@ -42,8 +42,14 @@ std::string cell(const nlohmann::json& j, const char* key) {
 
 // Which allocator serves this process's malloc (docs/adr/0263-mimalloc.md): mimalloc when
 // the binary was linked with it and a block from malloc is in its heap (its malloc won the
-// symbol lookup), the C library's otherwise (the sanitizer builds).
+// symbol lookup); in a sanitizer build the sanitizer's own (it replaces malloc); the C
+// library's otherwise.
 std::string allocator_name() {
+#if defined(__SANITIZE_ADDRESS__)
+  return "AddressSanitizer's allocator";
+#elif defined(__SANITIZE_THREAD__)
+  return "ThreadSanitizer's allocator";
+#else
 #if WEIR_MIMALLOC
   void* probe = std::malloc(64);
   const bool ours = mi_is_in_heap_region(probe);
@@ -54,6 +60,7 @@ std::string allocator_name() {
   }
 #endif
   return "glibc malloc";
+#endif
 }
 
 // `weir status`: GET /status twice, `interval` apart, for rates; a table or JSON.
