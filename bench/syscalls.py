@@ -11,6 +11,13 @@ bench_orders at a paced rate (default 1,000/s) through weir, twice on one stack:
   3. (--per-thread) the same again with `strace -ff` (one log per thread), counted per weir
      thread by name; `epoll_wait(0)` (a zero timeout: Asio polling the reactor between
      handlers, one per posted handler) apart from blocking `epoll_wait`.
+  4. (--perf) the same again with `perf stat -e raw_syscalls:sys_enter` counting each weir
+     thread: calls per event by thread, at the full --rate (perf counts in the kernel and
+     hardly slows the threads; strace's counts shift with the slowdown it causes).
+The first pass also gives, per weir thread (by name), the CPU (user and system µs) and
+the voluntary and involuntary context switches per delivered event (/proc/PID/task/TID/
+stat and status): at a low rate most of a thread's cost is its wake-ups, and comparing two
+rates shows how much each wake-up costs (docs/bench.md, session 19).
 One JSON object on stdout. BUILD=dir selects the build (default build/).
 """
 import argparse
@@ -61,6 +68,68 @@ def parse_strace_c(text):
     return calls
 
 
+def thread_costs(pid):
+    """{thread name: Counter(user_s, sys_s, voluntary, involuntary)} summed over the threads
+    of `pid` that share a name."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = collections.defaultdict(collections.Counter)
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            name = open(f"{base}/comm").read().strip()
+            # comm may hold spaces or parentheses: the fields start after the last ')'.
+            fields = open(f"{base}/stat").read().rsplit(")", 1)[1].split()
+            status = open(f"{base}/status").read().splitlines()
+        except (FileNotFoundError, ProcessLookupError):
+            continue   # a thread that ended meanwhile
+        c = out[name]
+        c["user_s"] += int(fields[11]) / tick   # utime: field 14 of stat, 12th after ')'
+        c["sys_s"] += int(fields[12]) / tick    # stime: field 15
+        for line in status:
+            if line.startswith("voluntary_ctxt_switches"):
+                c["voluntary"] += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches"):
+                c["involuntary"] += int(line.split()[1])
+    return out
+
+
+def per_thread_costs(before, after, events):
+    """thread_costs() before and after a load → {name: per-event figures}, busiest first;
+    threads that spent under 1 µs per event left out."""
+    out = {}
+    for name in after:
+        d = collections.Counter(after[name])
+        d.subtract(before.get(name, {}))
+        user, sys_ = d["user_s"] * 1e6 / events, d["sys_s"] * 1e6 / events
+        if user + sys_ < 1:
+            continue
+        out[name] = {"user_us": round(user, 1), "sys_us": round(sys_, 1),
+                     "voluntary": round(d["voluntary"] / events, 2), "involuntary": round(d["involuntary"] / events, 2)}
+    return dict(sorted(out.items(), key=lambda kv: -(kv[1]["user_us"] + kv[1]["sys_us"])))
+
+
+def perf_per_thread(b, a, names):
+    """The load at --rate with `perf stat -e raw_syscalls:sys_enter` counting each weir thread
+    on its own → (measure, {thread name: calls})."""
+    counters = []
+    for tid, name in names.items():
+        out = os.path.join(b.tmp, f"perf-{tid}.txt")
+        counters.append((name, out, subprocess.Popen(
+            ["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-t", tid, "-o", out],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+    time.sleep(1.0)   # counting before the load starts
+    m = b.measure(b.http_port, "/in/orders", a.seconds, concurrency=64, rate=a.rate, warmup=a.warmup, label="perf")
+    calls = collections.Counter()
+    for name, out, proc in counters:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        for line in open(out, errors="replace"):
+            parts = line.split(",")
+            if len(parts) > 2 and "sys_enter" in parts[2] and parts[0].strip().isdigit():
+                calls[name] += int(parts[0])
+    return m, calls
+
+
 def thread_names(pid):
     """{tid: name} of `pid`'s threads now."""
     out = {}
@@ -109,6 +178,8 @@ def main():
     p.add_argument("--strace-rate", type=float, default=500)
     p.add_argument("--no-strace", action="store_true")
     p.add_argument("--per-thread", action="store_true", help="a third pass: calls per weir thread (strace -ff)")
+    p.add_argument("--perf", action="store_true",
+                   help="a fourth pass: calls per weir thread at --rate (perf stat raw_syscalls:sys_enter)")
     p.add_argument("--drain", type=float, default=60)
     p.add_argument("--warmup", default="1s")
     p.add_argument("--weir-config", default="")
@@ -127,10 +198,10 @@ def main():
         b.start_weir(flows)
         weir, nats = b.weir.pid, b.nats.pid
         result["threads_idle"] = threads(weir)
-        w0, n0 = ctx_switches(weir), ctx_switches(nats)
+        w0, n0, t0 = ctx_switches(weir), ctx_switches(nats), thread_costs(weir)
         m = b.measure(b.http_port, "/in/orders", a.seconds, concurrency=64, rate=a.rate,
                       cpu_pids={"weir": weir, "nats": nats}, warmup=a.warmup, label="ctx")
-        w1, n1 = ctx_switches(weir), ctx_switches(nats)
+        w1, n1, t1 = ctx_switches(weir), ctx_switches(nats), thread_costs(weir)
         ev = max(m["delivered"], 1)
         result["delivered"] = m["delivered"]
         result["lost"] = m["lost"]
@@ -140,6 +211,7 @@ def main():
             "weir": {k: round((w1[k] - w0[k]) / ev, 2) for k in ("voluntary", "involuntary")},
             "nats": {k: round((n1[k] - n0[k]) / ev, 2) for k in ("voluntary", "involuntary")},
         }
+        result["per_thread_per_event"] = per_thread_costs(t0, t1, ev)
         result["threads_loaded"] = threads(weir)
         if not a.no_strace:
             out = os.path.join(b.tmp, "strace.txt")
@@ -165,13 +237,19 @@ def main():
                                     **{k: round(v / ev3, 2) for k, v in sorted(calls.items()) if v / ev3 >= 0.05}}
             result["strace_per_thread"] = {"rate": a.strace_rate, "delivered": m3["delivered"], "lost": m3["lost"],
                                            "syscalls_per_event": per_thread}
+        if a.perf:
+            m4, calls = perf_per_thread(b, a, thread_names(weir))
+            ev4 = max(m4["delivered"], 1)
+            result["perf_per_thread"] = {
+                "rate": a.rate, "delivered": m4["delivered"], "lost": m4["lost"],
+                "syscalls_per_event": {k: round(v / ev4, 2) for k, v in calls.most_common() if v / ev4 >= 0.05}}
         result["loadavg_after"] = os.getloadavg()[0]
     finally:
         b.close()
     import json
     print(json.dumps(result))
     lost = (result.get("lost", 0) + result.get("strace", {}).get("lost", 0) +
-            result.get("strace_per_thread", {}).get("lost", 0))
+            result.get("strace_per_thread", {}).get("lost", 0) + result.get("perf_per_thread", {}).get("lost", 0))
     if lost:
         log(f"LOST {lost}")
         return 1

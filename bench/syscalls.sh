@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Per-event system calls (strace -c -f) and context switches (/proc/PID/task/*/status) of weir
-# and nats-server at a paced rate: bench/syscalls.sh [--rate 1000] [--seconds 10] [--no-strace].
+# and nats-server at a paced rate, and CPU and context switches per weir thread:
+# bench/syscalls.sh [--rate 1000] [--seconds 10] [--no-strace] [--per-thread] [--perf].
 # One JSON object on stdout. BUILD=dir selects the build (default build/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
