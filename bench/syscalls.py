@@ -123,10 +123,15 @@ def perf_per_thread(b, a, names):
     for name, out, proc in counters:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
-        for line in open(out, errors="replace"):
+        counted = False
+        for line in open(out, errors="replace") if os.path.exists(out) else []:
             parts = line.split(",")
             if len(parts) > 2 and "sys_enter" in parts[2] and parts[0].strip().isdigit():
                 calls[name] += int(parts[0])
+                counted = True
+        if not counted and name.startswith("weir-"):
+            sys.exit(f"bench/syscalls.sh: perf stat counted nothing for thread {name} "
+                     f"(is the raw_syscalls:sys_enter tracepoint available? see {out})")
     return m, calls
 
 
@@ -185,13 +190,17 @@ def main():
     p.add_argument("--weir-config", default="")
     a = p.parse_args()
     a.ceiling_seconds = 3
+    import shutil
+    for tool, wanted, package in (("strace", not a.no_strace or a.per_thread, "strace"),
+                                  ("perf", a.perf, "linux-perf")):
+        if wanted and shutil.which(tool) is None:
+            sys.exit(f"bench/syscalls.sh: {tool} is not installed (apt-get install {package})")
     b = Bench(a)
     result = {"scenario": f"paced {a.rate:g}/s, bench_orders", "machine": machine(),
               "nats_gomaxprocs": nats_env()[1], "seconds": a.seconds,
               "loadavg_before": os.getloadavg()[0]}
     try:
         flows = os.path.join(b.tmp, "flows")
-        import shutil
         shutil.copytree(os.path.join(ROOT, "bench", "flows"), flows)
         b.start_nats()
         b.start_sink()
