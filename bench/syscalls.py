@@ -24,6 +24,7 @@ import argparse
 import collections
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,15 +37,9 @@ from harness import Bench, ROOT, log, machine, nats_env  # noqa: E402
 def ctx_switches(pid):
     """{"voluntary": n, "involuntary": n} summed over the threads of `pid`."""
     out = collections.Counter()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            for line in open(f"/proc/{pid}/task/{tid}/status"):
-                if line.startswith("voluntary_ctxt_switches"):
-                    out["voluntary"] += int(line.split()[1])
-                elif line.startswith("nonvoluntary_ctxt_switches"):
-                    out["involuntary"] += int(line.split()[1])
-        except FileNotFoundError:
-            pass   # a thread that ended meanwhile
+    for c in thread_costs(pid).values():
+        out["voluntary"] += c["voluntary"]
+        out["involuntary"] += c["involuntary"]
     return out
 
 
@@ -123,15 +118,14 @@ def perf_per_thread(b, a, names):
     for name, out, proc in counters:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
-        counted = False
+        # A thread that never ran in the window (weir-signals, say) reads "<not counted>".
         for line in open(out, errors="replace") if os.path.exists(out) else []:
             parts = line.split(",")
             if len(parts) > 2 and "sys_enter" in parts[2] and parts[0].strip().isdigit():
                 calls[name] += int(parts[0])
-                counted = True
-        if not counted and name.startswith("weir-"):
-            sys.exit(f"bench/syscalls.sh: perf stat counted nothing for thread {name} "
-                     f"(is the raw_syscalls:sys_enter tracepoint available? see {out})")
+    if not calls.get("weir-io"):
+        sys.exit("bench/syscalls.sh: perf stat counted no system call of weir-io under load "
+                 "(is the raw_syscalls:sys_enter tracepoint available? try `perf list raw_syscalls`)")
     return m, calls
 
 
@@ -190,7 +184,6 @@ def main():
     p.add_argument("--weir-config", default="")
     a = p.parse_args()
     a.ceiling_seconds = 3
-    import shutil
     for tool, wanted, package in (("strace", not a.no_strace or a.per_thread, "strace"),
                                   ("perf", a.perf, "linux-perf")):
         if wanted and shutil.which(tool) is None:
