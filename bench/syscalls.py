@@ -34,23 +34,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Bench, ROOT, log, machine, nats_env  # noqa: E402
 
 
-def ctx_switches(pid):
-    """{"voluntary": n, "involuntary": n} summed over the threads of `pid`."""
+def ctx_switches(costs):
+    """thread_costs() → {"voluntary": n, "involuntary": n} summed over the threads."""
     out = collections.Counter()
-    for c in thread_costs(pid).values():
+    for c in costs.values():
         out["voluntary"] += c["voluntary"]
         out["involuntary"] += c["involuntary"]
     return out
 
 
-def threads(pid):
-    names = collections.Counter()
+def thread_names(pid):
+    """{tid: name} of `pid`'s threads now."""
+    out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            names[open(f"/proc/{pid}/task/{tid}/comm").read().strip()] += 1
+            out[tid] = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
         except FileNotFoundError:
             pass
-    return dict(names)
+    return out
+
+
+def threads(pid):
+    """{name: how many threads of `pid` have it}."""
+    return dict(collections.Counter(thread_names(pid).values()))
 
 
 def parse_strace_c(text):
@@ -68,10 +74,9 @@ def thread_costs(pid):
     of `pid` that share a name."""
     tick = os.sysconf("SC_CLK_TCK")
     out = collections.defaultdict(collections.Counter)
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    for tid, name in thread_names(pid).items():
         base = f"/proc/{pid}/task/{tid}"
         try:
-            name = open(f"{base}/comm").read().strip()
             # comm may hold spaces or parentheses: the fields start after the last ')'.
             fields = open(f"{base}/stat").read().rsplit(")", 1)[1].split()
             status = open(f"{base}/status").read().splitlines()
@@ -127,17 +132,6 @@ def perf_per_thread(b, a, names):
         sys.exit("bench/syscalls.sh: perf stat counted no system call of weir-io under load "
                  "(is the raw_syscalls:sys_enter tracepoint available? try `perf list raw_syscalls`)")
     return m, calls
-
-
-def thread_names(pid):
-    """{tid: name} of `pid`'s threads now."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            out[tid] = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
-        except FileNotFoundError:
-            pass
-    return out
 
 
 def per_thread_calls(directory, names):
@@ -200,10 +194,12 @@ def main():
         b.start_weir(flows)
         weir, nats = b.weir.pid, b.nats.pid
         result["threads_idle"] = threads(weir)
-        w0, n0, t0 = ctx_switches(weir), ctx_switches(nats), thread_costs(weir)
+        t0, n0 = thread_costs(weir), ctx_switches(thread_costs(nats))
+        w0 = ctx_switches(t0)
         m = b.measure(b.http_port, "/in/orders", a.seconds, concurrency=64, rate=a.rate,
                       cpu_pids={"weir": weir, "nats": nats}, warmup=a.warmup, label="ctx")
-        w1, n1, t1 = ctx_switches(weir), ctx_switches(nats), thread_costs(weir)
+        t1, n1 = thread_costs(weir), ctx_switches(thread_costs(nats))
+        w1 = ctx_switches(t1)
         ev = max(m["delivered"], 1)
         result["delivered"] = m["delivered"]
         result["lost"] = m["lost"]
