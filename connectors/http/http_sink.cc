@@ -193,6 +193,7 @@ struct Slot {
   bool busy = false;                               // handed to curl
   std::chrono::steady_clock::time_point launched;  // when handed to curl
   bool overdue_logged = false;                     // warned once as past its timeout
+  bool resent = false;                             // sent again on a fresh connection (Client::resend)
   ~Slot() {
     if (easy != nullptr) curl_easy_cleanup(easy);
   }
@@ -260,6 +261,9 @@ struct Client {
   Slot* make_slot();
   void launch(CURLM* multi, Work work);
   void complete(CURLM* multi, Slot* slot, CURLcode code);
+  // Sends the slot's request again on a new connection when its first attempt died on a
+  // kept-alive connection before any answer byte; false when that does not apply.
+  bool resend(CURLM* multi, Slot* slot, CURLcode code);
   void abandon_all(CURLM* multi);
   // Warns (once per request) about requests still with curl well past their timeout:
   // CURLOPT_TIMEOUT_MS should have ended them, and the stage's window stays shut while
@@ -500,6 +504,10 @@ void Client::launch(CURLM* multi, Work work) {
       dynamic[2].data = slot->tracestate_header.data();
     }
   }
+  if (slot->resent) {
+    slot->resent = false;
+    curl_easy_setopt(slot->easy, CURLOPT_FRESH_CONNECT, 0L);
+  }
   const std::string& body = slot->work.delivery.body;
   curl_easy_setopt(slot->easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl_easy_setopt(slot->easy, CURLOPT_POSTFIELDS, body.data());
@@ -538,10 +546,40 @@ DeliveryResult Client::classify(CURLcode code, long status, const Slot& slot) co
   return DeliveryResult::retry(what);
 }
 
+// A receiver may close a kept-alive connection at any time without saying so (its idle
+// timeout, a restart): a request written to it just then fails with nothing answered.
+// curl sends such a request again on a new connection itself when the failure shows while
+// it reads, not when the write fails (curl 7.88: "Failed sending data to the peer"). Every
+// request carries its Idempotency-Key, so sending it again once on a new connection is
+// safe (as Go's net/http does for such requests) and spares the event a retry backoff.
+// Only for a connection this transfer did not open (CURLINFO_NUM_CONNECTS 0) and with no
+// answer header read: a new connection's failure, or a partial answer, is the receiver's.
+bool Client::resend(CURLM* multi, Slot* slot, CURLcode code) {
+  if (slot->resent || stopping) return false;
+  if (code != CURLE_SEND_ERROR && code != CURLE_RECV_ERROR && code != CURLE_GOT_NOTHING) return false;
+  long connects = -1;
+  long header_bytes = -1;
+  curl_easy_getinfo(slot->easy, CURLINFO_NUM_CONNECTS, &connects);
+  curl_easy_getinfo(slot->easy, CURLINFO_HEADER_SIZE, &header_bytes);
+  if (connects != 0 || header_bytes != 0) return false;
+  slot->resent = true;
+  slot->response_head.clear();
+  slot->retry_after.clear();
+  curl_easy_setopt(slot->easy, CURLOPT_FRESH_CONNECT, 1L);
+  if (curl_multi_add_handle(multi, slot->easy) != CURLM_OK) return false;
+  slot->launched = std::chrono::steady_clock::now();
+  slot->overdue_logged = false;
+  log::debug(
+      "http sink: request sent again on a new connection",
+      {{"flow", flow}, {"sink", sink}, {"id", slot->work.delivery.event_id}, {"error", curl_easy_strerror(code)}});
+  return true;
+}
+
 void Client::complete(CURLM* multi, Slot* slot, CURLcode code) {
   long status = 0;
   curl_easy_getinfo(slot->easy, CURLINFO_RESPONSE_CODE, &status);
   curl_multi_remove_handle(multi, slot->easy);
+  if (resend(multi, slot, code)) return;
   DeliveryResult result = classify(code, status, *slot);
   Work work = std::move(slot->work);
   slot->busy = false;
