@@ -562,9 +562,7 @@ bool Client::resend(CURLM* multi, Slot* slot, CURLcode code) {
   curl_easy_getinfo(slot->easy, CURLINFO_NUM_CONNECTS, &connects);
   curl_easy_getinfo(slot->easy, CURLINFO_HEADER_SIZE, &header_bytes);
   if (connects != 0 || header_bytes != 0) return false;
-  slot->resent = true;
-  slot->response_head.clear();
-  slot->retry_after.clear();
+  slot->resent = true;  // no header read: response_head and retry_after are still empty
   curl_easy_setopt(slot->easy, CURLOPT_FRESH_CONNECT, 1L);
   if (curl_multi_add_handle(multi, slot->easy) != CURLM_OK) return false;
   slot->launched = std::chrono::steady_clock::now();
