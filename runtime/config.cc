@@ -170,7 +170,7 @@ void read_tables(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
 }
 
 void read_backlog(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
-  r.check_keys(n, "backlog", {"max_bytes", "max_events", "max_pending", "max_delay"});
+  r.check_keys(n, "backlog", {"max_bytes", "max_events", "max_pending", "max_delay", "ingress_nice"});
   if (n["max_bytes"]) c.backlog.max_bytes = r.size(n["max_bytes"], "backlog.max_bytes");
   if (n["max_events"]) c.backlog.max_events = r.integer(n["max_events"], "backlog.max_events", 1, 1 << 30);
   if (n["max_pending"]) c.backlog.max_pending = r.integer(n["max_pending"], "backlog.max_pending", 1, 1 << 24);
@@ -178,6 +178,7 @@ void read_backlog(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
     c.backlog.max_delay = d.IsScalar() && d.Scalar() == "0" ? std::chrono::milliseconds(0)
                                                             : r.duration(d, "backlog.max_delay");
   }
+  if (n["ingress_nice"]) c.backlog.ingress_nice = r.integer(n["ingress_nice"], "backlog.ingress_nice", 0, 19);
 }
 
 void check_backlog_room(Reader& r, const YAML::Node& root, const RuntimeConfig& c) {

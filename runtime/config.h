@@ -74,6 +74,10 @@ struct RuntimeConfig {
     // Opt-in latency bound (ADR 0085): while the flow delivers, refuse past what it drains
     // in this long at its recent rate. 0 = off (a burst is stored up to the size bounds).
     std::chrono::milliseconds max_delay{0};
+    // How many nice steps (Linux, 0-19) the io thread — http-in and the admin API — runs
+    // below the process's other threads (ADR 0268): when the CPU is short, delivery gets it
+    // first and ingest slows to the rate the flows deliver at. 0 = the same priority.
+    int ingress_nice = 10;
     // The bound in force: max_bytes, or its default from the stream size.
     int64_t bytes_bound(int64_t stream_max_bytes) const { return max_bytes > 0 ? max_bytes : stream_max_bytes / 4 * 3; }
   } backlog;

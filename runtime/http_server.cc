@@ -3,8 +3,13 @@
 
 #include "runtime/http_server.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -73,6 +78,21 @@ bool is_loopback_listen(std::string_view listen) {
 namespace {
 thread_local IoLoop* current_loop = nullptr;
 
+// On the calling thread: Linux keeps a nice value per thread (setpriority with the thread's
+// id), and the calling thread's is the one it inherited, so `steps` is relative to that.
+void lower_priority(int steps, const char* name) {
+  const auto tid = static_cast<id_t>(::gettid());
+  errno = 0;
+  const int now = ::getpriority(PRIO_PROCESS, tid);
+  if (now == -1 && errno != 0) {
+    log::warn("cannot read the thread's nice value", {{"thread", name}, {"error", std::strerror(errno)}});
+    return;
+  }
+  if (::setpriority(PRIO_PROCESS, tid, std::min(19, now + steps)) != 0) {
+    log::warn("cannot lower the thread's priority", {{"thread", name}, {"error", std::strerror(errno)}});
+  }
+}
+
 // IoLoop::Batch: per thread, the open batches and the work they were left (capacity kept).
 struct BatchWork {
   void (*fn)(void*);
@@ -108,6 +128,7 @@ bool IoLoop::at_batch_end(void (*fn)(void*), std::shared_ptr<void> obj) {
 struct IoLoop::Impl {
   asio::io_context ioc{1};
   const char* name = "weir-io";
+  int nice = 0;  // set_nice()
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::thread thread;
   // After ioc: destroyed before it.
@@ -120,10 +141,13 @@ IoLoop::~IoLoop() { stop(); }
 void* IoLoop::native() { return &impl_->ioc; }
 IoLoop* IoLoop::current() { return current_loop; }
 
+void IoLoop::set_nice(int steps) { impl_->nice = std::clamp(steps, 0, 19); }
+
 void IoLoop::start() {
   impl_->guard.emplace(impl_->ioc.get_executor());
   impl_->thread = std::thread([this] {
     pthread_setname_np(pthread_self(), impl_->name);
+    if (impl_->nice > 0) lower_priority(impl_->nice, impl_->name);
     current_loop = this;
     impl_->ioc.run();
     current_loop = nullptr;

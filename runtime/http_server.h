@@ -94,13 +94,16 @@ class HttpServer {
   virtual size_t open_connections() const = 0;
 };
 
-// The io thread that runs every HttpServer (one per process); also the loop of the Bus's
-// data-plane writer connection ("weir-nats").
+// The io thread that runs every HttpServer (one per process); also the loop of http-in's
+// NATS connection (LoopPublisher).
 class IoLoop {
  public:
   // `thread_name`: the io thread's name (at most 15 characters).
   explicit IoLoop(const char* thread_name = "weir-io");
   ~IoLoop();
+  // Before start(): the thread runs `steps` nice steps (Linux, per thread) below the thread
+  // that calls start(), capped at 19 (ADR 0268). Threads it starts inherit that. 0: equal.
+  void set_nice(int steps);
   void start();    // spawns the io thread
   void stop();     // stops and joins, then destroys the attachments
   void* native();  // boost::asio::io_context*

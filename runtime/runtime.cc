@@ -313,6 +313,7 @@ struct Runtime::Impl {
   // flows compile (ADR 0215, session 8). The embedded server is started by connect_nats,
   // once the flows are known to be valid.
   void start_connecting() {
+    io.set_nice(config.backlog.ingress_nice);  // delivery first when the CPU is short (ADR 0268)
     io.start();
     if (!config.nats.url.empty()) connecting = std::make_unique<NatsConnecting>(io, bus_options());
   }

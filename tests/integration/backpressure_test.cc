@@ -3,7 +3,10 @@
 // flow's own outputs still fit — and after the flow is released everything acknowledged
 // is delivered (loss counted by id).
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <iostream>
+#include <set>
 
 #include "tests/support/harness.h"
 #include "tests/integration/jetstream.h"
@@ -260,4 +263,45 @@ TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x
   if (!lost.empty()) FAIL_CHECK("lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
   std::cout << "backlog.max_delay: " << acked.size() << " acked, " << posters.status_counts()[503]
             << " answered 503, backlog settled at " << backlog << " messages\n";
+}
+
+// ADR 0268: http-in's thread (weir-io, with the admin API) runs backlog.ingress_nice steps
+// (default 10) below every other thread of the process, so when the CPU is short the
+// threads that deliver get it first; 0 keeps them equal. The nice values are read from
+// /proc/PID/task/*/stat, relative to the main thread's (the test may itself run niced).
+TEST_CASE("backlog.ingress_nice: the io thread runs below the delivery threads, level with them at 0",
+          "[integration][backpressure]") {
+  const auto [config, steps] = GENERATE(table<std::string, int>(
+      {{"", 10}, {"backlog: { ingress_nice: 0 }\n", 0}, {"backlog: { ingress_nice: 3 }\n", 3}}));
+  INFO("config: " << config);
+  NatsServer nats;
+  SinkProcess sink;
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"nice.yaml", http_flow("nice", "/in/nice", sink.url("/out"))}},
+                    .config = config});
+  weir.start();
+  INFO(weir.describe());
+  // One event through, so every loop that starts on demand runs.
+  REQUIRE(weir.post("/in/nice", R"({"id":"nice-1"})", {"Content-Type: application/json"}).status == 202);
+  REQUIRE(wait_until([&] { return sink.stat("unique") >= 1; }, 30s, 20ms));
+
+  const auto nices = weir::testing::thread_nices(weir.process().pid());
+  std::string listing;
+  for (const auto& [name, values] : nices) {
+    for (int v : values) listing += name + "=" + std::to_string(v) + " ";
+  }
+  INFO("threads: " << listing);
+  REQUIRE(nices.count("weir") == 1);
+  REQUIRE(nices.at("weir").size() == 1);
+  const int base = *nices.at("weir").begin();
+  REQUIRE(nices.count("weir-io") == 1);
+  CHECK(nices.at("weir-io") == std::set<int>{std::min(19, base + steps)});
+  for (const char* delivering : {"weir-flows", "weir-sinks"}) {
+    REQUIRE(nices.count(delivering) == 1);
+    CHECK(nices.at(delivering) == std::set<int>{base});
+  }
+  // No other thread inherited the io thread's value.
+  for (const auto& [name, values] : nices) {
+    if (name != "weir-io") CHECK(values == std::set<int>{base});
+  }
 }

@@ -32,6 +32,7 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(d.admin.max_connections == 256);
   CHECK(d.http.max_body == 1 << 20);
   CHECK(d.nats.delivery_threads == 2);
+  CHECK(d.backlog.ingress_nice == 10);
 
   write_file(dir.file("w.yaml"),
              "http: { listen: 127.0.0.1:0, max_body: 512KiB, max_header: 4096, read_timeout: 250ms,\n"
@@ -46,6 +47,8 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(d.backlog.max_delay == std::chrono::milliseconds(0));
   write_file(dir.file("off.yaml"), "backlog: { max_delay: 0 }\n");
   CHECK(load_runtime_config(dir.file("off.yaml")).backlog.max_delay == std::chrono::milliseconds(0));
+  write_file(dir.file("nice.yaml"), "backlog: { ingress_nice: 0 }\n");
+  CHECK(load_runtime_config(dir.file("nice.yaml")).backlog.ingress_nice == 0);
   CHECK(c.http.max_body == 512 * 1024);
   CHECK(c.http.max_header == 4096);
   CHECK(c.http.read_timeout == std::chrono::milliseconds(250));
@@ -74,6 +77,10 @@ TEST_CASE("config: unknown keys and bad values are errors naming the place", "[c
   CHECK(error_of(dir.file("e.yaml")).find("log.format") != std::string::npos);
   write_file(dir.file("f.yaml"), "backlog: { max_delay: short }\n");
   CHECK(error_of(dir.file("f.yaml")).find("backlog.max_delay") != std::string::npos);
+  write_file(dir.file("f2.yaml"), "backlog: { ingress_nice: 20 }\n");
+  CHECK(error_of(dir.file("f2.yaml")).find("backlog.ingress_nice") != std::string::npos);
+  write_file(dir.file("f3.yaml"), "backlog: { ingress_nice: -1 }\n");
+  CHECK(error_of(dir.file("f3.yaml")).find("backlog.ingress_nice") != std::string::npos);
   write_file(dir.file("g.yaml"), "nats: { delivery_threads: 0 }\n");
   CHECK(error_of(dir.file("g.yaml")).find("nats.delivery_threads") != std::string::npos);
 }

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -195,18 +196,42 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::map<std::string, int> thread_names(pid_t pid) {
+namespace {
+// Calls fn(task directory, thread name) for each thread of `pid` that still has a name.
+template <typename Fn>
+void each_thread(pid_t pid, Fn fn) {
   const std::filesystem::path dir = "/proc/" + std::to_string(pid) + "/task";
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
-  std::map<std::string, int> names;
-  if (ec) return names;
+  if (ec) return;
   for (const auto& task : it) {
     std::ifstream comm(task.path() / "comm");
     std::string line;
-    if (std::getline(comm, line)) ++names[line];
+    if (std::getline(comm, line)) fn(task.path(), line);
   }
+}
+}  // namespace
+
+std::map<std::string, int> thread_names(pid_t pid) {
+  std::map<std::string, int> names;
+  each_thread(pid, [&](const std::filesystem::path&, const std::string& name) { ++names[name]; });
   return names;
+}
+
+std::map<std::string, std::set<int>> thread_nices(pid_t pid) {
+  std::map<std::string, std::set<int>> nices;
+  each_thread(pid, [&](const std::filesystem::path& task, const std::string& name) {
+    std::ifstream stat(task / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t close = text.rfind(')');  // the name may hold spaces and parentheses
+    if (close == std::string::npos) return;
+    std::istringstream fields(text.substr(close + 1));
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i) {  // fields 3..19; 19 is nice
+      if (i == 19) nices[name].insert(std::stoi(field));
+    }
+  });
+  return nices;
 }
 
 int threads_named(pid_t pid, const std::string& name) {

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +62,9 @@ std::string read_file(const std::string& path);
 int threads_named(pid_t pid, const std::string& name);
 // Every thread of process `pid` by name (/proc/PID/task/*/comm); empty when it is gone.
 std::map<std::string, int> thread_names(pid_t pid);
+// The nice values of process `pid`'s threads by thread name (field 19 of
+// /proc/PID/task/*/stat); empty when it is gone.
+std::map<std::string, std::set<int>> thread_nices(pid_t pid);
 
 // A child process started with fork/exec.
 class Process {
