@@ -29,8 +29,17 @@ struct JsonError {
 // depth 0, `[]` depth 1). On failure returns nullopt and fills `error` when given.
 std::optional<nlohmann::json> parse_json(std::string_view text, int max_depth, JsonError* error = nullptr);
 
-// Checks `text` as parse_json would, without building a DOM (ingress validation).
+// Checks `text` as parse_json would, without building a DOM (ingress validation): a quick
+// scan first, nlohmann's parse when the scan cannot say yes (errors and their wording).
 bool check_json(std::string_view text, int max_depth, JsonError* error = nullptr);
+
+namespace detail {
+// check_json's two halves, for tests and benchmarks. quick_check_json: a scan that only says
+// true for texts nlohmann accepts within max_depth (false also when unsure, and on every
+// error). nlohmann_check_json: nlohmann's strict SAX pass, the authority and the error text.
+bool quick_check_json(std::string_view text, int max_depth);
+bool nlohmann_check_json(std::string_view text, int max_depth, JsonError* error = nullptr);
+}  // namespace detail
 
 // A broker payload parsed as the `payload` member of its event (one level down): JSON
 // within max_depth - 1 levels, nullopt when it is not JSON (the caller keeps it as text).

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "flows/flow.h"
+#include "flows/json_limits.h"
 
 namespace {
 
@@ -254,6 +255,25 @@ void BM_ParseSerializeOnly(benchmark::State& state) {
   report(state, f);
 }
 BENCHMARK(BM_ParseSerializeOnly);
+
+// The ingress check of every JSON body (http-in, and a flow with no steps): check_json's
+// quick scan against nlohmann's SAX pass without a DOM, which it asks only when the scan
+// cannot say yes (flows/json_limits.h).
+void BM_Json_Check(benchmark::State& state, bool (*check)(std::string_view, int)) {
+  const Fixture& f = fixture();
+  size_t i = 0;
+  for (auto _ : state) {
+    bool ok = check(f.events[i++ % f.events.size()], weir::flows::kDefaultMaxDepth);
+    if (!ok) state.SkipWithError("a bench event was refused");
+    benchmark::DoNotOptimize(ok);
+  }
+  report(state, f);
+}
+bool nlohmann_check(std::string_view text, int max_depth) {
+  return weir::flows::detail::nlohmann_check_json(text, max_depth);
+}
+BENCHMARK_CAPTURE(BM_Json_Check, Quick, &weir::flows::detail::quick_check_json);
+BENCHMARK_CAPTURE(BM_Json_Check, Nlohmann, &nlohmann_check);
 
 // Both versions side by side: chunks of 32 events alternate between them (in turn
 // first), each timed on the thread's CPU clock, so that both see the same machine

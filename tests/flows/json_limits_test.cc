@@ -1,6 +1,8 @@
 // flows/json_limits: the bounded JSON parse every ingress uses (spec §1.6).
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "flows/json_limits.h"
 
@@ -31,4 +33,139 @@ TEST_CASE("depth is checked while parsing: at the limit yes, one past it no", "[
   CHECK(err.too_deep);
   CHECK(parse_json(at, 128));
   CHECK_FALSE(parse_json(past, 128));
+}
+
+namespace {
+
+// check_json's quick scan may only say yes where nlohmann's strict parse does: never the
+// other way round. check_json itself must answer exactly as nlohmann does.
+void check_agrees(const std::string& text, int max_depth = 128) {
+  INFO("text: " << text);
+  const bool quick = weir::flows::detail::quick_check_json(text, max_depth);
+  const bool reference = weir::flows::detail::nlohmann_check_json(text, max_depth);
+  if (quick) CHECK(reference);
+  CHECK(check_json(text, max_depth) == reference);
+}
+
+}  // namespace
+
+TEST_CASE("the quick JSON scan takes ordinary bodies and says yes only where nlohmann does", "[json_limits]") {
+  using weir::flows::detail::quick_check_json;
+  const std::string order =
+      R"({"id": "o-17", "t": 1767225600000000, "customer_id": "c42", "amount": "123.45", "currency": "EUR",)"
+      R"( "ts": "2026-01-01T00:00:00Z", "items": [{"sku": "sku-1", "qty": "2", "price": "10.50"},)"
+      R"( {"sku": "sku-2", "qty": "1", "price": "102.45"}]})";
+  std::string at_limit(128, '[');
+  at_limit += std::string(128, ']');
+  // Taken by the scan itself: what webhooks send.
+  for (const std::string& text :
+       {order, std::string("{}"), std::string("[]"), std::string(" 0 "), std::string("-0"), std::string("1.5e10"),
+        std::string("-12.25E-7"), std::string("\"a\""), std::string("true"), std::string("false"), std::string("null"),
+        std::string("\t{\"a\" : [1, 2.5, -3e-2, \"x\\n\\u00e9\\/\", {\"b\": null}, []]}\r\n"),
+        std::string("[\"\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e \xed\x9f\xbf \xf4\x8f\xbf\xbf\"]"),
+        std::string("[\"a\\u0000b\"]"), at_limit}) {
+    INFO("text: " << text);
+    CHECK(quick_check_json(text, 128));
+    check_agrees(text);
+  }
+  // Valid, but left to nlohmann (check_json still says yes).
+  for (const std::string& text : {std::string("\xef\xbb\xbf{}"), std::string("[\"\\ud834\\udd1e\"]"),
+                                  std::string("1e-400"), std::string("1") + std::string(250, '0')}) {
+    INFO("text: " << text);
+    CHECK_FALSE(quick_check_json(text, 128));
+    CHECK(check_json(text, 128));
+    check_agrees(text);
+  }
+  // Not JSON, or too deep for the limit: both say no.
+  std::string past(129, '[');
+  past += std::string(129, ']');
+  for (const std::string& text : {std::string(""),
+                                  std::string("  "),
+                                  std::string("{\"a\":1,}"),
+                                  std::string("[1,]"),
+                                  std::string("01"),
+                                  std::string("1."),
+                                  std::string(".5"),
+                                  std::string("+1"),
+                                  std::string("-"),
+                                  std::string("1e"),
+                                  std::string("1e+"),
+                                  std::string("\"\x01\""),
+                                  std::string("\"\\ud800\""),
+                                  std::string("\"\\udc00\""),
+                                  std::string("\"\\u12G4\""),
+                                  std::string("\"\\x\""),
+                                  std::string("\"\xc0\x80\""),
+                                  std::string("\"\xed\xa0\x80\""),
+                                  std::string("\"\xf5\x80\x80\x80\""),
+                                  std::string("\"\xe2\x82\""),
+                                  std::string("\"\x80\""),
+                                  std::string("tru"),
+                                  std::string("nul"),
+                                  std::string("truex"),
+                                  std::string("[1 2]"),
+                                  std::string("{\"a\" 1}"),
+                                  std::string("{1:2}"),
+                                  std::string("[]]"),
+                                  std::string("["),
+                                  std::string("{"),
+                                  std::string("\"abc"),
+                                  std::string("1e999"),
+                                  std::string(400, '9'),
+                                  std::string("{\"a\":1} x"),
+                                  std::string("NaN"),
+                                  std::string("'a'"),
+                                  std::string("[1,,2]"),
+                                  std::string("{,}"),
+                                  std::string("{\"a\":}"),
+                                  std::string("[\"a\":1]"),
+                                  std::string("{\"a\",1}"),
+                                  past}) {
+    INFO("text: " << text);
+    CHECK_FALSE(quick_check_json(text, 128));
+    check_agrees(text);
+  }
+  // Depth: the scan's limit is the caller's.
+  CHECK_FALSE(quick_check_json("[[1]]", 1));
+  CHECK(quick_check_json("[[1]]", 2));
+  CHECK_FALSE(quick_check_json("[]", 0));
+  CHECK(quick_check_json("7", 0));
+}
+
+TEST_CASE("the quick JSON scan never says yes where nlohmann says no: 30,000 mutated bodies", "[json_limits]") {
+  // Deterministic: a fixed seed, single bytes replaced, inserted or cut from valid bodies,
+  // and the bodies cut short, so the scan meets every kind of almost-JSON.
+  const std::vector<std::string> seeds = {
+      R"({"id":"o1","t":17,"items":[{"sku":"a","qty":"2","price":"10.50"}],"x":[true,false,null,-1.5e3]})",
+      "[\"\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e\", \"\\u00e9\\ud834\\udd1e\\n\", 0.5, 12345678901234567890]",
+      R"({"a":{"b":{"c":[[],{},"",0,-0,1E+2]}}})"};
+  const std::string alphabet = std::string("{}[]\":,.-+eE0123456789 \t\n\\u/abfnrtlsxdD") +
+                               "\x80\xbf\xc3\xed\xf0\xf4\xef";
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  int quick_yes = 0;
+  for (int i = 0; i < 30000; ++i) {
+    std::string text = seeds[next() % seeds.size()];
+    const int edits = 1 + static_cast<int>(next() % 3);
+    for (int e = 0; e < edits && !text.empty(); ++e) {
+      const size_t at = next() % text.size();
+      const char c = alphabet[next() % alphabet.size()];
+      switch (next() % 4) {
+        case 0: text[at] = c; break;
+        case 1: text.insert(at, 1, c); break;
+        case 2: text.erase(at, 1); break;
+        default: text.resize(at); break;
+      }
+    }
+    const bool quick = weir::flows::detail::quick_check_json(text, 4);
+    quick_yes += quick ? 1 : 0;
+    if (quick && !weir::flows::detail::nlohmann_check_json(text, 4))
+      FAIL("quick scan took what nlohmann refuses: " << text);
+  }
+  CHECK(quick_yes > 1000);  // the mutations also leave valid JSON the scan must take
 }
