@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from harness import Procs, Stack, exit_on_sigterm, free_port, http_get, http_post, log, machine, nats_env, wait_for
+from harness import Procs, Stack, exit_on_sigterm, free_port, http_get, log, machine, nats_env, reset_sink, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -121,7 +121,7 @@ def scale_run(a, n, build):
             c.add_weir()
         for w in c.weirs:
             c.wait_ready(w)
-        http_post(c.sink_port, "/reset")
+        reset_sink(c.sink_port, a.warmup)
         per = max(1, a.concurrency // n)
         log(f"{n} instance(s): {a.seconds}s closed loop, {per} connections per instance")
         loadgens = []

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -75,6 +76,25 @@ def http_get(port, path, timeout=2.0):
 
 def http_post(port, path, body=b"", timeout=5.0):
     return http_request(port, "POST", path, body, timeout)
+
+
+def duration_seconds(text):
+    """weir-loadgen's durations ('2s', '500ms', '2m', '1h', '100us', a bare number of seconds)
+    -> seconds."""
+    m = re.fullmatch(r"([0-9.]+)(us|ms|s|m|h)?", str(text).strip())
+    if not m:
+        raise ValueError(f"not a duration: {text!r}")
+    return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+
+
+def reset_sink(port, warmup):
+    """Clears weir-sink's counters for a new load and leaves the load's warm-up out of its
+    latency percentiles, as the load generator leaves it out of its own: deliveries whose `t`
+    falls before now + `warmup` are counted, not measured (weir-sink's `e2e_from_us`; taken
+    before the load generator starts, so at most its start-up time of warm-up events counts)."""
+    http_post(port, "/reset")
+    cutoff_us = int((time.time() + duration_seconds(warmup)) * 1e6)
+    http_post(port, "/control", json.dumps({"e2e_from_us": cutoff_us}).encode())
 
 
 def wait_for(cond, timeout, poll=0.005):
@@ -310,6 +330,9 @@ class Bench(Stack):
         if not wait_for(ready, 30, poll=0.01):
             sys.exit("bench: weir did not become ready; log: " + open(self.weir_log.name).read()[-2000:])
 
+    def reset_sink(self, warmup):
+        reset_sink(self.sink_port, warmup)
+
     def loadgen(self, port, path, seconds, concurrency=None, rate=None, warmup="2s", acked_ids=None):
         argv = [self.tool("weir-loadgen"), "--url", f"http://127.0.0.1:{port}{path}", "--duration", f"{seconds}s",
                 "--warmup", warmup, "--quiet"]
@@ -351,7 +374,7 @@ class Bench(Stack):
     def paced_reference(self, rate):
         """The load generator straight into the sink at `rate`: the latency and delivery a
         paced run is judged against (a closed-loop ceiling says nothing about a paced run)."""
-        http_post(self.sink_port, "/reset")
+        self.reset_sink("1s")
         lg = self.loadgen(self.sink_port, "/reference", self.a.ceiling_seconds, concurrency=max(self.a.concurrency, 64),
                           rate=rate, warmup="1s")
         stats = self.sink_stats()
@@ -469,11 +492,12 @@ class Bench(Stack):
         sink's, exact loss from ids, CPU µs per delivered event of each of `cpu_pids`, and the
         sink's per-second timeline (key "timeline")."""
         acked_file = os.path.join(self.tmp, f"acked{label}.ids")
-        http_post(self.sink_port, "/reset")
+        warmup = warmup or self.a.warmup
+        self.reset_sink(warmup)
         cpu_pids = cpu_pids or {}
         cpu0 = {k: cpu_seconds(p) for k, p in cpu_pids.items()}
         lg = self.loadgen(port, path, seconds, concurrency=concurrency, rate=rate,
-                          warmup=warmup or self.a.warmup, acked_ids=acked_file)
+                          warmup=warmup, acked_ids=acked_file)
         load_end = time.monotonic()
         acked = set(l.strip() for l in open(acked_file) if l.strip())
 
@@ -513,6 +537,7 @@ class Bench(Stack):
             "delivered_per_s": round(statistics.median(window), 1) if window else 0,
             "drain_s": round(drain_s, 2), "drained": drained,
             "e2e_ms": {k: stats["e2e_ms"].get(k) for k in ("p50", "p90", "p99", "p999", "max")},
+            "e2e_warmup_left_out": stats["e2e_ms"].get("warmup"),
             "ingest_ms": {k: lg["ingest_ms"].get(k) for k in ("p50", "p90", "p99", "max")},
             "timeline": timeline,
         }

@@ -137,6 +137,11 @@ struct Mode {
   // Neither counts as delivered: the sender saw no 2xx.
   int fail_percent = 0;
   int reset_percent = 0;
+  // Deliveries whose `t` is earlier than this (µs since the epoch) were sent during the
+  // load's warm-up: delivered and counted as any other, in the timeline, but not in the
+  // run's latency percentiles (`e2e_ms`), as the load generator leaves them out of its own.
+  // 0: every delivery counts.
+  int64_t e2e_from_us = 0;
 
   json to_json() const {
     return {{"status", status},
@@ -145,7 +150,8 @@ struct Mode {
             {"delay_ms", delay_ms},
             {"retry_after", retry_after},
             {"fail_percent", fail_percent},
-            {"reset_percent", reset_percent}};
+            {"reset_percent", reset_percent},
+            {"e2e_from_us", e2e_from_us}};
   }
 };
 
@@ -251,6 +257,8 @@ class SinkState {
         if (e2e < -kClockSkewUs || e2e > kMaxE2eUs) {
           ++t_out_of_range_;
           bucket = nullptr;
+        } else if (*fields.t < mode_.e2e_from_us) {
+          ++e2e_warmup_;
         } else {
           e2e_.record(e2e);
         }
@@ -293,7 +301,8 @@ class SinkState {
           {"p99", us_to_ms(e2e_.quantile(0.99))},
           {"p999", us_to_ms(e2e_.quantile(0.999))},
           {"max", us_to_ms(e2e_.max())},
-          {"mean", e2e_.mean() / 1000.0}}},
+          {"mean", e2e_.mean() / 1000.0},
+          {"warmup", e2e_warmup_}}},
         {"first_us", first_us_},
         {"last_us", last_us_},
         {"mode", mode_.to_json()},
@@ -303,7 +312,7 @@ class SinkState {
   void reset() {
     std::lock_guard lock(mu_);
     received_ = rejected_ = duplicates_ = unparsed_ = t_out_of_range_ = 0;
-    resends_same_key_ = resends_other_key_ = random_failures_ = resets_ = 0;
+    resends_same_key_ = resends_other_key_ = random_failures_ = resets_ = e2e_warmup_ = 0;
     by_path_.clear();
     rejected_by_path_.clear();
     ids_.clear();
@@ -338,13 +347,16 @@ class SinkState {
       } else if (k == "fail_percent" || k == "reset_percent") {
         if (n < 0 || n > 100) return "field '" + k + "' must be 0..100";
         (k == "fail_percent" ? m.fail_percent : m.reset_percent) = static_cast<int>(n);
+      } else if (k == "e2e_from_us") {
+        if (n < 0) return "field 'e2e_from_us' must be >= 0";
+        m.e2e_from_us = n;
       } else if (k == "retry_after") {
         if (n > 86400) return "field 'retry_after' must be <= 86400 (negative: no header)";
         m.retry_after = static_cast<int>(n < 0 ? -1 : n);
       } else {
         return "unknown field '" + k +
                "' (known: status, fail_first, fail_status, delay_ms, retry_after, fail_percent, "
-               "reset_percent)";
+               "reset_percent, e2e_from_us)";
       }
     }
     std::lock_guard lock(mu_);
@@ -419,6 +431,7 @@ class SinkState {
   size_t record_limit_;
   uint64_t received_ = 0, rejected_ = 0, duplicates_ = 0, unparsed_ = 0, t_out_of_range_ = 0;
   uint64_t resends_same_key_ = 0, resends_other_key_ = 0, random_failures_ = 0, resets_ = 0;
+  uint64_t e2e_warmup_ = 0;                   // first arrivals left out of e2e_ (Mode::e2e_from_us)
   std::mt19937 rng_{std::random_device{}()};  // fail_percent / reset_percent draws
   std::uniform_int_distribution<int> percent_{0, 99};
   Counts by_path_, rejected_by_path_;

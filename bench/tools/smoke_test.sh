@@ -81,6 +81,23 @@ expect "bad control" "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$S/contr
 curl -sf -X POST "$S/control" -d '{"status":400,"retry_after":-1}' >/dev/null
 expect "status 400" "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$S/in/x" -d '{}')" 400
 
+# 2b. Warm-up deliveries (t before e2e_from_us) are delivered and counted, not in e2e_ms.
+curl -sf -X POST "$S/reset" >/dev/null
+NOW_US=$(( $(date +%s) * 1000000 ))
+curl -sf -X POST "$S/control" -d "{\"status\":204,\"e2e_from_us\":$NOW_US}" >/dev/null
+for i in 1 2 3; do
+  curl -sf -o /dev/null -X POST "$S/in/w" -d "{\"id\":\"w$i\",\"t\":$(( NOW_US - 500000 ))}"
+done
+curl -sf -o /dev/null -X POST "$S/in/w" -d "{\"id\":\"m1\",\"t\":$NOW_US}"
+STATS=$(curl -sf "$S/stats")
+expect "warm-up: unique" "$(jq .unique <<<"$STATS")" 4
+expect "warm-up: e2e count" "$(jq .e2e_ms.count <<<"$STATS")" 1
+expect "warm-up: left out" "$(jq .e2e_ms.warmup <<<"$STATS")" 3
+expect "warm-up: timeline" "$(curl -sf "$S/timeline" | jq '[.[].count] | add')" 4
+expect "bad e2e_from_us" "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$S/control" \
+  -d '{"e2e_from_us":-1}')" 400
+curl -sf -X POST "$S/control" -d '{"e2e_from_us":0}' >/dev/null
+
 # 3. Open loop: paced, every event acked and delivered once.
 curl -sf -X POST "$S/reset" >/dev/null
 curl -sf -X POST "$S/control" -d '{"status":204}' >/dev/null
