@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -38,6 +39,21 @@ constexpr std::string_view kBlanks = " \t\r\n";
 void global_init_once() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// Whether libcurl would take a proxy from the environment for some request. libcurl looks
+// the variables up again for every request (five getenv calls each, 0.3 % of weir's CPU in
+// a closed-loop profile); weir never changes its environment, so when none is set at the
+// first request they stay unset, and the sinks tell curl "no proxy" once.
+bool environment_names_a_proxy() {
+  static const bool named = [] {
+    for (const char* name :
+         {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"}) {
+      if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return true;
+    }
+    return false;
+  }();
+  return named;
 }
 
 std::string_view trim(std::string_view s) {
@@ -435,6 +451,10 @@ Slot* Client::make_slot() {
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(spec.timeout.count()));
   curl_easy_setopt(e, CURLOPT_USERAGENT, "weir");
+  if (!environment_names_a_proxy()) {
+    curl_easy_setopt(e, CURLOPT_PROXY, "");    // as no proxy variable: none
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "");  // and no_proxy is not read either
+  }
   if (method == "POST") {
     curl_easy_setopt(e, CURLOPT_POST, 1L);
   } else {

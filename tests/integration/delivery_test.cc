@@ -174,3 +174,36 @@ TEST_CASE("http sink options: method, headers with ${NAME} secrets, max_connecti
   }
   CHECK(weir.log().find(token) == std::string::npos);
 }
+
+// libcurl's proxy variables still apply: weir reads them once and, when none is set, tells
+// curl "no proxy" instead of letting it read the environment for every request.
+TEST_CASE("http sinks go through the proxy the environment names, except for no_proxy hosts",
+          "[integration][delivery]") {
+  NatsServer nats;
+  SinkProcess target;
+  SinkProcess proxy;  // answers as a proxy would not, but records what reached it
+  const std::string out = target.url("/out");
+  for (const bool bypass : {false, true}) {
+    DYNAMIC_SECTION((bypass ? "no_proxy names the host" : "http_proxy alone")) {
+      std::map<std::string, std::string> env = {
+          {"http_proxy", proxy.url("")}, {"no_proxy", bypass ? "127.0.0.1" : ""}, {"NO_PROXY", ""}};
+      WeirProcess weir({.nats_url = nats.url(), .flows = {{"p.yaml", http_flow("p", "/in/p", out)}}, .env = env});
+      weir.start();
+      INFO(weir.describe());
+      std::set<std::string> ids;
+      for (int i = 0; i < 3; ++i) {
+        std::string id = std::string(bypass ? "direct-" : "proxied-") + std::to_string(i);
+        REQUIRE(weir.post("/in/p", json{{"id", id}}.dump()).status == 202);
+        ids.insert(id);
+      }
+      SinkProcess& via = bypass ? target : proxy;
+      SinkProcess& other = bypass ? proxy : target;
+      REQUIRE(wait_until([&] { return missing(ids, via.ids()).empty(); }, 20s, 50ms));
+      CHECK(other.stat("received") == 0);
+      for (const auto& req : via.requests(3)) {
+        // Through a proxy the request line carries the absolute URL; directly, the path.
+        CHECK(req.value("target", "") == (bypass ? "/out" : out));
+      }
+    }
+  }
+}
