@@ -330,9 +330,6 @@ class Bench(Stack):
         if not wait_for(ready, 30, poll=0.01):
             sys.exit("bench: weir did not become ready; log: " + open(self.weir_log.name).read()[-2000:])
 
-    def reset_sink(self, warmup):
-        reset_sink(self.sink_port, warmup)
-
     def loadgen(self, port, path, seconds, concurrency=None, rate=None, warmup="2s", acked_ids=None):
         argv = [self.tool("weir-loadgen"), "--url", f"http://127.0.0.1:{port}{path}", "--duration", f"{seconds}s",
                 "--warmup", warmup, "--quiet"]
@@ -374,7 +371,7 @@ class Bench(Stack):
     def paced_reference(self, rate):
         """The load generator straight into the sink at `rate`: the latency and delivery a
         paced run is judged against (a closed-loop ceiling says nothing about a paced run)."""
-        self.reset_sink("1s")
+        reset_sink(self.sink_port, "1s")
         lg = self.loadgen(self.sink_port, "/reference", self.a.ceiling_seconds, concurrency=max(self.a.concurrency, 64),
                           rate=rate, warmup="1s")
         stats = self.sink_stats()
@@ -493,7 +490,7 @@ class Bench(Stack):
         sink's per-second timeline (key "timeline")."""
         acked_file = os.path.join(self.tmp, f"acked{label}.ids")
         warmup = warmup or self.a.warmup
-        self.reset_sink(warmup)
+        reset_sink(self.sink_port, warmup)
         cpu_pids = cpu_pids or {}
         cpu0 = {k: cpu_seconds(p) for k, p in cpu_pids.items()}
         lg = self.loadgen(port, path, seconds, concurrency=concurrency, rate=rate,

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "flows/value.h"
+
 namespace weir::flows {
 namespace {
 
@@ -238,7 +240,7 @@ class QuickScan {
     return exponent_digits <= 2 && whole <= 200;
   }
 
-  // After the opening quote: escapes, no controls, UTF-8 as RFC 3629 (nlohmann's ranges).
+  // After the opening quote: escapes, no controls, UTF-8 as RFC 3629 (the same set as nlohmann).
   bool string() {
     ++p_;
     while (p_ != end_) {
@@ -286,37 +288,10 @@ class QuickScan {
   }
 
   bool utf8() {
-    const unsigned char c = *p_;
-    unsigned char lo = 0x80, hi = 0xBF;
-    size_t more = 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-      more = 1;
-    } else if (c == 0xE0) {
-      more = 2;
-      lo = 0xA0;
-    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
-      more = 2;
-    } else if (c == 0xED) {
-      more = 2;
-      hi = 0x9F;
-    } else if (c == 0xF0) {
-      more = 3;
-      lo = 0x90;
-    } else if (c >= 0xF1 && c <= 0xF3) {
-      more = 3;
-    } else if (c == 0xF4) {
-      more = 3;
-      hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (static_cast<size_t>(end_ - p_) <= more) return false;
-    if (p_[1] < lo || p_[1] > hi) return false;
-    for (size_t i = 2; i <= more; ++i) {
-      if (p_[i] < 0x80 || p_[i] > 0xBF) return false;
-    }
-    p_ += more + 1;
-    return true;
+    const size_t len = utf8_sequence_length(
+        std::string_view(reinterpret_cast<const char*>(p_), static_cast<size_t>(end_ - p_)), 0);
+    p_ += len;
+    return len != 0;
   }
 
   const unsigned char* p_;

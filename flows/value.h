@@ -59,6 +59,10 @@ std::string dump_safe(const Json& j);
 // holds the offset of the first invalid byte.
 bool valid_utf8(std::string_view s, size_t* bad = nullptr);
 
+// Length of the valid UTF-8 sequence starting at s[i] (1 for ASCII; no overlong, no
+// surrogate, at most U+10FFFF), 0 when none does. valid_utf8 is this over the whole text.
+size_t utf8_sequence_length(std::string_view s, size_t i);
+
 // Number of code points (counts each invalid byte as one).
 size_t utf8_length(std::string_view s);
 
