@@ -17,10 +17,13 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "connectors/http/http1_connection.h"
 #include "runtime/http_server.h"
 #include "runtime/log.h"
 #include "runtime/redact.h"
@@ -195,10 +198,13 @@ struct Client;
 class Loop;
 
 // One reusable request: an easy handle with its fixed options set once, the header list
-// nodes (owned here, not by curl_slist_append), and the bits of the response we keep.
-struct Slot {
+// nodes (owned here, not by curl_slist_append), and the bits of the response we keep. A
+// sink on weir's own client (Client::native) has a connection instead of the easy handle.
+struct Slot final : http1::Connection::Owner {
   CURL* easy = nullptr;
-  Client* owner = nullptr;  // the sink whose request this is
+  std::shared_ptr<http1::Connection> conn;  // native: opened at the first request, kept
+  std::string head;                         // native: the request's head, as sent
+  Client* owner = nullptr;                  // the sink whose request this is
   Work work;
   std::vector<curl_slist> header_nodes;
   std::string idempotency_header;
@@ -210,9 +216,14 @@ struct Slot {
   std::chrono::steady_clock::time_point launched;  // when handed to curl
   bool overdue_logged = false;                     // warned once as past its timeout
   bool resent = false;                             // sent again on a fresh connection (Client::resend)
+  Slot() = default;
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
   ~Slot() {
     if (easy != nullptr) curl_easy_cleanup(easy);
+    if (conn) conn->abort();
   }
+  void on_answer(http1::Connection& connection, http1::Answer& answer) override;
 };
 
 size_t on_body(char* data, size_t size, size_t count, void* user) {
@@ -252,8 +263,15 @@ struct Client {
   std::string method;                       // upper case
   std::vector<std::string> static_headers;  // "Name: value" lines; fixed after start()
   int pool_size = 1;
+  // weir's own HTTP/1.1 client instead of curl (ADR 0270): a plain http:// URL to a
+  // numeric address, no userinfo, no proxy in the environment, WEIR_HTTP_SINK_CLIENT not
+  // "curl". Then native_to is the address and native_head the request line and the fixed
+  // headers.
+  bool native = false;
+  asio::ip::tcp::endpoint native_to;
+  std::string native_head;
 
-  Mutex mu;
+  mutable Mutex mu;
   State state GUARDED_BY(mu) = State::kNew;
   std::deque<Work> pending GUARDED_BY(mu);
   bool queued GUARDED_BY(mu) = false;    // in Loop::dirty (or about to be)
@@ -286,6 +304,15 @@ struct Client {
   // they are held.
   void warn_overdue(std::chrono::steady_clock::time_point now);
   DeliveryResult classify(CURLcode code, long status, const Slot& slot) const;
+  DeliveryResult classify_status(long status, const Slot& slot) const;
+
+  // The native client (Client::native).
+  bool use_native_client();
+  void send_native(Slot* slot);
+  // Connection::Owner::on_answer of the client's slots.
+  void answered(Slot* slot, http1::Answer& answer);
+  // Ends native requests past their timeout as retry; the earliest deadline still ahead.
+  std::optional<std::chrono::steady_clock::time_point> expire(std::chrono::steady_clock::time_point now);
 };
 
 // A socket curl asked the loop to watch (CURLMOPT_SOCKETFUNCTION). Held by the loop's map
@@ -346,6 +373,10 @@ class Loop {
   static curl_socket_t on_open(void* self, curlsocktype purpose, curl_sockaddr* address);
   static int on_close(void* self, curl_socket_t s);
 
+  asio::io_context& io() { return io_; }
+  // A native request of `c` has finished (Client::answered): refills c and runs the turn.
+  void answered(Client* c);
+
  private:
   static int on_socket(CURL* easy, curl_socket_t s, int what, void* self, void* watch);
   static int on_timer(CURLM* multi, long timeout_ms, void* self);
@@ -384,6 +415,8 @@ class Loop {
   bool limits_changed_ = false;
   long budget_ = 0;  // sum of the attached sinks' max_connections
   std::chrono::steady_clock::time_point next_overdue_check_{};
+  // The earliest end of a native request's timeout (arm_chores); service() expires them.
+  std::optional<std::chrono::steady_clock::time_point> native_deadline_;
   bool busy_ = false;  // in one of the loop's handlers (service() ends each)
   bool kick_ = false;  // curl asked to run at once (timeout 0): service() calls it
 };
@@ -434,11 +467,60 @@ Status Client::configure() {
   if (!user_content_type) static_headers.insert(static_headers.begin(), "Content-Type: application/json");
   // Otherwise curl waits up to a second for "100 Continue" before sending a large body.
   static_headers.push_back("Expect:");
+  native = use_native_client();
   return Status::ok();
+}
+
+bool Client::use_native_client() {
+  if (environment_names_a_proxy()) return false;
+  if (const char* v = std::getenv("WEIR_HTTP_SINK_CLIENT"); v != nullptr && std::string_view(v) == "curl") {
+    return false;
+  }
+  const auto u = split_url(spec.url);
+  if (!u || u->scheme != "http") return false;
+  const std::string_view url = spec.url;
+  const size_t auth_begin = url.find("://") + 3;
+  const size_t auth_end = std::min(url.find_first_of("/?#", auth_begin), url.size());
+  const std::string_view authority = url.substr(auth_begin, auth_end - auth_begin);
+  if (authority.find('@') != std::string_view::npos) return false;  // curl sends userinfo as Basic auth
+  std::string_view host = u->host;
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(std::string(host), ec);
+  if (ec) return false;  // a name: resolving it is curl's (its resolver, its cache)
+  unsigned long port = 80;
+  if (!u->port.empty()) {
+    port = std::strtoul(u->port.c_str(), nullptr, 10);
+    if (port == 0 || port > 65535) return false;
+  }
+  std::string target(url.substr(auth_end, url.find('#', auth_end) - auth_end));
+  if (target.empty() || target.front() == '?') target.insert(0, "/");
+  for (char c : target) {
+    // Bytes curl would have to escape: left to curl.
+    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) return false;
+  }
+  native_to = asio::ip::tcp::endpoint(address, static_cast<unsigned short>(port));
+  native_head.assign(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: ");
+  native_head.append(authority).append("\r\nUser-Agent: weir\r\nAccept: */*\r\n");
+  for (const std::string& h : static_headers) {
+    if (h == "Expect:") continue;  // curl's; this client never waits for 100 Continue
+    if (h.back() == ';') {         // curl's spelling of an empty value
+      native_head.append(h, 0, h.size() - 1).append(":\r\n");
+    } else {
+      native_head.append(h).append("\r\n");
+    }
+  }
+  return true;
 }
 
 Slot* Client::make_slot() {
   auto slot = std::make_unique<Slot>();
+  if (native) {
+    slot->owner = this;
+    slot->response_head.reserve(kReasonBodyBytes + 1);
+    slots.push_back(std::move(slot));
+    return slots.back().get();
+  }
   slot->easy = curl_easy_init();
   if (slot->easy == nullptr) return nullptr;
   slot->owner = this;
@@ -508,6 +590,14 @@ void Client::launch(CURLM* multi, Work work) {
   slot->work = std::move(work);
   slot->response_head.clear();
   slot->retry_after.clear();
+  if (native) {
+    send_native(slot);
+    slot->busy = true;
+    slot->launched = std::chrono::steady_clock::now();
+    slot->overdue_logged = false;
+    ++active;
+    return;
+  }
   slot->idempotency_header.assign("Idempotency-Key: ").append(slot->work.delivery.event_id);
   curl_slist* dynamic = &slot->header_nodes[slot->header_nodes.size() - 3];
   dynamic[0].data = slot->idempotency_header.data();
@@ -544,25 +634,27 @@ void Client::launch(CURLM* multi, Work work) {
   ++active;
 }
 
-DeliveryResult Client::classify(CURLcode code, long status, const Slot& slot) const {
-  if (code == CURLE_OK) {
-    if (status >= 200 && status <= 299) return DeliveryResult::ok();
-    const std::string what = "HTTP " + std::to_string(status) + " from " + where;
-    if (status < 100) return DeliveryResult::retry("no HTTP status from " + where);
-    if ((status >= 500 && status <= 599) || status == 408 || status == 429) {
-      return DeliveryResult::retry(what, parse_retry_after(slot.retry_after, std::chrono::system_clock::now()));
-    }
-    const std::string body = sanitize_body(slot.response_head);
-    return DeliveryResult::dead(body.empty() ? what : what + ": " + body);
+DeliveryResult Client::classify_status(long status, const Slot& slot) const {
+  if (status >= 200 && status <= 299) return DeliveryResult::ok();
+  const std::string what = "HTTP " + std::to_string(status) + " from " + where;
+  if (status < 100) return DeliveryResult::retry("no HTTP status from " + where);
+  if ((status >= 500 && status <= 599) || status == 408 || status == 429) {
+    return DeliveryResult::retry(what, parse_retry_after(slot.retry_after, std::chrono::system_clock::now()));
   }
+  const std::string body = sanitize_body(slot.response_head);
+  return DeliveryResult::dead(body.empty() ? what : what + ": " + body);
+}
+
+DeliveryResult Client::classify(CURLcode code, long status, const Slot& slot) const {
+  if (code == CURLE_OK) return classify_status(status, slot);
   if (code == CURLE_OPERATION_TIMEDOUT) {
     return DeliveryResult::retry("timeout after " + std::to_string(spec.timeout.count()) + "ms (" + where + ")");
   }
   // curl_easy_strerror, not the error buffer: the buffer may quote parts of the request.
   const std::string what = std::string(curl_easy_strerror(code)) + " (" + where + ")";
-  if (code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_BAD_FUNCTION_ARGUMENT) {
-    return DeliveryResult::dead(what);
-  }
+  // start() took only http and https URLs: curl's "Unsupported protocol" is then an answer
+  // it could not read as HTTP (a broken status line), the receiver's fault and a retry.
+  if (code == CURLE_URL_MALFORMAT || code == CURLE_BAD_FUNCTION_ARGUMENT) return DeliveryResult::dead(what);
   return DeliveryResult::retry(what);
 }
 
@@ -611,7 +703,12 @@ void Client::abandon_all(CURLM* multi) {
     if (!slot->busy) continue;
     // Closes this request's connection mid-request; the receiver may still act on what it
     // got. Other sinks' transfers on the same multi are not touched.
-    curl_multi_remove_handle(multi, slot->easy);
+    if (slot->conn) {
+      slot->conn->abort();
+      slot->conn.reset();
+    } else {
+      curl_multi_remove_handle(multi, slot->easy);
+    }
     Work work = std::move(slot->work);
     slot->busy = false;
     --active;
@@ -633,6 +730,85 @@ void Client::warn_overdue(std::chrono::steady_clock::time_point now) {
                {"active", std::to_string(active)},
                {"pool", std::to_string(pool_size)}});
   }
+}
+
+void Slot::on_answer(http1::Connection& /*connection*/, http1::Answer& answer) { owner->answered(this, answer); }
+
+void Client::send_native(Slot* slot) {
+  const Delivery& d = slot->work.delivery;
+  std::string& h = slot->head;
+  h.assign(native_head).append("Idempotency-Key: ").append(d.event_id).append("\r\n");
+  if (!d.traceparent.empty() && is_header_value(d.traceparent)) {
+    h.append("traceparent: ").append(d.traceparent).append("\r\n");
+    if (!d.tracestate.empty() && is_header_value(d.tracestate)) {
+      h.append("tracestate: ").append(d.tracestate).append("\r\n");
+    }
+  }
+  h.append("Content-Length: ").append(std::to_string(d.body.size())).append("\r\n\r\n");
+  if (!slot->conn) slot->conn = std::make_shared<http1::Connection>(home->io(), native_to, kReasonBodyBytes + 1);
+  slot->conn->send(slot, h, d.body);
+}
+
+namespace {
+// A native request's failure, worded like curl's where curl has a word for it.
+std::string native_error(const boost::system::error_code& ec) {
+  if (ec == boost::beast::http::error::end_of_stream) return "Server returned nothing (no headers, no data)";
+  if (ec == boost::beast::http::error::partial_message) return "answer cut short";
+  return ec.message();
+}
+}  // namespace
+
+void Client::answered(Slot* slot, http1::Answer& answer) {
+  if (!slot->busy) return;
+  // As resend() for curl: a kept-alive connection the receiver had closed, nothing
+  // answered. Sent once more, on a new connection (the failed one is closed).
+  if (answer.error && answer.nothing_read && answer.reused && !slot->resent && !stopping) {
+    slot->resent = true;
+    slot->launched = std::chrono::steady_clock::now();
+    slot->overdue_logged = false;
+    log::debug(
+        "http sink: request sent again on a new connection",
+        {{"flow", flow}, {"sink", sink}, {"id", slot->work.delivery.event_id}, {"error", native_error(answer.error)}});
+    slot->conn->send(slot, slot->head, slot->work.delivery.body);
+    return;
+  }
+  slot->resent = false;
+  DeliveryResult result;
+  if (answer.error) {
+    result = DeliveryResult::retry(native_error(answer.error) + " (" + where + ")");
+  } else {
+    slot->retry_after = std::move(answer.retry_after);
+    slot->response_head = std::move(answer.body_head);
+    result = classify_status(answer.status, *slot);
+  }
+  Work work = std::move(slot->work);
+  slot->busy = false;
+  --active;
+  free_slots.push_back(slot);
+  finish(work, std::move(result));
+  home->answered(this);
+}
+
+std::optional<std::chrono::steady_clock::time_point> Client::expire(std::chrono::steady_clock::time_point now) {
+  std::optional<std::chrono::steady_clock::time_point> next;
+  for (auto& slot : slots) {
+    if (!slot->busy) continue;
+    const auto deadline = slot->launched + spec.timeout;
+    if (deadline > now) {
+      if (!next || deadline < *next) next = deadline;
+      continue;
+    }
+    // As curl's TIMEOUT_MS: the connection is closed, the request is a retry.
+    slot->conn->abort();
+    slot->conn.reset();
+    slot->resent = false;
+    Work work = std::move(slot->work);
+    slot->busy = false;
+    --active;
+    free_slots.push_back(slot.get());
+    finish(work, DeliveryResult::retry("timeout after " + std::to_string(spec.timeout.count()) + "ms (" + where + ")"));
+  }
+  return next;
 }
 
 // The key of the loop attached to an IoLoop (IoLoop::attachment).
@@ -889,8 +1065,28 @@ void Loop::take(std::vector<Client*>& turn) {
   }
 }
 
+void Loop::answered(Client* c) {
+  if (!c->in_turn) {
+    c->in_turn = true;
+    turn_.push_back(c);
+  }
+  service();
+}
+
 void Loop::service() {
   busy_ = true;
+  if (native_deadline_ && std::chrono::steady_clock::now() >= *native_deadline_) {
+    native_deadline_.reset();
+    const auto now = std::chrono::steady_clock::now();
+    for (Client* c : clients_) {
+      if (!c->native || c->active == 0) continue;
+      c->expire(now);
+      if (!c->in_turn) {  // its pool has room again
+        c->in_turn = true;
+        turn_.push_back(c);
+      }
+    }
+  }
   // Round by round: curl's due work (kick_: new transfers, expired timers), the finished
   // transfers, then the marked clients' work launched. `done` callbacks run here may
   // deliver again (marking clients) and launches make curl due again: go round until a
@@ -955,10 +1151,18 @@ void Loop::reap(std::chrono::steady_clock::time_point now) {
 // with nothing to do costs one turn, a re-arm per request a syscall each.
 void Loop::arm_chores(std::chrono::steady_clock::time_point now) {
   std::optional<std::chrono::steady_clock::time_point> at;
+  native_deadline_.reset();
   for (Client* c : clients_) {
     if (c->stopping && c->active > 0 && (!at || *c->abandon_at < *at)) at = c->abandon_at;
     if (c->active > 0 && (!at || next_overdue_check_ < *at)) at = next_overdue_check_;
+    if (c->native && c->active > 0) {
+      // expire() with a time before every start: nothing ends, the earliest deadline comes back.
+      if (const auto d = c->expire(std::chrono::steady_clock::time_point::min())) {
+        if (!native_deadline_ || *d < *native_deadline_) native_deadline_ = d;
+      }
+    }
   }
+  if (native_deadline_ && (!at || *native_deadline_ < *at)) at = native_deadline_;
   if (!at || (chores_at_ && *chores_at_ <= *at && *chores_at_ > now)) return;
   chores_at_ = at;
   chores_.expires_at(*at);
@@ -1022,8 +1226,11 @@ Status HttpSink::start() {
     c.state = Client::State::kRunning;
   }
   // The loop (and curl, and OpenSSL) start with the first delivery (ADR 0161).
-  log::info("http sink started",
-            {{"flow", c.flow}, {"sink", c.sink}, {"url", c.where}, {"max_connections", std::to_string(c.pool_size)}});
+  log::info("http sink started", {{"flow", c.flow},
+                                  {"sink", c.sink},
+                                  {"url", c.where},
+                                  {"max_connections", std::to_string(c.pool_size)},
+                                  {"client", client()}});
   return Status::ok();
 }
 
@@ -1051,6 +1258,15 @@ void HttpSink::stop() {
   std::shared_ptr<Loop> loop = std::move(c.loop);
   lock.unlock();
   loop.reset();  // the last sink to stop ends the loop's thread
+}
+
+const char* HttpSink::client() const {
+  const Client& c = impl_->client;
+  {
+    MutexLock lock(c.mu);
+    if (c.state == Client::State::kNew) return "";
+  }
+  return c.native ? "weir" : "curl";
 }
 
 int HttpSink::max_in_flight() const { return std::max(1, impl_->client.spec.max_connections); }

@@ -148,11 +148,14 @@ struct ScriptedHttpServer::Impl {
       --in_request;
       if (reply.close_without_answer) break;
 
-      std::string out = "HTTP/1.1 " + std::to_string(reply.status) + " " + reason_phrase(reply.status) + "\r\n";
-      out += "Content-Length: " + std::to_string(reply.body.size()) + "\r\n";
-      for (const auto& [name, value] : reply.headers) out += name + ": " + value + "\r\n";
-      out += "\r\n";
-      out += reply.body;
+      std::string out = reply.raw;
+      if (out.empty()) {
+        out = "HTTP/1.1 " + std::to_string(reply.status) + " " + reason_phrase(reply.status) + "\r\n";
+        out += "Content-Length: " + std::to_string(reply.body.size()) + "\r\n";
+        for (const auto& [name, value] : reply.headers) out += name + ": " + value + "\r\n";
+        out += "\r\n";
+        out += reply.body;
+      }
       co_await asio::async_write(socket, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
       if (ec || reply.close_after_answer) break;
     }

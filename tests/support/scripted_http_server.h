@@ -39,6 +39,9 @@ struct ScriptedReply {
   std::chrono::milliseconds delay{0};
   bool close_without_answer = false;
   bool close_after_answer = false;  // the connection is closed once the answer is written
+  // When set: written as the answer, byte for byte, instead of status, headers and body
+  // (interim answers, chunked or unframed bodies, broken answers).
+  std::string raw;
 
   static ScriptedReply with_status(int status, std::string body = {}) {
     ScriptedReply r;
