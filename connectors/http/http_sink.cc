@@ -732,7 +732,13 @@ void Client::warn_overdue(std::chrono::steady_clock::time_point now) {
   }
 }
 
-void Slot::on_answer(http1::Connection& /*connection*/, http1::Answer& answer) { owner->answered(this, answer); }
+void Slot::on_answer(http1::Connection& /*connection*/, http1::Answer& answer) {
+  // What `done` leaves (the stage's ack written, its next delivery's round) runs as this
+  // handler ends, not in posted handlers: each would cost the loop a zero-timeout
+  // epoll_wait per event.
+  IoLoop::Batch batch;
+  owner->answered(this, answer);
+}
 
 void Client::send_native(Slot* slot) {
   const Delivery& d = slot->work.delivery;

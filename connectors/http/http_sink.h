@@ -1,5 +1,7 @@
 // HttpSink: the `to: {x: {http: ...}}` sink. Sends each delivery as one HTTP request over
-// a pool of keep-alive connections driven by libcurl multi.
+// a pool of keep-alive connections: weir's own HTTP/1.1 client (http1_connection.h) for a
+// plain http:// URL to a numeric address, libcurl multi for every other (ADR 0270; see
+// client()). Everything below holds for both.
 //
 // Threads: `deliver()` and `stop()` may be called from any thread but the loop's
 // (`deliver()` also from the loop's own thread). The requests of every HttpSink that
