@@ -38,11 +38,12 @@ struct Answer {
 // A Beast body that keeps the first `limit` bytes and drops the rest: the sink needs the
 // start of an answer's body for a dead reason, never the whole of a large one.
 struct HeadBody {
-  struct value_type {
+  // The names Beast's Body concept requires.
+  struct value_type {  // NOLINT(readability-identifier-naming)
     std::string head;
     size_t limit = 0;
   };
-  class reader {
+  class reader {  // NOLINT(readability-identifier-naming)
    public:
     template <bool isRequest, class Fields>
     reader(boost::beast::http::header<isRequest, Fields>& /*h*/, value_type& body) : body_(body) {}
