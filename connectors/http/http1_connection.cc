@@ -67,16 +67,20 @@ void Connection::connect() {
     return;
   }
   socket_.async_connect(to_, [self = shared_from_this()](const boost::system::error_code& e) {
-    if (self->aborted_) return;
-    boost::system::error_code ec2 = e;
-    if (!ec2) self->register_again(ec2);
-    if (ec2) {
-      self->answer_.error = ec2;
-      self->finish(false);
-      return;
-    }
-    self->write();
+    if (self->waited_for_writing(e)) self->write();
   });
+}
+
+bool Connection::waited_for_writing(const boost::system::error_code& e) {
+  if (aborted_) return false;
+  boost::system::error_code ec = e;
+  if (!ec) register_again(ec);
+  if (ec) {
+    answer_.error = ec;
+    finish(false);
+    return false;
+  }
+  return true;
 }
 
 void Connection::fail_later(const boost::system::error_code& ec) {
@@ -129,15 +133,7 @@ void Connection::write() {
   out[0] = asio::buffer(head_.data() + from_head, head_.size() - from_head);
   out[1] = asio::buffer(body_.data() + (sent - from_head), body_.size() - (sent - from_head));
   asio::async_write(socket_, out, [self = shared_from_this()](const boost::system::error_code& e, size_t /*n*/) {
-    if (self->aborted_) return;
-    boost::system::error_code ec2 = e;
-    if (!ec2) self->register_again(ec2);
-    if (ec2) {
-      self->answer_.error = ec2;
-      self->finish(false);
-      return;
-    }
-    self->read();
+    if (self->waited_for_writing(e)) self->read();
   });
 }
 

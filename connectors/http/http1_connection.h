@@ -88,6 +88,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close();
   void fail_later(const boost::system::error_code& ec);
   void register_again(boost::system::error_code& ec);
+  // After a connect or a send that waited for writability: registers the socket again and
+  // says whether the request goes on (false: aborted, or failed and answered).
+  bool waited_for_writing(const boost::system::error_code& e);
   // Hands `answer_` to the owner; closes the connection unless it may carry another request.
   void finish(bool keep_open);
 
