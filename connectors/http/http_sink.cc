@@ -305,6 +305,10 @@ struct Client {
   void warn_overdue(std::chrono::steady_clock::time_point now);
   DeliveryResult classify(CURLcode code, long status, const Slot& slot) const;
   DeliveryResult classify_status(long status, const Slot& slot) const;
+  std::string timeout_reason() const;
+  // Ends the slot's request with `result`: the slot goes back to the free list, then
+  // `done` runs. (Its connection, if any, is closed by the caller when it must be.)
+  void release(Slot* slot, DeliveryResult result);
 
   // The native client (Client::native).
   bool use_native_client();
@@ -376,6 +380,8 @@ class Loop {
   asio::io_context& io() { return io_; }
   // A native request of `c` has finished (Client::answered): refills c and runs the turn.
   void answered(Client* c);
+  // Puts `c` on the list service() refills in its next round (once).
+  void refill(Client* c);
 
  private:
   static int on_socket(CURL* easy, curl_socket_t s, int what, void* self, void* watch);
@@ -645,11 +651,21 @@ DeliveryResult Client::classify_status(long status, const Slot& slot) const {
   return DeliveryResult::dead(body.empty() ? what : what + ": " + body);
 }
 
+std::string Client::timeout_reason() const {
+  return "timeout after " + std::to_string(spec.timeout.count()) + "ms (" + where + ")";
+}
+
+void Client::release(Slot* slot, DeliveryResult result) {
+  Work work = std::move(slot->work);
+  slot->busy = false;
+  --active;
+  free_slots.push_back(slot);
+  finish(work, std::move(result));
+}
+
 DeliveryResult Client::classify(CURLcode code, long status, const Slot& slot) const {
   if (code == CURLE_OK) return classify_status(status, slot);
-  if (code == CURLE_OPERATION_TIMEDOUT) {
-    return DeliveryResult::retry("timeout after " + std::to_string(spec.timeout.count()) + "ms (" + where + ")");
-  }
+  if (code == CURLE_OPERATION_TIMEDOUT) return DeliveryResult::retry(timeout_reason());
   // curl_easy_strerror, not the error buffer: the buffer may quote parts of the request.
   const std::string what = std::string(curl_easy_strerror(code)) + " (" + where + ")";
   // start() took only http and https URLs: curl's "Unsupported protocol" is then an answer
@@ -690,12 +706,7 @@ void Client::complete(CURLM* multi, Slot* slot, CURLcode code) {
   curl_easy_getinfo(slot->easy, CURLINFO_RESPONSE_CODE, &status);
   curl_multi_remove_handle(multi, slot->easy);
   if (resend(multi, slot, code)) return;
-  DeliveryResult result = classify(code, status, *slot);
-  Work work = std::move(slot->work);
-  slot->busy = false;
-  --active;
-  free_slots.push_back(slot);
-  finish(work, std::move(result));
+  release(slot, classify(code, status, *slot));
 }
 
 void Client::abandon_all(CURLM* multi) {
@@ -709,11 +720,7 @@ void Client::abandon_all(CURLM* multi) {
     } else {
       curl_multi_remove_handle(multi, slot->easy);
     }
-    Work work = std::move(slot->work);
-    slot->busy = false;
-    --active;
-    free_slots.push_back(slot.get());
-    finish(work, DeliveryResult::retry("sink stopping; request abandoned (" + where + ")"));
+    release(slot.get(), DeliveryResult::retry("sink stopping; request abandoned (" + where + ")"));
   }
 }
 
@@ -787,11 +794,7 @@ void Client::answered(Slot* slot, http1::Answer& answer) {
     slot->response_head = std::move(answer.body_head);
     result = classify_status(answer.status, *slot);
   }
-  Work work = std::move(slot->work);
-  slot->busy = false;
-  --active;
-  free_slots.push_back(slot);
-  finish(work, std::move(result));
+  release(slot, std::move(result));
   home->answered(this);
 }
 
@@ -808,11 +811,7 @@ std::optional<std::chrono::steady_clock::time_point> Client::expire(std::chrono:
     slot->conn->abort();
     slot->conn.reset();
     slot->resent = false;
-    Work work = std::move(slot->work);
-    slot->busy = false;
-    --active;
-    free_slots.push_back(slot.get());
-    finish(work, DeliveryResult::retry("timeout after " + std::to_string(spec.timeout.count()) + "ms (" + where + ")"));
+    release(slot.get(), DeliveryResult::retry(timeout_reason()));
   }
   return next;
 }
@@ -1012,10 +1011,7 @@ void Loop::collect() {
     auto* slot = reinterpret_cast<Slot*>(priv);
     Client* c = slot->owner;
     c->complete(multi_, slot, code);
-    if (!c->in_turn) {
-      c->in_turn = true;
-      turn_.push_back(c);
-    }
+    refill(c);
   }
 }
 
@@ -1071,25 +1067,27 @@ void Loop::take(std::vector<Client*>& turn) {
   }
 }
 
+void Loop::refill(Client* c) {
+  if (c->in_turn) return;
+  c->in_turn = true;
+  turn_.push_back(c);
+}
+
 void Loop::answered(Client* c) {
-  if (!c->in_turn) {
-    c->in_turn = true;
-    turn_.push_back(c);
-  }
+  refill(c);
   service();
 }
 
 void Loop::service() {
   busy_ = true;
-  if (native_deadline_ && std::chrono::steady_clock::now() >= *native_deadline_) {
-    native_deadline_.reset();
+  if (native_deadline_) {
     const auto now = std::chrono::steady_clock::now();
-    for (Client* c : clients_) {
-      if (!c->native || c->active == 0) continue;
-      c->expire(now);
-      if (!c->in_turn) {  // its pool has room again
-        c->in_turn = true;
-        turn_.push_back(c);
+    if (now >= *native_deadline_) {
+      native_deadline_.reset();
+      for (Client* c : clients_) {
+        if (!c->native || c->active == 0) continue;
+        c->expire(now);
+        refill(c);  // its pool has room again
       }
     }
   }
