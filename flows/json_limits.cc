@@ -1,6 +1,7 @@
 #include "flows/json_limits.h"
 
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -112,21 +113,24 @@ bool run(std::string_view text, Sax& sax, JsonError* error) {
   return ok;
 }
 
-// The quick check's own depth stack: deeper texts go to nlohmann (the default limit is 128).
+// The quick scan's own depth stack: deeper texts go to nlohmann (the default limit is 128).
 constexpr int kQuickMaxDepth = 256;
 
-// A strict RFC 8259 scanner without a DOM, token buffer or allocation: a seventh of the
-// time of nlohmann's SAX pass over the same text (bench/micro, BM_Json_Check: 0.23 against
-// 1.70 µs for a bench_orders event). It only ever says "yes" for a text nlohmann's strict
-// parse accepts within `max_depth`. Where that would take more than a scan (a surrogate
-// escape, a number that may overflow a double, a byte order mark, nesting past its own
-// stack) or the text is not JSON, it says "no" and check_json asks nlohmann, which also
-// words the error. flows/fuzz/fuzz_json_ingress.cc holds check_json to a plain nlohmann
-// parse; tests/flows/json_limits_test.cc to nlohmann on 30,000 mutated bodies.
+// A strict RFC 8259 scanner without a token buffer or allocation of its own: a seventh of
+// the time of nlohmann's SAX pass over the same text (bench/micro, BM_Json_Check: 0.23
+// against 1.70 µs for a bench_orders event). It only ever says "yes" for a text nlohmann's
+// strict parse accepts within `max_depth`. Where that would take more than a scan (a
+// surrogate escape, a number that may overflow a double, a byte order mark, nesting past
+// its own stack) or the text is not JSON, it says "no" and the caller asks nlohmann, which
+// also words the error. What it reads goes to `Out` (NoOutput for check_json, DomBuilder for
+// parse_json), which may say "no" too. flows/fuzz/fuzz_json_ingress.cc holds check_json and
+// parse_json to a plain nlohmann parse; tests/flows/json_limits_test.cc to nlohmann on
+// 30,000 mutated bodies.
+template <typename Out>
 class QuickScan {
  public:
-  explicit QuickScan(std::string_view text)
-      : p_(reinterpret_cast<const unsigned char*>(text.data())), end_(p_ + text.size()) {}
+  QuickScan(std::string_view text, Out& out)
+      : p_(reinterpret_cast<const unsigned char*>(text.data())), end_(p_ + text.size()), out_(out) {}
 
   bool accepts(int max_depth) {
     if (p_ != end_ && *p_ == 0xEF) return false;   // a UTF-8 byte order mark: nlohmann's call
@@ -144,13 +148,14 @@ class QuickScan {
             next = Next::kAfterValue;
             continue;
           }
-          if (depth >= max_depth || depth >= kQuickMaxDepth) return false;
+          if (depth >= max_depth || depth >= kQuickMaxDepth || !out_.open(object)) return false;
           ++p_;
           in_object[static_cast<size_t>(depth++)] = object;
           skip_blanks();
           if (p_ != end_ && *p_ == closer(object)) {
             ++p_;
             --depth;
+            out_.close();
             next = Next::kAfterValue;
           } else {
             next = object ? Next::kKey : Next::kValue;
@@ -158,7 +163,7 @@ class QuickScan {
           continue;
         }
         case Next::kKey:
-          if (p_ == end_ || *p_ != '"' || !string()) return false;
+          if (p_ == end_ || *p_ != '"' || !string(/*key=*/true)) return false;
           skip_blanks();
           if (p_ == end_ || *p_ != ':') return false;
           ++p_;
@@ -174,6 +179,7 @@ class QuickScan {
           } else if (*p_ == closer(object)) {
             ++p_;
             --depth;
+            out_.close();
           } else {
             return false;
           }
@@ -188,6 +194,10 @@ class QuickScan {
   static bool digit(unsigned char c) { return c >= '0' && c <= '9'; }
   static bool hex(unsigned char c) { return digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+  std::string_view since(const unsigned char* from) const {
+    return {reinterpret_cast<const char*>(from), static_cast<size_t>(p_ - from)};
+  }
+
   void skip_blanks() {
     while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }
@@ -200,10 +210,10 @@ class QuickScan {
 
   bool scalar() {
     switch (*p_) {
-      case '"': return string();
-      case 't': return word("true");
-      case 'f': return word("false");
-      case 'n': return word("null");
+      case '"': return string(/*key=*/false);
+      case 't': return word("true") && out_.boolean(true);
+      case 'f': return word("false") && out_.boolean(false);
+      case 'n': return word("null") && out_.null();
       default: return number();
     }
   }
@@ -217,6 +227,7 @@ class QuickScan {
   // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, and small enough that no double overflows:
   // nlohmann refuses a number whose value is not finite (1e999, 400 digits).
   bool number() {
+    const unsigned char* from = p_;
     if (p_ != end_ && *p_ == '-') ++p_;
     if (p_ == end_ || !digit(*p_)) return false;
     size_t whole = 1;
@@ -225,32 +236,38 @@ class QuickScan {
     } else {
       whole = digits();
     }
+    bool integer = true;
     if (p_ != end_ && *p_ == '.') {
       ++p_;
+      integer = false;
       if (digits() == 0) return false;
     }
     size_t exponent_digits = 0;
     if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
       ++p_;
+      integer = false;
       if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
       exponent_digits = digits();
       if (exponent_digits == 0) return false;
     }
     // Below 10^300 whatever the fraction: at most 2 exponent digits and 200 whole digits.
-    return exponent_digits <= 2 && whole <= 200;
+    return exponent_digits <= 2 && whole <= 200 && out_.number(since(from), integer);
   }
 
-  // After the opening quote: escapes, no controls, UTF-8 as RFC 3629 (the same set as nlohmann).
-  bool string() {
-    ++p_;
+  // At the opening quote: escapes, no controls, UTF-8 as RFC 3629 (the same set as nlohmann).
+  bool string(bool key) {
+    const unsigned char* from = ++p_;
+    bool escaped = false;
     while (p_ != end_) {
       const unsigned char c = *p_;
       if (c == '"') {
+        const std::string_view raw = since(from);
         ++p_;
-        return true;
+        return key ? out_.key(raw, escaped) : out_.string(raw, escaped);
       }
       if (c < 0x20) return false;
       if (c == '\\') {
+        escaped = true;
         if (!escape()) return false;
       } else if (c < 0x80) {
         ++p_;
@@ -296,11 +313,149 @@ class QuickScan {
 
   const unsigned char* p_;
   const unsigned char* end_;
+  Out& out_;
+};
+
+// check_json's output: the scan alone.
+struct NoOutput {
+  static bool open(bool /*object*/) { return true; }
+  static void close() {}
+  static bool key(std::string_view /*raw*/, bool /*escaped*/) { return true; }
+  static bool string(std::string_view /*raw*/, bool /*escaped*/) { return true; }
+  static bool number(std::string_view /*text*/, bool /*integer*/) { return true; }
+  static bool boolean(bool /*v*/) { return true; }
+  static bool null() { return true; }
+};
+
+// The text of a string the scan accepted, its escapes decoded (no surrogates: the scan
+// leaves those to nlohmann). \u escapes become UTF-8, \u0000 a NUL, as nlohmann does.
+std::string unescape(std::string_view raw) {
+  std::string out;
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '\\') {
+      out += raw[i];
+      continue;
+    }
+    const char c = raw[++i];
+    switch (c) {
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'u': {
+        unsigned cp = 0;
+        std::from_chars(raw.data() + i + 1, raw.data() + i + 5, cp, 16);
+        i += 4;
+        if (cp < 0x80) {
+          out += static_cast<char>(cp);
+        } else if (cp < 0x800) {
+          out += static_cast<char>(0xC0 | (cp >> 6));
+          out += static_cast<char>(0x80 | (cp & 0x3F));
+        } else {
+          out += static_cast<char>(0xE0 | (cp >> 12));
+          out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+          out += static_cast<char>(0x80 | (cp & 0x3F));
+        }
+        break;
+      }
+      default: out += c;  // " \ /
+    }
+  }
+  return out;
+}
+
+// parse_json's output: the DOM nlohmann's parser would build, the same value types
+// (a number without fraction or exponent is unsigned, or signed when negative; one that
+// does not fit 64 bits goes to nlohmann, which makes it a double).
+class DomBuilder {
+ public:
+  explicit DomBuilder(Json& root) : root_(root) {}
+
+  bool open(bool object) {
+    Json* added = put(object ? Json(Json::value_t::object) : Json(Json::value_t::array));
+    open_.push_back(added);
+    return true;
+  }
+  void close() { open_.pop_back(); }
+  bool key(std::string_view raw, bool escaped) {
+    auto& members = *open_.back()->get_ptr<Json::object_t*>();
+    key_ = &members[escaped ? unescape(raw) : std::string(raw)];
+    return true;
+  }
+  bool string(std::string_view raw, bool escaped) {
+    put(Json(escaped ? unescape(raw) : std::string(raw)));
+    return true;
+  }
+  bool number(std::string_view text, bool integer) {
+    const char* first = text.data();
+    const char* last = first + text.size();
+    if (!integer) {
+      double v = 0;
+      if (std::from_chars(first, last, v).ec != std::errc{}) return false;  // underflow: nlohmann's call
+      put(Json(v));
+    } else if (*first == '-') {
+      Json::number_integer_t v = 0;
+      if (std::from_chars(first, last, v).ec != std::errc{}) return false;
+      put(Json(v));
+    } else {
+      Json::number_unsigned_t v = 0;
+      if (std::from_chars(first, last, v).ec != std::errc{}) return false;
+      put(Json(v));
+    }
+    return true;
+  }
+  bool boolean(bool v) {
+    put(Json(v));
+    return true;
+  }
+  bool null() {
+    put(Json(nullptr));
+    return true;
+  }
+
+ private:
+  // Places a value where the text has it: the root, the next array element, or the member
+  // whose key came last. Returns where it now lives (stable until its container grows,
+  // which only happens after it is closed).
+  Json* put(Json&& v) {
+    if (open_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Json* container = open_.back();
+    if (container->is_array()) {
+      auto& items = *container->get_ptr<Json::array_t*>();
+      items.push_back(std::move(v));
+      return &items.back();
+    }
+    *key_ = std::move(v);
+    return key_;
+  }
+
+  Json& root_;
+  std::vector<Json*> open_;
+  Json* key_ = nullptr;
 };
 
 }  // namespace
 
-bool detail::quick_check_json(std::string_view text, int max_depth) { return QuickScan(text).accepts(max_depth); }
+bool detail::quick_check_json(std::string_view text, int max_depth) {
+  NoOutput none;
+  return QuickScan<NoOutput>(text, none).accepts(max_depth);
+}
+
+std::optional<Json> detail::quick_parse_json(std::string_view text, int max_depth) {
+  Json result;
+  DomBuilder dom(result);
+  try {
+    if (!QuickScan<DomBuilder>(text, dom).accepts(max_depth)) return std::nullopt;
+  } catch (const std::exception&) {  // allocation: nlohmann's parse words it
+    return std::nullopt;
+  }
+  return result;
+}
 
 bool detail::nlohmann_check_json(std::string_view text, int max_depth, JsonError* error) {
   NoDom none;
@@ -309,6 +464,11 @@ bool detail::nlohmann_check_json(std::string_view text, int max_depth, JsonError
 }
 
 std::optional<Json> parse_json(std::string_view text, int max_depth, JsonError* error) {
+  if (auto quick = detail::quick_parse_json(text, max_depth)) return quick;
+  return detail::nlohmann_parse_json(text, max_depth, error);
+}
+
+std::optional<Json> detail::nlohmann_parse_json(std::string_view text, int max_depth, JsonError* error) {
   Json result;
   {
     nlohmann::detail::json_sax_dom_parser<Json> dom(result, /*allow_exceptions=*/false);

@@ -27,6 +27,7 @@ struct JsonError {
 
 // Parses `text`, allowing at most `max_depth` nested arrays and objects (a scalar is
 // depth 0, `[]` depth 1). On failure returns nullopt and fills `error` when given.
+// The quick scan builds the DOM when it can say yes; nlohmann parses the rest.
 std::optional<nlohmann::json> parse_json(std::string_view text, int max_depth, JsonError* error = nullptr);
 
 // Checks `text` as parse_json would, without building a DOM (ingress validation): a quick
@@ -39,6 +40,11 @@ namespace detail {
 // error). nlohmann_check_json: nlohmann's strict SAX pass, the authority and the error text.
 bool quick_check_json(std::string_view text, int max_depth);
 bool nlohmann_check_json(std::string_view text, int max_depth, JsonError* error = nullptr);
+// parse_json's first half: the same scan building the DOM nlohmann would (nullopt where the
+// scan says no or is unsure; parse_json then asks nlohmann).
+std::optional<nlohmann::json> quick_parse_json(std::string_view text, int max_depth);
+// parse_json's second half: nlohmann's DOM parser with the depth limit, the authority.
+std::optional<nlohmann::json> nlohmann_parse_json(std::string_view text, int max_depth, JsonError* error = nullptr);
 }  // namespace detail
 
 // A broker payload parsed as the `payload` member of its event (one level down): JSON

@@ -275,6 +275,28 @@ bool nlohmann_check(std::string_view text, int max_depth) {
 BENCHMARK_CAPTURE(BM_Json_Check, Quick, &weir::flows::detail::quick_check_json);
 BENCHMARK_CAPTURE(BM_Json_Check, Nlohmann, &nlohmann_check);
 
+// The flow stage's parse of every input event: parse_json, whose quick scan builds the DOM
+// (ADR 0271), against nlohmann's DOM parser with the same depth limit, which it asks only
+// when the scan cannot say yes.
+void BM_Json_Parse(benchmark::State& state, std::optional<Json> (*parse)(std::string_view, int)) {
+  const Fixture& f = fixture();
+  size_t i = 0;
+  for (auto _ : state) {
+    std::optional<Json> ev = parse(f.events[i++ % f.events.size()], weir::flows::kDefaultMaxDepth);
+    if (!ev) state.SkipWithError("a bench event was refused");
+    benchmark::DoNotOptimize(ev);
+  }
+  report(state, f);
+}
+std::optional<Json> quick_parse(std::string_view text, int max_depth) {
+  return weir::flows::parse_json(text, max_depth);
+}
+std::optional<Json> nlohmann_parse(std::string_view text, int max_depth) {
+  return weir::flows::detail::nlohmann_parse_json(text, max_depth);
+}
+BENCHMARK_CAPTURE(BM_Json_Parse, Quick, &quick_parse);
+BENCHMARK_CAPTURE(BM_Json_Parse, Nlohmann, &nlohmann_parse);
+
 // Both versions side by side: chunks of 32 events alternate between them (in turn
 // first), each timed on the thread's CPU clock, so that both see the same machine
 // state. On a shared, noisy machine this ratio is steadier than one computed from two

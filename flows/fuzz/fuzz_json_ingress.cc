@@ -5,7 +5,8 @@
 // Invariants beyond "no crash, no sanitizer report": the three agree with a reference
 // parse without a depth limit (nlohmann's iterative SAX parser, plus "no raw NUL byte"):
 // a body is accepted exactly when it is valid JSON nested at most 128 deep; a refusal of
-// valid JSON says "too deep"; whatever is accepted re-serialises and parses back equal.
+// valid JSON says "too deep"; parse_json's DOM (its quick scan's, most often) is the one
+// nlohmann's parser builds; whatever is accepted re-serialises and parses back equal.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -59,6 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parsed.has_value() != checked) __builtin_trap();
   if (parsed) {
     if (weir::flows::json_depth(*parsed, kDefaultMaxDepth) > kDefaultMaxDepth) __builtin_trap();
+    // The quick scan's DOM (when it built one) is nlohmann's: the same value, written the same.
+    std::optional<Json> reference = weir::flows::detail::nlohmann_parse_json(body, kDefaultMaxDepth);
+    if (!reference || *reference != *parsed || reference->dump() != parsed->dump()) __builtin_trap();
     // What a stage stores downstream: serialised, it parses back to the same value.
     std::string text = parsed->dump(-1, ' ', false, Json::error_handler_t::replace);
     std::optional<Json> again = weir::flows::parse_json(text, kDefaultMaxDepth);

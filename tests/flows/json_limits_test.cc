@@ -1,4 +1,5 @@
 // flows/json_limits: the bounded JSON parse every ingress uses (spec §1.6).
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <string>
@@ -47,7 +48,90 @@ void check_agrees(const std::string& text, int max_depth = 128) {
   CHECK(check_json(text, max_depth) == reference);
 }
 
+// The same DOM down to each value's type (nlohmann's == takes 1, 1u and 1.0 as equal).
+bool same_dom(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+      if (ia.key() != ib.key() || !same_dom(*ia, *ib)) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!same_dom(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  if (a.is_number_float()) {  // bit for bit: -0.0 and 0.0 are two values here
+    return std::bit_cast<std::uint64_t>(a.get<double>()) == std::bit_cast<std::uint64_t>(b.get<double>());
+  }
+  return a == b;
+}
+
+// parse_json's quick half may only build a DOM where nlohmann's parse does, and the same.
+void parse_agrees(const std::string& text, int max_depth = 128) {
+  INFO("text: " << text);
+  const auto quick = weir::flows::detail::quick_parse_json(text, max_depth);
+  const auto reference = weir::flows::detail::nlohmann_parse_json(text, max_depth);
+  if (quick) {
+    REQUIRE(reference);
+    CHECK(same_dom(*quick, *reference));
+    CHECK(quick->dump() == reference->dump());
+  }
+  const auto parsed = parse_json(text, max_depth);
+  REQUIRE(parsed.has_value() == reference.has_value());
+  if (parsed) CHECK(same_dom(*parsed, *reference));
+}
+
 }  // namespace
+
+TEST_CASE("parse_json's quick scan builds nlohmann's DOM: value types, escapes, duplicate keys", "[json_limits]") {
+  using weir::flows::detail::quick_parse_json;
+  const std::vector<std::string> built = {
+      R"({"id": "o-17", "t": 1767225600000000, "amount": "123.45", "items": [{"sku": "a", "qty": 2}, {}], "n": null})",
+      R"([0, -0, 7, -7, 18446744073709551615, -9223372036854775808, 0.5, -0.0, 1e2, 1E-2, 2.5e+10, 1.5e99, 123456789.123456789e-12])",
+      R"(["\"\\\/\b\f\n\r\t", "\u0000\u0041\u00e9\u20ac\uFFFD", "caf\u00e9 \u2603"])",
+      "[\"\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e\"]",
+      R"({"a": 1, "a": {"b": [true, false]}, "a": 3, "": ""})",  // the last duplicate wins
+      R"(  {"x" : [ [ ] , { } , "" ] }  )",
+      "7",
+      "\"text\"",
+      "true",
+      "null",
+      "[]",
+      "{}"};
+  for (const std::string& text : built) {
+    INFO("text: " << text);
+    CHECK(quick_parse_json(text, 128));
+    parse_agrees(text);
+  }
+  // Left to nlohmann: surrogate escapes, integers past 64 bits, a byte order mark, a double
+  // that underflows, depth past the limit, and everything that is not JSON.
+  const std::vector<std::string> left = {R"(["\ud834\udd1e"])",
+                                         "18446744073709551616",
+                                         "-9223372036854775809",
+                                         "\xef\xbb\xbf[1]",
+                                         "1.7976931348623157e308",
+                                         "1e-99999",
+                                         "[1e-400]",
+                                         "[[1]]",
+                                         "[1,]",
+                                         "{\"a\"}",
+                                         ""};
+  for (const std::string& text : left) {
+    INFO("text: " << text);
+    CHECK_FALSE(quick_parse_json(text, 1));
+    parse_agrees(text, 1);
+  }
+  const std::string underflows = "0." + std::string(400, '0') + "1";  // two exponent digits or none
+  CHECK_FALSE(quick_parse_json(underflows, 128));
+  parse_agrees(underflows);
+  CHECK(parse_json("18446744073709551616", 128)->is_number_float());  // nlohmann's answer
+  CHECK(parse_json(R"(["\ud834\udd1e"])", 128)->at(0) == "\xf0\x9d\x84\x9e");
+}
 
 TEST_CASE("the quick JSON scan takes ordinary bodies and says yes only where nlohmann does", "[json_limits]") {
   using weir::flows::detail::quick_check_json;
@@ -132,7 +216,8 @@ TEST_CASE("the quick JSON scan takes ordinary bodies and says yes only where nlo
   CHECK(quick_check_json("7", 0));
 }
 
-TEST_CASE("the quick JSON scan never says yes where nlohmann says no: 30,000 mutated bodies", "[json_limits]") {
+TEST_CASE("the quick JSON scan never says yes where nlohmann says no, and builds its DOM: 30,000 mutated bodies",
+          "[json_limits]") {
   // Deterministic: a fixed seed, single bytes replaced, inserted or cut from valid bodies,
   // and the bodies cut short, so the scan meets every kind of almost-JSON.
   const std::vector<std::string> seeds = {
@@ -149,6 +234,7 @@ TEST_CASE("the quick JSON scan never says yes where nlohmann says no: 30,000 mut
     return state;
   };
   int quick_yes = 0;
+  int quick_built = 0;
   for (int i = 0; i < 30000; ++i) {
     std::string text = seeds[next() % seeds.size()];
     const int edits = 1 + static_cast<int>(next() % 3);
@@ -166,6 +252,14 @@ TEST_CASE("the quick JSON scan never says yes where nlohmann says no: 30,000 mut
     quick_yes += quick ? 1 : 0;
     if (quick && !weir::flows::detail::nlohmann_check_json(text, 4))
       FAIL("quick scan took what nlohmann refuses: " << text);
+    const auto built = weir::flows::detail::quick_parse_json(text, 4);
+    if (built.has_value() && !quick) FAIL("quick parse took what the quick scan refuses: " << text);
+    quick_built += built ? 1 : 0;
+    if (built) {
+      const auto reference = weir::flows::detail::nlohmann_parse_json(text, 4);
+      if (!reference || !same_dom(*built, *reference)) FAIL("quick parse differs from nlohmann: " << text);
+    }
   }
   CHECK(quick_yes > 1000);  // the mutations also leave valid JSON the scan must take
+  CHECK(quick_built > 1000);
 }
