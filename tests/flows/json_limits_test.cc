@@ -2,10 +2,12 @@
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "flows/json_limits.h"
+#include "flows/value.h"
 
 using weir::flows::check_json;
 using weir::flows::JsonError;
@@ -133,6 +135,33 @@ TEST_CASE("parse_json's quick scan builds nlohmann's DOM: value types, escapes, 
   CHECK(parse_json(R"(["\ud834\udd1e"])", 128)->at(0) == "\xf0\x9d\x84\x9e");
 }
 
+TEST_CASE("dump_safe writes what nlohmann's dump with the replace handler writes", "[json_limits]") {
+  using nlohmann::json;
+  const auto nlohmann_dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
+  std::string controls;
+  for (int c = 0; c < 0x20; ++c) controls += static_cast<char>(c);
+  controls += "\x7f\"\\/ plain";
+  const std::vector<json> values = {
+      json::parse(R"({"id":"o1","t":1767225600000000,"lines":[{"sku":"a","qty":2,"total":21.0}],"n":null,"ok":true})"),
+      json::array({0.0, -0.0, 250.0, 0.1, 1e300, 1e-7, 5e-324, 123456789.125, -1.5e-10, 1e16, 1e15}),
+      json::array({std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                   -std::numeric_limits<double>::infinity()}),
+      json::array({std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(),
+                   std::numeric_limits<std::uint64_t>::max(), 0, -1}),
+      json(controls),
+      json("caf\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e"),
+      json("bad \xff utf-8 \xc3 and \xed\xa0\x80 a surrogate"),  // replaced by U+FFFD
+      json::object({{"k\n\xfe", "v"}, {"", json::object()}, {"arr", json::array()}}),
+      json::binary({1, 2, 3}),
+      json(),
+      json(false),
+      json("")};
+  for (const json& v : values) {
+    INFO(nlohmann_dump(v));
+    CHECK(weir::flows::dump_safe(v) == nlohmann_dump(v));
+  }
+}
+
 TEST_CASE("the quick JSON scan takes ordinary bodies and says yes only where nlohmann does", "[json_limits]") {
   using weir::flows::detail::quick_check_json;
   const std::string order =
@@ -258,6 +287,7 @@ TEST_CASE("the quick JSON scan never says yes where nlohmann says no, and builds
     if (built) {
       const auto reference = weir::flows::detail::nlohmann_parse_json(text, 4);
       if (!reference || !same_dom(*built, *reference)) FAIL("quick parse differs from nlohmann: " << text);
+      if (weir::flows::dump_safe(*built) != reference->dump()) FAIL("dump_safe differs from nlohmann: " << text);
     }
   }
   CHECK(quick_yes > 1000);  // the mutations also leave valid JSON the scan must take
