@@ -47,6 +47,12 @@ std::optional<nlohmann::json> quick_parse_json(std::string_view text, int max_de
 std::optional<nlohmann::json> nlohmann_parse_json(std::string_view text, int max_depth, JsonError* error = nullptr);
 }  // namespace detail
 
+// Compact JSON as nlohmann's dump(-1, ' ', false, replace) writes it, byte for byte (keys
+// in order, invalid UTF-8 replaced by U+FFFD, non-finite doubles as null), without its
+// per-byte escaping pass (ADR 0271). Never throws but for allocation. The flow stage writes
+// its outputs with it; flows/value.h's dump_safe is the same function.
+std::string write_json(const nlohmann::json& value);
+
 // A broker payload parsed as the `payload` member of its event (one level down): JSON
 // within max_depth - 1 levels, nullopt when it is not JSON (the caller keeps it as text).
 // When it is JSON but too deep, nullopt with *too_deep set to the reason (dead-letter it).

@@ -1,8 +1,6 @@
 #include "flows/value.h"
 
-#include <array>
-#include <charconv>
-#include <cmath>
+#include "flows/json_limits.h"
 
 namespace weir::flows {
 
@@ -20,115 +18,7 @@ const char* type_name(const Json& j) {
   }
 }
 
-namespace {
-
-// A string as nlohmann's dump writes it with ensure_ascii off: `"` and `\` escaped, the
-// controls below 0x20 as \b \t \n \f \r or \u00xx, everything else as it is. A string
-// that is not valid UTF-8 goes to nlohmann, whose error handler replaces the bad bytes.
-void dump_string(const std::string& s, std::string& out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  const size_t start = out.size();
-  out += '"';
-  size_t plain = 0;  // start of the run of bytes copied as they are
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const size_t len = utf8_sequence_length(s, i);
-      if (len == 0) {
-        out.resize(start);
-        out += Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
-        return;
-      }
-      i += len;
-      continue;
-    }
-    if (c >= 0x20 && c != '"' && c != '\\') {
-      ++i;
-      continue;
-    }
-    out.append(s, plain, i - plain);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\f': out += "\\f"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        out += "\\u00";
-        out += kHex[c >> 4];
-        out += kHex[c & 0xF];
-    }
-    plain = ++i;
-  }
-  out.append(s, plain, s.size() - plain);
-  out += '"';
-}
-
-template <typename Number>
-void dump_integer(Number v, std::string& out) {
-  std::array<char, 24> buf{};
-  const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  out.append(buf.data(), r.ptr);
-}
-
-// What j.dump(-1, ' ', false, replace) writes, without its per-byte UTF-8 state machine
-// for every string (docs/adr/0271): the same bytes; tests/flows/value_test.cc and the
-// json_ingress fuzz target compare the two.
-void dump_value(const Json& j, std::string& out) {
-  switch (j.type()) {
-    case Json::value_t::object: {
-      out += '{';
-      bool first = true;
-      for (const auto& [key, value] : *j.get_ptr<const Json::object_t*>()) {
-        if (!first) out += ',';
-        first = false;
-        dump_string(key, out);
-        out += ':';
-        dump_value(value, out);
-      }
-      out += '}';
-      return;
-    }
-    case Json::value_t::array: {
-      out += '[';
-      bool first = true;
-      for (const Json& item : *j.get_ptr<const Json::array_t*>()) {
-        if (!first) out += ',';
-        first = false;
-        dump_value(item, out);
-      }
-      out += ']';
-      return;
-    }
-    case Json::value_t::string: dump_string(*j.get_ptr<const Json::string_t*>(), out); return;
-    case Json::value_t::boolean: out += j.get<bool>() ? "true" : "false"; return;
-    case Json::value_t::null: out += "null"; return;
-    case Json::value_t::number_integer: dump_integer(j.get<Json::number_integer_t>(), out); return;
-    case Json::value_t::number_unsigned: dump_integer(j.get<Json::number_unsigned_t>(), out); return;
-    case Json::value_t::number_float: {
-      const double x = j.get<double>();
-      if (!std::isfinite(x)) {
-        out += "null";
-        return;
-      }
-      std::array<char, 64> buf{};
-      out.append(buf.data(), nlohmann::detail::to_chars(buf.data(), buf.data() + buf.size(), x));
-      return;
-    }
-    default: out += j.dump(-1, ' ', false, Json::error_handler_t::replace);  // binary, discarded
-  }
-}
-
-}  // namespace
-
-std::string dump_safe(const Json& j) {
-  std::string out;
-  if (j.is_structured()) out.reserve(256);  // an event: spares the first few regrowths
-  dump_value(j, out);
-  return out;
-}
+std::string dump_safe(const Json& j) { return write_json(j); }
 
 std::string brief(const Json& j, size_t max) {
   std::string s = dump_safe(j);

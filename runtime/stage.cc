@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <random>
 
-#include "flows/value.h"
 #include "runtime/log.h"
 #include "runtime/trace.h"
 #include "runtime/trace_export.h"
@@ -410,7 +409,7 @@ void FlowStage::run_input(const std::shared_ptr<Batch>& b, size_t i, const std::
   flows::Outcome outcome = flow.run(std::move(*event));
   switch (outcome.kind) {
     case flows::Outcome::Kind::kEmit:
-      emit_output(b, i, id, version, std::move(span_tp), outcome.sink, flows::dump_safe(outcome.event));
+      emit_output(b, i, id, version, std::move(span_tp), outcome.sink, flows::write_json(outcome.event));
       break;
     case flows::Outcome::Kind::kDropped:
       ++b->dropped;

@@ -22,7 +22,6 @@
 
 #include "flows/flow.h"
 #include "flows/json_limits.h"
-#include "flows/value.h"
 
 namespace {
 
@@ -298,7 +297,7 @@ std::optional<Json> nlohmann_parse(std::string_view text, int max_depth) {
 BENCHMARK_CAPTURE(BM_Json_Parse, Quick, &quick_parse);
 BENCHMARK_CAPTURE(BM_Json_Parse, Nlohmann, &nlohmann_parse);
 
-// The flow stage's serialisation of every output: flows::dump_safe (ADR 0271) against
+// The flow stage's serialisation of every output: flows::write_json (ADR 0271) against
 // nlohmann's dump with the replace handler, which writes the same bytes.
 void BM_Json_Dump(benchmark::State& state, std::string (*dump)(const Json&)) {
   const Fixture& f = fixture();
@@ -312,7 +311,7 @@ void BM_Json_Dump(benchmark::State& state, std::string (*dump)(const Json&)) {
   report(state, f);
 }
 std::string nlohmann_dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-BENCHMARK_CAPTURE(BM_Json_Dump, Weir, &weir::flows::dump_safe);
+BENCHMARK_CAPTURE(BM_Json_Dump, Weir, &weir::flows::write_json);
 BENCHMARK_CAPTURE(BM_Json_Dump, Nlohmann, &nlohmann_dump);
 
 // Both versions side by side: chunks of 32 events alternate between them (in turn
