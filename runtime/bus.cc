@@ -715,8 +715,8 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
 
 // A consumer loop: one thread and one event-loop connection for every flow consumer of
 // the process ("weir-flows", ADR 0220), or for every sink consumer ("weir-sinks",
-// ADR 0258). `consumers` is touched on the loop thread only (start and stop run_sync
-// there).
+// ADR 0258), or for both ("weir-delivery", BusOptions::delivery_loops 1, ADR 0272). `consumers` is touched on the loop
+// thread only (start and stop run_sync there).
 struct Bus::FlowLoop {
   explicit FlowLoop(const char* thread_name) : io(thread_name) {}
   IoLoop io;
@@ -764,10 +764,12 @@ struct Bus::FlowLoop {
 
 Result<Bus::FlowLoop*> Bus::flow_loop(ConsumerLoop which) {
   MutexLock lock(flow_loop_mu_);
-  auto& slot = loops_[static_cast<int>(which)];
+  // One loop for both kinds (ADR 0272): the flows' slot, under its own name.
+  const bool shared = options_.delivery_loops == 1;
+  auto& slot = loops_[shared ? 0 : static_cast<int>(which)];
   if (slot) return slot.get();
   const bool sinks = which == ConsumerLoop::kSinks;
-  auto fl = std::make_unique<FlowLoop>(sinks ? "weir-sinks" : "weir-flows");
+  auto fl = std::make_unique<FlowLoop>(shared ? "weir-delivery" : sinks ? "weir-sinks" : "weir-flows");
   fl->io.start();
   FlowLoop* raw = fl.get();
   LoopHooks hooks;
@@ -783,7 +785,7 @@ Result<Bus::FlowLoop*> Bus::flow_loop(ConsumerLoop which) {
       }
     });
   };
-  auto lp = LoopPublisher::connect(fl->io, options_, sinks ? "sinks" : "flows", std::move(hooks));
+  auto lp = LoopPublisher::connect(fl->io, options_, shared ? "delivery" : sinks ? "sinks" : "flows", std::move(hooks));
   if (!lp) return lp.status();
   fl->pub = std::move(lp.value());
   fl->nl = &fl->pub->loop();

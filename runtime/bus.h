@@ -98,6 +98,9 @@ struct BusOptions {
   // sink stage (ADR 0258). Internal switch: false puts them back on the shared delivery
   // pool of the control connection (ADR 0150).
   bool flow_loop = true;
+  // 1: the flow and sink consumers share one loop thread ("weir-delivery") and its
+  // connection; 2: a loop each, as above (docs/adr/0272-one-delivery-loop-on-small-machines.md).
+  int delivery_loops = 2;
   // The consumer loops hold their acks up to this long for a write to ride with
   // (NatsLoop::hold_ack, docs/adr/0264-held-acks.md); 0 = each ack is written at once.
   std::chrono::milliseconds ack_delay{5};

@@ -1,10 +1,14 @@
 #include "runtime/config.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <yaml-cpp/yaml.h>
 
@@ -197,6 +201,19 @@ void check_backlog_room(Reader& r, const YAML::Node& root, const RuntimeConfig& 
 
 }  // namespace
 
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                               : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cpus);
+}
+
+int RuntimeConfig::delivery_loops_in_force() const {
+  if (delivery_loops == 1 || delivery_loops == 2) return delivery_loops;
+  return usable_cpus() < 4 ? 1 : 2;
+}
+
 RuntimeConfig load_runtime_config(const std::string& path) {
   RuntimeConfig c;
   c.config_file = path;
@@ -213,7 +230,7 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   Reader r(path);
   r.check_keys(root, "",
                {"nats", "data_dir", "http", "admin", "flows", "cluster", "log", "drain_timeout", "max_deliver", "dlq",
-                "backlog", "tables", "trace"});
+                "backlog", "tables", "trace", "delivery_loops"});
   if (auto n = root["nats"]) read_nats(r, n, c);
   if (auto n = root["data_dir"]) c.data_dir = r.str(n, "data_dir");
   if (auto n = root["http"]) read_http(r, n, c);
@@ -227,6 +244,9 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   if (auto n = root["drain_timeout"]) c.drain_timeout = r.duration(n, "drain_timeout");
   if (auto n = root["max_deliver"]) c.max_deliver = r.integer(n, "max_deliver", 1, 1000);
   if (auto n = root["backlog"]) read_backlog(r, n, c);
+  if (auto n = root["delivery_loops"]) {
+    c.delivery_loops = n.IsScalar() && n.Scalar() == "auto" ? 0 : r.integer(n, "delivery_loops", 1, 2);
+  }
   check_backlog_room(r, root, c);
   return c;
 }

@@ -81,9 +81,17 @@ struct RuntimeConfig {
     // The bound in force: max_bytes, or its default from the stream size.
     int64_t bytes_bound(int64_t stream_max_bytes) const { return max_bytes > 0 ? max_bytes : stream_max_bytes / 4 * 3; }
   } backlog;
-  int max_deliver = 5;      // a stage dead-letters an event on this delivery (spec §1.6: poison events)
+  int max_deliver = 5;  // a stage dead-letters an event on this delivery (spec §1.6: poison events)
+  // Loop threads for the flow and sink stages (ADR 0272): 1 = one shared thread and NATS
+  // connection ("weir-delivery"), 2 = one each ("weir-flows", "weir-sinks"), 0 = auto:
+  // 1 when this process may use fewer than 4 CPUs, else 2.
+  int delivery_loops = 0;
+  int delivery_loops_in_force() const;
   std::string config_file;  // where it came from ("" = defaults only)
 };
+
+// The CPUs this process may run on (its affinity mask), at least 1.
+int usable_cpus();
 
 // Reads `path` (YAML); `${NAME}` / `${NAME:-default}` substituted from the environment.
 RuntimeConfig load_runtime_config(const std::string& path);

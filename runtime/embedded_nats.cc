@@ -1,7 +1,6 @@
 #include "runtime/embedded_nats.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -18,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config.h"
 #include "runtime/log.h"
 
 namespace weir {
@@ -25,13 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 // Half the CPUs this process may run on (its affinity mask), at least one.
-int default_gomaxprocs() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                               : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cpus / 2);
-}
+int default_gomaxprocs() { return std::max(1, usable_cpus() / 2); }
 
 // The server's environment: weir's, with GOMAXPROCS set (ADR 0265). The server shares the
 // machine with weir's loop threads; one Go scheduler slot per two CPUs cost it a fifth

@@ -305,6 +305,7 @@ struct Runtime::Impl {
     bo.stream_replicas = config.nats.replicas;
     bo.stream_max_bytes = config.nats.stream_max_bytes;
     bo.delivery_threads = config.nats.delivery_threads;
+    bo.delivery_loops = config.delivery_loops_in_force();
     bo.name = "weir";
     return bo;
   }
@@ -315,6 +316,12 @@ struct Runtime::Impl {
   void start_connecting() {
     io.set_nice(config.backlog.ingress_nice);  // delivery first when the CPU is short (ADR 0268)
     io.start();
+    const int loops = config.delivery_loops_in_force();
+    log::info("delivery loops",
+              {{"loops", std::to_string(loops)},
+               {"threads", loops == 1 ? "weir-delivery" : "weir-flows weir-sinks"},
+               {"setting", config.delivery_loops == 0 ? "auto" : std::to_string(config.delivery_loops)},
+               {"cpus", std::to_string(usable_cpus())}});
     if (!config.nats.url.empty()) connecting = std::make_unique<NatsConnecting>(io, bus_options());
   }
 

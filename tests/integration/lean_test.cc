@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "tests/support/harness.h"
@@ -48,8 +49,10 @@ TEST_CASE("libcurl is loaded at the first delivery, not at start, and runs on th
   CHECK(sink.stat("unique") == 3);
   CHECK(maps_contain(pid, "libcurl.so"));
   // The requests went out from the sink loop, where the sink stage read them (ADR 0260):
-  // no HTTP thread of its own.
-  CHECK(threads_named(pid, "weir-sinks") == 1);
+  // no HTTP thread of its own. With one delivery loop (ADR 0272) that is weir-delivery.
+  const int loops = delivery_loops_logged(weir.log());
+  REQUIRE(loops != 0);
+  CHECK(threads_named(pid, loops == 1 ? "weir-delivery" : "weir-sinks") == 1);
   CHECK(threads_named(pid, "weir-http") == 0);
 }
 
@@ -108,8 +111,63 @@ TEST_CASE("fifty flows run on at most sixteen threads", "[integration][lean]") {
     listing += name + "=" + std::to_string(n) + " ";
   }
   INFO("threads: " << listing);
-  CHECK(names.count("weir-http") == 0);  // HTTP requests are sent from weir-sinks
-  CHECK(names.count("weir-sinks") == 1);
-  CHECK(names.count("weir-flows") == 1);
+  CHECK(names.count("weir-http") == 0);  // HTTP requests are sent from the sink loop
+  const int loops = delivery_loops_logged(weir.log());
+  REQUIRE(loops != 0);
+  if (loops == 1) {
+    CHECK(names.count("weir-delivery") == 1);
+  } else {
+    CHECK(names.count("weir-sinks") == 1);
+    CHECK(names.count("weir-flows") == 1);
+  }
   CHECK(total <= 16);
+}
+
+// ADR 0272: `delivery_loops: 1` runs every flow and sink stage on one loop thread with one
+// NATS connection ("weir-delivery"); 2 gives each kind its own ("weir-flows" and
+// "weir-sinks", connections "weir-flows" and "weir-sinks"). Both deliver every event once,
+// through two flows each with an HTTP sink, and say at start which they run.
+TEST_CASE("delivery_loops: one shared loop or one for flows and one for sinks, by threads and connections",
+          "[integration][lean]") {
+  const int loops = GENERATE(1, 2);
+  INFO("delivery_loops: " << loops);
+  NatsServer nats;
+  SinkProcess sink;
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"a.yaml", http_flow("loopa", "/in/a", sink.url("/out"))},
+                              {"b.yaml", http_flow("loopb", "/in/b", sink.url("/out"))}},
+                    .config = "delivery_loops: " + std::to_string(loops) + "\n"});
+  weir.start();
+  INFO(weir.describe());
+  CHECK(delivery_loops_logged(weir.log()) == loops);
+  constexpr int kEach = 20;
+  for (int i = 0; i < kEach; ++i) {
+    for (const char* path : {"a", "b"}) {
+      const std::string id = std::string("loops-") + path + "-" + std::to_string(i);
+      REQUIRE(weir.post(std::string("/in/") + path, R"({"id":")" + id + R"("})", {"Content-Type: application/json"})
+                  .status == 202);
+    }
+  }
+  REQUIRE(wait_until([&] { return sink.stat("unique") >= 2 * kEach; }, 30s, 20ms));
+  CHECK(sink.stat("unique") == 2 * kEach);
+
+  const auto names = weir::testing::thread_names(weir.process().pid());
+  std::string listing;
+  for (const auto& [name, n] : names) listing += name + "=" + std::to_string(n) + " ";
+  INFO("threads: " << listing);
+  CHECK(names.count("weir-delivery") == (loops == 1 ? 1U : 0U));
+  CHECK(names.count("weir-flows") == (loops == 2 ? 1U : 0U));
+  CHECK(names.count("weir-sinks") == (loops == 2 ? 1U : 0U));
+
+  weir::testing::HttpClient mon;
+  auto connz = mon.request("GET", "http://127.0.0.1:" + std::to_string(nats.monitor_port()) + "/connz");
+  REQUIRE(connz.status == 200);
+  std::set<std::string> conns;
+  const json connz_json = json::parse(connz.body);
+  for (const auto& c : connz_json["connections"]) conns.insert(c.value("name", ""));
+  INFO(connz.body);
+  CHECK(conns.count("weir-delivery") == (loops == 1 ? 1U : 0U));
+  CHECK(conns.count("weir-flows") == (loops == 2 ? 1U : 0U));
+  CHECK(conns.count("weir-sinks") == (loops == 2 ? 1U : 0U));
+  CHECK(conns.count("weir-ingress") == 1);
 }

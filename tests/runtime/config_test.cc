@@ -33,6 +33,8 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(d.http.max_body == 1 << 20);
   CHECK(d.nats.delivery_threads == 2);
   CHECK(d.backlog.ingress_nice == 10);
+  CHECK(d.delivery_loops == 0);  // auto
+  CHECK(d.delivery_loops_in_force() == (weir::usable_cpus() < 4 ? 1 : 2));
 
   write_file(dir.file("w.yaml"),
              "http: { listen: 127.0.0.1:0, max_body: 512KiB, max_header: 4096, read_timeout: 250ms,\n"
@@ -47,6 +49,12 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(d.backlog.max_delay == std::chrono::milliseconds(0));
   write_file(dir.file("off.yaml"), "backlog: { max_delay: 0 }\n");
   CHECK(load_runtime_config(dir.file("off.yaml")).backlog.max_delay == std::chrono::milliseconds(0));
+  for (const auto& [text, loops] : std::vector<std::pair<std::string, int>>{{"1", 1}, {"2", 2}, {"auto", 0}}) {
+    write_file(dir.file("loops.yaml"), "delivery_loops: " + text + "\n");
+    auto l = load_runtime_config(dir.file("loops.yaml"));
+    CHECK(l.delivery_loops == loops);
+    if (loops != 0) CHECK(l.delivery_loops_in_force() == loops);
+  }
   write_file(dir.file("nice.yaml"), "backlog: { ingress_nice: 0 }\n");
   CHECK(load_runtime_config(dir.file("nice.yaml")).backlog.ingress_nice == 0);
   CHECK(c.http.max_body == 512 * 1024);
@@ -81,6 +89,12 @@ TEST_CASE("config: unknown keys and bad values are errors naming the place", "[c
   CHECK(error_of(dir.file("f2.yaml")).find("backlog.ingress_nice") != std::string::npos);
   write_file(dir.file("f3.yaml"), "backlog: { ingress_nice: -1 }\n");
   CHECK(error_of(dir.file("f3.yaml")).find("backlog.ingress_nice") != std::string::npos);
+  for (const char* bad : {"0", "3", "many", "[1]"}) {
+    write_file(dir.file("h.yaml"), std::string("delivery_loops: ") + bad + "\n");
+    const std::string why = error_of(dir.file("h.yaml"));
+    INFO(why);
+    CHECK(why.find("delivery_loops") != std::string::npos);
+  }
   write_file(dir.file("g.yaml"), "nats: { delivery_threads: 0 }\n");
   CHECK(error_of(dir.file("g.yaml")).find("nats.delivery_threads") != std::string::npos);
 }

@@ -538,6 +538,14 @@ std::string hmac_sha256_hex(const std::string& key, const std::string& data) {
   return out;
 }
 
+int delivery_loops_logged(const std::string& log) {
+  const std::string mark = "delivery loops loops=";
+  const size_t at = log.find(mark);
+  if (at == std::string::npos || at + mark.size() >= log.size()) return 0;
+  const char c = log[at + mark.size()];
+  return c == '1' || c == '2' ? c - '0' : 0;
+}
+
 std::string base64(const std::string& data) {
   std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
   int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),

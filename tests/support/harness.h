@@ -226,6 +226,10 @@ std::vector<std::string> wait_delivered(const std::set<std::string>& acked, cons
 // `monitor_port` sees it (GET /jsz); "" when unknown or not clustered.
 std::string stream_leader(int monitor_port, const std::string& stream);
 
+// The delivery loops a weir said it runs (its "delivery loops loops=N" start line, ADR
+// 0272): 1 (thread weir-delivery) or 2 (weir-flows, weir-sinks); 0 when not logged.
+int delivery_loops_logged(const std::string& log);
+
 // Prometheus text → samples "name{labels}" → value (label text kept as written).
 std::multimap<std::string, std::pair<std::string, double>> parse_metrics(const std::string& text);
 
