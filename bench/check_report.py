@@ -32,6 +32,9 @@ def check(report):
     # (ADR 0265).
     if "nats_gomaxprocs" not in report:
         bad.append("nats_gomaxprocs missing")
+    # Likewise weir's CPU per event with its flow/sink loop layout (ADR 0272).
+    if report.get("delivery_loops") not in (1, 2):
+        bad.append("delivery_loops missing (weir's 'delivery loops' start line not found)")
     if "concurrency" not in report and "rate" not in report:
         bad.append("neither concurrency nor rate")
     for k in ("p50", "p90", "p99", "p999", "max"):

@@ -330,6 +330,11 @@ class Bench(Stack):
         if not wait_for(ready, 30, poll=0.01):
             sys.exit("bench: weir did not become ready; log: " + open(self.weir_log.name).read()[-2000:])
 
+    def delivery_loops(self):
+        """The flow/sink loop layout weir logged at start (ADR 0272): 1 or 2; None when not logged."""
+        m = re.search(r"delivery loops loops=(\d)", open(self.weir_log.name).read())
+        return int(m.group(1)) if m else None
+
     def loadgen(self, port, path, seconds, concurrency=None, rate=None, warmup="2s", acked_ids=None):
         argv = [self.tool("weir-loadgen"), "--url", f"http://127.0.0.1:{port}{path}", "--duration", f"{seconds}s",
                 "--warmup", warmup, "--quiet"]
@@ -427,6 +432,7 @@ class Bench(Stack):
             if result["cold_start_ms"]["first_202"]["failed"]:
                 invalid.append(f"{result['cold_start_ms']['first_202']['failed']} of 5 cold starts never answered 202")
         self.start_weir(flows_dir)
+        result["delivery_loops"] = self.delivery_loops()
         time.sleep(1.0)
         rss_idle = rss_mb(self.weir.pid)
         weir_bin = self.tool("weir")

@@ -6,7 +6,7 @@
 //   kRetry → nak with a backoff delay (or `retry_after`), dead-letter past `retries`;
 //   kDead  → dead-letter at once with `reason`.
 // Lifecycle: constructed from a validated spec, `start()` once, `deliver()` from the sink
-// loop's thread, `weir-sinks` (ADR 0258; a thread of cnats' delivery pool when the Bus's
+// loop's thread, `weir-sinks` or `weir-delivery` (ADR 0258, 0272; a thread of cnats' delivery pool when the Bus's
 // loops are off, ADR 0150; one sink's calls never overlap) — it must queue and return,
 // never block — `stop()` once, never from that thread (no deliver after). `done` is called
 // exactly once per deliver, on a thread of the sink's choosing (the HTTP sink: the thread

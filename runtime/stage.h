@@ -13,7 +13,8 @@
 // the sink there; sink results complete them on whatever thread reports them (their acks
 // are buffered on the loop's connection and leave with its next flush), and the loop's
 // timers re-request. With BusOptions::flow_loop off both stages run on cnats' shared
-// delivery pool (ADR 0150), re-requested by the Bus's timer thread.
+// delivery pool (ADR 0150), re-requested by the Bus's timer thread. With
+// BusOptions::delivery_loops 1 both loops are one, "weir-delivery" (ADR 0272).
 // The flow stage keeps up to two batches' worth of messages requested or in hand; the last
 // output callback of a batch acks it (docs/adr/0084-two-flow-batches-in-flight.md).
 //
