@@ -194,6 +194,7 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   // On the flow loop: its publisher (and connection); null on the pool (ADR 0220).
   LoopPublisher* loop = nullptr;
   Bus::FlowLoop* flow_loop = nullptr;
+  bool sink_first = false;  // a sink stage's consumer: drained before the flows' (ADR 0272)
 
   bool link_up() const { return loop ? loop->connected() : bus->connected(); }
   // Flow loop: true when the caller must post to the loop thread instead.
@@ -839,7 +840,14 @@ Status PullConsumer::start(Handler handler) {
         return;
       }
       c.healthy = true;
-      c.flow_loop->consumers.push_back(impl_);
+      // On a shared delivery loop (ADR 0272) the sinks are drained first: what is ready to
+      // go out is sent before a flow batch runs (closed-loop e2e p99 ~74 → ~50 ms).
+      auto& all = c.flow_loop->consumers;
+      if (c.sink_first) {
+        all.insert(all.begin(), impl_);
+      } else {
+        all.push_back(impl_);
+      }
       c.request();
     });
     return s == NATS_OK ? Status::ok() : nats_status(s, "subscribe consumer " + c.durable);
@@ -1833,6 +1841,7 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
     auto fl = flow_loop(o.loop);
     if (!fl) return fl.status();
     c.flow_loop = fl.value();
+    c.sink_first = o.loop == ConsumerLoop::kSinks;
     c.loop = c.flow_loop->pub.get();
     c.nc = c.loop->connection();
   }
