@@ -6,7 +6,7 @@
 # (<folder>/fuzz/corpus/<target>/; the corpus in the repo is not modified). Inputs are
 # up to 8 KiB for the flow and expression targets and 2 MiB where the input is a body. Exits
 # non-zero when a target crashes, leaks, hangs or trips a sanitizer; the input that did
-# it is kept in build-fuzz/fuzz-artifacts/.
+# it is kept in build-fuzz/fuzz-artifacts/, with the target's log.
 #   scripts/fuzz.sh          # 30 s per target
 #   scripts/fuzz.sh 300      # longer
 set -euo pipefail
@@ -33,7 +33,11 @@ for t in "${targets[@]}"; do
   if ! "$build/weir-fuzz-$t" "$work/$t" -max_total_time="$seconds" -timeout="${timeout[$t]}" -rss_limit_mb=2048 \
       -max_len="${max_len[$t]}" -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" 2> "$work/$t.log"; then
     failed=1
-    echo "fuzz: $t FAILED; last lines of its log:" >&2
+    # The whole log is kept beside the input that did it: ctest keeps a test's output only
+    # until its next run (a re-run to check for a flake overwrites it).
+    log="$build/fuzz-artifacts/$t-$(date -u +%Y%m%dT%H%M%SZ).log"
+    cp "$work/$t.log" "$log"
+    echo "fuzz: $t FAILED; its log: $log; last lines:" >&2
     tail -n 60 "$work/$t.log" >&2
   else
     grep -E "^stat::number_of_executed_units|^#[0-9]+ +DONE" "$work/$t.log" | tail -n 2 >&2 || true
