@@ -4,7 +4,8 @@
 # (WEIR_SANITIZERS=1 scripts/test.sh; CI does that). Each builds its own tree with g++:
 #
 #   scripts/sanitize.sh asan INTEGRATION_TESTS_BINARY
-#     build-asan/: weir and the runtime and flows unit tests with ASan+UBSan; runs the
+#     build-asan/: weir and the runtime, flows, connectors (the HTTP sink on both clients,
+#     signatures, poll, timer) and cluster unit tests with ASan+UBSan; runs the
 #     unit tests (leak checks on), then the integration tests of the data path against
 #     that weir (WEIR_BINARY): tags [ingress] (JSON conformance, framing, replay, depth),
 #     [depth], [delivery], [sink], [dlq], [faults] (kill -9, outages, the fault matrix but
@@ -61,12 +62,15 @@ case "$kind" in
     build=${ASAN_BUILD_DIR:-build-asan}
     BUILD_DIR=$build BUILD_TYPE=Debug CXXFLAGS="-Og" \
       CMAKE_ARGS="-DWEIR_SANITIZE=ON -DWEIR_WERROR=OFF -DWEIR_BENCH=OFF" \
-      build_tree "ASan+UBSan" weir weir-runtime-tests weir-flows-tests
+      build_tree "ASan+UBSan" weir weir-runtime-tests weir-flows-tests weir-connectors-tests weir-cluster-tests
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-    for t in weir-runtime-tests weir-flows-tests; do
+    for t in weir-runtime-tests weir-flows-tests weir-connectors-tests weir-cluster-tests; do
       echo "sanitize: $t under ASan+UBSan" >&2
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$build/$t" "~[integration]"
     done
+    # The HTTP sink's tests once more on the libcurl client (as CTest runs them).
+    echo "sanitize: weir-connectors-tests [http_sink] on the curl client under ASan+UBSan" >&2
+    WEIR_HTTP_SINK_CLIENT=curl ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$build/weir-connectors-tests" "[http_sink]"
     reports=$(mktemp -d)
     trap 'rm -rf "$reports"' EXIT
     case "$build" in /*) export WEIR_BINARY=$build/weir ;; *) export WEIR_BINARY=$root/$build/weir ;; esac
