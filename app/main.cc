@@ -25,7 +25,7 @@
 #include "flows/flow.h"
 #include "flows/text.h"
 #include "app/admin_client.h"
-#include "runtime/config.h"
+#include "runtime/base/config.h"
 #include "runtime/runtime.h"
 
 #ifndef WEIR_VERSION

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 namespace weir::cluster {
 namespace {

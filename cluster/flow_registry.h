@@ -43,10 +43,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/clock.h"
-#include "runtime/cluster_hooks.h"
-#include "runtime/kv.h"
-#include "runtime/thread_annotations.h"
-#include "runtime/wall_clock.h"
+#include "runtime/ports/cluster_hooks.h"
+#include "runtime/nats/kv.h"
+#include "runtime/base/thread_annotations.h"
+#include "runtime/base/wall_clock.h"
 
 namespace weir::cluster {
 

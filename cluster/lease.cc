@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 namespace weir::cluster {
 

@@ -23,9 +23,9 @@
 #include <string_view>
 
 #include "cluster/clock.h"
-#include "runtime/kv.h"
-#include "runtime/status.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/nats/kv.h"
+#include "runtime/base/status.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::cluster {
 

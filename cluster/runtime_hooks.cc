@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "cluster/lease.h"
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 namespace weir::cluster {
 

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "cluster/flow_registry.h"
-#include "runtime/nats_kv.h"
+#include "runtime/nats/nats_kv.h"
 #include "cluster/singleton.h"
-#include "runtime/cluster_hooks.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/ports/cluster_hooks.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::cluster {
 

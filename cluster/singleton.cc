@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "runtime/nats_kv.h"
-#include "runtime/log.h"
+#include "runtime/nats/nats_kv.h"
+#include "runtime/base/log.h"
 
 namespace weir::cluster {
 

@@ -31,10 +31,10 @@
 #include <thread>
 
 #include "cluster/clock.h"
-#include "runtime/kv.h"
+#include "runtime/nats/kv.h"
 #include "cluster/lease.h"
-#include "runtime/source.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/ports/source.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::cluster {
 

@@ -3,7 +3,7 @@
 // start-up error naming the flow and the kind.
 #pragma once
 
-#include "runtime/connectors.h"
+#include "runtime/ports/connectors.h"
 
 namespace weir::connectors {
 

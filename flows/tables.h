@@ -2,7 +2,7 @@
 // `lookup(table, key)` function. Two kinds:
 // - static: loaded once at flow load from a file (CSV with a header row, or JSON) or
 //   from `rows:`; immutable after loading.
-// - live (`kv: NAME`): the rows of a NATS KV table (runtime/kv_tables.h keeps them
+// - live (`kv: NAME`): the rows of a NATS KV table (runtime/flow/kv_tables.h keeps them
 //   current). A LiveTable holds an immutable TableSnapshot behind one atomic
 //   shared_ptr: an update builds a whole new snapshot and swaps it in, so a reader
 //   never waits for a writer and never sees half of an import (docs/adr/0120).
@@ -24,7 +24,7 @@
 
 #include "flows/expr.h"
 #include "flows/flow.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::flows {
 

@@ -10,9 +10,9 @@
 
 #include <memory>
 
-#include "runtime/cluster_hooks.h"
-#include "runtime/config.h"
-#include "runtime/connectors.h"
+#include "runtime/ports/cluster_hooks.h"
+#include "runtime/base/config.h"
+#include "runtime/ports/connectors.h"
 
 namespace weir {
 

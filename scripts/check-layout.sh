@@ -6,7 +6,7 @@
 # An include of a project header without a folder (`#include "y.h"`) fails too.
 # Whatever the rows say, a file in one `x/<kind>/` folder never includes another kind's
 # folder (connectors/poll/ → connectors/http/): what two kinds share has a home outside
-# them (e.g. runtime/retry_after.h), so no row can re-open that door.
+# them (e.g. runtime/base/retry_after.h), so no row can re-open that door.
 #   scripts/check-layout.sh            # from anywhere; exit 1 and one line per violation
 # Runs as the CTest `layout` (label lint), so CI fails on a new forbidden include.
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # clang's thread-safety analysis (-Wthread-safety) over every translation unit, of the
-# libraries and of the tests, that sees runtime/thread_annotations.h; any warning fails
+# libraries and of the tests, that sees runtime/base/thread_annotations.h; any warning fails
 # (docs/adr/0210, 0250).
 #   scripts/check-thread-safety.sh [BUILD_DIR]   # CTest `thread_safety` (label lint)
 # g++ builds weir; the annotations (GUARDED_BY, REQUIRES, …) are empty there. This
@@ -8,7 +8,7 @@
 # benchmarks, only for its compile_commands.json, then runs `clang++ -fsyntax-only` on
 # the units: the analysis runs in clang's front end, so nothing is generated or linked.
 # The units are those whose #include "…" closure (read from the sources) reaches
-# runtime/thread_annotations.h: the libraries' and the tests' (the fakes and the harness
+# runtime/base/thread_annotations.h: the libraries' and the tests' (the fakes and the harness
 # in tests/support are annotated). Through ccache (which caches -fsyntax-only, warnings
 # included) an unchanged unit costs nothing the second time: cold ~245 CPU-seconds for
 # 91 units (51 of them the tests'), warm ~10.
@@ -43,7 +43,7 @@ mapfile -t jobs < <(python3 - "$build/compile_commands.json" "$root" <<'PY'
 import json, os, re, shlex, sys
 db, root = sys.argv[1], sys.argv[2]
 include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-target = "runtime/thread_annotations.h"
+target = "runtime/base/thread_annotations.h"
 deps = {}
 def reaches(path, seen):
     # path is relative to root; includes are written from the root ("runtime/x.h").
@@ -72,7 +72,7 @@ for e in json.load(open(db)):
     print(e["directory"] + "\t" + f + "\t" + json.dumps(out + ["-fsyntax-only"]))
 PY
 )
-((${#jobs[@]})) || { echo "check-thread-safety: no translation unit includes runtime/thread_annotations.h"; exit 1; }
+((${#jobs[@]})) || { echo "check-thread-safety: no translation unit includes runtime/base/thread_annotations.h"; exit 1; }
 # The tests' units too (the annotated fakes and harness): none would mean a tree
 # configured without them, a check that silently covers less.
 tests=$(printf '%s\n' "${jobs[@]}" | awk -F'\t' '$2 ~ /^tests\//' | wc -l)
@@ -93,7 +93,7 @@ analyse() {
 }
 export -f analyse
 if ! printf '%s\0' "${jobs[@]}" | xargs -0 -n1 -P"${TSA_JOBS:-2}" bash -c 'analyse "$0"'; then
-  echo "check-thread-safety: findings above (runtime/thread_annotations.h says how to annotate)" >&2
+  echo "check-thread-safety: findings above (runtime/base/thread_annotations.h says how to annotate)" >&2
   exit 1
 fi
 echo "check-thread-safety: ${#jobs[@]} translation units clean"

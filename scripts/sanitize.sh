@@ -21,7 +21,7 @@
 #
 # Both build in the Debug configuration (asserts on) with line tables only (-g1, the
 # project's default WEIR_DEBUG_LEVEL): ASan+UBSan at -Og, TSan at -O1. Measured on
-# runtime/http_server.cc (ADR 0259): ASan+UBSan -O1 -g 109 s, -O1 -g1 72 s, -Og -g1 45 s;
+# runtime/http/http_server.cc (ADR 0259): ASan+UBSan -O1 -g 109 s, -O1 -g1 72 s, -Og -g1 45 s;
 # TSan -O1 -g 27 s, -O1 -g1 21 s (TSan stays at -O1: it is slow without optimisation).
 # Warnings are not errors there (g++ warns falsely inside Boost under the sanitizers). A sanitizer report in a weir process the integration tests
 # started goes to a file (ASAN_OPTIONS log_path) and fails the job even when the test

@@ -25,10 +25,10 @@
 
 #include "flows/json_limits.h"
 
-#include "runtime/mailbox.h"
+#include "runtime/ports/mailbox.h"
 #include "connectors/exec/line_splitter.h"
-#include "runtime/log.h"
-#include "runtime/wall_clock.h"
+#include "runtime/base/log.h"
+#include "runtime/base/wall_clock.h"
 
 namespace weir::connectors {
 namespace {

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "flows/flow.h"
-#include "runtime/source.h"
+#include "runtime/ports/source.h"
 
 namespace weir::connectors {
 

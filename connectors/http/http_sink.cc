@@ -24,11 +24,11 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "connectors/http/http1_connection.h"
-#include "runtime/http_server.h"
-#include "runtime/log.h"
-#include "runtime/redact.h"
-#include "runtime/retry_after.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/loop/io_loop.h"
+#include "runtime/base/log.h"
+#include "runtime/base/redact.h"
+#include "runtime/base/retry_after.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::connectors {
 namespace {

@@ -15,7 +15,7 @@
 // such delivery and ended with the last of its sinks' stop() (ADR 0161). libcurl (and
 // curl_global_init, which initialises OpenSSL) is loaded at the first delivery of any
 // sink: an idle sink costs no thread and no TLS initialisation. `done` runs on the loop's
-// thread, so it must be cheap and must not block (runtime/sink.h).
+// thread, so it must be cheap and must not block (runtime/ports/sink.h).
 //
 // Pool: each sink hands at most `max_connections` requests to curl at once; deliveries
 // beyond that wait in the sink's own FIFO, so the per-request timeout counts only time on
@@ -25,7 +25,7 @@
 // requests. Easy handles and header lists are reused.
 //
 // Results: 2xx → ok; 5xx, 408, 429, timeouts and transport errors → retry (with
-// `Retry-After` when given, read by runtime/retry_after.h); any other status → dead,
+// `Retry-After` when given, read by runtime/base/retry_after.h); any other status → dead,
 // reason "HTTP <code> ...". Reasons name the URL without userinfo or query and never
 // contain header values.
 //
@@ -43,7 +43,7 @@
 #include <string>
 
 #include "flows/flow.h"
-#include "runtime/sink.h"
+#include "runtime/ports/sink.h"
 
 namespace weir::connectors {
 

@@ -8,8 +8,8 @@
 #include "connectors/http/signature.h"
 #include "flows/json_limits.h"
 #include "flows/text.h"
-#include "runtime/http_router.h"
-#include "runtime/log.h"
+#include "runtime/http/http_router.h"
+#include "runtime/base/log.h"
 
 namespace weir::connectors {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "flows/flow.h"
-#include "runtime/source.h"
+#include "runtime/ports/source.h"
 
 namespace weir::connectors {
 

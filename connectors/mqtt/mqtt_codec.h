@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace weir::connectors::mqtt {
 

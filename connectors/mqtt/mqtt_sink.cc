@@ -16,8 +16,8 @@
 
 #include "connectors/mqtt/mqtt_codec.h"
 #include "connectors/mqtt/mqtt_transport.h"
-#include "runtime/log.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/base/log.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::connectors {
 namespace paho = ::mqtt;  // Paho MQTT C++ (our own wire code is weir::connectors::mqtt)

@@ -26,7 +26,7 @@
 #include <string>
 
 #include "flows/flow.h"
-#include "runtime/sink.h"
+#include "runtime/ports/sink.h"
 
 namespace weir::connectors {
 

@@ -19,10 +19,10 @@
 #include "flows/json_limits.h"
 #include <openssl/evp.h>
 
-#include "runtime/mailbox.h"
+#include "runtime/ports/mailbox.h"
 #include "connectors/mqtt/mqtt_codec.h"
 #include "connectors/mqtt/mqtt_transport.h"
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 namespace weir::connectors {
 namespace {

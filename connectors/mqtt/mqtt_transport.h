@@ -13,7 +13,7 @@
 #include <string>
 
 #include "flows/schema.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 struct ssl_ctx_st;
 struct ssl_st;

@@ -2,7 +2,7 @@
 
 #include <nats/nats.h>
 
-#include "runtime/redact.h"
+#include "runtime/base/redact.h"
 
 namespace weir::connectors {
 

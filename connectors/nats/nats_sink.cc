@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "connectors/nats/nats_connection.h"
-#include "runtime/bus.h"
-#include "runtime/log.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/nats/bus.h"
+#include "runtime/base/log.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::connectors {
 namespace {

@@ -30,7 +30,7 @@
 #include <string_view>
 
 #include "flows/flow.h"
-#include "runtime/source.h"
+#include "runtime/ports/source.h"
 
 namespace weir::connectors {
 

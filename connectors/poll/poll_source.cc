@@ -13,10 +13,10 @@
 #include <utility>
 
 #include "flows/json_limits.h"
-#include "runtime/log.h"
-#include "runtime/redact.h"
-#include "runtime/retry_after.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/base/log.h"
+#include "runtime/base/redact.h"
+#include "runtime/base/retry_after.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::connectors {
 

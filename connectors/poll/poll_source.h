@@ -43,7 +43,7 @@
 
 #include "flows/flow.h"
 #include "flows/text.h"
-#include "runtime/source.h"
+#include "runtime/ports/source.h"
 
 namespace weir::connectors {
 

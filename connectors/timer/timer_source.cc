@@ -6,8 +6,8 @@
 #include <chrono>
 #include <utility>
 
-#include "runtime/log.h"
-#include "runtime/wall_clock.h"
+#include "runtime/base/log.h"
+#include "runtime/base/wall_clock.h"
 
 namespace weir::connectors {
 

@@ -27,8 +27,8 @@
 
 #include "flows/cron.h"
 #include "flows/flow.h"
-#include "runtime/source.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/ports/source.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::connectors {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: raw bytes through the real HTTP server (runtime/http_server.cc: the
+// libFuzzer target: raw bytes through the real HTTP server (runtime/http/http_server.cc: the
 // raw header check, Beast's parser, the framing checks and the limits) on a loopback
 // socket. One server for the whole run; each input is sent on a fresh connection, the
 // send side is shut, and the answer is read until the server closes.
@@ -22,7 +22,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/http_server.h"
+#include "runtime/http/http_server.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cluster/lease.h"
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 #include "tests/support/fake_kv.h"
 
 using namespace std::chrono_literals;

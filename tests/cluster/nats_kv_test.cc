@@ -5,8 +5,8 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/nats_kv.h"
-#include "runtime/log.h"
+#include "runtime/nats/nats_kv.h"
+#include "runtime/base/log.h"
 #include "tests/support/nats_conn.h"
 #include "tests/support/support.h"
 

@@ -16,10 +16,10 @@
 #include <thread>
 #include <set>
 
-#include "runtime/nats_kv.h"
+#include "runtime/nats/nats_kv.h"
 #include "cluster/singleton.h"
 #include "connectors/timer/timer_source.h"
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 #include "tests/support/nats_cluster.h"
 #include "tests/support/nats_conn.h"
 #include "tests/support/recording.h"

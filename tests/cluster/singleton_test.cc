@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "cluster/singleton.h"
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 #include "tests/support/fake_kv.h"
 #include "tests/support/recording.h"
 #include "tests/support/support.h"

@@ -22,7 +22,7 @@
 #include "flows/cron.h"
 #include "flows/flow.h"
 #include "flows/schema.h"
-#include "runtime/config.h"
+#include "runtime/base/config.h"
 
 namespace fs = std::filesystem;
 using weir::connectors::BuiltinConnectors;

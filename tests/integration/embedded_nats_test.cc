@@ -202,7 +202,7 @@ TEST_CASE("weir run with embedded NATS keeps acknowledged events across a kill -
   std::vector<pid_t> nats = nats_children(weir.process().pid());
   REQUIRE(nats.size() == 1);
   weir.kill9();
-  // weir spawns it with PR_SET_PDEATHSIG (runtime/embedded_nats.cc): a kill -9 of weir
+  // weir spawns it with PR_SET_PDEATHSIG (runtime/nats/embedded_nats.cc): a kill -9 of weir
   // takes it down too. One that outlives weir is a failure (and is killed so it does not leak).
   for (pid_t p : nats) {
     bool gone = wait_until([&] { return !alive(p); }, 5s, 20ms);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Self-test of the thread-safety check (CTest `thread_safety_selftest`, label lint): with
-# runtime/thread_annotations.h and the flags of scripts/check-thread-safety.sh, code that
+# runtime/base/thread_annotations.h and the flags of scripts/check-thread-safety.sh, code that
 # follows its annotations compiles, and each kind of mistake fails naming the member or
 # function. Without this a header whose macros had silently become empty under clang
 # would pass the check on every tree. Also: g++ compiles the same code (the macros are
@@ -15,7 +15,7 @@ flags=(-std=c++20 -I"$root" -Wall -Wextra -Werror -Wthread-safety -Werror=thread
 
 cat > "$dir/good.cc" <<'CC'
 #include <vector>
-#include "runtime/thread_annotations.h"
+#include "runtime/base/thread_annotations.h"
 namespace weir {
 class Queue {
  public:

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/thread_annotations.h"
+#include "runtime/base/thread_annotations.h"
 #include "tests/support/scripted_http_server.h"
 #include "tests/support/harness.h"
 #include "tests/support/support.h"

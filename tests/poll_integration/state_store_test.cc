@@ -1,7 +1,7 @@
-// StateStore (runtime/state_store.h) against a real nats-server: the bucket is created
+// StateStore (runtime/flow/state_store.h) against a real nats-server: the bucket is created
 // once, reads see another instance's writes, puts are compare-and-set against what this
 // store last saw, and a put whose outcome was unknown (server down) is settled by reading.
-#include "runtime/state_store.h"
+#include "runtime/flow/state_store.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,10 +1,10 @@
-// AdminService (runtime/admin_service.h) with a fake backend: every Outcome of the
+// AdminService (runtime/admin/admin_service.h) with a fake backend: every Outcome of the
 // control plane becomes its HTTP status, the body passes through unchanged, and the HTTP
 // side (Admin) writes what the service answers.
 #include <catch2/catch.hpp>
 
-#include "runtime/admin.h"
-#include "runtime/admin_service.h"
+#include "runtime/admin/admin.h"
+#include "runtime/admin/admin_service.h"
 #include "tests/support/fake_request.h"
 
 using weir::ControlResult;

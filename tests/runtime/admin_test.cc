@@ -1,9 +1,9 @@
-// Admin (runtime/admin.h) with a fake backend: the token on every call but /healthz and
+// Admin (runtime/admin/admin.h) with a fake backend: the token on every call but /healthz and
 // /readyz (compared in full, scheme case-sensitive as sent by weir's own client), and the
 // browser guard rails — Origin, Host without a token, Content-Type on writes.
 #include <catch2/catch.hpp>
 
-#include "runtime/admin.h"
+#include "runtime/admin/admin.h"
 #include "tests/support/fake_request.h"
 
 using weir::Admin;

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <string>
 
-#include "runtime/backpressure.h"
-#include "runtime/metrics.h"
+#include "runtime/flow/backpressure.h"
+#include "runtime/base/metrics.h"
 
 using namespace std::chrono_literals;
 using weir::BackpressureOptions;

@@ -1,9 +1,9 @@
-// load_runtime_config (runtime/config.h): every key of spec §3 read with its spelling,
+// load_runtime_config (runtime/base/config.h): every key of spec §3 read with its spelling,
 // defaults for an empty file, and a ConfigError naming file:line and the field for
 // unknown keys and bad values.
 #include <catch2/catch.hpp>
 
-#include "runtime/config.h"
+#include "runtime/base/config.h"
 #include "tests/support/support.h"
 
 using weir::ConfigError;

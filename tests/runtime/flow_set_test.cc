@@ -1,10 +1,10 @@
-// check_flow_set / check_new_flow (runtime/flow_set.h): the cross-flow rules a flows dir
+// check_flow_set / check_new_flow (runtime/control/flow_set.h): the cross-flow rules a flows dir
 // and a flow joining the running ones must keep — unique names and http paths, chains
 // that read a `flow` sink of a flow in the set, one reader per flow sink. Pure: flows
 // compiled from text, no NATS.
 #include <catch2/catch.hpp>
 
-#include "runtime/flow_set.h"
+#include "runtime/control/flow_set.h"
 
 using weir::FlowList;
 using weir::Status;

@@ -1,4 +1,4 @@
-// HttpServer (runtime/http_server.h) on a real loopback socket: answers, limits, framing
+// HttpServer (runtime/http/http_server.h) on a real loopback socket: answers, limits, framing
 // (request smuggling), the connection cap, a Responder called from another thread, a
 // handler that throws. Raw bytes through TcpClient; curl for well-formed requests.
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/http_server.h"
+#include "runtime/http/http_server.h"
 #include "tests/support/support.h"
 
 using namespace std::chrono_literals;

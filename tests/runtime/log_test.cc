@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 #include "tests/support/support.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Every series GET /metrics renders from runtime/metrics.cc is described in docs/metrics.md
+// Every series GET /metrics renders from runtime/base/metrics.cc is described in docs/metrics.md
 // (an operator reads the meaning there; a gauge added without a line would be a guess).
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "runtime/metrics.h"
+#include "runtime/base/metrics.h"
 
 TEST_CASE("metrics: every rendered series is described in docs/metrics.md", "[metrics]") {
   weir::Metrics m;

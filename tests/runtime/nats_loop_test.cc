@@ -1,4 +1,4 @@
-// NatsLoop (runtime/nats_loop.h): a cnats connection in event-loop mode on an IoLoop,
+// NatsLoop (runtime/nats/nats_loop.h): a cnats connection in event-loop mode on an IoLoop,
 // written from several threads at once, against a real nats-server.
 #include <catch2/catch.hpp>
 
@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/bus.h"
-#include "runtime/http_server.h"
-#include "runtime/nats_loop.h"
+#include "runtime/nats/bus.h"
+#include "runtime/loop/io_loop.h"
+#include "runtime/nats/nats_loop.h"
 #include "tests/support/support.h"
 
 using namespace weir;

@@ -1,4 +1,4 @@
-// free_nats_msg (runtime/nats_msg.h): cnats messages freed on the calling thread instead
+// free_nats_msg (runtime/nats/nats_msg.h): cnats messages freed on the calling thread instead
 // of by cnats' collector thread (docs/adr/0257-free-nats-messages-inline.md). The layout
 // assumption is what these pin: if a cnats upgrade moves the free callback, they fail here
 // (and weir falls back to natsMsg_Destroy's usual path) instead of corrupting memory.
@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "runtime/nats_msg.h"
+#include "runtime/nats/nats_msg.h"
 #include "tests/support/support.h"
 
 using namespace weir;

@@ -1,4 +1,4 @@
-// publish_failure_is_transient (runtime/bus.h, ADR 0225) on nats-server's own answers: a
+// publish_failure_is_transient (runtime/nats/bus.h, ADR 0225) on nats-server's own answers: a
 // full stream is a refusal although JetStream answers it with code 503, no answer at all
 // is transient, and the answers parse_puback reads carry JetStream's codes.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/bus.h"
+#include "runtime/nats/bus.h"
 #include "tests/support/support.h"
 
 using namespace weir;

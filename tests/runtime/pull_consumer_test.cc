@@ -1,4 +1,4 @@
-// PullConsumer (runtime/bus.h; docs/adr/0150-stages-without-threads.md) against a real
+// PullConsumer (runtime/nats/bus.h; docs/adr/0150-stages-without-threads.md) against a real
 // nats-server: its own pull requests within a window, acks written to the reply subject,
 // the delivery metadata read from it, recovery after a server restart, acks after the
 // consumer is gone, and no thread per consumer; the same on the flow loop (ADR 0220).
@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/bus.h"
+#include "runtime/nats/bus.h"
 #include "tests/support/support.h"
 
 using namespace weir;

@@ -3,7 +3,7 @@
 // survive it; where the URL points does.
 #include <catch2/catch.hpp>
 
-#include "runtime/redact.h"
+#include "runtime/base/redact.h"
 
 using weir::redact_url;
 using weir::redact_urls;

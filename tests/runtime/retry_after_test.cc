@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "runtime/retry_after.h"
+#include "runtime/base/retry_after.h"
 
 using weir::parse_retry_after;
 using namespace std::chrono_literals;

@@ -3,7 +3,7 @@
 // not added yet, 503 + close while draining.
 #include <catch2/catch.hpp>
 
-#include "runtime/http_router.h"
+#include "runtime/http/http_router.h"
 #include "tests/support/fake_request.h"
 
 using weir::HttpResponse;

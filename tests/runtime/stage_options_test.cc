@@ -1,10 +1,10 @@
-// The flow stage's pull request size (runtime/stage.h, flow_batch_for; ADR 0262): how many
+// The flow stage's pull request size (runtime/flow/stage.h, flow_batch_for; ADR 0262): how many
 // messages one request asks for at a measured run time per event.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 
-#include "runtime/stage.h"
+#include "runtime/flow/stage.h"
 
 using namespace std::chrono_literals;
 using weir::flow_batch_for;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/source.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/ports/source.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::ctest {
 

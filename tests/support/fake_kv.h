@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "cluster/clock.h"
-#include "runtime/kv.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/nats/kv.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::cluster::testing {
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "runtime/http_server.h"
+#include "runtime/http/http_server.h"
 
 namespace weir::test {
 

@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/thread_annotations.h"  // header-only: the lock annotations (ADR 0210)
+#include "runtime/base/thread_annotations.h"  // header-only: the lock annotations (ADR 0210)
 #include "tests/support/support.h"
 
 namespace weir::itest {

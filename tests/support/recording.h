@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/source.h"
-#include "runtime/thread_annotations.h"
+#include "runtime/ports/source.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::cluster::testing {
 

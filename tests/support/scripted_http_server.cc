@@ -15,7 +15,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "runtime/thread_annotations.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir::testing {
 namespace {

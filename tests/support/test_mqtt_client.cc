@@ -2,7 +2,7 @@
 
 #include <mqtt/async_client.h>
 
-#include "runtime/thread_annotations.h"
+#include "runtime/base/thread_annotations.h"
 
 #include <chrono>
 #include <mutex>

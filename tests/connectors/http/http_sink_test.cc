@@ -19,7 +19,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include "runtime/http_server.h"
+#include "runtime/http/http_server.h"
 #include "tests/support/scripted_http_server.h"
 #include "tests/support/support.h"
 
@@ -742,7 +742,7 @@ TEST_CASE("http sink: reasons carry no userinfo, query or header values", "[http
   CHECK(reqs.front().target == "/hook?token=qs-secret");
   CHECK(reqs.front().header("Authorization") == "Bearer hdr-secret");
 
-  // runtime/redact.h: the markers say credentials were given, never what they are.
+  // runtime/base/redact.h: the markers say credentials were given, never what they are.
   const std::string where = "http://***@127.0.0.1:" + std::to_string(server.port()) + "/hook?***";
   const auto bad = results.only("bad");
   CHECK(bad.kind == Kind::kDead);

@@ -1,0 +1,214 @@
+#include "runtime/flow/dlq.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+
+#include "flows/json_limits.h"
+#include "runtime/base/log.h"
+#include "runtime/base/trace.h"
+
+namespace weir {
+namespace {
+constexpr const char* kFlow = "Weir-Flow";
+constexpr const char* kVersion = "Weir-Version";
+constexpr const char* kStage = "Weir-Stage";
+constexpr const char* kReason = "Weir-Reason";
+constexpr const char* kDeliveries = "Weir-Deliveries";
+constexpr const char* kSubject = "Weir-Subject";
+
+std::string stage_token(const std::string& stage) {
+  std::string t = stage;
+  for (char& c : t) {
+    if (c == ':' || c == '.' || c == '*' || c == '>' || c == ' ') c = '-';
+  }
+  return t;
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string header_of(const StoredMessage& m, const char* name) {
+  for (const auto& [k, v] : m.headers) {
+    if (k == name) return v;
+  }
+  return {};
+}
+
+// Header values must be one line.
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  if (s.size() > 1000) s.resize(1000);
+  return s;
+}
+}  // namespace
+
+void DeadLetters::publish(const DeadLetter& d, PublishCallback done) {
+  Headers h = {
+      {layout::kHeaderId, d.event_id},
+      // One dead letter per dying message: a redelivered copy of the same message that
+      // dies again is deduplicated, a replayed one (new sequence) is not.
+      {layout::kHeaderMsgId,
+       "dlq:" + d.source_stream + ":" + (d.source_key.empty() ? std::to_string(d.source_sequence) : d.source_key)},
+      {kFlow, d.flow},
+      {kVersion, std::to_string(d.version)},
+      {kStage, d.stage},
+      {kReason, one_line(d.reason)},
+      {kDeliveries, std::to_string(d.deliveries)},
+      {kSubject, d.replay_subject},
+  };
+  if (!d.traceparent.empty()) h.emplace_back(trace::kHeaderTraceparent, std::string(d.traceparent));
+  if (!d.tracestate.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(d.tracestate));
+  bus_.publish(layout::dlq_subject(d.flow, stage_token(d.stage)), d.body, h, std::chrono::seconds(5),
+               [this, done = std::move(done)](const Status& s, const PubAck& ack) {
+                 record(s);
+                 done(s, ack);
+               });
+}
+
+void DeadLetters::record(const Status& s) {
+  if (s) {
+    written_.fetch_add(1, std::memory_order_relaxed);
+    if (holding_.exchange(false)) log::info("the dead-letter stream takes writes again");
+    return;
+  }
+  refused_.fetch_add(1, std::memory_order_relaxed);
+  last_refusal_ms_ = now_ms();
+  {
+    MutexLock lock(mu_);
+    last_error_ = s.message();
+  }
+  if (!holding_.exchange(true)) {
+    log::warn(
+        "the dead-letter stream refuses writes: stages hold their events until it takes them "
+        "(replay or delete dead letters, or raise dlq.max_bytes)",
+        {{"error", s.message()}});
+  }
+}
+
+bool DeadLetters::holding(std::string* why) const {
+  if (!holding_.load() || now_ms() - last_refusal_ms_.load() > kHoldingFor.count()) return false;
+  MutexLock lock(mu_);
+  *why = "the dead-letter stream refuses writes (" + last_error_ +
+         "); events that would be dead-lettered are held and retried";
+  return true;
+}
+
+void DeadLetters::render_metrics(std::string& out) const {
+  out +=
+      "# HELP weir_dlq_written_total Dead letters written to the dead-letter stream.\n"
+      "# TYPE weir_dlq_written_total counter\n"
+      "weir_dlq_written_total " +
+      std::to_string(written_.load()) + "\n";
+  out +=
+      "# HELP weir_dlq_write_failures_total Dead-letter writes refused (stream at dlq.max_bytes, or NATS away); "
+      "each one's event is held and retried.\n"
+      "# TYPE weir_dlq_write_failures_total counter\n"
+      "weir_dlq_write_failures_total " +
+      std::to_string(refused_.load()) + "\n";
+  std::string why;
+  out +=
+      "# HELP weir_dlq_holding 1 while the last dead-letter write failed (stages hold events).\n"
+      "# TYPE weir_dlq_holding gauge\n"
+      "weir_dlq_holding " +
+      std::string(holding(&why) ? "1" : "0") + "\n";
+}
+
+Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
+  auto bounds = bus_.stream_bounds(layout::dlq_stream());
+  if (!bounds) return bounds.status();
+  DeadLetterPage page;
+  auto [first, last] = bounds.value();
+  if (first == 0) {
+    if (q.after_id) return Status::not_found("no dead letter with id " + *q.after_id);
+    return page;
+  }
+  uint64_t seq = std::max(first, q.after_seq + 1);
+  if (q.after_id) {
+    // Resolve the id to its first stored dead letter (ids repeat when an event dies in
+    // two sinks; after_seq is the exact cursor and what the Link header gives).
+    bool found = false;
+    for (uint64_t s = first; s <= last; ++s) {
+      auto m = bus_.get_message(layout::dlq_stream(), s);
+      if (m && header_of(m.value(), layout::kHeaderId) == *q.after_id) {
+        seq = std::max(seq, s + 1);
+        found = true;
+        break;
+      }
+    }
+    if (!found) return Status::not_found("no dead letter with id " + *q.after_id + " (replayed, or never stored)");
+  }
+  const size_t limit = std::clamp<size_t>(q.limit, 1, kMaxPage);
+  for (; seq <= last; ++seq) {
+    auto m = bus_.get_message(layout::dlq_stream(), seq);
+    if (!m) continue;  // deleted (replayed) sequences leave gaps
+    std::string f = header_of(m.value(), kFlow);
+    if (q.flow && f != *q.flow) continue;
+    std::string id = header_of(m.value(), layout::kHeaderId);
+    if (q.id && id != *q.id) continue;
+    if (page.items.size() == limit) {  // one more matches: say so and stop
+      page.more = true;
+      break;
+    }
+    // Bounded: a dead letter may be the very event that was too deep to run.
+    auto parsed = flows::parse_json(m->data, flows::kDefaultMaxDepth);
+    nlohmann::json event = parsed ? std::move(*parsed) : nlohmann::json(m->data);
+    auto num = [&](const char* name) -> int64_t {
+      try {
+        return std::stoll(header_of(m.value(), name));
+      } catch (...) {
+        return 0;
+      }
+    };
+    page.items.push_back({{"id", id},
+                          {"seq", seq},
+                          {"flow", f},
+                          {"version", num(kVersion)},
+                          {"stage", header_of(m.value(), kStage)},
+                          {"reason", header_of(m.value(), kReason)},
+                          {"deliveries", num(kDeliveries)},
+                          {"at", m->time_ns / 1'000'000},
+                          {"event", std::move(event)}});
+    if (std::string tp = header_of(m.value(), trace::kHeaderTraceparent); !tp.empty()) {
+      page.items.back()["traceparent"] = std::move(tp);
+    }
+    page.last_seq = seq;
+    page.last_id = std::move(id);
+  }
+  return page;
+}
+
+Result<size_t> DeadLetters::replay(const std::optional<std::string>& flow, const std::vector<std::string>& ids) {
+  auto bounds = bus_.stream_bounds(layout::dlq_stream());
+  if (!bounds) return bounds.status();
+  auto [first, last] = bounds.value();
+  size_t replayed = 0;
+  for (uint64_t seq = first; seq != 0 && seq <= last; ++seq) {
+    auto m = bus_.get_message(layout::dlq_stream(), seq);
+    if (!m) continue;
+    std::string id = header_of(m.value(), layout::kHeaderId);
+    if (flow && header_of(m.value(), kFlow) != *flow) continue;
+    if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) continue;
+    std::string subject = header_of(m.value(), kSubject);
+    if (subject.empty()) continue;
+    Headers h = {{layout::kHeaderId, id}, {layout::kHeaderMsgId, id + "#replay" + std::to_string(seq)}};
+    // A replayed event stays in its trace.
+    for (const char* name : {trace::kHeaderTraceparent, trace::kHeaderTracestate}) {
+      if (std::string v = header_of(m.value(), name); !v.empty()) h.emplace_back(name, std::move(v));
+    }
+    std::promise<Status> done;
+    bus_.publish(subject, m->data, h, std::chrono::seconds(5),
+                 [&done](const Status& s, const PubAck&) { done.set_value(s); });
+    Status s = done.get_future().get();
+    if (!s) return Status(s);
+    if (Status d = bus_.delete_message(layout::dlq_stream(), seq); !d) return d;
+    ++replayed;
+  }
+  return replayed;
+}
+
+}  // namespace weir

@@ -1,0 +1,364 @@
+#include "runtime/flow/running_flow.h"
+
+#include <pthread.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <variant>
+
+#include <yaml-cpp/yaml.h>
+
+#include "runtime/flow/backpressure.h"
+#include "runtime/base/log.h"
+#include "runtime/nats/loop_publisher.h"
+#include "runtime/flow/state_store.h"
+#include "runtime/base/thread_annotations.h"
+#include "runtime/base/wall_clock.h"
+
+namespace weir {
+namespace fs = std::filesystem;
+
+namespace {
+std::chrono::milliseconds sink_timeout(const flows::SinkSpec& s) {
+  if (const auto* h = std::get_if<flows::HttpSinkSpec>(&s.kind)) return h->timeout;
+  return std::chrono::milliseconds(5000);
+}
+
+const char* source_kind(const flows::SourceSpec& s) {
+  static const char* kNames[] = {"http", "mqtt", "nats", "timer", "poll", "exec", "flow"};
+  return kNames[s.index()];
+}
+
+// A YAML node as text that ignores how it was written: flow or block style, quoted or
+// plain scalars, key order (`path: "/in/x"` and `path: /in/x` are the same wiring).
+std::string canonical(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar: return "s" + std::to_string(n.Scalar().size()) + ":" + n.Scalar();
+    case YAML::NodeType::Sequence: {
+      std::string out = "[";
+      for (const auto& e : n) out += canonical(e) + ",";
+      return out + "]";
+    }
+    case YAML::NodeType::Map: {
+      std::map<std::string, std::string> sorted;
+      for (const auto& kv : n) sorted[canonical(kv.first)] = canonical(kv.second);
+      std::string out = "{";
+      for (const auto& [k, v] : sorted) out += k + "=" + v + ",";
+      return out + "}";
+    }
+    default: return "~";
+  }
+}
+
+}  // namespace
+
+Status write_file_atomically(const std::string& path, const std::string& text, const char* verb) {
+  const std::string tmp = path + ".tmp-deploy";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) return Status::internal("cannot write " + tmp);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return Status::internal(std::string("cannot ") + verb + " " + path);
+  }
+  return Status::ok();
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::not_found("cannot read " + path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+Status same_wiring(const std::string& old_text, const std::string& new_text) {
+  try {
+    YAML::Node a = YAML::Load(old_text), b = YAML::Load(new_text);
+    for (const char* key : {"flow", "from", "to"}) {
+      if (canonical(a[key]) != canonical(b[key])) {
+        return Status::invalid(std::string(key) + ": a new version must keep `" + key +
+                               "` as the running one has it (a live switch replaces the steps only; "
+                               "restart weir to change the source or the sinks)");
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return Status::invalid(std::string("cannot compare with the running version: ") + e.what());
+  }
+  return Status::ok();
+}
+
+Result<std::shared_ptr<const flows::Flow>> compile_version(const std::string& text, const std::string& path,
+                                                           int64_t version, bool local) {
+  flows::LoadOptions lo;
+  lo.allow_table_files = local;
+  lo.substitute_env = local;
+  auto r = flows::load_flow_text(text, path, lo);
+  if (!r.flow) {
+    std::string errors;
+    for (const auto& d : r.diagnostics) errors += (errors.empty() ? "" : "\n") + d.str();
+    return Status::invalid(errors);
+  }
+  // Fresh and not shared yet: the one moment the version may be set.
+  const_cast<flows::Flow&>(*r.flow).set_version(version);
+  return r.flow;
+}
+
+// The registry's handle on the flow (FlowControl; ADR 0042): compiled versions wait here
+// until resume() swaps them into the stage.
+class RunningFlow::Versions final : public FlowControl {
+ public:
+  explicit Versions(RunningFlow& flow) : flow_(flow) {}
+
+  void add(int64_t version, std::shared_ptr<const flows::Flow> f, const std::string& text) {
+    MutexLock lock(mu_);
+    ready_[version] = std::move(f);
+    texts_[version] = text;
+  }
+  std::string text(int64_t version) {
+    MutexLock lock(mu_);
+    return texts_[version];
+  }
+
+  bool pause(std::chrono::milliseconds timeout) override { return flow_.stage_->pause(timeout); }
+
+  Status load(int64_t version, const std::string& text) override {
+    std::string running_text;
+    {
+      MutexLock lock(mu_);
+      if (ready_.count(version)) return Status::ok();
+      running_text = texts_[flow_.version()];
+    }
+    if (!running_text.empty()) {
+      if (Status s = same_wiring(running_text, text); !s) return s;
+    }
+    auto file = read_text_file(flow_.path());
+    auto f = compile_version(text, flow_.path(), version, file && file.value() == text);
+    if (!f) return f.status();
+    add(version, f.value(), text);
+    return Status::ok();
+  }
+
+  void resume(int64_t version) override {
+    std::shared_ptr<const flows::Flow> f;
+    {
+      MutexLock lock(mu_);
+      auto it = ready_.find(version);
+      if (it != ready_.end()) f = it->second;
+    }
+    if (!f) return;  // the registry loads before it resumes
+    flow_.switched(std::move(f), version);
+  }
+
+ private:
+  RunningFlow& flow_;
+  Mutex mu_;
+  std::map<int64_t, std::shared_ptr<const flows::Flow>> ready_ GUARDED_BY(mu_);
+  std::map<int64_t, std::string> texts_ GUARDED_BY(mu_);
+};
+
+RunningFlow::RunningFlow(const FlowDeps& deps, std::shared_ptr<const flows::Flow> flow, const std::string& text)
+    : deps_(deps), flow_(std::move(flow)), versions_(std::make_unique<Versions>(*this)) {
+  version_ = flow_->version();
+  switched_at_ms_ = wall_ms();
+  path_ = flow_->file().empty() ? (fs::path(deps_.config->flows) / (flow_->name() + ".yaml")).string() : flow_->file();
+  versions_->add(flow_->version(), flow_, text);
+}
+
+RunningFlow::~RunningFlow() = default;
+
+void RunningFlow::switched(std::shared_ptr<const flows::Flow> flow, int64_t version) {
+  stage_->resume(std::move(flow));
+  version_ = version;
+  switched_at_ms_ = wall_ms();
+}
+
+std::string RunningFlow::running_text() const { return versions_->text(version_.load()); }
+
+StageOptions RunningFlow::stage_options() const {
+  StageOptions so;
+  so.drain_timeout = deps_.config->drain_timeout;
+  so.max_deliver = deps_.config->max_deliver;
+  so.max_depth = deps_.config->http.max_depth;
+  return so;
+}
+
+Status RunningFlow::start(bool paused) {
+  if (Status s = deps_.bus->ensure_flow_stream(name()); !s) return s;
+  // The source first (issue 13, spawn -> first 202): what it takes is safe in the stream
+  // from here on, and the stage reads it once it runs, so a flow path answers before the
+  // sinks, the stage and their consumers are up. A chained flow has no source: its stage
+  // reads the other flow's sink queue.
+  const bool has_source = !std::holds_alternative<flows::FlowSourceSpec>(flow_->source());
+  if (has_source) {
+    if (Status s = start_source(); !s) return s;
+    log::startup("source of flow " + name() + " started");
+  }
+  Status s = start_pipeline(paused);
+  if (!s && has_source) stop_source();  // no route left behind pointing at a flow that is not there
+  return s;
+}
+
+Status RunningFlow::start_pipeline(bool paused) {
+  const StageOptions so = stage_options();
+  if (Status s = start_sinks(so); !s) return s;
+  if (Status s = start_stage(so, paused); !s) return s;
+  if (deps_.registry) {
+    // From here on the registry decides which version runs (watch + pause barrier).
+    if (Status s = deps_.registry->follow_flow(name(), versions_.get()); !s) return s;
+    followed_ = true;
+  }
+  return Status::ok();
+}
+
+Status RunningFlow::start_sinks(const StageOptions& options) {
+  for (const auto& spec : flow_->sinks()) {
+    // A `flow` sink has no stage: the chained flow's stage reads weir.<flow>.out.<sink>.
+    if (std::holds_alternative<flows::FlowSinkSpec>(spec.kind)) continue;
+    auto sink = deps_.connectors->make_sink(*flow_, spec, *deps_.config);
+    if (!sink) return sink.status();
+    StageOptions sink_options = options;
+    // A fetched delivery may wait in the stage for the ones ahead of it (up to one
+    // sink timeout), then take its own timeout; 3 s of margin on top (ADR 0044).
+    sink_options.sink_ack_wait = std::chrono::milliseconds(3000) + 2 * sink_timeout(spec);
+    auto stage = std::make_unique<SinkStage>(*deps_.bus, *deps_.dlq, *deps_.metrics, name(), flow_->version(),
+                                             spec.name, std::move(sink.value()), sink_options);
+    if (Status s = stage->start(); !s) return s;
+    sinks_.push_back(std::move(stage));
+  }
+  return Status::ok();
+}
+
+Status RunningFlow::start_stage(const StageOptions& options, bool paused) {
+  if (const auto* chained = std::get_if<flows::FlowSourceSpec>(&flow_->source())) {
+    // `from: {flow: other.sink}`: read the other flow's sink queue straight off the bus.
+    if (Status s = deps_.bus->ensure_flow_stream(chained->flow); !s) return s;
+    stage_ = std::make_unique<FlowStage>(*deps_.bus, *deps_.dlq, *deps_.metrics, flow_, options,
+                                         layout::flow_stream(chained->flow),
+                                         layout::output_subject(chained->flow, chained->sink));
+  } else {
+    stage_ = std::make_unique<FlowStage>(*deps_.bus, *deps_.dlq, *deps_.metrics, flow_, options);
+  }
+  if (paused) stage_->pause(std::chrono::milliseconds(0));
+  if (ClusterMembership* m = deps_.membership) stage_->set_gate([m] { return m->may_handle(); });
+  return stage_->start();
+}
+
+Status RunningFlow::start_source() {
+  auto source = deps_.connectors->make_source(*flow_, *deps_.config);
+  if (!source) return source.status();
+  if (source.value()->singleton() && deps_.singletons) {
+    // One instance of the cluster runs it: a fresh inner source per lease term.
+    auto flow = flow_;
+    FlowDeps deps = deps_;
+    source_ = deps_.singletons->singleton("source." + name(), [deps, flow]() -> std::unique_ptr<Source> {
+      auto s = deps.connectors->make_source(*flow, *deps.config);
+      return s ? std::move(s.value()) : nullptr;
+    });
+  } else {
+    source_ = std::move(source.value());
+  }
+  ingest_ = std::make_unique<FlowIngest>(*deps_.bus, *deps_.dlq, *deps_.metrics, name());
+  ingest_->set_loop_publisher(deps_.ingress_pub);
+  ingest_->set_backlog(deps_.backlog->watch(layout::flow_stream(name()), &deps_.metrics->stage(name(), "ingress")));
+  source_ctx_.flow = name();
+  source_ctx_.ingest = ingest_.get();
+  source_ctx_.http = deps_.router;
+  source_ctx_.state = deps_.state;  // a singleton's inner sources get it too
+  source_ctx_.max_depth = deps_.config->http.max_depth;
+  return source_->start(source_ctx_);
+}
+
+bool RunningFlow::healthy(std::string* why) const {
+  if (!stage_ || !stage_->healthy()) {
+    *why = "flow " + name() + " is not running";
+    return false;
+  }
+  for (const auto& s : sinks_) {
+    if (!s->healthy()) {
+      *why = "a sink of flow " + name() + " is not running";
+      return false;
+    }
+  }
+  return true;
+}
+
+nlohmann::json RunningFlow::describe() const {
+  nlohmann::json sinks = nlohmann::json::array();
+  for (const auto& s : flow_->sinks()) sinks.push_back(s.name);
+  auto running_flow = stage_ ? stage_->flow() : flow_;
+  const int64_t version = version_.load();
+  nlohmann::json j = {{"name", name()},
+                      {"active_version", version},
+                      {"latest_version", version},
+                      {"running_version", stage_ && stage_->paused() ? 0 : version},
+                      {"running_since_ms", switched_at_ms_.load()},
+                      {"hash", running_flow->content_hash()},
+                      {"file", flow_->file()},
+                      {"source", source_kind(flow_->source())},
+                      {"sinks", sinks},
+                      {"running", stage_ && stage_->healthy()}};
+  if (const auto* h = std::get_if<flows::HttpSourceSpec>(&flow_->source())) j["path"] = h->path;
+  const StageMetrics& m = deps_.metrics->stage(name(), "flow");
+  j["received"] = m.received.load();
+  j["acked"] = m.acked.load();
+  j["errors"] = m.errors.load();
+  j["dead"] = m.dead.load();
+  j["lag"] = m.lag.load();
+  if (deps_.registry) {
+    // The registry's view: what is active for the cluster, what was deployed last.
+    nlohmann::json r = deps_.registry->describe(name());
+    for (auto it = r.begin(); it != r.end(); ++it) j[it.key()] = it.value();
+  }
+  return j;
+}
+
+ControlResult RunningFlow::replace_file(const std::string& body, std::chrono::milliseconds pause_timeout) {
+  const int64_t version = version_.load() + 1;
+  // Compiled before the file is touched: a version that cannot run leaves it as it was.
+  if (Status s = versions_->load(version, body); !s) return ControlResult::failed(Outcome::kInvalid, s.message());
+  if (Status s = write_file_atomically(path_, body, "replace"); !s) return ControlResult::from(s);
+  if (!stage_->pause(pause_timeout)) {
+    versions_->resume(version_.load());
+    return ControlResult::failed(Outcome::kUnavailable,
+                                 "the running batch did not finish in time; the file is written, restart to run it");
+  }
+  versions_->resume(version);
+  log::info("flow replaced", {{"flow", name()}, {"file", path_}, {"version", std::to_string(version)}});
+  return ControlResult::created({{"flow", name()}, {"version", version}, {"file", path_}});
+}
+
+void RunningFlow::stop_source() {
+  if (source_) source_->stop();
+}
+
+void RunningFlow::request_stop() {
+  if (stage_) stage_->request_stop();
+  for (auto& s : sinks_) s->request_stop();
+}
+
+void RunningFlow::stop_within(std::vector<std::thread>& stoppers, std::chrono::milliseconds sink_budget) {
+  if (stage_)
+    stoppers.emplace_back([stage = stage_.get()] {
+      pthread_setname_np(pthread_self(), "weir-stop");
+      stage->stop();
+    });
+  for (auto& s : sinks_)
+    stoppers.emplace_back([sink = s.get(), sink_budget] {
+      pthread_setname_np(pthread_self(), "weir-stop");
+      sink->stop_within(sink_budget);
+    });
+}
+
+void RunningFlow::stop() {
+  stop_source();
+  if (stage_) stage_->stop();
+  for (auto& s : sinks_) s->stop();
+}
+
+}  // namespace weir

@@ -1,0 +1,520 @@
+// Beast lives here and nowhere else in the runtime (it costs ~14 s per translation unit).
+#include <utility>  // before Asio: Boost 1.74's Asio needs it first under C++20
+
+#include "runtime/http/http_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <optional>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "runtime/base/log.h"
+
+namespace weir {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using asio::awaitable;
+using asio::use_awaitable;
+
+HttpResponse HttpResponse::error(int status, std::string_view message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = nlohmann::json{{"error", std::string(message)}}.dump(-1, ' ', false,
+                                                                nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+HeaderScan scan_header_block(std::string_view s, size_t from) {
+  for (size_t i = from; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '\n') return {HeaderScan::kBad, i, "bare LF line ending"};  // a valid LF is skipped with its CR
+    if (c != '\r') continue;
+    if (i + 1 >= s.size()) return {HeaderScan::kNeedMore, i, ""};
+    if (s[i + 1] != '\n') return {HeaderScan::kBad, i, "CR without LF"};
+    if (i + 2 >= s.size()) return {HeaderScan::kNeedMore, i, ""};
+    char next = s[i + 2];
+    if (next == ' ' || next == '\t') return {HeaderScan::kBad, i, "obs-fold (a header line starting with whitespace)"};
+    if (next == '\r') {
+      if (i + 3 >= s.size()) return {HeaderScan::kNeedMore, i, ""};
+      if (s[i + 3] != '\n') return {HeaderScan::kBad, i + 2, "CR without LF"};
+      return {HeaderScan::kComplete, i + 4, ""};
+    }
+    ++i;  // past the LF
+  }
+  return {HeaderScan::kNeedMore, s.size(), ""};
+}
+
+bool is_loopback_listen(std::string_view listen) {
+  std::string host;
+  if (!listen.empty() && listen.front() == '[') {  // [v6] or [v6]:port
+    auto close = listen.find(']');
+    if (close == std::string_view::npos) return false;
+    host = listen.substr(1, close - 1);
+  } else {
+    host = listen.substr(0, std::min(listen.rfind(':'), listen.size()));
+  }
+  if (host.empty() || host == "localhost") return true;
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  return !ec && addr.is_loopback();
+}
+
+namespace {
+
+class BeastRequest final : public HttpRequest {
+ public:
+  explicit BeastRequest(http::request<http::string_body>&& r) : req_(std::move(r)) {
+    std::string_view t(req_.target().data(), req_.target().size());
+    target_ = t;
+    path_ = t.substr(0, t.find('?'));
+  }
+  std::string_view method() const override {
+    auto m = req_.method_string();
+    return {m.data(), m.size()};
+  }
+  std::string_view target() const override { return target_; }
+  std::string_view path() const override { return path_; }
+  std::string_view header(std::string_view name) const override {
+    auto it = req_.find(beast::string_view(name.data(), name.size()));
+    if (it == req_.end()) return {};
+    auto v = it->value();
+    return {v.data(), v.size()};
+  }
+  const std::string& body() const override { return req_.body(); }
+  std::string& mutable_body() override { return req_.body(); }
+  bool keep_alive() const { return req_.keep_alive(); }
+  unsigned version() const { return req_.version(); }
+
+ private:
+  http::request<http::string_body> req_;
+  std::string_view target_, path_;
+};
+
+// Waits on the io thread for a Responder that may fire on any thread.
+struct ResponseSlot {
+  explicit ResponseSlot(const asio::any_io_executor& ex) : timer(ex) {
+    timer.expires_at(asio::steady_timer::time_point::max());
+  }
+  asio::steady_timer timer;
+  std::optional<HttpResponse> response;
+};
+
+// A connection's deadline (http.read_timeout, the answer's write) without a timer
+// operation per read or write. Beast's tcp_stream cancels its timer when each of its reads
+// and writes completes, and every cancel runs a handler through the io_context: two extra
+// turns of the loop per request, each one an epoll_wait (docs/bench.md, session 11). Here
+// moving the deadline only stores a time; one timer per connection wakes at the deadline
+// it was armed for, re-arms if the deadline has moved on, and past it closes the socket,
+// which ends the pending read or write with operation_aborted. io thread only.
+class Deadline : public std::enable_shared_from_this<Deadline> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Deadline(tcp::socket& socket) : socket_(socket), timer_(socket.get_executor()) {}
+  void expires_after(Clock::duration d) {
+    at_ = Clock::now() + d;
+    // A later deadline waits for the armed wake-up (which re-arms); an earlier one (the
+    // refusal's 500 ms drain after its 2 s write) re-arms now.
+    if (!stopped_ && (!armed_ || at_ < armed_at_)) arm();
+  }
+  void expires_never() { at_ = Clock::time_point::max(); }
+  // Before the socket goes: a wake-up already queued finds `stopped_` and does nothing.
+  void stop() {
+    stopped_ = true;
+    if (armed_) timer_.cancel();
+  }
+
+ private:
+  void arm() {
+    armed_ = true;
+    armed_at_ = at_;
+    // Setting the expiry cancels a pending wait; its handler sees a stale `wait`.
+    timer_.expires_at(at_);
+    timer_.async_wait([self = shared_from_this(), wait = ++waits_](const boost::system::error_code& ec) {
+      if (wait != self->waits_) return;
+      self->armed_ = false;
+      if (ec || self->stopped_ || self->at_ == Clock::time_point::max()) return;
+      if (Clock::now() < self->at_) {
+        self->arm();
+        return;
+      }
+      boost::system::error_code ignored;
+      self->socket_.close(ignored);
+    });
+  }
+
+  tcp::socket& socket_;
+  asio::steady_timer timer_;
+  Clock::time_point at_ = Clock::time_point::max();
+  Clock::time_point armed_at_{};  // the expiry of the pending wait, while armed_
+  uint64_t waits_ = 0;            // the pending wait's number
+  bool armed_ = false;
+  bool stopped_ = false;
+};
+
+// A session's socket with its deadline; the deadline stops when this goes.
+struct Connection {
+  explicit Connection(tcp::socket s) : socket(std::move(s)), deadline(std::make_shared<Deadline>(socket)) {
+    // Synchronous operations on it (write_answer's first try) return would_block instead
+    // of waiting; Asio's asynchronous ones do not change.
+    boost::system::error_code ignored;
+    socket.non_blocking(true, ignored);
+  }
+  ~Connection() { deadline->stop(); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  tcp::socket socket;
+  std::shared_ptr<Deadline> deadline;
+};
+
+// Writes an answer: what the socket takes now (an answer is a few hundred bytes, so
+// usually all of it), the rest asynchronously. Asio's async_write posts its completion
+// even when its first send wrote everything, and every posted completion costs the io
+// thread one more loop turn (an epoll_wait) per request (ADR 0262).
+awaitable<void> write_answer(Connection& stream, http::response<http::string_body>& res,
+                             boost::system::error_code& ec) {
+  http::response_serializer<http::string_body> sr{res};
+  http::write(stream.socket, sr, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    ec = {};
+    co_await http::async_write(stream.socket, sr, asio::redirect_error(use_awaitable, ec));
+  }
+}
+
+class BeastServer final : public HttpServer, public std::enable_shared_from_this<BeastServer> {
+ public:
+  BeastServer(asio::io_context& ioc, HttpServerOptions options, Handler handler)
+      : ioc_(ioc), acceptor_(ioc), options_(std::move(options)), handler_(std::move(handler)) {}
+
+  Status listen() {
+    auto colon = options_.listen.rfind(':');
+    if (colon == std::string::npos) return Status::invalid("listen address must be host:port, got " + options_.listen);
+    std::string host = options_.listen.substr(0, colon);
+    if (host.empty() || host == "localhost") host = "127.0.0.1";
+    int port = 0;
+    try {
+      port = std::stoi(options_.listen.substr(colon + 1));
+    } catch (...) {
+      return Status::invalid("bad port in listen address " + options_.listen);
+    }
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(host, ec);
+    if (ec) return Status::invalid("bad host in listen address " + options_.listen);
+    tcp::endpoint ep(addr, static_cast<unsigned short>(port));
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Status::unavailable("cannot listen on " + options_.listen + ": " + ec.message());
+    auto bound = acceptor_.local_endpoint();
+    address_ = bound.address().to_string() + ":" + std::to_string(bound.port());
+    return Status::ok();
+  }
+
+  void start() {
+    asio::co_spawn(
+        ioc_, [self = shared_from_this()]() { return self->accept_loop(); }, asio::detached);
+  }
+
+  std::string address() const override { return address_; }
+  size_t open_connections() const override { return connections_.load(); }
+
+  void stop_accepting() override {
+    asio::post(ioc_, [self = shared_from_this()] {
+      boost::system::error_code ec;
+      self->acceptor_.close(ec);
+    });
+  }
+
+ private:
+  awaitable<void> accept_loop() {
+    for (;;) {
+      boost::system::error_code ec;
+      tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(use_awaitable, ec));
+      if (ec) {
+        if (!acceptor_.is_open()) co_return;
+        if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space) {
+          // Out of file descriptors: back off instead of spinning.
+          asio::steady_timer t(ioc_, std::chrono::milliseconds(50));
+          co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
+        }
+        continue;
+      }
+      socket.set_option(tcp::no_delay(true), ec);
+      if (!accepted_any_) {
+        accepted_any_ = true;
+        log::startup("first accept on " + options_.name);
+      }
+      // Counted here, on the io thread, before the session starts: a burst of accepts
+      // cannot overshoot the cap while sessions wait to be scheduled.
+      if (connections_.load() >= options_.max_connections) {
+        if (refusing_ >= kMaxRefusing) {
+          socket.close(ec);  // a flood: not even a 503 for these
+          continue;
+        }
+        ++refusing_;
+        asio::co_spawn(
+            ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable { return self->refuse(std::move(s)); },
+            asio::detached);
+        continue;
+      }
+      ++connections_;
+      asio::co_spawn(
+          ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable { return self->session(std::move(s)); },
+          asio::detached);
+    }
+  }
+
+  // A connection past max_connections: 503 with Retry-After, closed without reading the
+  // request (the drain in reject_and_close only keeps the answer from being reset).
+  awaitable<void> refuse(tcp::socket socket) {
+    Connection stream(std::move(socket));
+    std::vector<std::pair<std::string, std::string>> headers;  // (a braced list here trips g++ 12's coroutines)
+    headers.emplace_back("Retry-After", "1");
+    co_await reject_and_close(stream, 503, "too many open connections", std::move(headers));
+    --refusing_;
+  }
+
+  // Writes an error answer, then closes politely: shut the send side and drain what the
+  // client is still sending, so it reads our answer instead of a reset (platform notes).
+  awaitable<void> reject_and_close(Connection& stream, int status, std::string_view message,
+                                   std::vector<std::pair<std::string, std::string>> headers = {}) {
+    http::response<http::string_body> res{static_cast<http::status>(status), 11};
+    res.set(http::field::content_type, "application/json");
+    for (auto& [k, v] : headers) res.set(k, v);
+    res.set(http::field::connection, "close");
+    res.body() = HttpResponse::error(status, message).body;
+    res.prepare_payload();
+    boost::system::error_code ec;
+    stream.deadline->expires_after(std::chrono::seconds(2));
+    co_await write_answer(stream, res, ec);
+    stream.socket.shutdown(tcp::socket::shutdown_send, ec);
+    char sink[4096];
+    stream.deadline->expires_after(std::chrono::milliseconds(500));
+    for (int i = 0; i < 256 && !ec; ++i) {
+      co_await stream.socket.async_read_some(asio::buffer(sink), asio::redirect_error(use_awaitable, ec));
+    }
+    stream.socket.close(ec);
+  }
+
+  // Reads one request into `parser`. Returns 0 when it is complete, -1 when the
+  // connection should just close (client gone, slow client), or the status to reject
+  // it with (`*why` says why) before closing.
+  awaitable<int> read_request(Connection& stream, beast::flat_buffer& buffer,
+                              http::request_parser<http::string_body>& parser, std::string* why) {
+    boost::system::error_code ec;
+    // Empty lines before a request line are allowed (RFC 9112 §2.2); some clients send
+    // a CRLF after a body.
+    // 1. The whole header block, checked on the raw bytes (Beast unfolds obs-fold and
+    //    waits for ever on bare LF line endings).
+    size_t from = 0;
+    for (;;) {
+      std::string_view data(static_cast<const char*>(buffer.data().data()), buffer.size());
+      while (from == 0 && data.size() >= 2 && data[0] == '\r' && data[1] == '\n') {
+        buffer.consume(2);
+        data.remove_prefix(2);
+      }
+      HeaderScan scan = scan_header_block(data, from);
+      if (scan.state == HeaderScan::kBad) {
+        *why = std::string("malformed HTTP request: ") + scan.why;
+        co_return 400;
+      }
+      if (scan.state == HeaderScan::kComplete) break;
+      from = scan.offset;
+      if (data.size() > static_cast<size_t>(options_.max_header)) {
+        *why = "request headers too large";
+        co_return 431;
+      }
+      size_t n = co_await stream.socket.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+      if (ec) co_return -1;  // closed, reset or too slow
+      buffer.commit(n);
+    }
+    // 2. Beast parses the header from the buffer, here and now: Beast's async_read_header
+    //    and async_read post their completion when they read nothing (one more turn of the
+    //    loop each, and the request usually arrives whole).
+    parser.eager(false);
+    put_buffered(buffer, parser, ec);
+    if (ec == http::error::need_more) {  // cannot happen after a complete header block; Beast's word rules
+      ec = {};
+      co_await http::async_read_header(stream.socket, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    }
+    if (!ec) {
+      // 3. Framing.
+      if (const char* bad = framing_error(parser.get())) {
+        *why = bad;
+        co_return 400;
+      }
+      // 4. The body: what the buffer holds of it parsed here, the rest read.
+      parser.eager(true);
+      if (!parser.is_done()) put_buffered(buffer, parser, ec);
+      if (ec == http::error::need_more) ec = {};
+      if (!ec && !parser.is_done()) {
+        co_await http::async_read(stream.socket, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      }
+    }
+    if (!ec) co_return 0;
+    if (ec == http::error::body_limit) {
+      *why = "body larger than " + std::to_string(options_.max_body) + " bytes";
+      co_return 413;
+    }
+    if (ec == http::error::header_limit) {
+      *why = "request headers too large";
+      co_return 431;
+    }
+    // end_of_stream (client closed), timeout (slow client), reset: just close. A
+    // malformed request gets a 400 first.
+    bool malformed = ec.category() == http::make_error_code(http::error::bad_target).category() &&
+                     ec != http::error::end_of_stream && ec != http::error::partial_message;
+    if (!malformed) co_return -1;
+    *why = "malformed HTTP request: " + ec.message();
+    co_return 400;
+  }
+
+  // Framing (RFC 9112 §6.1, §6.3): exactly one `chunked` coding or one Content-Length,
+  // never both; what is wrong, or nullptr. Beast 1.74 reads `chunked, identity` or any
+  // other coding as "no body" and would parse the body as the next request.
+  static const char* framing_error(const http::request_parser<http::string_body>::value_type& h) {
+    size_t te = h.count(http::field::transfer_encoding);
+    size_t cl = h.count(http::field::content_length);
+    if (te > 1) return "more than one Transfer-Encoding";
+    if (te == 1 && !beast::iequals(h[http::field::transfer_encoding], "chunked")) {
+      return "Transfer-Encoding other than chunked";
+    }
+    if (te && cl) return "Transfer-Encoding together with Content-Length";
+    if (cl > 1 || (cl == 1 && h[http::field::content_length].find(',') != beast::string_view::npos)) {
+      return "more than one Content-Length";
+    }
+    return nullptr;
+  }
+
+  // Feeds `parser` what `buffer` holds (as Beast's read does between reads) until the
+  // parser is done (with the header only, unless eager), fails, or needs more: then `ec`
+  // is http::error::need_more.
+  static void put_buffered(beast::flat_buffer& buffer, http::request_parser<http::string_body>& parser,
+                           boost::system::error_code& ec) {
+    ec = {};
+    for (;;) {
+      if (buffer.size() == 0) {
+        ec = http::error::need_more;
+        return;
+      }
+      const size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec) return;  // need_more included
+      if (parser.is_done() || (!parser.eager() && parser.is_header_done())) return;
+    }
+  }
+
+  awaitable<void> session(tcp::socket socket) {
+    struct Count {  // incremented by accept_loop
+      std::atomic<size_t>& n;
+      ~Count() { --n; }
+    } count{connections_};
+    Connection stream(std::move(socket));
+    beast::flat_buffer buffer;
+    for (;;) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(static_cast<std::uint32_t>(options_.max_header));
+      parser.body_limit(static_cast<std::uint64_t>(options_.max_body));
+      // One deadline for the whole request (header and body): slowloris gets read_timeout.
+      stream.deadline->expires_after(options_.read_timeout);
+      boost::system::error_code ec;
+      std::string why;
+      int rejected = co_await read_request(stream, buffer, parser, &why);
+      if (rejected > 0) {
+        co_await reject_and_close(stream, rejected, why);
+        co_return;
+      }
+      if (rejected < 0) {
+        stream.socket.close(ec);
+        co_return;
+      }
+      stream.deadline->expires_never();
+      BeastRequest request(parser.release());
+      auto slot = std::make_shared<ResponseSlot>(stream.socket.get_executor());
+      {
+        auto ex = stream.socket.get_executor();
+        Responder respond = [slot, ex, &ioc = ioc_](HttpResponse r) {
+          // On the io thread (http-in's PubAcks, ADR 0130): no post, no wake-up.
+          if (ioc.get_executor().running_in_this_thread()) {
+            slot->response = std::move(r);
+            slot->timer.cancel();
+            return;
+          }
+          asio::post(ex, [slot, r = std::move(r)]() mutable {
+            slot->response = std::move(r);
+            slot->timer.cancel();
+          });
+        };
+        try {
+          handler_(request, std::move(respond));
+        } catch (const std::exception& e) {
+          log::error("http handler failed", {{"server", options_.name}, {"error", e.what()}});
+          slot->response = HttpResponse::error(500, "internal error");
+        }
+      }
+      while (!slot->response) {
+        co_await slot->timer.async_wait(asio::redirect_error(use_awaitable, ec));
+      }
+      HttpResponse& r = *slot->response;
+      http::response<http::string_body> res{static_cast<http::status>(r.status), request.version()};
+      if (!r.body.empty() || r.status >= 200) res.set(http::field::content_type, r.content_type);
+      for (auto& [k, v] : r.headers) res.set(k, v);
+      bool keep = request.keep_alive() && !r.close;
+      res.keep_alive(keep);
+      res.body() = std::move(r.body);
+      res.prepare_payload();
+      stream.deadline->expires_after(options_.read_timeout);
+      co_await write_answer(stream, res, ec);
+      if (ec || !keep) {
+        stream.socket.shutdown(tcp::socket::shutdown_send, ec);
+        stream.socket.close(ec);
+        co_return;
+      }
+    }
+  }
+
+  asio::io_context& ioc_;
+  tcp::acceptor acceptor_;
+  HttpServerOptions options_;
+  Handler handler_;
+  std::string address_;
+  std::atomic<size_t> connections_{0};
+  // Refusals in progress (io thread only); past kMaxRefusing a refused socket is closed
+  // without an answer so a flood cannot use up descriptors on 503s.
+  static constexpr size_t kMaxRefusing = 64;
+  size_t refusing_ = 0;
+  bool accepted_any_ = false;  // io thread: for the start-up timeline's "first accept"
+};
+
+// Keeps the shared_ptr-owned server alive behind the unique_ptr the API hands out.
+class ServerHandle final : public HttpServer {
+ public:
+  explicit ServerHandle(std::shared_ptr<BeastServer> s) : s_(std::move(s)) {}
+  ~ServerHandle() override { s_->stop_accepting(); }
+  std::string address() const override { return s_->address(); }
+  void stop_accepting() override { s_->stop_accepting(); }
+  size_t open_connections() const override { return s_->open_connections(); }
+
+ private:
+  std::shared_ptr<BeastServer> s_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<HttpServer>> HttpServer::create(IoLoop& loop, HttpServerOptions options, Handler handler) {
+  auto& ioc = *static_cast<asio::io_context*>(loop.native());
+  auto server = std::make_shared<BeastServer>(ioc, std::move(options), std::move(handler));
+  if (Status s = server->listen(); !s) return s;
+  server->start();
+  return std::unique_ptr<HttpServer>(new ServerHandle(std::move(server)));
+}
+
+}  // namespace weir

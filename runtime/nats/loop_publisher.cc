@@ -1,0 +1,267 @@
+#include "runtime/nats/loop_publisher.h"
+
+#include <nats/nats.h>
+
+#include <algorithm>
+#include <deque>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/base/log.h"
+#include "runtime/nats/nats_msg.h"
+#include "runtime/nats/nats_loop.h"
+#include "runtime/nats/nats_status.h"
+#include "runtime/base/redact.h"
+
+namespace weir {
+
+struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
+  using Clock = std::chrono::steady_clock;
+  // How late a publish timeout may fire; the timer runs only while publishes are pending.
+  static constexpr auto kTick = std::chrono::milliseconds(100);
+
+  struct Deadlines {
+    std::chrono::milliseconds timeout;
+    std::deque<std::pair<Clock::time_point, uint64_t>> fifo;
+  };
+
+  std::unique_ptr<NatsLoop> loop;
+  natsConnection* nc = nullptr;
+  std::string url, inbox_prefix, label;
+  LoopHooks hooks;
+  std::atomic<bool> connected{false};
+  std::atomic<bool> closed_cb{false};  // cnats' last callback ran: nothing touches Impl after
+  std::atomic<bool> closing{false};    // ~LoopPublisher closes the connection: its drop is no fault
+  std::atomic<size_t> pending_count{0};
+
+  // io thread only.
+  natsSubscription* sub = nullptr;
+  std::unordered_map<uint64_t, PublishCallback> pending;
+  std::vector<Deadlines> deadlines;
+  size_t queued = 0;
+  uint64_t next_id = 1;
+  bool timer_set = false;
+  bool closed = false;
+
+  // Every completion runs here, on the io thread, so erasing from `pending` decides
+  // between the PubAck, the deadline, a disconnect and the synchronous failure path.
+  void complete(uint64_t id, const Status& s, const PubAck& ack) {
+    auto it = pending.find(id);
+    if (it == pending.end()) return;  // already completed (late PubAck after a timeout)
+    PublishCallback done = std::move(it->second);
+    pending.erase(it);
+    pending_count.store(pending.size(), std::memory_order_relaxed);
+    done(s, ack);
+  }
+
+  void fail_all(const Status& why) {
+    std::unordered_map<uint64_t, PublishCallback> failed;
+    failed.swap(pending);
+    pending_count.store(0, std::memory_order_relaxed);
+    for (auto& [id, done] : failed) done(why, PubAck{});
+  }
+
+  void on_reply(natsMsg* msg) {
+    std::string_view subj = natsMsg_GetSubject(msg);
+    const uint64_t id = inbox_id(subj, inbox_prefix);
+    Status status;
+    PubAck ack;
+    if (pending.count(id)) status = puback_status(msg, &ack);
+    free_nats_msg(msg);
+    complete(id, status, ack);
+  }
+
+  // After every read event: the PubAcks cnats parsed into the inbox's queue.
+  void drain() {
+    if (!sub) return;
+    for (;;) {
+      int msgs = 0, bytes = 0;
+      // GetPending first: NextMsg on an empty queue would set cnats' error stack.
+      if (natsSubscription_GetPending(sub, &msgs, &bytes) != NATS_OK || msgs <= 0) return;
+      natsMsg* m = nullptr;
+      if (natsSubscription_NextMsg(&m, sub, 0) != NATS_OK || m == nullptr) return;
+      on_reply(m);
+    }
+  }
+
+  void arm_timer() {
+    if (timer_set || queued == 0) return;
+    timer_set = true;
+    loop->set_timer(kTick, [self = shared_from_this()] {
+      self->timer_set = false;
+      self->sweep();
+    });
+  }
+
+  void sweep() {
+    auto now = Clock::now();
+    std::vector<uint64_t> expired;
+    for (auto& d : deadlines) {
+      while (!d.fifo.empty()) {
+        auto [deadline, id] = d.fifo.front();
+        if (pending.count(id) && deadline > now) break;
+        if (pending.count(id)) expired.push_back(id);
+        d.fifo.pop_front();
+        --queued;
+      }
+    }
+    for (uint64_t id : expired) {
+      complete(id, Status::timeout(std::string("JetStream did not acknowledge in time") + kMayBeStored), PubAck{});
+    }
+    arm_timer();
+  }
+
+  void set_connected(bool up, const std::string& why = {}) {
+    bool was = connected.exchange(up);
+    if (!up) {
+      // Fail what is in flight on the io thread (a publish made before this runs is in
+      // the map and fails with the rest; one made after sees connected == false).
+      loop->post([self = shared_from_this()] {
+        self->fail_all(Status::unavailable(std::string("NATS connection lost") + kMayBeStored));
+      });
+    }
+    if (was != up) {
+      if (up) log::info("nats connected", {{"url", url}, {"connection", label}});
+      else if (closing.load(std::memory_order_acquire))
+        log::info("nats connection closed", {{"url", url}, {"connection", label}});
+      else log::warn("nats disconnected", {{"url", url}, {"connection", label}, {"reason", why}});
+    }
+    if (hooks.on_connection) hooks.on_connection(up);
+  }
+};
+
+Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const BusOptions& options,
+                                                              const std::string& label, LoopHooks hooks) {
+  std::unique_ptr<LoopPublisher> lp(new LoopPublisher());
+  auto impl = std::make_shared<Impl>();
+  lp->impl_ = impl;
+  impl->url = redact_urls(options.url);
+  impl->label = label;
+  impl->hooks = std::move(hooks);
+  impl->loop = std::make_unique<NatsLoop>(io);
+  natsOptions* opts = nullptr;
+  if (natsOptions_Create(&opts) != NATS_OK) return Status::internal("cannot create NATS options");
+  if (Status s = set_connection_options(opts, options, options.name + "-" + label); !s) {
+    natsOptions_Destroy(opts);
+    return s;
+  }
+  // One read fetches a whole burst of PubAcks.
+  natsOptions_SetIOBufSize(opts, 256 * 1024);
+  Impl* raw = impl.get();
+  impl->loop->configure(opts, [raw] {
+    raw->drain();
+    if (raw->hooks.after_read) raw->hooks.after_read();
+  });
+  natsOptions_SetDisconnectedCB(
+      opts,
+      [](natsConnection* nc, void* c) { static_cast<Impl*>(c)->set_connected(false, nats_disconnect_reason(nc)); },
+      raw);
+  natsOptions_SetReconnectedCB(
+      opts, [](natsConnection*, void* c) { static_cast<Impl*>(c)->set_connected(true); }, raw);
+  natsOptions_SetClosedCB(
+      opts,
+      [](natsConnection*, void* c) {
+        auto* i = static_cast<Impl*>(c);
+        i->connected.store(false);
+        i->closed_cb.store(true, std::memory_order_release);
+      },
+      raw);
+  natsStatus s = natsConnection_Connect(&impl->nc, opts);
+  natsOptions_Destroy(opts);
+  if (s != NATS_OK) {
+    impl->nc = nullptr;
+    return nats_status(s, "connect to " + options.url + " (" + label + ")");
+  }
+  natsInbox* ib = nullptr;
+  natsInbox_Create(&ib);
+  impl->inbox_prefix = std::string(static_cast<const char*>(ib)) + ".";
+  natsInbox_Destroy(ib);
+  // The subscription lives on the io thread (it is drained there); subscribing does not
+  // block (the SUB goes out with the next flush).
+  impl->loop->run_sync([&] {
+    s = natsConnection_SubscribeSync(&impl->sub, impl->nc, (impl->inbox_prefix + "*").c_str());
+    if (s == NATS_OK) natsSubscription_SetPendingLimits(impl->sub, -1, -1);
+  });
+  if (s != NATS_OK) return nats_status(s, "subscribe to the " + label + " publish inbox");
+  impl->connected.store(true);
+  return lp;
+}
+
+LoopPublisher::~LoopPublisher() {
+  if (!impl_) return;
+  shutdown();
+  auto& i = *impl_;
+  if (i.nc) {
+    i.loop->release_acks();  // the consumers' held acks leave before the connection closes
+    i.loop->run_sync([&] {
+      if (i.sub) {
+        natsSubscription_Unsubscribe(i.sub);
+        natsSubscription_Destroy(i.sub);
+        i.sub = nullptr;
+      }
+    });
+    // Not on the io thread: Close may wait for cnats' reconnect thread. It detaches (a
+    // post); cnats' closed callback follows on its own thread.
+    i.closing.store(true, std::memory_order_release);
+    natsConnection_Close(i.nc);
+    for (int n = 0; n < 2000 && !i.closed_cb.load(std::memory_order_acquire); ++n) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // After the posted detach: no io-thread handler uses the connection any more.
+    i.loop->run_sync([&] { natsConnection_Destroy(i.nc); });
+    i.nc = nullptr;
+  }
+  i.loop.reset();
+}
+
+NatsLoop& LoopPublisher::loop() { return *impl_->loop; }
+natsConnection* LoopPublisher::connection() { return impl_->nc; }
+
+bool LoopPublisher::in_loop_thread() const { return impl_->loop->in_loop_thread(); }
+bool LoopPublisher::connected() const { return impl_->connected.load(std::memory_order_acquire); }
+size_t LoopPublisher::pending() const { return impl_->pending_count.load(std::memory_order_relaxed); }
+
+void LoopPublisher::publish(std::string_view subject, std::string_view data, const Headers& headers,
+                            std::chrono::milliseconds timeout, PublishCallback done) {
+  auto& i = *impl_;
+  if (i.closed || !i.connected.load(std::memory_order_acquire) || !i.sub) {
+    done(Status::unavailable(i.closed ? "weir is shutting down" : "NATS is not connected"), PubAck{});
+    return;
+  }
+  uint64_t id = i.next_id++;
+  i.pending.emplace(id, std::move(done));
+  i.pending_count.store(i.pending.size(), std::memory_order_relaxed);
+  auto q = std::find_if(i.deadlines.begin(), i.deadlines.end(),
+                        [&](const Impl::Deadlines& d) { return d.timeout == timeout; });
+  if (q == i.deadlines.end()) q = i.deadlines.insert(i.deadlines.end(), Impl::Deadlines{timeout, {}});
+  q->fifo.emplace_back(Impl::Clock::now() + timeout, id);
+  ++i.queued;
+  i.arm_timer();
+
+  char reply[96];
+  std::snprintf(reply, sizeof reply, "%s%llu", i.inbox_prefix.c_str(), static_cast<unsigned long long>(id));
+  std::string subj(subject);
+  natsMsg* msg = nullptr;
+  natsStatus s = natsMsg_Create(&msg, subj.c_str(), reply, data.data(), static_cast<int>(data.size()));
+  for (const auto& [k, v] : headers) {
+    if (s == NATS_OK) s = natsMsgHeader_Set(msg, k.c_str(), v.c_str());
+  }
+  // Buffered: the loop's flush handler writes this turn's publishes at once.
+  if (s == NATS_OK) s = natsConnection_PublishMsg(i.nc, msg);
+  free_nats_msg(msg);
+  if (s != NATS_OK) i.complete(id, nats_status(s, "publish"), PubAck{});
+}
+
+void LoopPublisher::fail_pending(const std::string& why) {
+  impl_->loop->run_sync([&] { impl_->fail_all(Status::unavailable(why + kMayBeStored)); });
+}
+
+void LoopPublisher::shutdown() {
+  impl_->loop->run_sync([&] {
+    impl_->closed = true;
+    impl_->fail_all(Status::unavailable(std::string("weir is shutting down") + kMayBeStored));
+  });
+}
+
+}  // namespace weir

@@ -1,0 +1,33 @@
+// The one place where cnats results become weir::Status (bus, KV stores, tables, cluster/).
+//
+// Contract: call right after the failing cnats call, on the same thread: the message
+// comes from cnats' thread-local last error. The mapping:
+//   NATS_OK → ok; NATS_NOT_FOUND → not_found; NATS_TIMEOUT → timeout;
+//   "wrong last sequence" (a lost put-if-absent or compare-and-set) → conflict;
+//   no server / no responders / closed / disconnected / IO / reconnect buffer full →
+//   unavailable; invalid argument / subject → invalid; anything else → internal, with the
+//   JetStream error code when there is one.
+// Messages name the operation and cnats' text; cnats never puts credentials in them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "runtime/base/status.h"
+
+struct __natsConnection;
+
+namespace weir {
+
+// `s` is a natsStatus, `js_error` a jsErrCode (ints here, so callers need not include
+// nats.h): `what` names the operation ("kv update lease.timer"); `js_error` is the
+// JetStream API error code when the call reported one (0 otherwise).
+Status nats_status(int s, std::string_view what, int js_error = 0);
+
+// The connection's last error as cnats recorded it, for the disconnected callback's log
+// line. cnats does not record why it dropped a connection after a read/write failure or a
+// stale ping (its op-error path leaves the error unset), so this is mostly "not recorded
+// by cnats"; NatsLoop logs the failing call's own text for event-loop connections.
+std::string nats_disconnect_reason(__natsConnection* nc);
+
+}  // namespace weir

@@ -1,0 +1,58 @@
+// Sink: the interface every output connector implements (http, mqtt, nats, ...).
+//
+// The runtime's sink stage receives events from the sink's durable consumer, calls
+// `deliver` for each, bounded by `max_in_flight()`, and acts on the result:
+//   kOk    → ack on the bus;
+//   kRetry → nak with a backoff delay (or `retry_after`), dead-letter past `retries`;
+//   kDead  → dead-letter at once with `reason`.
+// Lifecycle: constructed from a validated spec, `start()` once, `deliver()` from the sink
+// loop's thread, `weir-sinks` or `weir-delivery` (ADR 0258, 0272; a thread of cnats' delivery pool when the Bus's
+// loops are off, ADR 0150; one sink's calls never overlap) — it must queue and return,
+// never block — `stop()` once, never from that thread (no deliver after). `done` is called
+// exactly once per deliver, on a thread of the sink's choosing (the HTTP sink: the thread
+// that delivered, ADR 0260); it must be cheap and must not block.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "runtime/base/status.h"
+
+namespace weir {
+
+struct Delivery {
+  std::string event_id;  // stable event id; sent as Idempotency-Key where the protocol allows
+  std::string body;      // the event as JSON text
+  uint64_t attempt = 1;  // 1 on the first delivery, 2 on the first re-send, ...
+  // W3C trace context of this delivery's span (the sink stage's child span; ADR 0140):
+  // sinks send it on where the protocol has headers. tracestate may be empty.
+  std::string traceparent;
+  std::string tracestate;
+};
+
+struct DeliveryResult {
+  enum class Kind { kOk, kRetry, kDead };
+  Kind kind = Kind::kOk;
+  std::string reason;  // kRetry/kDead: why ("HTTP 503", "timeout", ...)
+  std::optional<std::chrono::milliseconds> retry_after;
+  static DeliveryResult ok() { return {}; }
+  static DeliveryResult retry(std::string r, std::optional<std::chrono::milliseconds> after = {}) {
+    return {Kind::kRetry, std::move(r), after};
+  }
+  static DeliveryResult dead(std::string r) { return {Kind::kDead, std::move(r), {}}; }
+};
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual Status start() = 0;
+  virtual void stop() = 0;
+  virtual int max_in_flight() const = 0;
+  virtual int max_retries() const = 0;
+  virtual void deliver(Delivery delivery, std::function<void(DeliveryResult)> done) = 0;
+};
+
+}  // namespace weir
