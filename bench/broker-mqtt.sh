@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MQTT loopback benchmark (issue #6): bench/broker-mqtt.sh [N] (default 5000).
+# MQTT loopback benchmark: bench/broker-mqtt.sh [N] (default 5000).
 #
 # Starts, on free loopback ports, a throwaway mosquitto, a throwaway nats-server and weir
 # with one flow: mqtt source (rt/in, QoS 1) -> map -> mqtt sink (rt/out, QoS 1). Then

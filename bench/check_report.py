@@ -5,8 +5,8 @@ a few seconds and checks its report, so the harness never rots. Not a performanc
   check_report.py -- bench/run.sh 3 8 --no-cold-start --ceiling-seconds 1 --js-count 2000
   check_report.py FILE.json
 
-Checks: exactly one JSON object on stdout; the keys of spec section 7 and the nats-server's
-GOMAXPROCS (`nats_gomaxprocs`, ADR 0265); the run's own verdict
+Checks: exactly one JSON object on stdout; the report's keys (bench/README.md, "run.sh and
+paced.sh") and the nats-server's GOMAXPROCS (`nats_gomaxprocs`, ADR 0265); the run's own verdict
 ("valid": true, else its "invalid_reasons"); acked > 0; lost == 0; delivered >= acked; the
 command's exit status 0. Pictures go to a temporary BENCH_OUT_DIR,
 removed afterwards. Exit 0 when every check passes, 1 otherwise (the reasons on stderr).
@@ -28,7 +28,7 @@ def check(report):
     missing = [k for k in KEYS if k not in report]
     if missing:
         bad.append(f"missing keys: {missing}")
-    # Not in spec §7, but a figure of nats-server's is only comparable with its setting
+    # Not in KEYS, but a figure of nats-server's is only comparable with its setting
     # (ADR 0265).
     if "nats_gomaxprocs" not in report:
         bad.append("nats_gomaxprocs missing")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Singleton failover (issue #5 item 8): bench/cluster-gaps.sh [kills] [terms] [instances]
+# Singleton failover: bench/cluster-gaps.sh [kills] [terms] [instances]
 # (defaults 5, 5, 2). A 200 ms timer flow on that many `weir run --cluster gaps` with the
 # default lease (1 s); kill -9 the lease holder `kills` times and SIGTERM it `terms` times,
 # alternating, restarting it as the standby after each. At the sink: event -> first tick of

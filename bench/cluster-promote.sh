@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Promote under load (issue #5 item 4; docs/adr/0042-version-registry.md):
+# Promote under load (docs/adr/0042-version-registry.md):
 #   bench/cluster-promote.sh [rounds] [rate_per_instance]   (defaults 3 and 500)
 # A throwaway nats-server, weir-sink, two `weir run --cluster bench` instances with flow
 # `orders` (v1 stamps {"v":1, "h":now()}), weir-loadgen at RATE/s into each instance. Then

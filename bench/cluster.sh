@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cluster scaling (issue #5 item 8): bench/cluster.sh [seconds] [concurrency] [instances]
+# Cluster scaling: bench/cluster.sh [seconds] [concurrency] [instances]
 # (defaults 20, 32, "1,2,3"). For each instance count, a throwaway nats-server, that many
 # `weir run --cluster bench` on bench/flows/bench_orders.yaml, weir-sink, and one weir-loadgen
 # per instance (the connections split between them). One JSON object on stdout with

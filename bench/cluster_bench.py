@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""weir cluster benchmarks (issue #5 item 8), behind bench/cluster.sh and bench/cluster-gaps.sh.
+"""weir cluster benchmarks, behind bench/cluster.sh and bench/cluster-gaps.sh.
 
 scale: for 1, 2, 3 ... instances (`weir run --cluster bench`) on one throwaway nats-server, the
        bench_orders flow under weir-loadgen spread over the instances' ingress ports (one

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cold start of two (or more) weir binaries, interleaved in one time window (issue #13).
+"""Cold start of two (or more) weir binaries, interleaved in one time window.
 
 Starts one throwaway nats-server and a weir-sink, lets each binary create its streams once,
 then starts each binary `--runs` times in turn (A B A B …, the order swapped every round, so

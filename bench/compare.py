@@ -256,7 +256,7 @@ def run(b, a):
     def goal(v, ok):
         return None if v is None else ok(v)
 
-    # The goals, reported as measured, not asserted.
+    # The goals, reported as measured, not asserted.
     result["goals"] = {
         "delivered >= 12x node-red": goal(rt["delivered/s (closed)"], lambda v: v >= 12),
         "paced p99 <= 1/10 of node-red": goal(rt["e2e p99 ms (paced)"], lambda v: v <= 0.1),

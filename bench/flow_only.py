@@ -9,8 +9,9 @@ again and the flow stage works the backlog off. Live (--publishers P): weir runs
 processes publish into `weir.bench_orders.in` as fast as JetStream acks them, for --seconds.
 
 What is counted: the inputs the flow consumer `bench_orders` has acknowledged (from
-nats-server's /jsz, polled every 50 ms). Publish before ack (spec 1.2) means an acked input's
-output is stored, and the out-subjects' message count at the end is checked against it. The
+nats-server's /jsz, polled every 50 ms). Publish before ack (an input is acked only after its
+outputs' PubAcks) means an acked input's output is stored, and the out-subjects' message count
+at the end is checked against it. The
 sinks point at a weir-sink that holds every request (delay), so each sink stage keeps at
 most its pool's few requests in flight and costs nothing while the flow is measured
 (docs/adr/0051-bench-scripts.md).
@@ -173,7 +174,7 @@ def run(b, a):
         # The state before weir starts is the first sample: weir begins working the backlog
         # before start_weir() returns, so the first sample taken after it may already show
         # progress, and the span must start from a sample without any (a run whose first
-        # sample had progress reported 0/s and passed, session 11).
+        # sample had progress reported 0/s and passed).
         poller.samples.append((time.monotonic(), acked0, pending0, msgs0))
         nats_cpu0 = harness.cpu_seconds(b.nats.pid)
         b.start_weir(flows_dir)
@@ -219,7 +220,7 @@ def run(b, a):
             result["ceilings"]["jetstream_hop_nats_cpu_us_per_event_max"] = round(hop_cpu * 1e6 / a.count, 1)
             result["ratios"] = {"flow_vs_hop": round(result["flow_per_s"] / hop, 3)}
             if not live:
-                # The issue's goal, reported as measured, not asserted.
+                # The goal, reported as measured, not asserted.
                 result["goals"] = {"flow_vs_hop >= 0.6": result["ratios"]["flow_vs_hop"] >= 0.6}
     result["loadavg_after"] = os.getloadavg()[0]
     return result

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""weir's end-to-end benchmark harness (spec section 7), behind bench/run.sh and bench/paced.sh.
+"""weir's end-to-end benchmark harness, behind bench/run.sh and bench/paced.sh.
 
 One run: a throwaway nats-server (own port, own store), weir on bench/flows/bench_orders.yaml,
 weir-sink, weir-loadgen; cold start (median of 5), idle and peak RSS, the measured window,
@@ -524,7 +524,7 @@ class Bench(Stack):
         # are partial).
         window = [b["count"] for b in timeline][1:-1] if len(timeline) > 2 else [b["count"] for b in timeline]
         errors = lg.get("errors", {}) or {}
-        # 503 is weir's backpressure answer (spec §6): allowed, counted, not a load error.
+        # 503 is weir's backpressure answer: allowed, counted, not a load error.
         load_errors = {k: v for k, v in errors.items() if k != "503"}
         invalid = []
         if load_errors:

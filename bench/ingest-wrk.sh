@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The walking skeleton's benchmark (issue #2): wrk with C connections POSTing ~300-byte
+# The walking skeleton's benchmark: wrk with C connections POSTing ~300-byte
 # JSON events to weir's http-in, a pass-through flow (steps: []) into weir-sink — beside,
 # in the same run, wrk against weir-sink alone (the HTTP ceiling) and a raw JetStream
 # async-publish rate (weir-jsbench publish), as ratios. Each repetition measures the

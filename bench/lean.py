@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where weir's idle memory and threads go (issue #13, docs/bench.md "Lean process").
+"""Where weir's idle memory and threads go (docs/bench.md "Lean process").
 
 Starts a throwaway nats-server (external to weir: `--nats`), then weir with either one small
 flow (http-in → http sink, `--flows 1`) or N copies of bench/flows/bench_orders.yaml

@@ -153,7 +153,7 @@ def main():
                                                               / (r["flows"] - 1), 3)
     fifty = next((r for r in result["runs"] if r["flows"] == 50), None)
     if fifty:
-        # The goal (50 flows in <= 40 MB), reported as measured, not asserted.
+        # The goal (50 flows in <= 40 MB), reported as measured, not asserted.
         result["goals"] = {"50 flows rss idle <= 40 MB": fifty["rss_mb"]["idle"] <= 40,
                            "50 flows rss peak <= 40 MB": fifty["rss_mb"]["peak"] <= 40}
     result["lost"] = sum(r["lost"] for r in result["runs"])

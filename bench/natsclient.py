@@ -140,7 +140,7 @@ class Publisher:
 
 
 def event_frames(pub, subject, bodies, id_prefix):
-    """Frames as weir's http ingest writes them (runtime/ingest.cc): Weir-Id, Nats-Msg-Id and
+    """Frames as weir's http ingest writes them (runtime/flow/ingest.cc): Weir-Id, Nats-Msg-Id and
     Weir-Ingest-Us headers, the request body as the data."""
     frames = []
     now_us = str(int(time.time() * 1e6))

@@ -22,8 +22,8 @@ import shutil
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The issue asked for 5.0.7; Node-RED 5 needs Node.js >= 22.9 and this machine has 20 (Debian 12
-# ships 18), so the newest release that runs here is pinned (docs/adr/0051-bench-compare-node-red.md).
+# 5.0.7 was asked for; Node-RED 5 needs Node.js >= 22.9 and this machine has 20 (Debian 12
+# ships 18), so the newest release that runs here is pinned (docs/adr/0051-bench-scripts.md).
 # NODE_RED_VERSION overrides it once a newer Node.js is installed.
 VERSION = os.environ.get("NODE_RED_VERSION", "4.1.8")
 PREFIX = os.path.join(ROOT, "bench", ".node-red")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Closed-loop end-to-end benchmark (spec §7): bench/run.sh [seconds] [concurrency]
+# Closed-loop end-to-end benchmark (the report: bench/README.md): bench/run.sh [seconds] [concurrency]
 # (defaults 30 and 32). A throwaway nats-server, weir on bench/flows/bench_orders.yaml,
 # weir-sink and weir-loadgen; the ceilings in the same run. One JSON object on stdout,
 # progress on stderr, an SVG in bench/out/. Exit 1 when lost > 0.

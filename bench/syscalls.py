@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-event system calls and context switches (bench/syscalls.sh; issue 10 "Must show").
+"""Per-event system calls and context switches (bench/syscalls.sh).
 
 bench_orders at a paced rate (default 1,000/s) through weir, twice on one stack:
   1. context switches: voluntary + involuntary of every thread of weir and of nats-server
@@ -17,7 +17,7 @@ bench_orders at a paced rate (default 1,000/s) through weir, twice on one stack:
 The first pass also gives, per weir thread (by name), the CPU (user and system µs) and
 the voluntary and involuntary context switches per delivered event (/proc/PID/task/TID/
 stat and status): at a low rate most of a thread's cost is its wake-ups, and comparing two
-rates shows how much each wake-up costs (docs/bench.md, session 19).
+rates shows how much each wake-up costs (docs/bench.md "Where the time goes").
 One JSON object on stdout. BUILD=dir selects the build (default build/).
 """
 import argparse

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How soon a running flow sees a change to a live KV table (issue #14): one weir, a flow
+"""How soon a running flow sees a change to a live KV table: one weir, a flow
 that looks every event up in a KV table, events posted at a steady rate; then `rounds`
 times: PUT /tables/tiers/c1 with a new value and measure
   - put_applied_ms: the PUT's own round trip (weir answers once this instance reads the
