@@ -24,7 +24,7 @@ void set_admin_token(std::string token);
 AdminReply admin_call(const std::string& server, const std::string& method, const std::string& path,
                       const std::string& body = "");
 
-// Exit code for an answer (spec §2): 0 for 2xx, 2 for a 4xx (the request was wrong: an
+// Exit code for an answer: 0 for 2xx, 2 for a 4xx (the request was wrong: an
 // invalid flow, a missing token, an unknown flow or id, a conflict), 1 otherwise
 // (unreachable, 5xx).
 int admin_exit_code(const AdminReply& reply);

@@ -1,5 +1,5 @@
-// FlowRegistry: flow versions in a cluster (issue #5 items 4-5; the method and its safety
-// argument: docs/adr/0042-version-registry.md).
+// FlowRegistry: flow versions in a cluster (the method and its safety argument:
+// docs/adr/0042-version-registry.md).
 //
 // The flows bucket (no TTL) holds, per flow:
 //   <flow>.v<N>    {version, hash, text, deployed_by, deployed_at}   written once

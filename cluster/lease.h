@@ -29,8 +29,8 @@
 
 namespace weir::cluster {
 
-// The default lease TTL. The spec's example config says 3s; 1s is what meets the crash
-// failover goal (≤ 1.5 s to the next tick) — see docs/adr/0040-leases.md.
+// The default lease TTL: 1 s is what meets the crash failover goal (≤ 1.5 s to the next
+// tick); a 3 s lease would not — see docs/adr/0040-leases.md.
 inline constexpr std::chrono::milliseconds kDefaultLeaseTtl{1000};
 
 struct LeaseOptions {

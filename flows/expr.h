@@ -45,7 +45,7 @@ struct CompileScope {
   const TableSet* tables = nullptr;
 };
 
-// The evaluation budget of one event (spec §1.6, "no event can make the process loop"):
+// The evaluation budget of one event (no event can make the process loop or run out of memory):
 // every node evaluated costs one unit, and a computed value costs its size (array and
 // object members, string bytes / 16), so `xs.map(i => this.xs)`, `split(s, '')` or a
 // `replace` that multiplies a string end in a clear error instead of eating memory.

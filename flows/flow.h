@@ -197,7 +197,7 @@ class Flow {
   int64_t version() const { return version_; }
   // Hex sha-256 of the file bytes. Computed on the first call (thread-safe), not at load:
   // standalone start-up never needs it, and OpenSSL's first digest (library and provider
-  // initialisation) would otherwise sit on the compile path (ADR 0215, session 8).
+  // initialisation) would otherwise sit on the compile path (ADR 0215).
   const std::string& content_hash() const;
   const std::string& file() const { return file_; }
   const SourceSpec& source() const { return source_; }
@@ -209,7 +209,7 @@ class Flow {
   // Outcome::Kind::kError. Thread-safe.
   Outcome run(Json event) const;
 
-  // A flow without steps forwards each event unchanged to its one sink (spec §1.8): that
+  // A flow without steps forwards each event unchanged to its one sink (its bytes kept): that
   // sink's name; "" when the flow has steps. The runtime then skips run() and keeps the
   // event's bytes.
   const std::string& pass_through_sink() const;

@@ -1,4 +1,4 @@
-// Bounded JSON parsing for event data (spec §1.6): every place that turns event bytes
+// Bounded JSON parsing for event data: every place that turns event bytes
 // into a DOM goes through here, so no event deeper than the limit ever exists as a DOM.
 // nlohmann-json parses iteratively, but dump(), copy, compare and destruction recurse
 // once per nesting level: a 1 MiB `[[[…]]]` would overflow a thread's stack. The limit
@@ -16,7 +16,7 @@
 
 namespace weir::flows {
 
-// Default for http.max_depth and every other source (spec §3).
+// Default for http.max_depth and every other source (README, Configuration).
 inline constexpr int kDefaultMaxDepth = 128;
 
 struct JsonError {

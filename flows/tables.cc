@@ -226,7 +226,7 @@ namespace {
 // A field is a view into the CSV text (or into CsvRecords::unescaped for a quoted field
 // with "" in it), and every record's fields share one vector: loading bench_orders'
 // 900-row table made ~25 allocations a row before (a string per field, a vector per
-// record, trimmed copies), which was most of compiling that flow (ADR 0215, session 8).
+// record, trimmed copies), which was most of compiling that flow (ADR 0215).
 struct CsvField {
   std::string_view text;
   int line, column;

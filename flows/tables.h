@@ -128,7 +128,7 @@ class Table {
 
 // Parsed file tables (`file:` CSV or JSON) shared by every flow of the process that loads
 // the same file text with the same key column: 50 flows naming one customers.csv hold one
-// copy of its rows, not 50 (issue #13). Entries are weak: rows live as long as a flow uses
+// copy of its rows, not 50. Entries are weak: rows live as long as a flow uses
 // them. Thread-safe.
 class SharedFileTables {
  public:

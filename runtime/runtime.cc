@@ -34,7 +34,7 @@
 namespace weir {
 
 namespace {
-// Spec §2: 2 for a usage or configuration error (a malformed address, a bad flow), 1 for
+// Exit codes: 2 for a usage or configuration error (a malformed address, a bad flow), 1 for
 // a runtime failure (a port someone else holds, an unreachable service).
 int exit_code_for(const Status& s) { return s.code() == Status::Code::kInvalid ? 2 : 1; }
 
@@ -92,7 +92,7 @@ class SignalWatch {
 };
 
 // The Bus' connection and http-in's (LoopPublisher, on the io thread), each opened on a
-// thread of its own (ADR 0215, session 8). With nats.url given they start right after the
+// thread of its own (ADR 0215). With nats.url given they start right after the
 // configuration is read, while the main thread compiles the flows: cnats' and OpenSSL's
 // initialisation and the two handshakes leave the path to the first 202. Each retries for
 // 10 s while NATS does not answer (it may be coming up), until cancel(). Destroying it
@@ -291,7 +291,7 @@ struct Runtime::Impl {
       return is.status();
     }
     ingress_server = std::move(is.value());
-    // Spec §2: the bound addresses, once, machine-readable.
+    // The bound addresses, once, machine-readable (the `listening` line tests and scripts read).
     host->set_listen(ingress_server->address(), admin_server->address());
     log::info("listening", {{"http", ingress_server->address()}, {"admin", admin_server->address()}});
     log::startup("listeners bound");
@@ -311,7 +311,7 @@ struct Runtime::Impl {
   }
 
   // The io thread, and with nats.url given both NATS connections, start now, while the
-  // flows compile (ADR 0215, session 8). The embedded server is started by connect_nats,
+  // flows compile (ADR 0215). The embedded server is started by connect_nats,
   // once the flows are known to be valid.
   void start_connecting() {
     io.set_nice(config.backlog.ingress_nice);  // delivery first when the CPU is short (ADR 0268)
@@ -344,7 +344,7 @@ struct Runtime::Impl {
     for (const auto& f : flows) streams.push_back(layout::flow_stream(f->name()));
     bus->prefetch_setup(streams);
     // The source-state bucket opens on a thread of its own while this one plans the
-    // streams (issue 13: their round trips overlap; ADR 0215).
+    // streams (their round trips overlap; ADR 0215).
     StateStoreOptions so;
     so.bucket = layout::state_bucket();
     so.replicas = config.nats.replicas;
@@ -508,7 +508,8 @@ struct Runtime::Impl {
   }
 
   // Let answers to requests already taken go out (their PubAcks are on the way); those
-  // still waiting get their 503 at the deadline, while the servers still write answers (C5).
+  // still waiting get their 503 at the deadline, while the servers still write answers
+  // (tests/integration/shutdown_test.cc).
   void finish_publishes(std::chrono::steady_clock::time_point deadline) {
     auto pending = [&] { return (bus ? bus->pending_publishes() : 0) + (ingress_pub ? ingress_pub->pending() : 0); };
     while (pending() > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -538,7 +539,7 @@ struct Runtime::Impl {
   ~Impl() {
     connecting.reset();  // start-up ended early (a flow error, a signal): its threads end first
     // Publish callbacks capture sources, ingest and stages: fail what is pending while
-    // they exist, and every later publish at once (hot-path review C5).
+    // they exist, and every later publish at once (tests/integration/shutdown_test.cc).
     if (bus) bus->shutdown();
     if (ingress_pub) ingress_pub->shutdown();
     ingress_server.reset();

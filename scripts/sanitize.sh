@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer jobs (issue #9 item 7), run by CTest as the tests sanitize_asan_ubsan and
+# The sanitizer jobs (ADR 0170), run by CTest as the tests sanitize_asan_ubsan and
 # sanitize_tsan when the build is configured with -DWEIR_SANITIZER_TESTS=ON
 # (WEIR_SANITIZERS=1 scripts/test.sh; CI does that). Each builds its own tree with g++:
 #

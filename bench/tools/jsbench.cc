@@ -24,7 +24,7 @@
 //                                                  SendAsap. bench/paced.sh measures
 //                                                  nats-server's CPU while it runs: the
 //                                                  server's cost per event at that rate for any
-//                                                  client (issue 10's paced reference).
+//                                                  client (the paced reference of docs/bench.md).
 //
 // Each run creates throwaway streams (JSBENCH_<pid>_<time>_A/B) on --nats and deletes them at
 // the end, also when the run fails. One JSON object on stdout; exit 0 on success, 1 when a

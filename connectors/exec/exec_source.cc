@@ -253,7 +253,7 @@ struct ExecSource::Impl {
     auto p = std::make_shared<Pending>();
     bool was_json = true;
     p->event.body = exec_event_body(line.text, spec.format != "text", &was_json, ctx.max_depth, &p->reject_reason);
-    if (!p->reject_reason.empty()) p->event.body = line.text;  // dead-lettered as written (spec §1.6)
+    if (!p->reject_reason.empty()) p->event.body = line.text;  // dead-lettered as written
     if (!was_json) {
       const uint64_t n = counters.not_json.fetch_add(1, std::memory_order_relaxed);
       if (n < 10 || n % 1000 == 0) {

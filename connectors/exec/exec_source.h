@@ -81,7 +81,7 @@ Result<std::unique_ptr<Source>> make_exec_source(const flows::ExecSourceSpec& sp
 
 // The event body a stdout line becomes (exposed for tests); *was_json is false when format
 // is json and the line is not JSON.
-// `max_depth` bounds the stored event's nesting (spec §1.6): a JSON payload that would
+// `max_depth` bounds the stored event's nesting: a JSON payload that would
 // make it deeper returns "" and sets *too_deep to the reason (the caller dead-letters it).
 std::string exec_event_body(const std::string& line, bool json_format, bool* was_json, int max_depth = 128,
                             std::string* too_deep = nullptr);

@@ -325,7 +325,7 @@ struct Client {
 // the reactor from its first request until curl closes it (Loop::on_close), across the
 // requests it carries: registering it again for each request and removing it when curl
 // puts the connection back in its cache cost three system calls per delivery
-// (epoll_ctl ADD, ioctl FIONBIO, epoll_ctl DEL; docs/bench.md, session 18). Any other
+// (epoll_ctl ADD, ioctl FIONBIO, epoll_ctl DEL; ADR 0266). Any other
 // socket (the threaded resolver's) is let go of when curl stops watching it: curl closes
 // those without telling us, and a number still registered after its close could stand for
 // the next socket that gets it.

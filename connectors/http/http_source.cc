@@ -133,7 +133,7 @@ class HttpSource final : public Source {
       return;
     }
     // The id travels on as a NATS header and the sinks' Idempotency-Key: printable ASCII
-    // only, or the sink would dead-letter what we acknowledged (review B11).
+    // only, or the sink would dead-letter what we acknowledged.
     for (char c : key) {
       if (c < 0x20 || c > 0x7e) {
         respond(HttpResponse::error(400, std::string(key_header) + " must be printable ASCII"));

@@ -1,6 +1,7 @@
 // HttpSource: the `http` source (http-in). Registers the flow's path in the shared
 // HttpRouter; each POST is checked (signature or bearer token), validated as JSON,
-// written to JetStream, and answered 202 only after the PubAck (spec §1.1, §6).
+// written to JetStream, and answered 202 only after the PubAck (docs/admin-api.md,
+// Ingress answers).
 //
 // Threading: the handler runs on the io thread and never blocks: the answer is sent
 // from the bus callback. Secrets are read from the environment once, at start.

@@ -441,7 +441,7 @@ struct MqttSource::Impl {
     std::string too_deep;
     e->event.body = mqtt_event_body(pk.topic, pk.payload, pk.qos, pk.retain, ctx.max_depth, &too_deep);
     if (!too_deep.empty()) {
-      // Never stored in the flow: dead-lettered as received, then acknowledged (spec §1.6).
+      // Never stored in the flow: dead-lettered as received, then acknowledged.
       e->event.body = std::string(pk.payload);
       e->reject_reason = std::move(too_deep);
     }

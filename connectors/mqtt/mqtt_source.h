@@ -1,6 +1,6 @@
 // MqttSource: the `mqtt` source. Subscribes to topic filters on a broker and writes each
 // message to the flow's input stream; a QoS 1 message is acknowledged to the broker
-// (PUBACK) only after JetStream acknowledged its write (spec §1.2).
+// (PUBACK) only after JetStream acknowledged its write (docs/architecture.md, guarantee 1).
 //
 // Paho C 1.3.12 sends a QoS 1 PUBACK as soon as its messageArrived callback returns and
 // offers no manual acknowledgement, so this source speaks MQTT 3.1.1 itself on one socket
@@ -88,7 +88,7 @@ class MqttSource final : public Source {
 Result<std::unique_ptr<Source>> make_mqtt_source(const flows::MqttSourceSpec& spec, MqttSourceOptions options = {});
 
 // The event a message becomes (exposed for tests).
-// `max_depth` bounds the stored event's nesting (spec §1.6): a JSON payload that would
+// `max_depth` bounds the stored event's nesting: a JSON payload that would
 // make it deeper returns "" and sets *too_deep to the reason (the caller dead-letters it).
 std::string mqtt_event_body(std::string_view topic, std::string_view payload, int qos, bool retain, int max_depth = 128,
                             std::string* too_deep = nullptr);

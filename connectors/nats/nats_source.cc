@@ -63,7 +63,7 @@ bool subject_matches(std::string_view filter, std::string_view subject) {
 struct Item {
   IngestEvent event;
   std::string reply;          // "" when the message was not a request
-  std::string reject_reason;  // set: goes to the dead-letter stream (spec §1.6)
+  std::string reject_reason;  // set: too deep, goes to the dead-letter stream
   int attempts = 0;
   Clock::time_point retry_at{};
 };

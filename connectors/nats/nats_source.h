@@ -44,7 +44,7 @@ struct NatsSourceOptions {
 Result<std::unique_ptr<Source>> make_nats_source(const flows::NatsSourceSpec& spec, NatsSourceOptions options);
 
 // The event body for one message (exposed for tests). headers: name → first value.
-// `max_depth` bounds the stored event's nesting (spec §1.6): a JSON payload that would
+// `max_depth` bounds the stored event's nesting: a JSON payload that would
 // make it deeper returns "" and sets *too_deep to the reason (the caller dead-letters it).
 std::string nats_event_body(std::string_view subject, std::string_view data,
                             const std::vector<std::pair<std::string, std::string>>& headers, int max_depth = 128,

@@ -595,7 +595,7 @@ struct PollSource::Impl {
         flows::JsonError err;
         auto parsed = flows::parse_json(r->body, context.max_depth, &err);
         if (!parsed) {
-          // Too deep is refused like invalid JSON: nothing of it is stored (spec §1.6).
+          // Too deep is refused like invalid JSON: nothing of it is stored.
           log::warn(
               err.too_deep ? "poll: the answer is nested too deep" : "poll: the answer is not JSON",
               {{"flow", flow}, {"url", where}, {"bytes", std::to_string(r->body.size())}, {"error", err.message}});

@@ -60,7 +60,7 @@ std::optional<uint64_t> whole_number(const std::string& s, uint64_t lo, uint64_t
   return v;
 }
 
-// POST /dlq/replay's body (spec §5): empty or {} (all), {"flow": F}, {"ids": [...]} or
+// POST /dlq/replay's body (docs/admin-api.md): empty or {} (all), {"flow": F}, {"ids": [...]} or
 // both (dead letters of F among those ids). Anything else is refused with why — a
 // filter that is ignored would replay every dead letter.
 std::optional<std::string> parse_replay_filter(const std::string& body, std::optional<std::string>* flow,
@@ -418,7 +418,7 @@ bool Admin::handle_flows(HttpRequest& req, const Responder& respond) {
   return false;
 }
 
-// GET /dlq and POST /dlq/replay (spec §5). False when the call is not one of them.
+// GET /dlq and POST /dlq/replay (docs/admin-api.md). False when the call is not one of them.
 bool Admin::handle_dlq(HttpRequest& req, const Responder& respond) {
   std::string_view path = req.path();
   std::string_view method = req.method();
@@ -439,7 +439,7 @@ bool Admin::handle_dlq(HttpRequest& req, const Responder& respond) {
 }
 
 void Admin::list_dead_letters(DeadLetters& dlq, const HttpRequest& req, const Responder& respond) {
-  // Paging (spec §5): ?flow=F&after=ID&limit=N; after_seq=N is the exact cursor the
+  // Paging: ?flow=F&after=ID&limit=N; after_seq=N is the exact cursor the
   // Link header hands out (docs/admin-api.md, ADR 0091).
   DeadLetterQuery q;
   std::string target(req.target());

@@ -1,4 +1,4 @@
-// Admin: the admin HTTP API of spec §5 (/healthz, /readyz, /metrics, /status, /flows, /dlq,
+// Admin: the admin HTTP API (/healthz, /readyz, /metrics, /status, /flows, /dlq,
 // /tables)
 // and the dashboard at `/` (runtime/admin/dashboard/; docs/admin-api.md, docs/dashboard.md).
 // Handlers run on the io thread; slow calls (dead-letter listing and replay, which

@@ -1,7 +1,8 @@
-// AdminService: the admin API's flow and version calls (spec §5: GET /flows, /flows/{name},
-// /status, PUT /flows/{name}, promote, rollback) as HTTP answers. The one place that maps
-// the runtime's control-plane results (runtime/base/control.h: Outcome) to HTTP statuses; the
-// runtime, its flows and cluster/ answer in Outcomes (docs/adr/0200-thin-runtime-core.md).
+// AdminService: the admin API's flow and version calls (docs/admin-api.md: GET /flows,
+// /flows/{name}, /status, PUT /flows/{name}, promote, rollback) as HTTP answers. The one
+// place that maps the runtime's control-plane results (runtime/base/control.h: Outcome) to
+// HTTP statuses; the runtime, its flows and cluster/ answer in Outcomes
+// (docs/adr/0200-thin-runtime-core.md).
 // Admin (admin.h) routes requests here and writes the answers.
 //
 // Thread: called on the admin worker thread (the backend's calls may take KV round trips);

@@ -1,4 +1,4 @@
-// RuntimeConfig: weir.yaml (spec §3) merged with command-line flags.
+// RuntimeConfig: weir.yaml (README, Configuration) merged with command-line flags.
 // Loading is an edge: errors are thrown as ConfigError (exit code 2 in main) with
 // "file:line:column: field: message". Every key is optional; unknown keys are errors.
 #pragma once
@@ -33,8 +33,8 @@ struct RuntimeConfig {
     int64_t max_header = 16 * 1024;
     std::chrono::milliseconds read_timeout{10000};
     std::chrono::milliseconds ack_timeout{5000};  // PubAck wait before answering 503
-    int max_depth = 128;                          // JSON nesting limit at every source (spec §1.6)
-    int max_connections = 4096;                   // open ingress connections; past it 503 and close (spec §6)
+    int max_depth = 128;                          // JSON nesting limit at every source
+    int max_connections = 4096;                   // open ingress connections; past it 503 and close
   } http;
   struct Admin {
     std::string listen = "127.0.0.1:8081";
@@ -64,7 +64,7 @@ struct RuntimeConfig {
     int max_queue = 2048;  // spans waiting for export; past it they are dropped
   } trace;
   std::chrono::milliseconds drain_timeout{10000};
-  // Ingress backpressure (spec §1.7, ADR 0080): a source's event is refused (http-in: 503
+  // Ingress backpressure (ADR 0080): a source's event is refused (http-in: 503
   // + Retry-After) while its flow's stream holds `max_bytes` / `max_events`, or while the
   // process has `max_pending` events waiting for their PubAck.
   struct Backlog {
@@ -81,7 +81,7 @@ struct RuntimeConfig {
     // The bound in force: max_bytes, or its default from the stream size.
     int64_t bytes_bound(int64_t stream_max_bytes) const { return max_bytes > 0 ? max_bytes : stream_max_bytes / 4 * 3; }
   } backlog;
-  int max_deliver = 5;  // a stage dead-letters an event on this delivery (spec §1.6: poison events)
+  int max_deliver = 5;  // a stage dead-letters an event on this delivery (poison events: ADR 0081)
   // Loop threads for the flow and sink stages (ADR 0272): 1 = one shared thread and NATS
   // connection ("weir-delivery"), 2 = one each ("weir-flows", "weir-sinks"), 0 = auto:
   // 1 when this process may use fewer than 4 CPUs, else 2.

@@ -29,7 +29,7 @@ inline void info(std::string_view m, std::initializer_list<Field> f = {}) { writ
 inline void warn(std::string_view m, std::initializer_list<Field> f = {}) { write(Level::kWarn, m, f); }
 inline void error(std::string_view m, std::initializer_list<Field> f = {}) { write(Level::kError, m, f); }
 
-// The start-up timeline (issue #13): milliseconds since this process' static
+// The start-up timeline: milliseconds since this process' static
 // initialisation (after the dynamic loader; LD_DEBUG=statistics shows the loader's share),
 // as "12.34", for the debug lines "start-up: ...".
 std::string since_start_ms();

@@ -290,7 +290,7 @@ ControlResult FlowHost::check_target(const std::string& target) const {
   return ControlResult::done({});
 }
 
-// Deploy (spec §5; ADR 0042, 0043). Clustered: the KV registry stores the next version.
+// Deploy (docs/admin-api.md; ADR 0042, 0043). Clustered: the KV registry stores the next version.
 // Standalone: the flow file in the flows dir is replaced and the running flow switches to
 // it with the same pause as a promote.
 ControlResult FlowHost::deploy(const std::string& name, const std::string& body, const std::string& target) {

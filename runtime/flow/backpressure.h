@@ -1,4 +1,4 @@
-// Backpressure at ingress (spec §1.7, docs/adr/0080-backlog-admission.md).
+// Backpressure at ingress (docs/adr/0080-backlog-admission.md).
 //
 // Every source writes through FlowIngest, which asks its flow's FlowBacklog before each
 // publish. An event is refused (503 + Retry-After at http-in; broker sources do not
@@ -53,7 +53,7 @@ struct BackpressureOptions {
 // 8 by default) fit in that — so the bound does not throttle throughput. It is also the
 // bound until a rate is known. Not higher: at 6,000–7,000 deliveries/s the floor was 2,048
 // (~300 ms of queue) and held the 64-connection bench over a 250 ms max_delay (ADR 0085,
-// update of session 13).
+// update of 2026-12-03).
 inline constexpr int64_t kMinDelayBound = 512;
 
 class FlowBacklog {

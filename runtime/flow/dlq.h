@@ -52,7 +52,7 @@ struct DeadLetterQuery {
 };
 
 struct DeadLetterPage {
-  nlohmann::json items = nlohmann::json::array();  // spec §5 shape, plus "seq"
+  nlohmann::json items = nlohmann::json::array();  // GET /dlq's shape (docs/admin-api.md) + "seq"
   bool more = false;                               // another matching dead letter follows the last item
   uint64_t last_seq = 0;                           // the cursor for the next page (after_seq)
   std::string last_id;

@@ -1,7 +1,7 @@
 // OwnNaks: per input (by stream sequence), how many of its redeliveries this process caused
 // itself by naking it after a transient publish failure (publish_failure_is_transient in
 // runtime/nats/bus.h: JetStream not answering during a leader election or an outage). The poison
-// rule (spec §1.6, docs/adr/0081-poison-events.md) subtracts them from the delivery count
+// rule (docs/adr/0081-poison-events.md) subtracts them from the delivery count
 // JetStream keeps, so a healthy event is not dead-lettered after a few elections; what is
 // left counts what the rule is for: deliveries that crashed or wedged the process (AckWait
 // redeliveries) and definite refusals (a full stream). docs/adr/0225-poison-own-naks.md.

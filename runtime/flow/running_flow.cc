@@ -190,7 +190,7 @@ StageOptions RunningFlow::stage_options() const {
 
 Status RunningFlow::start(bool paused) {
   if (Status s = deps_.bus->ensure_flow_stream(name()); !s) return s;
-  // The source first (issue 13, spawn -> first 202): what it takes is safe in the stream
+  // The source first (it shortens spawn -> first 202): what it takes is safe in the stream
   // from here on, and the stage reads it once it runs, so a flow path answers before the
   // sinks, the stage and their consumers are up. A chained flow has no source: its stage
   // reads the other flow's sink queue.

@@ -371,7 +371,7 @@ void FlowStage::run_input(const std::shared_ptr<Batch>& b, size_t i, const std::
   std::string id = event_id_of(m);
   if (uint64_t delivered = counted_deliveries(m); delivered > static_cast<uint64_t>(options_.max_deliver)) {
     // Checked before the event is touched: if handling it is what kills the process,
-    // this is the only place that can still act on it (spec §1.6). Redeliveries that
+    // this is the only place that can still act on it (ADR 0081). Redeliveries that
     // followed this process's own naks for want of an answer do not count (ADR 0225).
     metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     log::warn("event dead-lettered after too many deliveries",
@@ -386,7 +386,7 @@ void FlowStage::run_input(const std::shared_ptr<Batch>& b, size_t i, const std::
   SpanScope span("flow", name_, span_tp, in_tp);
   flows::JsonError jerr;
   if (const std::string& sink = flow.pass_through_sink(); !sink.empty()) {
-    // No steps: the stored bytes go out unchanged (spec §1.8), checked without a DOM.
+    // No steps: the stored bytes go out unchanged, checked without a DOM.
     if (flows::check_json(m.data(), options_.max_depth, &jerr)) {
       emit_output(b, i, id, version, std::move(span_tp), sink, m.data());
       return;
@@ -584,7 +584,7 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
   metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
   if (f->attempt > static_cast<uint64_t>(options_.max_deliver)) {
     // Before the sink sees it again: a delivery that crashes or wedges the process
-    // must not be retried forever (spec §1.6).
+    // must not be retried forever (ADR 0081).
     metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     log::warn("event dead-lettered after too many deliveries",
               {{"flow", flow_}, {"sink", sink_name_}, {"id", f->id}, {"deliveries", std::to_string(f->attempt - 1)}});

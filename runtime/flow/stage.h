@@ -1,5 +1,5 @@
 // Stages: the data plane. Each reads a durable pull consumer and acknowledges each input
-// only after everything it produced is acknowledged (spec §1.2).
+// only after everything it produced is acknowledged (docs/architecture.md, guarantee 2).
 // The flow stage runs on the flow loop (docs/adr/0220-flow-stage-on-a-loop.md): one
 // thread, "weir-flows", with its own event-loop NATS connection shared by every flow stage
 // of the process. Its messages are read, run, published and acked on that thread; a read
@@ -61,7 +61,7 @@ struct StageOptions {
   std::chrono::milliseconds publish_timeout{5000};
   std::chrono::milliseconds drain_timeout{10000};
   std::chrono::milliseconds sink_ack_wait{10000};
-  // Poison events (spec §1.6): a message delivered more than `max_deliver` times is
+  // Poison events (ADR 0081): a message delivered more than `max_deliver` times is
   // dead-lettered before it is handled again, so an event that crashes or wedges the
   // process ends in the DLQ after that many restarts instead of looping.
   int max_deliver = 5;

@@ -71,7 +71,7 @@ class StateStore final : public SourceState {
   std::map<std::string, Known> known_ GUARDED_BY(mu_);
 };
 
-// DeferredStateStore: a StateStore opened on a thread of its own (issue 13: the bucket's
+// DeferredStateStore: a StateStore opened on a thread of its own (so that the bucket's
 // requests overlap the rest of start-up instead of delaying the first 202). get/put wait
 // for the open and answer its error if it failed; wait() gives the open's outcome (the
 // runtime checks it before it says ready, so a bucket that cannot be opened still stops

@@ -110,7 +110,7 @@ struct ResponseSlot {
 // A connection's deadline (http.read_timeout, the answer's write) without a timer
 // operation per read or write. Beast's tcp_stream cancels its timer when each of its reads
 // and writes completes, and every cancel runs a handler through the io_context: two extra
-// turns of the loop per request, each one an epoll_wait (docs/bench.md, session 11). Here
+// turns of the loop per request, each one an epoll_wait (ADR 0261). Here
 // moving the deadline only stores a time; one timer per connection wakes at the deadline
 // it was armed for, re-arms if the deadline has moved on, and past it closes the socket,
 // which ends the pending read or write with operation_aborted. io thread only.

@@ -13,9 +13,9 @@
 // before Beast parses it: a bare LF, a CR without LF or an obs-fold line is a 400 and
 // close. Then any Transfer-Encoding other than exactly one `chunked`, Transfer-Encoding
 // with Content-Length, or more than one Content-Length (even with equal values) is a
-// 400 and close (spec §6); Beast's own errors (bad chunk sizes, …) are 400 and close.
+// 400 and close; Beast's own errors (bad chunk sizes, …) are 400 and close.
 // Connections: past `max_connections` open ones a new connection gets 503 with
-// Retry-After and is closed without reading its request (spec §1.7, §6).
+// Retry-After and is closed without reading its request (docs/admin-api.md, Ingress answers).
 #pragma once
 
 #include <chrono>

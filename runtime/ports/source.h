@@ -36,7 +36,7 @@ class Ingest {
                        std::function<void(const Status&, const std::string& id)> done) = 0;
   virtual bool ready() const = 0;  // connected and the flow's stream exists
   // Writes an event that must not enter the flow (a broker source's payload nested deeper
-  // than the limit: spec §1.6) to the dead-letter stream with `reason`; `done` as for
+  // than the limit) to the dead-letter stream with `reason`; `done` as for
   // publish. Its body is kept as received, so the dead letter shows what came in.
   // The default (test fakes) refuses. By value like publish(): implementations keep them.
   // NOLINTBEGIN(performance-unnecessary-value-param)
@@ -76,7 +76,7 @@ struct SourceContext {
   std::function<std::optional<uint64_t>()> fence;
   // Durable state for sources (poll); null when the runtime has none (tests, no NATS).
   SourceState* state = nullptr;
-  // JSON nesting limit for what a source parses (http.max_depth; spec §1.6).
+  // JSON nesting limit for what a source parses (http.max_depth).
   int max_depth = 128;
 };
 

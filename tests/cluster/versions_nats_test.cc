@@ -1,4 +1,4 @@
-// Must show (issue #5 items 4-6; docs/adr/0042-version-registry.md, 0043-cluster-local-files.md):
+// Flow versions in a cluster (docs/adr/0042-version-registry.md, 0043-cluster-local-files.md):
 // two `weir run --cluster` instances on one nats-server, load through both; deploy v2,
 // promote under load, rollback: no event handled by the old version after one was
 // handled by the new (each output carries the version and its handling time, now()),

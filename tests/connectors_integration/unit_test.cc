@@ -200,7 +200,7 @@ TEST_CASE("mqtt: broker URLs", "[mqtt]") {
 }
 
 // Every scheme of the one list (flows/schema.h) parses, with its TLS flag and default
-// port; what the loader refuses the connectors refuse too (issue 11: `tls://` was accepted
+// port; what the loader refuses the connectors refuse too (once `tls://` was accepted
 // here and refused by the loader, `ws://` the reverse).
 TEST_CASE("mqtt: every broker scheme of the one list, source and sink", "[mqtt]") {
   namespace schema = weir::flows::schema;
@@ -416,7 +416,7 @@ TEST_CASE("nats source: what a flow sees", "[nats]") {
   CHECK(j["payload_base64"] == "//4=");
 }
 
-TEST_CASE("broker payloads past the depth limit are refused, not wrapped (spec 1.6)", "[unit][depth]") {
+TEST_CASE("broker payloads past the depth limit are refused, not wrapped", "[unit][depth]") {
   auto nested = [](int depth) {
     std::string v = "1";
     for (int i = 0; i < depth; ++i) v = "[" + v + "]";

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The dashboard in a real browser (issue #12 item 2).
+"""The dashboard in a real browser (docs/dashboard.md).
 
 Starts nats-server, two weir-sinks and weir (admin token on) on free loopback ports,
 posts a small bounded load, and drives headless Chromium through Selenium:

@@ -1,4 +1,4 @@
-// flows/json_limits: the bounded JSON parse every ingress uses (spec §1.6).
+// flows/json_limits: the bounded JSON parse every ingress uses.
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cstdint>

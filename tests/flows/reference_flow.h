@@ -1,4 +1,4 @@
-// The reference flow of issue #3's "must show": lookup, set, map with an array map and
+// The reference flow: lookup, set, map with an array map and
 // sum, filter and branch to three sinks; a generator of varied events (some with type
 // errors); and a hand-written computation of what the flow must output. Used by
 // reference_test.cc (through Flow::run) and runtime_test.cc (through the weir binary).

@@ -1,4 +1,4 @@
-// validate ⇒ run (issue 11): every flow file the project ships or tests with that passes
+// validate ⇒ run: every flow file the project ships or tests with that passes
 // `weir validate` (flows::validate_command, the CLI's code) is compiled the way `weir run`
 // compiles it and built through the real connector factories (connectors/registry), so a
 // setting the loader accepts and a connector refuses fails here, not in production. Files

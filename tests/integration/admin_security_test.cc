@@ -1,4 +1,4 @@
-// Must show (issue #9 item 4, spec §2 and §5): the admin API's guard rails through the
+// The admin API's guard rails (docs/admin-api.md) through the
 // weir binary — no start off loopback without a token (exit 2); the token on every call
 // but /healthz and /readyz (PUT /flows, GET /flows, /status, promote, rollback included);
 // 403 for a foreign Origin or a non-loopback Host without a token; 415 for a write that

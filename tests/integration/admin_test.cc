@@ -1,6 +1,6 @@
-// Admin API (spec §5): health, readiness, Prometheus metrics that match the
-// traffic, bearer token on everything but /healthz and /readyz; logs (issue #2
-// item 8): JSON lines with levels, no secret ever logged.
+// Admin API (docs/admin-api.md): health, readiness, Prometheus metrics that match the
+// traffic, bearer token on everything but /healthz and /readyz; logs: JSON lines with
+// levels, no secret ever logged.
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <sstream>
@@ -248,7 +248,7 @@ TEST_CASE("admin API without token_env is open, readyz follows the NATS connecti
                    50ms));
 }
 
-// ---------------------------------------------------------------- issue #12: the rough edges
+// ---------------------------------------------------------------- the rough edges
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Must show (spec §1.7, issue 10 item 6): when a flow stalls, http-in answers 503 with
+// Backpressure (ADR 0080): when a flow stalls, http-in answers 503 with
 // Retry-After once the flow's backlog reaches its bound — below the stream size, so the
 // flow's own outputs still fit — and after the flow is released everything acknowledged
 // is delivered (loss counted by id).

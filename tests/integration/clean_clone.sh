@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Must show (issue #2): in a clean clone, the README's two commands work exactly as
+# In a clean clone, the README's two commands work exactly as
 # written. Clones REPO (its committed HEAD) into a temp dir, takes the first two lines
 # of the README's first ```sh block, and
 #   1. runs the first: it must build, start weir (embedded NATS) and print where to

@@ -1,4 +1,4 @@
-// Must show (issue #5 items 1 and 7): instances of one cluster (`weir run --cluster c1`)
+// Instances of one cluster (`weir run --cluster c1`)
 // share each flow's and sink's durable consumers, so work spreads and a dead instance's
 // unacked messages are redelivered to the others (AckWait, ADR 0002); the core end to end
 // holds on a three-node NATS cluster with R3 streams while the stream leader is stopped;

@@ -1,5 +1,5 @@
-// Configuration errors (spec §2 exit codes, §3 files and ${NAME} substitution)
-// and the SIGTERM drain (spec §2).
+// Configuration errors (exit codes, weir.yaml and flow files, ${NAME} substitution:
+// README, Configuration) and the SIGTERM drain.
 #include <signal.h>
 
 #include <catch2/catch.hpp>
@@ -39,8 +39,8 @@ const std::string kGoodFlow =
 
 }  // namespace
 
-// With nats.url given, weir opens its NATS connections while the flows compile (ADR 0215,
-// session 8). A flow error must still end start-up at once with its message and exit 2,
+// With nats.url given, weir opens its NATS connections while the flows compile (ADR 0215).
+// A flow error must still end start-up at once with its message and exit 2,
 // before anything listens — also while the connections are still being retried (NATS
 // unreachable: they would retry for 10 s).
 TEST_CASE("a flow error while the NATS connections are being opened exits 2 at once, before serving",
@@ -271,7 +271,7 @@ TEST_CASE("an ingress address already in use is a clear startup failure", "[inte
   auto code = weir.process().wait_exit(15s);
   INFO(weir.describe());
   REQUIRE(code.has_value());
-  CHECK(*code == 1);  // a runtime failure (spec §2), not a crash
+  CHECK(*code == 1);  // a runtime failure (exit 1), not a crash
   CHECK(weir.log().find(std::to_string(busy)) != std::string::npos);
 }
 
@@ -324,7 +324,7 @@ TEST_CASE("SIGTERM drains and exits 0, nothing acknowledged is lost", "[integrat
   CHECK(weir.process().wait_exit(15s) == std::optional<int>(0));
 }
 
-TEST_CASE("every weir.yaml key of the spec loads, and sizes and durations in every spelling", "[integration][config]") {
+TEST_CASE("every documented weir.yaml key loads, and sizes and durations in every spelling", "[integration][config]") {
   NatsServer nats;
   SinkProcess sink;
   WeirProcess weir(

@@ -1,4 +1,4 @@
-// Deploying a flow that does not run yet (issue #14 item 2, standalone part; ADR 0121),
+// Deploying a flow that does not run yet (standalone; ADR 0121),
 // through the real weir binary and CLI, a nats-server and weir-sink: the flow starts at
 // once, its file is kept in the flows dir and runs after a restart; what cannot start
 // (a taken http path, a chain to nothing, table files) is refused with why and leaves

@@ -1,4 +1,4 @@
-// Spec §1.6 / §6: JSON nested deeper than `http.max_depth` (default 128) gets a 400 naming
+// JSON nested deeper than `http.max_depth` (default 128) gets a 400 naming
 // the limit and is never stored; the same limit holds for broker sources (a NATS subject
 // here), whose too-deep payloads are dead-lettered with the reason. Regression for the
 // crash of December 2026: one 1 MiB `[[[…]]]` body was acked with 202, overflowed a stage

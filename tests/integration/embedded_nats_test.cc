@@ -1,4 +1,4 @@
-// Without --nats, `weir run` spawns nats-server itself (spec §2): JetStream, file
+// Without --nats, `weir run` spawns nats-server itself: JetStream, file
 // storage under the data dir, loopback only, a free port; stopped on exit.
 #include <dirent.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-// Must show (issue #9 item 6): the fault matrix, each fault through the spec's surface
+// The fault matrix, each fault through weir's documented surface
 // (real weir binary, real nats-server, real weir-sink on loopback), each checked by event
 // id: every acknowledged (2xx) id reaches the sink, duplicates are counted and must carry
 // the first key. kill -9 of nats-server (single node, and the stream leader of an R3

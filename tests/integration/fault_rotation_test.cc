@@ -1,4 +1,4 @@
-// Must show (issue #9 item 6): two minutes of faults in rotation under steady load —
+// Two minutes of faults in rotation under steady load —
 // sink failures, resets and timeouts, kill -9 and SIGTERM of nats-server, SIGSTOP/SIGCONT
 // and kill -9 of weir — lose no acknowledged event, and weir's resident memory and open
 // descriptors stay flat across the rounds. Run it alone with
@@ -180,7 +180,7 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
 
   std::set<std::string> acked = posters.acked_ids();
   std::vector<std::string> lost;
-  // An acked event that is in the dead-letter stream is not lost (spec §1.5), but it was
+  // An acked event that is in the dead-letter stream is not lost, but it was
   // not delivered: counted and printed apart. Lost = neither delivered nor dead-lettered.
   std::map<std::string, std::string> dead;
   std::vector<std::string> dead_lettered, really_lost;

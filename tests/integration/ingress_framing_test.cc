@@ -1,4 +1,4 @@
-// Must show (issue #9 item 3, spec §6): every request-smuggling case answers 400 and
+// Every request-smuggling case answers 400 and
 // closes the connection, without storing the request or the one smuggled behind it;
 // past max_connections a connection gets 503 with Retry-After and is closed; weir keeps
 // serving afterwards. Raw bytes over TcpClient: curl would not send these requests.

@@ -1,4 +1,4 @@
-// Must show (ADR 0130): http-in publishes on its own NATS connection from the io thread,
+// ADR 0130: http-in publishes on its own NATS connection from the io thread,
 // and the completions run there too. Many keep-alive clients at once each get exactly
 // their own answer — the 202 carries the Idempotency-Key that client sent — every event
 // answered 202 is delivered once, and the publishes went over weir's ingress connection.

@@ -1,4 +1,4 @@
-// Must show (issue #9 item 7): JSONTestSuite's parsing corpus through a real weir's
+// JSONTestSuite's parsing corpus through a real weir's
 // http-in (json_conformance/README.md): every file a parser must accept (y_) answers 202,
 // every file it must reject (n_) 400, the implementation-defined ones (i_) one of 202 /
 // 400 / 413, and weir still answers /healthz after all 318 of them.

@@ -1,4 +1,4 @@
-// Issue #13 / ADR 0161: libcurl (and the ~20 libraries Debian's libcurl pulls in) is loaded
+// ADR 0161: libcurl (and the ~20 libraries Debian's libcurl pulls in) is loaded
 // when weir first needs it, not at exec; an HTTP sink then delivers as before. Checked on
 // the real weir binary through /proc/PID/maps and /proc/PID/task/*/comm.
 #include <catch2/catch.hpp>
@@ -83,7 +83,7 @@ TEST_CASE("weir's malloc is mimalloc's, except in the sanitizer builds", "[integ
   CHECK(sink.stat("unique") == 20);
 }
 
-// Issue #10 item 4: a fixed, small set of threads for any number of flows. 50 flows, each
+// A fixed, small set of threads for any number of flows. 50 flows, each
 // having delivered one event (so every lazily started loop runs): at most 16 threads.
 TEST_CASE("fifty flows run on at most sixteen threads", "[integration][lean]") {
   NatsServer nats;

@@ -1,5 +1,6 @@
-// Must show (spec §1.5): within one flow version and one source, events reach a sink in
-// the order JetStream stored them while the flow stage keeps two batches in flight.
+// Order (docs/architecture.md, guarantee 5): within one flow version and one source,
+// events reach a sink in the order JetStream stored them while the flow stage keeps two
+// batches in flight.
 #include <catch2/catch.hpp>
 
 #include "tests/support/harness.h"

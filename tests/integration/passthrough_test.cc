@@ -1,4 +1,4 @@
-// Must show (spec §1.8): a flow without steps delivers the body bytes it stored,
+// Pass-through: a flow without steps delivers the body bytes it stored,
 // unchanged; a flow with steps delivers its result as compact JSON.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Must show (spec §1.6): an event no stage can handle — nested deeper than
+// Poison events (ADR 0081): an event no stage can handle — nested deeper than
 // http.max_depth, or failing every delivery — ends in the dead-letter stream with the
 // reason after at most `max_deliver` deliveries, and weir keeps serving.
 //

@@ -1,4 +1,4 @@
-// Must show (issue #9 item 2): a captured webhook replayed inside the signature's
+// A captured webhook replayed inside the signature's
 // timestamp tolerance stores nothing new. Standard Webhooks: the signed webhook-id is
 // the event id, whatever Idempotency-Key is sent with it; GitHub: X-GitHub-Delivery;
 // JetStream's dedup window (the streams' duplicate_window, read from nats-server) spans

@@ -1,4 +1,4 @@
-// Must show (issue 10 item 7, hot-path review C2/C5/C6): the flow consumer's AckWait
+// The flow consumer's AckWait
 // outlasts the stage's publish waits; on SIGTERM with publishes stuck in a frozen
 // nats-server, the clients waiting for them get a 503 with Retry-After saying the event
 // may still be stored — before the flows are torn down — and weir exits 0.
@@ -64,7 +64,7 @@ TEST_CASE("SIGTERM with publishes stuck in a frozen NATS answers them 503 and ex
   REQUIRE(weir.post("/in/orders", json{{"id", "warm-1"}}.dump()).status == 202);
   REQUIRE(wait_until([&] { return sink.ids().count("warm-1") == 1; }, 20s, 50ms));
 
-  // C2: a batch waits at most one publish timeout (5 s) for its PubAcks; AckWait is twice
+  // A batch waits at most one publish timeout (5 s) for its PubAcks; AckWait is twice
   // that plus the time to run it, so a slow server does not get it redelivered meanwhile.
   CHECK(js_consumer_ack_wait(nats.url(), "weir_orders", "orders") >= std::chrono::seconds(12));
   CHECK(metric(weir, "weir_ack_failures_total", "flow=\"orders\",stage=\"flow\"") == 0);
@@ -172,7 +172,7 @@ TEST_CASE("past backlog.max_pending events waiting for a PubAck, ingress answers
   CHECK_FALSE(sink.ids().count("third-1"));
 }
 
-// Issue 11 item 6: weir closing its own NATS connections (SIGTERM) is no fault, so it logs
+// Weir closing its own NATS connections (SIGTERM) is no fault, so it logs
 // one info line per connection, no "nats disconnected" warning; a server lost while weir
 // runs still is a warning.
 TEST_CASE("SIGTERM logs the NATS connections closed as info; a lost server is a warning", "[integration][shutdown]") {

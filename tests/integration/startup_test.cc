@@ -1,4 +1,4 @@
-// Start-up that survives a fresh NATS and fits its limits (issue: two instances racing to
+// Start-up that survives a fresh NATS and fits its limits (once two instances racing to
 // create the same stream exited 1 with "JetStream error 10065"; weir asked a server with
 // max_file_store 256MB for 1 GiB per stream and exited blaming connectivity).
 #include <catch2/catch.hpp>

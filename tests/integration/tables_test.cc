@@ -1,4 +1,4 @@
-// KV lookup tables (issue #14 item 1, ADR 0120) through the real weir binary, its admin
+// KV lookup tables (ADR 0120) through the real weir binary, its admin
 // API and CLI, an embedded nats-server and weir-sink: rows changed while a flow runs are
 // seen without a restart; a bulk import under load switches the table for every event at
 // once (each delivered event read one generation, never a mix); limits answer clearly.

@@ -1,4 +1,4 @@
-// Trace context (issue #14 item 5, ADR 0140): a W3C traceparent given to http-in reaches
+// Trace context (ADR 0140): a W3C traceparent given to http-in reaches
 // the HTTP sink in the same trace with a new span id; without one (or with a malformed
 // one) weir starts a trace; dead letters keep it. Through the real binary and weir-sink.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// FlowBacklog's admission arithmetic (spec §1.7, ADR 0080 and 0085) with stream states
+// FlowBacklog's admission arithmetic (ADR 0080 and 0085) with stream states
 // and read times given by the test — no NATS, no clock: the refresh thread and STREAM.INFO
 // are covered by tests/integration/backpressure_test.cc.
 #include <catch2/catch.hpp>

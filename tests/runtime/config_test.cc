@@ -1,6 +1,6 @@
-// load_runtime_config (runtime/base/config.h): every key of spec §3 read with its spelling,
-// defaults for an empty file, and a ConfigError naming file:line and the field for
-// unknown keys and bad values.
+// load_runtime_config (runtime/base/config.h): every key of the README's Configuration
+// read with its spelling, defaults for an empty file, and a ConfigError naming file:line
+// and the field for unknown keys and bad values.
 #include <catch2/catch.hpp>
 
 #include "runtime/base/config.h"

@@ -268,7 +268,7 @@ TEST_CASE("pull consumer: a kick runs the handler without a message and an ack a
   c->set_window(3, 3);
   REQUIRE(wait_until([&] { return inbox.received.load() == 3; }, 5s));
   // The consumer (and its subscription) goes away with the messages in hand; their acks
-  // need only the connection (issue #10 item 7: a late ack touched a freed subscription).
+  // need only the connection (a late ack once touched a freed subscription).
   c->stop();
   c.reset();
   while (auto m = inbox.take()) CHECK(m->ack());
@@ -566,11 +566,11 @@ void expect_delivered(Inbox& inbox, PullConsumer& c, const std::vector<std::stri
 
 }  // namespace
 
-// Issue 9 (rotating faults: the sink consumer stopped delivering with pending messages and
-// waiting requests): messages held past AckWait are due for redelivery when their acks come
-// (weir frozen, a slow sink); on a work-queue stream those acks delete them while the
-// server may still hold them for redelivery. The consumer must go on delivering both what
-// was due and what is published afterwards.
+// The rotating-fault run (tests/integration/fault_rotation_test.cc; the sink consumer
+// stopped delivering with pending messages and waiting requests): messages held past AckWait
+// are due for redelivery when their acks come (weir frozen, a slow sink); on a work-queue
+// stream those acks delete them while the server may still hold them for redelivery. The
+// consumer must go on delivering both what was due and what is published afterwards.
 TEST_CASE("pull consumer: acks that come after AckWait do not stall the consumer", "[integration][bus][faults]") {
   NatsServer nats;
   auto bus = connect(nats);
@@ -590,9 +590,9 @@ TEST_CASE("pull consumer: acks that come after AckWait do not stall the consumer
   expect_delivered(inbox, *c, want, 15s);
 }
 
-// Issue 9, the loss after a nats-server SIGTERM and restart: messages naked with a delay
-// (a failing sink's backoff) wait on the server across its restart; they and everything
-// published after it must still be delivered.
+// The rotating-fault run's loss after a nats-server SIGTERM and restart: messages naked
+// with a delay (a failing sink's backoff) wait on the server across its restart; they and
+// everything published after it must still be delivered.
 TEST_CASE("pull consumer: naked messages and new ones are delivered after a nats-server restart",
           "[integration][bus][faults]") {
   NatsServer nats;
@@ -628,7 +628,7 @@ std::string consumer_state_file(const NatsServer& nats, const std::string& strea
 
 }  // namespace
 
-// Issue 9, the rotation's sink-side loss (docs/adr/0235-starved-consumer-recovery.md): after
+// The rotating-fault run's sink-side loss (docs/adr/0235-starved-consumer-recovery.md): after
 // a kill -9 the consumer's stored state can be older than its stream's — acks that deleted
 // messages from the work-queue stream are not in it, so the durable comes back with pending
 // entries whose messages are gone. nats-server 2.9.10 re-queues them every AckWait and

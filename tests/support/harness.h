@@ -1,10 +1,11 @@
 // Integration-test harness: the weir binary and weir-sink as black boxes, driven
-// only through spec.md (CLI §2, files §3, admin API §5, ingress §6).
+// only through their documented surface (CLI and weir.yaml: README; flow files:
+// docs/flow-language.md; admin API and ingress answers: docs/admin-api.md).
 //
 // Contract:
 // - WeirProcess owns a TempDir holding weir.yaml, the flows directory, the data
 //   dir and the log; it spawns WEIR_BINARY with port 0 for http-in and admin, reads
-//   the bound ports from weir's `listening http=… admin=…` log line (spec §2), and
+//   the bound ports from weir's `listening http=… admin=…` log line, and
 //   keeps those ports across restarts (clients and the sink see the same addresses).
 //   No port is probed and released first, so no other process can take it meanwhile.
 // - SinkProcess spawns weir-sink on a free port and wraps its control API.
@@ -67,7 +68,7 @@ class SinkProcess {
 
 // ---------------------------------------------------------------- weir
 
-// A flow file per spec §3 with an http source and one http sink named `out`.
+// A flow file (docs/flow-language.md) with an http source and one http sink named `out`.
 // `source_extra` / `sink_extra` are added inside the braces (", hmac: {...}").
 std::string http_flow(const std::string& name, const std::string& path, const std::string& sink_url,
                       const std::string& sink_extra = "retries: 8, timeout: 2s", const std::string& source_extra = "");

@@ -989,8 +989,8 @@ TEST_CASE("http sinks share one loop: stopping one leaves the other's requests a
   kept.stop();
 }
 
-// The rotating-fault run's sink faults at once (issue 9: acked events stuck unacked in the
-// sink consumer): failures, connections closed without an answer and answers slower than
+// The rotating-fault run's sink faults at once (they once left acked events stuck unacked
+// in the sink consumer): failures, connections closed without an answer and answers slower than
 // the timeout, with the sink stage's window (twice max_in_flight outstanding). Every
 // delivery must come back exactly once: one that curl never completes holds a slot of the
 // stage's window for good.
