@@ -372,7 +372,8 @@ Status puback_status(__natsMsg* msg, PubAck* ack);
 bool publish_failure_is_transient(const Status& s, const PubAck& ack);
 // The number after `prefix` in `subject` ("<inbox>.<id>" replies); 0 when there is none.
 uint64_t inbox_id(std::string_view subject, std::string_view prefix);
-// Appended to every failure of a publish that was perhaps written (spec §6, review C6).
+// Appended to every failure of a publish that was perhaps written: a sender can then resend with the same
+// Idempotency-Key and JetStream drops the duplicate.
 extern const char* const kMayBeStored;
 // The connection options every weir connection uses (servers, name, reconnect, pings,
 // credentials, send-asap); `name` overrides options.name.

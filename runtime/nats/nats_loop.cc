@@ -141,7 +141,7 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
     {
       // What the read's messages publish (outputs, acks, PONGs) is written when they have
       // all been handled, not by a posted flush: two loop turns fewer per event on
-      // weir-flows (docs/bench.md, session 11). Ends before the re-arm below.
+      // weir-flows (docs/adr/0261-fewer-loop-turns-per-event.md). Ends before the re-arm below.
       IoLoop::Batch batch;
       natsConnection_ProcessReadEvent(nc);
       if (after_read) after_read();

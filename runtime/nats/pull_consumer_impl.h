@@ -1,0 +1,191 @@
+// Internal to runtime/nats/: the pull consumer's state (PullConsumer::Impl) and the
+// delivery loops that run consumers (Bus::FlowLoop). Included by bus.cc, bus_streams.cc,
+// delivery_loop.cc, pull_consumer.cc and pull_consumer_watch.cc; nothing outside this room
+// includes it (the Bus's interface is bus.h).
+//
+// Threads: a consumer on a delivery loop runs on that loop's thread (its handler, requests,
+// ticks); one on the Bus's threaded connection is called on cnats' delivery thread and the
+// Bus's timer thread, under `mu`.
+#pragma once
+
+#include <nats/nats.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/base/thread_annotations.h"
+#include "runtime/loop/io_loop.h"
+#include "runtime/nats/bus.h"
+#include "runtime/nats/loop_publisher.h"
+#include "runtime/nats/nats_loop.h"
+
+namespace weir {
+
+// One durable pull consumer: its request window, its bookkeeping and the starvation watch.
+// Methods: pull_consumer.cc; the starvation watch: pull_consumer_watch.cc.
+struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
+  using Clock = std::chrono::steady_clock;
+  // A request the server neither filled nor answered by expires + this is taken as lost.
+  static constexpr auto kLostMargin = std::chrono::milliseconds(1000);
+  // After an error answer or a failed send, the next request waits this long.
+  static constexpr auto kRetryAfter = std::chrono::milliseconds(250);
+  // How often request deadlines and delayed kicks are looked at (the flow loop's tick; the
+  // Bus's timer thread ticks at its own kTick, the same 100 ms).
+  static constexpr auto kTick = std::chrono::milliseconds(100);
+
+  struct Request {
+    uint64_t id;
+    int remaining;  // an estimate: the server may fill requests in any order
+    Clock::time_point deadline;
+  };
+
+  Bus* bus = nullptr;
+  natsConnection* nc = nullptr;
+  std::string durable, next_subject, inbox_prefix, kick_subject;  // fixed after creation
+  std::chrono::milliseconds expires{2000};
+  Handler handler;
+  natsSubscription* sub = nullptr;
+  // On the flow loop: its publisher (and connection); null on the pool (ADR 0220).
+  LoopPublisher* loop = nullptr;
+  Bus::FlowLoop* flow_loop = nullptr;
+  bool sink_first = false;  // a sink stage's consumer: drained before the flows' (ADR 0272)
+
+  bool link_up() const { return loop ? loop->connected() : bus->connected(); }
+  // Flow loop: true when the caller must post to the loop thread instead.
+  bool off_loop() const { return loop != nullptr && !loop->in_loop_thread(); }
+
+  mutable Mutex mu;
+  int window GUARDED_BY(mu) = 0;
+  int batch GUARDED_BY(mu) = 1;
+  int64_t in_hand GUARDED_BY(mu) = 0;           // received, not released
+  int64_t outstanding GUARDED_BY(mu) = 0;       // requested, not received nor ended
+  std::deque<Request> requests GUARDED_BY(mu);  // oldest first
+  uint64_t next_id GUARDED_BY(mu) = 1;
+  Clock::time_point retry_at GUARDED_BY(mu){};  // no request before this
+  bool kick_sent GUARDED_BY(mu) = false;        // a kick is on its way
+  bool kick_later GUARDED_BY(mu) = false;
+  bool stopped GUARDED_BY(mu) = false;
+  bool complete GUARDED_BY(mu) = false;            // the subscription's last callback ran
+  bool error GUARDED_BY(mu) = false;               // logged once until the next answer
+  Clock::time_point last_answer GUARDED_BY(mu){};  // a message or status last came
+  // For the stall warning (state()): a consumer holding messages that none of its owner's
+  // completions releases, or requesting without receiving, says so with its bookkeeping.
+  Clock::time_point last_message GUARDED_BY(mu){};
+  Clock::time_point last_release GUARDED_BY(mu){};
+  Clock::time_point stall_logged GUARDED_BY(mu){};
+  // Nothing released for this long while messages are in hand: warned (once per this).
+  static constexpr auto kStallWarn = std::chrono::seconds(30);
+
+  // The starvation watch (docs/adr/0235-starved-consumer-recovery.md). nats-server 2.9.10
+  // keeps a pending entry whose message is gone from the stream (its delete outlived a
+  // crash the consumer's ack did not) and re-queues it every AckWait; each try to load it
+  // ends the delivery loop's turn, and the redelivery queue is served before new messages,
+  // so with more such entries than wake-ups per AckWait nothing new is ever delivered. When
+  // requests are out and nothing came for `starve_check`, the consumer's info is asked for
+  // (a request on this consumer's own inbox: no call blocks); the same info twice, that
+  // far apart — messages waiting, requests waiting, window not full, nothing delivered —
+  // is starvation: the durable is deleted, what its stream holds of its subject at or
+  // below its ack floor is purged (acked already: deletes lost in crashes) and the
+  // durable is created again with the same config, so it starts after its ack floor.
+  enum class Watch { kIdle, kInfo, kDelete, kPurge, kCreate };
+  std::chrono::milliseconds starve_check{0};          // 0 = off; fixed after creation
+  std::string stream_name, filter, create_body;       // fixed after creation
+  std::atomic<uint64_t>* recreated_metric = nullptr;  // fixed after creation; may be null
+  Watch watch GUARDED_BY(mu) = Watch::kIdle;
+  uint64_t watch_gen GUARDED_BY(mu) = 0;  // the reply subject's number: a late answer is ignored
+  Clock::time_point watch_sent GUARDED_BY(mu){};
+  Clock::time_point next_check GUARDED_BY(mu){};
+  std::chrono::milliseconds check_every GUARDED_BY(mu){0};  // grows while the consumer has nothing
+  struct Suspect {
+    std::string created;
+    uint64_t delivered = 0, ack_floor = 0;
+    Clock::time_point at;
+  };
+  std::optional<Suspect> suspect GUARDED_BY(mu);
+  uint64_t purge_below GUARDED_BY(mu) = 0;
+  std::chrono::milliseconds ack_wait{0};           // fixed after creation
+  Clock::time_point defer_until GUARDED_BY(mu){};  // naks of this process delay redeliveries up to here
+  std::atomic<uint64_t> recoveries{0};
+  // An unanswered watch request is sent again after this.
+  static constexpr auto kWatchTimeout = std::chrono::seconds(5);
+  std::condition_variable complete_cv;
+  std::atomic<bool> healthy{false};
+
+  // Decides the requests to send now (under mu); returns their ids. The caller sends them
+  // after unlocking (send()).
+  std::vector<uint64_t> plan(Clock::time_point now) REQUIRES(mu);
+
+  void send(const std::vector<uint64_t>& ids, int n);
+
+  void request(Clock::time_point now = Clock::now());
+
+  // Removes request `id` (if still known) with `left` messages it will not deliver (-1:
+  // as estimated). Under mu.
+  void end_request(uint64_t id, int64_t left) REQUIRES(mu);
+
+  void answered() REQUIRES(mu);
+
+  std::string describe(Clock::time_point now) const REQUIRES(mu);
+
+  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure);
+
+  // Flow loop, after each read event: everything cnats parsed into the inbox (Asio is
+  // edge-triggered: what is left would wait for the next event), then the end of the burst.
+  void drain();
+
+  // True when `msg` was a message handed to the handler.
+  bool receive(natsMsg* msg);
+
+  // On the Bus's timer thread (flow loop: the loop thread), every ~100 ms.
+  void tick(Clock::time_point now);
+
+  // ---- the starvation watch (see the members above) ----
+
+  // Under mu, on a tick: true when the current watch request is to be sent (send_watch()).
+  bool watch_tick(Clock::time_point now) REQUIRES(mu);
+
+  // Sends the request of the current watch step, with a reply subject of its own.
+  void send_watch();
+
+  // The answer to watch request number `gen` (a late one is dropped).
+  void watch_answer(std::string_view gen, natsMsg* msg);
+
+  // An info answer (under mu): true when a recovery starts (the delete is to be sent).
+  bool on_info(const nlohmann::json& j, int err_code, Clock::time_point now) REQUIRES(mu);
+
+  void connection(bool up);
+
+  void do_kick();
+
+  static void on_complete(void* closure);
+};
+
+// A consumer loop: one thread and one event-loop connection for every flow consumer of
+// the process ("weir-flows", ADR 0220), or for every sink consumer ("weir-sinks",
+// ADR 0258), or for both ("weir-delivery", BusOptions::delivery_loops 1, ADR 0272).
+// `consumers` is touched on the loop thread only (start and stop run_sync there).
+// Defined in delivery_loop.cc.
+struct Bus::FlowLoop {
+  explicit FlowLoop(const char* thread_name) : io(thread_name) {}
+  ~FlowLoop();
+  IoLoop io;
+  std::unique_ptr<LoopPublisher> pub;
+  NatsLoop* nl = nullptr;  // pub's loop; outlives pub's connection (its last callbacks)
+  std::vector<std::shared_ptr<PullConsumer::Impl>> consumers;
+
+  void after_read();  // drains every consumer, after each read event
+  void tick();        // every PullConsumer::Impl::kTick
+  void remove(const PullConsumer::Impl* c);
+};
+
+}  // namespace weir
