@@ -4,11 +4,11 @@
 #   scripts/check-format.sh          # every *.cc / *.h git tracks (CTest `format`, label lint)
 #   scripts/check-format.sh FILE...  # these files
 # Without git (an exported tarball) every *.cc / *.h under the source folders is checked.
-# Exit 1 with clang-format's diagnostics when a file is not formatted; 77 when clang-format
-# is missing (CTest reports that as skipped; scripts/setup.sh installs it).
+# Exit 1 with clang-format's diagnostics when a file is not formatted, and when clang-format
+# is missing (a missing tool fails the check: it must not pass while checking nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v clang-format > /dev/null || { echo "check-format: clang-format not found (apt-get install clang-format)"; exit 77; }
+command -v clang-format > /dev/null || { echo "check-format: clang-format not found (scripts/setup.sh installs it)"; exit 1; }
 
 files=()
 if (($# > 0)); then

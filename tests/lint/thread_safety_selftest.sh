@@ -4,11 +4,11 @@
 # follows its annotations compiles, and each kind of mistake fails naming the member or
 # function. Without this a header whose macros had silently become empty under clang
 # would pass the check on every tree. Also: g++ compiles the same code (the macros are
-# empty there). Exit 77 (skipped) without clang++.
+# empty there). Exit 1 without clang++ (a missing tool fails).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 clang=$(command -v clang++ || command -v clang++-14 || true)
-[[ -n "$clang" ]] || { echo "thread_safety_selftest: clang++ not found"; exit 77; }
+[[ -n "$clang" ]] || { echo "thread_safety_selftest: clang++ not found (scripts/setup.sh installs it)"; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 flags=(-std=c++20 -I"$root" -Wall -Wextra -Werror -Wthread-safety -Werror=thread-safety -fsyntax-only)
