@@ -54,7 +54,8 @@ struct HmacSpec {
 };
 
 struct HttpSourceSpec {
-  std::string path;  // starts with '/'
+  std::string path;        // starts with '/'
+  std::string path_shown;  // for answers and logs: as written when it reads the environment (`/in/${HOOK}`)
   std::optional<HmacSpec> hmac;
   std::optional<std::string> bearer_token_env;  // `bearer: {token_env: NAME}`
 };
@@ -254,13 +255,25 @@ struct LoadOptions {
   // false: `tables:` may only give rows inline, no `file:` is read. A flow deployed
   // over the network should not name files on the server (it could read any of them).
   bool allow_table_files = true;
-  // false (a flow sent over the network, docs/adr/0101): `${NAME}` is substituted only
-  // under `from:` and `to:` — which a deploy must keep as the running version has them,
-  // checked before compiling — and is an error anywhere else. The error names the
-  // variable, never a value: a deploy cannot read the server's environment back.
+  // false (a flow sent over the network, docs/adr/0101, docs/adr/0274): `${NAME}` reads
+  // the environment only for the names `env_allowed` admits, and anywhere under `from:`
+  // and `to:` when `wiring_kept` (the caller checked before compiling that they are the
+  // running version's, written by the operator). Any other `${NAME}` is an error that
+  // names the variable, never a value: a deploy cannot read the server's environment back.
   bool substitute_env = true;
+  bool wiring_kept = true;
+  std::function<bool(const std::string&)> env_allowed;  // empty: no name
 };
 LoadResult load_flow_file(const std::string& path, const LoadOptions& options);
+
+// A flow text's `flow`, `from` and `to`, each as text that ignores how it was written (flow
+// or block style, quoting, key order: `path: "/in/x"` and `path: /in/x` are the same
+// wiring), read with the loader's limits (size, depth, nodes after aliases; an alias
+// cycle is an error) before anything walks it. nullopt with *error when it does not parse.
+struct Wiring {
+  std::string flow, from, to;
+};
+std::optional<Wiring> read_wiring(const std::string& text, std::string* error);
 LoadResult load_flow_text(const std::string& text, const std::string& name, const LoadOptions& options);
 
 }  // namespace weir::flows

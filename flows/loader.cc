@@ -44,6 +44,23 @@ bool valid_identifier(std::string_view s) {
   return true;
 }
 
+// A NATS subject a flow may not read or write (docs/adr/0274): weir's own (`weir.…` and a
+// cluster's `weirc.…`, runtime/nats/bus_names.cc) hold other flows' events, and every
+// `$`-prefixed one is the server's (`$JS.API`, `$KV`, `$SYS`): a flow reaching them could
+// read or rewrite other flows' events, state and streams. A source subject that starts
+// with a wildcard would match weir's own subjects too. nullptr when the subject is fine.
+const char* reserved_subject(std::string_view subject, bool source) {
+  if (!subject.empty() && subject[0] == '$') return "is a NATS system subject ($…); flows may not use those";
+  const std::string_view first = subject.substr(0, subject.find('.'));
+  if (first == "weir" || first == "weirc") {
+    return "is inside weir's own subjects (weir.…, weirc.…); chain flows with a `flow` sink and source";
+  }
+  if (source && (first == "*" || first == ">")) {
+    return "starts with a wildcard, which would match weir's own subjects too; name its first token";
+  }
+  return nullptr;
+}
+
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -525,6 +542,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
       if (s.path[0] != '/' || s.path.find_first_of(" ?#\t") != std::string::npos) {
         error(*n.get("path"), what + ".path must start with / and hold no spaces, ? or #, got " + quote(s.path));
       }
+      s.path_shown = n.get("path")->written.empty() ? s.path : n.get("path")->written;
     }
     if (const SrcNode* h = n.get("hmac"); h && is_map(*h, what + ".hmac")) {
       check_keys(*h, what + ".hmac", schema::kHttpSourceHmac);
@@ -579,8 +597,12 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     if (!is_map(n, what)) return false;
     check_keys(n, what, schema::kNatsSource);
     NatsSourceSpec s;
-    if (get_string(n, "subject", what, &s.subject, true) && s.subject.find_first_of(" \t\r\n") != std::string::npos) {
-      error(*n.get("subject"), what + ".subject must not contain spaces");
+    if (get_string(n, "subject", what, &s.subject, true)) {
+      if (s.subject.find_first_of(" \t\r\n") != std::string::npos) {
+        error(*n.get("subject"), what + ".subject must not contain spaces");
+      } else if (const char* why = reserved_subject(s.subject, true)) {
+        error(*n.get("subject"), what + ".subject " + quote(s.subject) + " " + why);
+      }
     }
     s.queue = "weir-" + flow_name_;
     get_string(n, "queue", what, &s.queue);
@@ -625,7 +647,15 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
       const std::string ow = what + ".oauth2";
       check_keys(*o, ow, schema::kPollSourceOauth2);
       PollSourceSpec::OAuth2 oa;
+      // The client secret is posted to token_url: plain http only when written deliberately
+      // (a token endpoint on this host, say).
+      bool insecure_http = false;
+      get_bool(*o, "insecure_http", ow, &insecure_http);
       check_url(*o, "token_url", ow, &oa.token_url, true, {"http://", "https://"});
+      if (!insecure_http && oa.token_url.rfind("http://", 0) == 0) {
+        error(*o->get("token_url"), ow + ".token_url must be https:// (the client secret is sent to it); add "
+                                         "`insecure_http: true` to send it over plain http deliberately");
+      }
       if (!o->get("client_id_env")) error(*o, ow + " needs `client_id_env`");
       if (!o->get("client_secret_env")) error(*o, ow + " needs `client_secret_env`");
       check_env_name(*o, "client_id_env", ow, &oa.client_id_env);
@@ -752,8 +782,12 @@ void Loader::sinks(const SrcNode& to) {
       if (!is_map(n, w)) continue;
       check_keys(n, w, schema::kNatsSink);
       NatsSinkSpec s;
-      if (get_string(n, "subject", w, &s.subject, true) && s.subject.find_first_of(" \t\r\n*>") != std::string::npos) {
-        error(*n.get("subject"), w + ".subject must be a plain subject (no spaces or wildcards)");
+      if (get_string(n, "subject", w, &s.subject, true)) {
+        if (s.subject.find_first_of(" \t\r\n*>") != std::string::npos) {
+          error(*n.get("subject"), w + ".subject must be a plain subject (no spaces or wildcards)");
+        } else if (const char* why = reserved_subject(s.subject, false)) {
+          error(*n.get("subject"), w + ".subject " + quote(s.subject) + " " + why);
+        }
       }
       spec.kind = s;
     } else if (kind == "flow") {
@@ -1075,26 +1109,31 @@ std::shared_ptr<const Flow> Loader::load(const SrcNode& root) {
   return flow;
 }
 
-// A scalar outside `from:`/`to:` of a flow sent over the network: `$$` still means `$`
-// (as when the file is loaded again from disk), any `${NAME}` is an error.
-void forbid_env_refs(SrcNode* n, const std::string& file, std::vector<Diagnostic>* diagnostics) {
+// A scalar of a flow sent over the network outside its kept from:/to: (docs/adr/0274):
+// `$$` still means `$` (as when the file is loaded again from disk) and `${NAME}` reads
+// the environment only for a name the operator allowed; any other name is an error that
+// names the variable, never a value.
+void substitute_allowed(SrcNode* n, const EnvLookup& env, const std::function<bool(const std::string&)>& allowed,
+                        const std::string& file, std::vector<Diagnostic>* diagnostics) {
   if (n->kind == SrcNode::Kind::kScalar) {
     if (n->text.find('$') == std::string::npos) return;
-    std::string asked;
-    EnvLookup none = [&asked](const std::string& name) -> std::optional<std::string> {
-      if (asked.empty()) asked = name;
+    std::string refused;
+    EnvLookup guarded = [&](const std::string& name) -> std::optional<std::string> {
+      if (allowed && allowed(name)) return env(name);
+      if (refused.empty()) refused = name;
       return std::nullopt;
     };
     std::string error;
-    auto v = substitute_env(n->text, none, &error);
-    if (!asked.empty()) {
+    auto v = substitute_env(n->text, guarded, &error);
+    if (!refused.empty()) {
       diagnostics->push_back({{file, n->line, n->column},
-                              "${" + asked +
-                                  "}: a flow deployed over the admin API gets no environment "
-                                  "substitution outside from: and to: (write the value, or put it in the flow "
+                              "${" + refused +
+                                  "}: a flow sent over the network reads only the environment variables "
+                                  "listed in the config's admin.allow_env (write the value, or put the flow "
                                   "file on the server)"});
       n->bad = true;
     } else if (v) {
+      if (*v != n->text && n->text.find("${") != std::string::npos) n->written = n->text;
       n->text = std::move(*v);
     } else {
       diagnostics->push_back({{file, n->line, n->column}, error});
@@ -1102,7 +1141,7 @@ void forbid_env_refs(SrcNode* n, const std::string& file, std::vector<Diagnostic
     }
     return;
   }
-  for (auto& item : n->items) forbid_env_refs(&item, file, diagnostics);
+  for (auto& item : n->items) substitute_allowed(&item, env, allowed, file, diagnostics);
 }
 
 LoadResult load_text(const std::string& text, const std::string& file, const std::string& dir,
@@ -1115,14 +1154,15 @@ LoadResult load_text(const std::string& text, const std::string& file, const std
     return r;
   }
   EnvLookup env = options.env ? EnvLookup(options.env) : process_env();
-  if (options.substitute_env || !doc.root.is_map()) {
-    if (options.substitute_env) substitute_tree(&doc.root, env, file, &r.diagnostics);
-    else forbid_env_refs(&doc.root, file, &r.diagnostics);
+  if (options.substitute_env) {
+    substitute_tree(&doc.root, env, file, &r.diagnostics);
+  } else if (!options.wiring_kept || !doc.root.is_map()) {
+    substitute_allowed(&doc.root, env, options.env_allowed, file, &r.diagnostics);
   } else {
     for (size_t i = 0; i < doc.root.items.size(); ++i) {
       const std::string& key = doc.root.keys[i].text;
       if (key == "from" || key == "to") substitute_tree(&doc.root.items[i], env, file, &r.diagnostics);
-      else forbid_env_refs(&doc.root.items[i], file, &r.diagnostics);
+      else substitute_allowed(&doc.root.items[i], env, options.env_allowed, file, &r.diagnostics);
     }
   }
   Loader loader(text, file, dir, options.allow_table_files, &r.diagnostics);
@@ -1136,6 +1176,32 @@ LoadResult load_text(const std::string& text, const std::string& file, const std
 }
 
 }  // namespace
+
+namespace {
+std::string canonical(const SrcNode* n) {
+  if (n == nullptr || n->is_null()) return "~";
+  if (n->is_scalar()) return "s" + std::to_string(n->text.size()) + ":" + n->text;
+  if (n->is_seq()) {
+    std::string out = "[";
+    for (const auto& e : n->items) out += canonical(&e) + ",";
+    return out + "]";
+  }
+  std::map<std::string, std::string> sorted;
+  for (size_t i = 0; i < n->items.size(); ++i) sorted[canonical(&n->keys[i])] = canonical(&n->items[i]);
+  std::string out = "{";
+  for (const auto& [k, v] : sorted) out += k + "=" + v + ",";
+  return out + "}";
+}
+}  // namespace
+
+std::optional<Wiring> read_wiring(const std::string& text, std::string* error) {
+  SourceDoc doc = parse_source(text, "flow.yaml");
+  if (!doc.has_root || !doc.diagnostics.empty()) {
+    *error = doc.diagnostics.empty() ? "cannot parse" : doc.diagnostics.front().str();
+    return std::nullopt;
+  }
+  return Wiring{canonical(doc.root.get("flow")), canonical(doc.root.get("from")), canonical(doc.root.get("to"))};
+}
 
 LoadResult load_flow_text(const std::string& text, const std::string& name, const LoadOptions& options) {
   return load_text(text, name, dirname_of(name), options);

@@ -25,7 +25,8 @@ inline constexpr std::string_view kNatsSource[] = {"subject", "queue"};
 inline constexpr std::string_view kTimerSource[] = {"every", "cron", "payload"};
 inline constexpr std::string_view kPollSource[] = {"url",          "every",        "headers", "split",
                                                    "cursor_field", "cursor_param", "oauth2",  "oauth"};
-inline constexpr std::string_view kPollSourceOauth2[] = {"token_url", "client_id_env", "client_secret_env", "scopes"};
+inline constexpr std::string_view kPollSourceOauth2[] = {"token_url", "client_id_env", "client_secret_env", "scopes",
+                                                         "insecure_http"};
 inline constexpr std::string_view kExecSource[] = {"command", "format", "max_line", "env"};
 // Sinks (`to: {<name>: {<kind>: {...}}}`); `flow: {}` takes no keys.
 inline constexpr std::string_view kHttpSink[] = {"url", "method", "headers", "timeout", "retries", "max_connections"};

@@ -534,6 +534,7 @@ void substitute_tree(SrcNode* n, const EnvLookup& env, const std::string& file, 
     std::string error;
     auto v = substitute_env(n->text, env, &error);
     if (v) {
+      if (*v != n->text && n->text.find("${") != std::string::npos) n->written = n->text;
       n->text = std::move(*v);
     } else {
       diagnostics->push_back(diag_at(file, n->line, n->column, error));

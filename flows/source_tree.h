@@ -29,6 +29,7 @@ struct SrcNode {
   int line = 0, column = 0;    // 1-based
   int offset = 0;              // byte offset of the node in the source
   std::string text;            // scalar text
+  std::string written;         // scalar text as written, when `${NAME}` substitution changed it
   std::vector<SrcNode> items;  // seq: the items; map: the values
   std::vector<SrcNode> keys;   // map: the keys (scalars), parallel to items
 

@@ -74,6 +74,26 @@ class Reader {
     fail(n, field, "must be a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
   }
 
+  bool boolean(const YAML::Node& n, const std::string& field) const {
+    const std::string s = str(n, field);
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(n, field, "must be true or false");
+  }
+
+  // A list of strings, each accepted by `check` (which returns "" or why not).
+  std::vector<std::string> strings(const YAML::Node& n, const std::string& field,
+                                   const std::function<std::string(const std::string&)>& check) const {
+    if (!n.IsSequence()) fail(n, field, "must be a list of strings");
+    std::vector<std::string> out;
+    for (const auto& item : n) {
+      std::string v = str(item, field);
+      if (std::string why = check(v); !why.empty()) fail(item, field, "\"" + v + "\" " + why);
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
   const std::string& file() const { return file_; }
 
  private:
@@ -109,12 +129,35 @@ void read_http(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
     c.http.max_connections = r.integer(n["max_connections"], "http.max_connections", 1, 1000000);
 }
 
+std::string not_env_name(const std::string& v) {
+  bool ok = !v.empty() && !(v[0] >= '0' && v[0] <= '9');
+  for (char ch : v)
+    ok = ok && ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_');
+  return ok ? "" : "is not an environment variable name (letters, digits, _)";
+}
+
+// A host name or address as a URL would give it; `*.example.com` admits its subdomains.
+std::string not_host(const std::string& v) {
+  const std::string h = v.rfind("*.", 0) == 0 ? v.substr(2) : v;
+  bool ok = !h.empty() && h.size() <= 253;
+  for (char ch : h)
+    ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == ':');
+  return ok ? "" : "is not a host name in lower case (example.com, *.example.com, 10.0.0.7 or an IPv6 address)";
+}
+
 void read_admin(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
-  r.check_keys(n, "admin", {"listen", "token_env", "max_connections"});
+  r.check_keys(n, "admin", {"listen", "token_env", "max_connections", "allow_exec", "allow_env", "allow_hosts"});
   if (n["listen"]) c.admin.listen = r.str(n["listen"], "admin.listen");
   if (n["token_env"]) c.admin.token_env = r.str(n["token_env"], "admin.token_env");
   if (n["max_connections"])
     c.admin.max_connections = r.integer(n["max_connections"], "admin.max_connections", 1, 100000);
+  if (n["allow_exec"]) c.admin.allow_exec = r.boolean(n["allow_exec"], "admin.allow_exec");
+  if (n["allow_env"]) c.admin.allow_env = r.strings(n["allow_env"], "admin.allow_env", not_env_name);
+  if (n["allow_hosts"]) {
+    c.admin.allow_hosts = r.strings(n["allow_hosts"], "admin.allow_hosts", not_host);
+    if (c.admin.allow_hosts.empty())
+      r.fail(n["allow_hosts"], "admin.allow_hosts", "must name at least one host (leave it out to allow any)");
+  }
 }
 
 void read_cluster(Reader& r, const YAML::Node& n, RuntimeConfig& c) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace weir {
 
@@ -40,6 +41,13 @@ struct RuntimeConfig {
     std::string listen = "127.0.0.1:8081";
     std::string token_env;
     int max_connections = 256;  // open admin connections; past it 503 and close
+    // What a flow sent over the network (a deploy, a registry version) may do beyond its
+    // steps (docs/adr/0274, docs/admin-api.md "What the token grants"): run an `exec`
+    // source, read these environment variables with `${NAME}`, and reach these hosts from
+    // its HTTP, poll and MQTT connectors (empty: any host).
+    bool allow_exec = false;
+    std::vector<std::string> allow_env;
+    std::vector<std::string> allow_hosts;
   } admin;
   std::string flows = "./flows";
   struct Cluster {

@@ -115,7 +115,11 @@ Status FlowHost::start_local(const std::shared_ptr<const flows::Flow>& flow) {
     log::error("cannot read the flow registry", {{"flow", flow->name()}, {"error", active.status().message()}});
     return active.status();
   }
-  auto compiled = compile_version(active->text, flow->file(), active->version, active->text == file_text.value());
+  // The file's own text is local; another registry version is checked as one sent over the
+  // network (a registry writer is not the operator), keeping the file's from:/to: or not.
+  const TextOrigin origin = active->text == file_text.value() ? TextOrigin::kLocal
+                                                              : network_origin(file_text.value(), active->text);
+  auto compiled = compile_version(active->text, flow->file(), active->version, origin, config_.admin);
   if (!compiled) {
     log::error(
         "the active version does not compile here",
@@ -145,7 +149,7 @@ std::vector<std::pair<std::string, std::string>> FlowHost::http_routes() const {
   ReaderLock lock(running_mu_);
   for (const auto& f : running_) {
     if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f->flow().source()))
-      routes.emplace_back(h->path, f->name());
+      routes.emplace_back(h->path_shown, f->name());
   }
   return routes;
 }
@@ -304,8 +308,10 @@ ControlResult FlowHost::deploy(const std::string& name, const std::string& body,
               {{"error", "cannot switch to this version live"}, {"errors", {name + ".yaml: " + s.message()}}}};
     }
   }
-  // Sent over the network: no table files, no environment outside from:/to:.
-  auto compiled = compile_version(body, name + ".yaml", 0, false);
+  // Sent over the network: inline tables only; `${NAME}` only in the kept from:/to: or for
+  // admin.allow_env names; a new flow's from:/to: under the operator's admin.allow_* rules.
+  auto compiled = compile_version(body, name + ".yaml", 0, fr ? TextOrigin::kKeptWiring : TextOrigin::kNetwork,
+                                  config_.admin);
   if (!compiled) return not_valid(compiled.status());
   const auto& flow = *compiled.value();
   if (flow.name() != name) {
@@ -349,7 +355,7 @@ ControlResult FlowHost::start_new_flow(const std::string& name, const std::strin
         Outcome::kConflict, "flow " + name + " was started by another deploy meanwhile; deploy again to replace it");
   }
   const std::string path = (fs::path(config_.flows) / (name + ".yaml")).string();
-  auto compiled = compile_version(body, path, 1, false);
+  auto compiled = compile_version(body, path, 1, TextOrigin::kNetwork, config_.admin);
   if (!compiled) return ControlResult::failed(Outcome::kInvalid, compiled.status().message());
   auto flow = compiled.value();
   if (Status s = check_new_flow(*flow, running_flows()); !s) return ControlResult::from(s);
@@ -419,7 +425,7 @@ void FlowHost::start_registry_flow(const std::string& name) {
     return;
   }
   const std::string path = (fs::path(config_.flows) / (name + ".yaml")).string();
-  auto compiled = compile_version(active->text, path, active->version, false);
+  auto compiled = compile_version(active->text, path, active->version, TextOrigin::kNetwork, config_.admin);
   Status fits = compiled ? check_new_flow(*compiled.value(), running_flows()) : compiled.status();
   if (!fits) {
     log::error("a flow active in the registry cannot run here",

@@ -14,7 +14,7 @@ std::string duplicate(const flows::Flow& f, std::map<std::string, std::string>& 
   }
   if (const auto* h = std::get_if<flows::HttpSourceSpec>(&f.source())) {
     if (auto [it, fresh] = paths.emplace(h->path, f.file()); !fresh) {
-      return f.file() + ": from.http.path: " + h->path + " is used by " + it->second + " too\n";
+      return f.file() + ": from.http.path: " + h->path_shown + " is used by " + it->second + " too\n";
     }
   }
   return {};

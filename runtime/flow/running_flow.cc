@@ -1,13 +1,16 @@
 #include "runtime/flow/running_flow.h"
 
 #include <pthread.h>
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <sstream>
 #include <variant>
 
-#include <yaml-cpp/yaml.h>
+#include <curl/curl.h>
 
 #include "runtime/flow/backpressure.h"
 #include "runtime/base/log.h"
@@ -30,25 +33,78 @@ const char* source_kind(const flows::SourceSpec& s) {
   return kNames[s.index()];
 }
 
-// A YAML node as text that ignores how it was written: flow or block style, quoted or
-// plain scalars, key order (`path: "/in/x"` and `path: /in/x` are the same wiring).
-std::string canonical(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Scalar: return "s" + std::to_string(n.Scalar().size()) + ":" + n.Scalar();
-    case YAML::NodeType::Sequence: {
-      std::string out = "[";
-      for (const auto& e : n) out += canonical(e) + ",";
-      return out + "]";
-    }
-    case YAML::NodeType::Map: {
-      std::map<std::string, std::string> sorted;
-      for (const auto& kv : n) sorted[canonical(kv.first)] = canonical(kv.second);
-      std::string out = "{";
-      for (const auto& [k, v] : sorted) out += k + "=" + v + ",";
-      return out + "}";
-    }
-    default: return "~";
+// The host a connector URL names, in lower case without brackets ("" when it has none).
+std::string url_host(const std::string& url) {
+  CURLU* u = curl_url();
+  if (u == nullptr) return "";
+  std::string host;
+  char* h = nullptr;
+  if (curl_url_set(u, CURLUPART_URL, url.c_str(), CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_HOST, &h, 0) == CURLUE_OK && h != nullptr) {
+    host = h;
+    curl_free(h);
   }
+  curl_url_cleanup(u);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+  return host;
+}
+
+bool host_allowed(const std::string& host, const std::vector<std::string>& allowed) {
+  for (const auto& a : allowed) {
+    if (a == host) return true;
+    if (a.rfind("*.", 0) == 0 && host.size() > a.size() - 1 &&
+        host.compare(host.size() - (a.size() - 1), a.size() - 1, a, 1) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// What a flow sent over the network may not do beyond its steps unless the operator
+// allowed it (docs/adr/0274): run a command, name a file on the server, reach a host off
+// admin.allow_hosts. Its from:/to: are its own (not kept from a running version).
+Status network_wiring_allowed(const flows::Flow& flow, const RuntimeConfig::Admin& admin) {
+  std::vector<std::string> errors;
+  std::vector<std::pair<std::string, std::string>> urls;  // where, url
+  const std::string file = flow.name() + ".yaml: ";
+  if (std::holds_alternative<flows::ExecSourceSpec>(flow.source()) && !admin.allow_exec) {
+    errors.push_back(file +
+                     "from.exec: a flow sent over the network may not run a command (the config's "
+                     "admin.allow_exec: true allows it; docs/admin-api.md)");
+  }
+  if (const auto* m = std::get_if<flows::MqttSourceSpec>(&flow.source())) {
+    if (!m->ca_file.empty() || !m->cert_file.empty() || !m->key_file.empty()) {
+      errors.push_back(file +
+                       "from.mqtt: a flow sent over the network may not name files on the server (ca_file, "
+                       "cert_file, key_file); put the flow file on the server");
+    }
+    urls.emplace_back("from.mqtt.broker", m->broker);
+  }
+  if (const auto* p = std::get_if<flows::PollSourceSpec>(&flow.source())) {
+    urls.emplace_back("from.poll.url", p->url);
+    if (p->oauth2) urls.emplace_back("from.poll.oauth2.token_url", p->oauth2->token_url);
+  }
+  for (const auto& s : flow.sinks()) {
+    if (const auto* h = std::get_if<flows::HttpSinkSpec>(&s.kind))
+      urls.emplace_back("to." + s.name + ".http.url", h->url);
+    if (const auto* m = std::get_if<flows::MqttSinkSpec>(&s.kind))
+      urls.emplace_back("to." + s.name + ".mqtt.broker", m->broker);
+  }
+  if (!admin.allow_hosts.empty()) {
+    for (const auto& [where, url] : urls) {
+      const std::string host = url_host(url);
+      if (!host_allowed(host, admin.allow_hosts)) {
+        errors.push_back(file + where + ": host \"" + host +
+                         "\" is not in the config's admin.allow_hosts, so a flow sent over the network may not "
+                         "reach it");
+      }
+    }
+  }
+  if (errors.empty()) return Status::ok();
+  std::string all;
+  for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
+  return Status::invalid(all);
 }
 
 }  // namespace
@@ -78,35 +134,47 @@ Result<std::string> read_text_file(const std::string& path) {
 }
 
 Status same_wiring(const std::string& old_text, const std::string& new_text) {
-  try {
-    YAML::Node a = YAML::Load(old_text), b = YAML::Load(new_text);
-    for (const char* key : {"flow", "from", "to"}) {
-      if (canonical(a[key]) != canonical(b[key])) {
-        return Status::invalid(std::string(key) + ": a new version must keep `" + key +
-                               "` as the running one has it (a live switch replaces the steps only; "
-                               "restart weir to change the source or the sinks)");
-      }
+  std::string error;
+  auto b = flows::read_wiring(new_text, &error);
+  auto a = b ? flows::read_wiring(old_text, &error) : std::nullopt;
+  if (!a || !b) return Status::invalid("cannot compare with the running version: " + error);
+  for (const auto& [key, old_part, new_part] :
+       {std::tuple{"flow", a->flow, b->flow}, std::tuple{"from", a->from, b->from}, std::tuple{"to", a->to, b->to}}) {
+    if (old_part != new_part) {
+      return Status::invalid(std::string(key) + ": a new version must keep `" + key +
+                             "` as the running one has it (a live switch replaces the steps only; "
+                             "restart weir to change the source or the sinks)");
     }
-  } catch (const YAML::Exception& e) {
-    return Status::invalid(std::string("cannot compare with the running version: ") + e.what());
   }
   return Status::ok();
 }
 
 Result<std::shared_ptr<const flows::Flow>> compile_version(const std::string& text, const std::string& path,
-                                                           int64_t version, bool local) {
+                                                           int64_t version, TextOrigin origin,
+                                                           const RuntimeConfig::Admin& admin) {
   flows::LoadOptions lo;
-  lo.allow_table_files = local;
-  lo.substitute_env = local;
+  lo.allow_table_files = origin == TextOrigin::kLocal;
+  lo.substitute_env = origin == TextOrigin::kLocal;
+  lo.wiring_kept = origin == TextOrigin::kKeptWiring;
+  lo.env_allowed = [&admin](const std::string& name) {
+    return std::find(admin.allow_env.begin(), admin.allow_env.end(), name) != admin.allow_env.end();
+  };
   auto r = flows::load_flow_text(text, path, lo);
   if (!r.flow) {
     std::string errors;
     for (const auto& d : r.diagnostics) errors += (errors.empty() ? "" : "\n") + d.str();
     return Status::invalid(errors);
   }
+  if (origin == TextOrigin::kNetwork) {
+    if (Status s = network_wiring_allowed(*r.flow, admin); !s) return s;
+  }
   // Fresh and not shared yet: the one moment the version may be set.
   const_cast<flows::Flow&>(*r.flow).set_version(version);
   return r.flow;
+}
+
+TextOrigin network_origin(const std::string& running_text, const std::string& text) {
+  return !running_text.empty() && same_wiring(running_text, text) ? TextOrigin::kKeptWiring : TextOrigin::kNetwork;
 }
 
 // The registry's handle on the flow (FlowControl; ADR 0042): compiled versions wait here
@@ -138,7 +206,10 @@ class RunningFlow::Versions final : public FlowControl {
       if (Status s = same_wiring(running_text, text); !s) return s;
     }
     auto file = read_text_file(flow_.path());
-    auto f = compile_version(text, flow_.path(), version, file && file.value() == text);
+    const TextOrigin origin = file && file.value() == text ? TextOrigin::kLocal
+                              : running_text.empty()       ? TextOrigin::kNetwork
+                                                           : TextOrigin::kKeptWiring;
+    auto f = compile_version(text, flow_.path(), version, origin, flow_.deps_.config->admin);
     if (!f) return f.status();
     add(version, f.value(), text);
     return Status::ok();
@@ -303,7 +374,7 @@ nlohmann::json RunningFlow::describe() const {
                       {"source", source_kind(flow_->source())},
                       {"sinks", sinks},
                       {"running", stage_ && stage_->healthy()}};
-  if (const auto* h = std::get_if<flows::HttpSourceSpec>(&flow_->source())) j["path"] = h->path;
+  if (const auto* h = std::get_if<flows::HttpSourceSpec>(&flow_->source())) j["path"] = h->path_shown;
   const StageMetrics& m = deps_.metrics->stage(name(), "flow");
   j["received"] = m.received.load();
   j["acked"] = m.acked.load();

@@ -25,6 +25,7 @@
 #include "flows/flow.h"
 #include "runtime/ports/cluster_hooks.h"
 #include "runtime/ports/connectors.h"
+#include "runtime/base/config.h"
 #include "runtime/base/control.h"
 #include "runtime/flow/ingest.h"
 #include "runtime/ports/source.h"
@@ -53,15 +54,25 @@ struct FlowDeps {
   VersionRegistry* registry = nullptr;
 };
 
-// The compiled flow of one version; `path` places its tables' files. `local`: the text is
-// the flow file on this server (its tables may name files, `${NAME}` reads the
-// environment); otherwise it came over the network — a deploy or a registry version other
-// than the file — and gets inline tables only and `${NAME}` only in from:/to:
-// (docs/adr/0101-network-deploys.md). invalid with one diagnostic a line.
+// Where a version's text comes from decides what it may do (docs/adr/0101, docs/adr/0274).
+enum class TextOrigin {
+  kLocal,       // the flow file on this server: its tables may name files, `${NAME}` reads the environment
+  kKeptWiring,  // sent over the network with from:/to: checked to be the running version's (same_wiring):
+                // those keep their `${NAME}`; elsewhere only admin.allow_env names, inline tables only
+  kNetwork,     // sent over the network for a flow that does not run here: admin.allow_env names only,
+                // no exec source unless admin.allow_exec, no server files, hosts within admin.allow_hosts
+};
+
+// The compiled flow of one version; `path` places its tables' files. invalid with one
+// diagnostic a line (none quotes an environment value the text may not read).
 Result<std::shared_ptr<const flows::Flow>> compile_version(const std::string& text, const std::string& path,
-                                                           int64_t version, bool local);
+                                                           int64_t version, TextOrigin origin,
+                                                           const RuntimeConfig::Admin& admin);
+// kKeptWiring when `text` keeps the from:/to: of `running_text` (non-empty), else kNetwork.
+TextOrigin network_origin(const std::string& running_text, const std::string& text);
 // A live switch swaps the compiled steps only: `flow`, `from` and `to` of `new_text` must
 // be those of `old_text` however they are written (ADR 0042); invalid saying which not.
+// Both texts go through the loader's bounded parser first (an alias cycle is invalid).
 Status same_wiring(const std::string& old_text, const std::string& new_text);
 Result<std::string> read_text_file(const std::string& path);
 // Written next to `path`, then renamed over it: a reader sees the old file or the new one.

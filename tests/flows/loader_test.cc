@@ -368,12 +368,19 @@ TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {
       "flow: f\nfrom: { poll: { url: ftp://x, headers: [a], cursor_field: c, oauth2: { token_url: \"http://t\" } } "
       "}\n" +
       kSink);
-  REQUIRE(pp.size() == 5);
+  REQUIRE(pp.size() == 6);
   CHECK(pp[0].find("2:22: from.poll.url must be a URL starting with http:// or https://") == 0);
   CHECK(pp[1] == "2:40: from.poll.headers must be a mapping, got a list");
   CHECK(pp[2] == "2:59: from.poll.cursor_field needs `cursor_param` too");
   CHECK(pp[3] == "2:70: from.poll.oauth2 needs `client_id_env`");
   CHECK(pp[4] == "2:70: from.poll.oauth2 needs `client_secret_env`");
+  CHECK(pp[5].find("2:83: from.poll.oauth2.token_url must be https://") == 0);
+  // Plain http for the token endpoint only when written deliberately.
+  auto insecure = must_load(
+      "flow: f\nfrom: { poll: { url: \"http://h/x\", oauth2: { token_url: \"http://127.0.0.1:9/t\", "
+      "insecure_http: true, client_id_env: CID, client_secret_env: CSEC } } }\n" +
+      kSink);
+  CHECK(std::get<PollSourceSpec>(insecure->source()).oauth2->token_url == "http://127.0.0.1:9/t");
 
   auto e = must_load(
       "flow: f\nfrom: { exec: { command: [\"/bin/echo\", \"hi there\"], format: text, max_line: 64KiB } }\n" + kSink);
@@ -458,6 +465,17 @@ TEST_CASE("sinks: http, mqtt, nats, flow", "[loader][sinks]") {
   CHECK(one_problem(kHead + "to: { m: { mqtt: { broker: \"tcp://h:1\" } } }\n") == "3:18: to.m.mqtt needs `topic`");
   CHECK(one_problem(kHead + "to: { n: { nats: { subject: \"a.*\" } } }\n") ==
         "3:29: to.n.nats.subject must be a plain subject (no spaces or wildcards)");
+  // Subjects weir and the server own are refused for sinks and sources alike.
+  for (const char* subject : {"$JS.API.STREAM.DELETE.weir_f", "$KV.weir_state.x", "weir.f.in", "weirc.c.f.in"}) {
+    INFO(subject);
+    CHECK(one_problem(kHead + "to: { n: { nats: { subject: \"" + subject + "\" } } }\n")
+              .find("3:29: to.n.nats.subject") == 0);
+    CHECK(one_problem("flow: f\nfrom: { nats: { subject: \"" + std::string(subject) + "\" } }\n" + kSink)
+              .find("2:26: from.nats.subject") == 0);
+  }
+  CHECK(one_problem("flow: f\nfrom: { nats: { subject: \">\" } }\n" + kSink).find("starts with a wildcard") !=
+        std::string::npos);
+  CHECK(must_load(kHead + "to: { n: { nats: { subject: weirdly.named } } }\n") != nullptr);
   CHECK(one_problem(kHead + "to: { x: { flow: { a: 1 } } }\n") ==
         "3:18: to.x.flow takes no settings: write `flow: {}`");
   CHECK(one_problem(kHead + "to: { x: { http: { url: \"http://h\" }, nats: { subject: s } } }\n") ==
@@ -662,7 +680,8 @@ TEST_CASE("exec env: a list of variable names", "[loader][exec]") {
         std::string::npos);
 }
 
-TEST_CASE("substitute_env = false: ${NAME} only under from: and to:, an error elsewhere naming no value", "[loader]") {
+TEST_CASE("substitute_env = false: ${NAME} only under kept from: and to: or for allowed names, errors naming no value",
+          "[loader]") {
   LoadOptions net = env_options({{"SINK", "http://127.0.0.1:9"}, {"SECRET", "s3cr3t-v4lue"}, {"P", "/in/p"}});
   net.substitute_env = false;
   auto ok = load_flow_text(
@@ -684,10 +703,28 @@ TEST_CASE("substitute_env = false: ${NAME} only under from: and to:, an error el
     bool named = false;
     for (const auto& d : r.diagnostics) {
       CHECK(d.message.find("s3cr3t-v4lue") == std::string::npos);
-      named = named || d.message.find("${SECRET}: a flow deployed over the admin API") == 0;
+      named = named || d.message.find("${SECRET}: a flow sent over the network reads only") == 0;
     }
     CHECK(named);
   }
+  // A new flow (wiring_kept = false): from:/to: get the same rule as the steps.
+  LoadOptions fresh = net;
+  fresh.wiring_kept = false;
+  auto wired = load_flow_text("flow: f\nfrom: { http: { path: \"/in/${SECRET}\" } }\n" + kSink, "t.yaml", fresh);
+  REQUIRE(wired.diagnostics.size() == 1);
+  CHECK(wired.diagnostics[0].message.find("${SECRET}: a flow sent over the network reads only") == 0);
+  CHECK(wired.diagnostics[0].message.find("s3cr3t-v4lue") == std::string::npos);
+  // Names the operator listed (admin.allow_env) are read everywhere, the others still refused.
+  fresh.env_allowed = [](const std::string& n) { return n == "P" || n == "SINK"; };
+  auto listed = load_flow_text(
+      "flow: f\nfrom: { http: { path: \"${P}\" } }\nsteps:\n  - set: { u: \"'${SINK}'\" }\n"
+      "to: { out: { http: { url: \"${SINK}/x\" } } }\n",
+      "t.yaml", fresh);
+  REQUIRE(listed.diagnostics.empty());
+  CHECK(std::get<HttpSourceSpec>(listed.flow->source()).path == "/in/p");
+  CHECK(load_flow_text("flow: f\nfrom: { http: { path: \"${P}${SECRET:-x}\" } }\n" + kSink, "t.yaml", fresh)
+            .diagnostics.at(0)
+            .message.find("${SECRET}:") == 0);
   // The same text loaded as a local file substitutes everywhere.
   auto local = load_flow_text(
       "flow: f\nfrom: { http: { path: /in } }\nsteps:\n  - set: { x: \"'${SECRET}'\" }\n" + kSink, "t.yaml",

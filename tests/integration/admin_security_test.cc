@@ -3,8 +3,13 @@
 // but /healthz and /readyz (PUT /flows, GET /flows, /status, promote, rollback included);
 // 403 for a foreign Origin or a non-loopback Host without a token; 415 for a write that
 // is not JSON (YAML allowed for PUT /flows); a network deploy reads no environment
-// variable outside from:/to: and never echoes one; credentials in the NATS URL and exec
-// arguments stay out of logs and /status; exec sees only its environment allowlist.
+// variable outside a running flow's from:/to: and never echoes one; a new flow sent over
+// the API runs no command, names no server file, reaches no NATS system subject and only
+// admin.allow_hosts unless the operator allows it (docs/adr/0274); an alias cycle is a
+// 422; credentials in the NATS URL and exec arguments stay out of logs and /status; exec
+// sees only its environment allowlist.
+#include <filesystem>
+
 #include <catch2/catch.hpp>
 
 #include "tests/support/harness.h"
@@ -204,7 +209,7 @@ TEST_CASE("admin: a network deploy reads no environment variable and never echoe
   // The step case names the variable (not its value) and says why.
   auto named = put(hostile[0].second);
   CHECK(named.body.find("${LEAKY_SECRET}") != std::string::npos);
-  CHECK(named.body.find("admin API") != std::string::npos);
+  CHECK(named.body.find("admin.allow_env") != std::string::npos);
 
   // `$$` is a literal `$`, as when the file is read again from disk; from:/to: keep
   // ${SINK_URL}; the new version runs and delivers there.
@@ -277,4 +282,126 @@ TEST_CASE("credentials in the NATS URL and exec arguments stay out of logs and s
   CHECK(log.find(kSecret) == std::string::npos);
   CHECK(log.find("natsuser") == std::string::npos);
   CHECK(log.find("***@127.0.0.1") != std::string::npos);  // the URL is logged, redacted
+}
+
+TEST_CASE("admin: a new flow sent over the API runs no command, reads no environment and names no server file",
+          "[integration][admin]") {
+  NatsServer nats;
+  SinkProcess sink;
+  TempDir work;
+  const std::string marker = work.file("ran");
+  // A flow on disk whose path reads the environment: answers show it as written.
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))},
+                              {"hidden.yaml", http_flow("hidden", "/in/${LEAKY_SECRET}", sink.url("/hidden"))}},
+                    .env = {{"LEAKY_SECRET", kSecret}}});
+  weir.start();
+  INFO(weir.describe());
+  auto put = [&](const std::string& name, const std::string& text) {
+    return weir.admin("PUT", "/flows/" + name, text);
+  };
+  const std::string to_sink = "to: { out: { http: { url: \"" + sink.url("/x") + "\" } } }\n";
+  struct Case {
+    std::string what, name, text, says;
+  };
+  const std::vector<Case> refused = {
+      {"an exec source", "pwn",
+       "flow: pwn\nfrom: { exec: { command: [/bin/sh, -c, \"touch " + marker + "\"] } }\n" + to_sink,
+       "admin.allow_exec"},
+      {"a secret in the new flow's path", "leak",
+       "flow: leak\nfrom: { http: { path: \"/in/${LEAKY_SECRET}\" } }\n" + to_sink, "${LEAKY_SECRET}"},
+      {"secrets in the new flow's sink url", "leak2",
+       "flow: leak2\nfrom: { http: { path: /in/leak2 } }\nto: { out: { http: { url: \"${LEAKY_SECRET}${HOME}\" } } }\n",
+       "${LEAKY_SECRET}"},
+      {"an MQTT key file", "certs",
+       "flow: certs\nfrom: { mqtt: { broker: \"ssl://127.0.0.1:8883\", topic: t, key_file: /etc/shadow } }\n" + to_sink,
+       "may not name files on the server"},
+      {"the JetStream API as a sink", "js",
+       "flow: js\nfrom: { http: { path: /in/js } }\nto: { out: { nats: { subject: \"$JS.API.STREAM.DELETE.weir_plain\" "
+       "} } "
+       "}\n",
+       "NATS system subject"},
+      {"weir's own subjects as a source", "tap",
+       "flow: tap\nfrom: { nats: { subject: \"weir.plain.in\" } }\n" + to_sink, "inside weir's own subjects"},
+  };
+  for (const auto& c : refused) {
+    INFO(c.what);
+    auto r = put(c.name, c.text);
+    INFO(r.status << " " << r.body);
+    CHECK(r.status == 422);
+    CHECK(r.body.find(c.says) != std::string::npos);
+    CHECK(r.body.find(kSecret) == std::string::npos);
+    CHECK(weir.admin("GET", "/flows/" + c.name).status == 404);
+    CHECK_FALSE(std::filesystem::exists(weir.flow_path(c.name + ".yaml")));
+  }
+  // An alias cycle and an alias bomb, to a running flow and as a new one: 422, weir serving.
+  std::string bomb = "flow: plain\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) bomb += std::string(k ? ", " : "") + "*a" + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  for (const std::string& hostile : {std::string("flow: plain\nfrom: &a [*a]\n"), bomb}) {
+    for (const std::string name : {"plain", "fresh"}) {
+      INFO(name << ": " << hostile.substr(0, 60));
+      auto r = put(name, hostile);
+      INFO(r.status << " " << r.body);
+      CHECK(r.status == 422);
+    }
+  }
+  REQUIRE(weir.running());
+  CHECK(http_request("GET", weir.admin_url("/healthz")).status == 200);
+
+  // No answer carries the value the file on disk substitutes into its path.
+  for (const std::string path : {"/flows", "/flows/hidden", "/status"}) {
+    auto r = weir.admin("GET", path);
+    INFO(path << " " << r.body);
+    REQUIRE(r.status == 200);
+    CHECK(r.body.find(kSecret) == std::string::npos);
+  }
+  CHECK(json::parse(weir.admin("GET", "/flows/hidden").body).value("path", "") == "/in/${LEAKY_SECRET}");
+  CHECK(weir.post("/in/" + kSecret, R"({"id":"hidden-1"})").status == 202);  // the path itself still works
+
+  // Restarted: nothing refused was written, so nothing runs now either.
+  REQUIRE(weir.terminate().value_or(-1) == 0);
+  weir.start();
+  CHECK(weir.admin("GET", "/flows/pwn").status == 404);
+  CHECK_FALSE(std::filesystem::exists(marker));
+  CHECK(weir.log().find(kSecret) == std::string::npos);
+}
+
+TEST_CASE("admin: the operator opens exec, variables and hosts to deploys deliberately", "[integration][admin]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions o;
+  o.nats_url = nats.url();
+  o.flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))}};
+  o.config = "admin: { allow_exec: true, allow_env: [SINK_BASE], allow_hosts: [\"127.0.0.1\"] }\n";
+  o.env = {{"SINK_BASE", sink.url("")}, {"LEAKY_SECRET", kSecret}};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  // An exec source and an allowed variable: started and delivering.
+  auto ran = weir.admin(
+      "PUT", "/flows/cmd",
+      "flow: cmd\nfrom: { exec: { command: [/bin/sh, -c, \"echo '{\\\"id\\\":\\\"ran\\\"}'; exec sleep 600\"] } }\n"
+      "to: { out: { http: { url: \"${SINK_BASE}/cmd\" } } }\n");
+  INFO(ran.status << " " << ran.body);
+  REQUIRE(ran.status == 201);
+  REQUIRE(wait_until([&] { return sink.ids().count("ran") == 1; }, 20s, 50ms));
+  // A variable off the list, and a host off the list (also spelled to slip past a prefix check).
+  auto secret = weir.admin("PUT", "/flows/leak",
+                           "flow: leak\nfrom: { http: { path: /in/leak } }\nto: { out: { http: { url: "
+                           "\"http://127.0.0.1:1/${LEAKY_SECRET}\" } } }\n");
+  CHECK(secret.status == 422);
+  CHECK(secret.body.find(kSecret) == std::string::npos);
+  for (const std::string url : {"http://localhost:1/x", "http://127.0.0.1@10.0.0.7/x", "http://127.0.0.1.nip.io/x"}) {
+    INFO(url);
+    auto r = weir.admin(
+        "PUT", "/flows/egress",
+        "flow: egress\nfrom: { http: { path: /in/egress } }\nto: { out: { http: { url: \"" + url + "\" } } }\n");
+    INFO(r.status << " " << r.body);
+    CHECK(r.status == 422);
+    CHECK(r.body.find("admin.allow_hosts") != std::string::npos);
+  }
 }

@@ -217,14 +217,15 @@ TEST_CASE("poll: OAuth2 tokens expiring mid-run are replaced - a 401 never becom
   WeirOptions o;
   o.nats_url = nats.url();
   o.env = {{"POLL_CLIENT_ID", client_id}, {"POLL_CLIENT_SECRET", secret}};
-  o.flows["feed.yaml"] = sink_flow("feed",
-                                   "    url: \"" + api.url("/feed") +
-                                       "\"\n    every: 100ms\n"
-                                       "    oauth2: { token_url: \"" +
-                                       auth.url("/oauth/token") +
-                                       "\", client_id_env: POLL_CLIENT_ID, client_secret_env: POLL_CLIENT_SECRET, "
-                                       "scopes: [read, feed] }\n",
-                                   sink.url("/out"));
+  o.flows["feed.yaml"] = sink_flow(
+      "feed",
+      "    url: \"" + api.url("/feed") +
+          "\"\n    every: 100ms\n"
+          "    oauth2: { token_url: \"" +
+          auth.url("/oauth/token") +
+          "\", insecure_http: true, client_id_env: POLL_CLIENT_ID, client_secret_env: POLL_CLIENT_SECRET, "
+          "scopes: [read, feed] }\n",
+      sink.url("/out"));
   WeirProcess weir(o);
   weir.start();
 
@@ -283,7 +284,7 @@ TEST_CASE("poll: a bad client secret is a clear error and never logged", "[integ
   o.flows["feed.yaml"] = sink_flow("feed",
                                    "    url: \"" + api.url("/feed") +
                                        "\"\n    every: 100ms\n    oauth2: { token_url: \"" + auth.url("/token") +
-                                       "\", client_id_env: CID, client_secret_env: CSECRET }\n",
+                                       "\", insecure_http: true, client_id_env: CID, client_secret_env: CSECRET }\n",
                                    sink.url("/out"));
   WeirProcess weir(o);
   weir.start();

@@ -98,3 +98,34 @@ TEST_CASE("config: unknown keys and bad values are errors naming the place", "[c
   write_file(dir.file("g.yaml"), "nats: { delivery_threads: 0 }\n");
   CHECK(error_of(dir.file("g.yaml")).find("nats.delivery_threads") != std::string::npos);
 }
+
+TEST_CASE("config: admin.allow_exec, allow_env and allow_hosts are off by default and checked", "[config]") {
+  TempDir dir;
+  write_file(dir.file("empty.yaml"), "{}\n");
+  const auto d = load_runtime_config(dir.file("empty.yaml"));
+  CHECK_FALSE(d.admin.allow_exec);
+  CHECK(d.admin.allow_env.empty());
+  CHECK(d.admin.allow_hosts.empty());
+  write_file(
+      dir.file("ok.yaml"),
+      "admin: { allow_exec: true, allow_env: [SINK_BASE, X_1], allow_hosts: [api.example.com, \"*.example.org\", "
+      "10.0.0.7] }\n");
+  const auto c = load_runtime_config(dir.file("ok.yaml"));
+  CHECK(c.admin.allow_exec);
+  CHECK(c.admin.allow_env == std::vector<std::string>{"SINK_BASE", "X_1"});
+  CHECK(c.admin.allow_hosts == std::vector<std::string>{"api.example.com", "*.example.org", "10.0.0.7"});
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"admin: { allow_exec: yes-please }\n", "admin.allow_exec: must be true or false"},
+      {"admin: { allow_env: SINK_BASE }\n", "admin.allow_env: must be a list"},
+      {"admin: { allow_env: [\"A-B\"] }\n", "\"A-B\" is not an environment variable name"},
+      {"admin: { allow_hosts: [\"http://api.example.com\"] }\n", "is not a host name"},
+      {"admin: { allow_hosts: [API.example.com] }\n", "is not a host name in lower case"},
+      {"admin: { allow_hosts: [] }\n", "must name at least one host"},
+  };
+  for (const auto& [text, says] : bad) {
+    write_file(dir.file("bad.yaml"), text);
+    const std::string why = error_of(dir.file("bad.yaml"));
+    INFO(text << " → " << why);
+    CHECK(why.find(says) != std::string::npos);
+  }
+}
