@@ -406,6 +406,7 @@ struct Runtime::Impl {
     to.replicas = config.nats.replicas;
     to.max_entries = static_cast<size_t>(config.tables.max_entries);
     to.max_value_bytes = static_cast<size_t>(config.tables.max_value_bytes);
+    to.max_depth = config.http.max_depth;
     kv_tables = std::make_unique<KvTables>(bus->connection(), to);
     return kv_tables->start(std::chrono::seconds(30));
   }

@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "flows/json_limits.h"
 #include "runtime/nats/bus.h"
 #include "runtime/base/log.h"
 #include "runtime/nats/nats_kv.h"
@@ -64,12 +65,34 @@ bool unbase64url(std::string_view in, std::string* out) {
   return true;
 }
 
+// `current` is a flat object: anything nested deeper is not ours, and is never built as a
+// DOM (destroying a deep one recurses once per level, flows/json_limits.h).
+constexpr int kCurrentMaxDepth = 4;
+
 uint64_t parse_generation(const std::string& value) {
-  auto j = nlohmann::json::parse(value, nullptr, false);
-  if (j.is_object() && j.contains("generation") && j["generation"].is_number_unsigned()) {
-    return j["generation"].get<uint64_t>();
+  auto j = flows::parse_json(value, kCurrentMaxDepth);
+  if (j && j->is_object() && j->contains("generation") && (*j)["generation"].is_number_unsigned()) {
+    return (*j)["generation"].get<uint64_t>();
   }
   return 0;
+}
+
+// A row's text as a JSON object within `max_depth` levels (http.max_depth): a deeper row
+// never exists as a DOM, whoever wrote it (dump, copy and destruction recurse per level).
+// nullopt with *why set otherwise.
+std::optional<nlohmann::json> parse_row(std::string_view text, int max_depth, std::string* why) {
+  flows::JsonError err;
+  auto row = flows::parse_json(text, max_depth, &err);
+  if (!row) {
+    *why = err.too_deep ? "the row is nested deeper than " + std::to_string(max_depth) + " levels (http.max_depth)"
+                        : "the row is not JSON: " + err.message;
+    return std::nullopt;
+  }
+  if (!row->is_object()) {
+    *why = "the row is not a JSON object";
+    return std::nullopt;
+  }
+  return row;
 }
 
 int64_t unix_ms() {
@@ -124,8 +147,8 @@ bool KvTables::parse_row_key(std::string_view kv_key, uint64_t* generation, std:
 
 class KvTables::Watcher {
  public:
-  Watcher(std::unique_ptr<NatsKvWatcher> w, std::shared_ptr<flows::LiveTable> live)
-      : w_(std::move(w)), live_(std::move(live)) {
+  Watcher(std::unique_ptr<NatsKvWatcher> w, std::shared_ptr<flows::LiveTable> live, int max_depth)
+      : w_(std::move(w)), live_(std::move(live)), max_depth_(max_depth) {
     thread_ = std::thread([this] { run(); });
   }
   ~Watcher() {
@@ -208,12 +231,15 @@ class KvTables::Watcher {
     if (removed) {
       rows.erase(row_key);
     } else {
-      auto row = nlohmann::json::parse(e.value, nullptr, false);
-      if (row.is_discarded() || !row.is_object()) {
-        log::warn("table row is not a JSON object, ignored", {{"table", live_->name()}, {"key", row_key}});
+      // Rows are written by weir's admin API, or by anyone with access to the bucket: a
+      // row weir would refuse is skipped here, never folded in.
+      std::string why;
+      auto row = parse_row(e.value, max_depth_, &why);
+      if (!row) {
+        log::error("table row ignored", {{"table", live_->name()}, {"key", row_key}, {"error", why}});
         return false;
       }
-      rows[row_key] = std::make_shared<const flows::Json>(std::move(row));
+      rows[row_key] = std::make_shared<const flows::Json>(std::move(*row));
     }
     return g == current_;
   }
@@ -229,6 +255,7 @@ class KvTables::Watcher {
 
   std::unique_ptr<NatsKvWatcher> w_;
   std::shared_ptr<flows::LiveTable> live_;
+  const int max_depth_;
   uint64_t current_ = 0;           // watcher thread only
   uint64_t revision_ = 0;          // watcher thread only
   std::map<uint64_t, Rows> gens_;  // watcher thread only
@@ -329,7 +356,7 @@ Status KvTables::watch(const std::shared_ptr<flows::LiveTable>& live) {
   if (!w) return w.status().prefixed("table " + live->name() + ": ");
   MutexLock lock(mu_);
   auto [it, fresh] = watchers_.emplace(live->name(), nullptr);
-  if (fresh) it->second = std::make_unique<Watcher>(std::move(w.value()), live);
+  if (fresh) it->second = std::make_unique<Watcher>(std::move(w.value()), live, options_.max_depth);
   return Status::ok();
 }
 
@@ -414,9 +441,10 @@ ControlResult KvTables::get(const std::string& table, const std::string& key) {
     return error_reply(Outcome::kNotFound, "table " + table + " has no row \"" + key + "\"");
   }
   if (!e) return status_reply(e.status().prefixed("table " + table + ": "));
-  auto row = nlohmann::json::parse(e->value, nullptr, false);
-  if (row.is_discarded()) return error_reply(Outcome::kFailed, "table " + table + ": row \"" + key + "\" is not JSON");
-  return ControlResult::done(std::move(row));
+  std::string why;
+  auto row = parse_row(e->value, options_.max_depth, &why);
+  if (!row) return error_reply(Outcome::kFailed, "table " + table + ": row \"" + key + "\": " + why);
+  return ControlResult::done(std::move(*row));
 }
 
 ControlResult KvTables::put(const std::string& table, const std::string& key, const std::string& body) {
@@ -425,9 +453,9 @@ ControlResult KvTables::put(const std::string& table, const std::string& key, co
                                                " bytes; a table row may be at most " +
                                                std::to_string(options_.max_value_bytes) + " bytes");
   }
-  auto row = nlohmann::json::parse(body, nullptr, false);
-  if (row.is_discarded() || !row.is_object())
-    return error_reply(Outcome::kBadRequest, "the body must be a JSON object (the row)");
+  std::string why;
+  auto row = parse_row(body, options_.max_depth, &why);
+  if (!row) return error_reply(Outcome::kBadRequest, "the body must be a JSON object (the row): " + why);
   auto kv = bucket(table, true);
   if (!kv) return status_reply(kv.status());
   auto live = loaded(table, options_.timeout);
@@ -439,7 +467,7 @@ ControlResult KvTables::put(const std::string& table, const std::string& key, co
   }
   auto cur = current(*kv.value());
   if (!cur) return status_reply(cur.status());
-  auto put = kv.value()->put(row_key(cur->first, key), row.dump());
+  auto put = kv.value()->put(row_key(cur->first, key), row->dump());
   if (!put) return status_reply(put.status().prefixed("table " + table + ": "));
   const uint64_t revision = put.value();
   // Answer once this instance's flows read the row (so the client's next event sees it).
@@ -501,6 +529,11 @@ std::optional<ControlResult> import_rows(const std::string& body, const std::str
   }
   values->reserve(rows.size());
   for (const auto& [k, row] : rows.rows()) {
+    if (flows::json_depth(row, options.max_depth) > options.max_depth) {
+      return error_reply(Outcome::kBadRequest, "row \"" + k + "\" is nested deeper than " +
+                                                   std::to_string(options.max_depth) +
+                                                   " levels (http.max_depth); nothing changed");
+    }
     std::string text = row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (text.size() > options.max_value_bytes) {
       return error_reply(Outcome::kTooLarge, "row \"" + k + "\" is " + std::to_string(text.size()) +

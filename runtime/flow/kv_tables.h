@@ -49,6 +49,7 @@ struct KvTablesOptions {
   int replicas = 1;
   size_t max_entries = 1'000'000;      // rows per table
   size_t max_value_bytes = 64 * 1024;  // one row, as JSON
+  int max_depth = 128;                 // a row's JSON nesting (http.max_depth)
   std::chrono::milliseconds timeout{5000};
 };
 

@@ -6,9 +6,11 @@
 
 #include <fstream>
 
+#include "tests/integration/jetstream.h"
 #include "tests/support/harness.h"
 
 using namespace weir::itest;
+using weir::testing::NatsServer;
 using weir::testing::wait_until;
 
 namespace {
@@ -25,6 +27,14 @@ std::optional<json> delivered_with_id(const SinkProcess& sink, const std::string
     if (b.is_object() && b.value("id", "") == id) return b;
   }
   return std::nullopt;
+}
+
+// {"v": [[…[1]…]]}, nested `depth` levels in all (the object is level 1).
+std::string nested_row(int depth) {
+  std::string v(static_cast<size_t>(depth - 1), '[');
+  v += "1";
+  v += std::string(static_cast<size_t>(depth - 1), ']');
+  return R"({"v":)" + v + "}";
 }
 
 }  // namespace
@@ -325,4 +335,59 @@ TEST_CASE("kv tables: tables.max_entries and tables.max_value_bytes bound writes
     CHECK(weir.process().wait_exit(20s) == std::optional<int>(2));
     CHECK(weir.log().find("tables.") != std::string::npos);
   }
+}
+
+// A row is JSON like an event: nested at most http.max_depth levels. A deeper one is never
+// stored, and one that reaches the bucket some other way is skipped by the watcher: rows
+// 32k levels deep were stored and delivered, and one PUT crashed weir (a recursive dump).
+TEST_CASE("kv tables: a row nested deeper than http.max_depth is refused, and skipped when written to the bucket",
+          "[integration][tables][depth]") {
+  NatsServer nats;
+  SinkProcess sink({"--record", "10000"});
+  WeirOptions o;
+  o.nats_url = nats.url();
+  o.config = "http: { max_depth: 64 }\ntables: { max_value_bytes: 1MiB }\n";
+  o.flows["deep.yaml"] =
+      "flow: deep\nfrom: { http: { path: /in } }\ntables:\n  t: { kv: deep, key: k }\n"
+      "steps:\n  - lookup: { table: t, key: this.k, as: row, default: { none: true } }\n"
+      "to:\n  out: { http: { url: \"" +
+      sink.url() + "\", retries: 8, timeout: 2s } }\n";
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+
+  // At the limit (64 here): stored. One level more, 200 levels, and the row that crashed
+  // weir (~64 KiB, 32k levels): 400 naming the limit, nothing stored.
+  CHECK(weir.admin("PUT", "/tables/deep/edge", nested_row(64)).status == 200);
+  for (int depth : {65, 200, 32000}) {
+    INFO("depth " << depth);
+    auto r = weir.admin("PUT", "/tables/deep/bomb", nested_row(depth));
+    CHECK(r.status == 400);
+    CHECK(r.body.find("nested deeper than 64 levels") != std::string::npos);
+  }
+  CHECK(weir.admin("GET", "/tables/deep/bomb").status == 404);
+  // An import is held to the same limit.
+  auto import = weir.admin("PUT", "/tables/deep?format=json&key=k",
+                           json{{"a", json::parse(nested_row(2))}, {"b", json::parse(nested_row(65))}}.dump());
+  CHECK(import.status == 400);
+  CHECK(import.body.find("nested deeper than 64 levels") != std::string::npos);
+
+  // A row written into the bucket by someone else (not through weir): the watcher skips it
+  // with a logged error, and goes on folding in later rows.
+  js_publish(nats.url(), "$KV.weir_table_deep.g0.evil", "kv-evil", nested_row(32000));
+  REQUIRE(wait_until([&] { return weir.log().find("table row ignored") != std::string::npos; }, 10s, 10ms));
+  REQUIRE(weir.admin("PUT", "/tables/deep/good", R"({"k": "good", "ok": 1})").status == 200);
+  REQUIRE(weir.post("/in", R"({"id": "e-evil", "k": "evil"})").status == 202);
+  REQUIRE(weir.post("/in", R"({"id": "e-good", "k": "good"})").status == 202);
+  REQUIRE(wait_until(
+      [&] { return delivered_with_id(sink, "e-evil").has_value() && delivered_with_id(sink, "e-good").has_value(); },
+      10s, 10ms));
+  CHECK((*delivered_with_id(sink, "e-evil"))["row"] == json{{"none", true}});
+  CHECK((*delivered_with_id(sink, "e-good"))["row"] == json{{"k", "good"}, {"ok", 1}});
+  // A GET of the stored row answers the refusal, not the row.
+  auto got = weir.admin("GET", "/tables/deep/evil");
+  CHECK(got.status >= 500);
+  CHECK(got.body.find("nested deeper than 64 levels") != std::string::npos);
+  CHECK(weir.running());
+  CHECK(weir.terminate() == 0);
 }
