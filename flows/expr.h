@@ -47,8 +47,10 @@ struct CompileScope {
 
 // The evaluation budget of one event (no event can make the process loop or run out of memory):
 // every node evaluated costs one unit, and a computed value costs its size (array and
-// object members, string bytes / 16), so `xs.map(i => this.xs)`, `split(s, '')` or a
-// `replace` that multiplies a string end in a clear error instead of eating memory.
+// object members, string bytes / 16); a value copied into another (by an array or object
+// literal, a lambda's answer, a function's result) costs that at every depth, so
+// `xs.map(i => this.xs)`, `xs.map(i => {a: this.xs})`, `split(s, '')` or a `replace`
+// that multiplies a string end in a clear error instead of eating memory.
 inline constexpr int64_t kEvalBudget = 8'000'000;
 // The largest string an expression may build (a `+` or a function result).
 inline constexpr size_t kMaxStringBytes = 16u << 20;

@@ -184,11 +184,40 @@ const Json* Expression::Impl::fail(const Node& n, EvalContext& ctx, std::string 
 }
 
 namespace {
-// What keeping `v` costs against the budget (see kEvalBudget).
+// What keeping `v` itself costs against the budget (see kEvalBudget): its members, not
+// theirs. For a value built here, whose members were charged as they were made.
 int64_t cost_of(const Json& v) {
   if (v.is_structured()) return static_cast<int64_t>(v.size());
   if (v.is_string()) return static_cast<int64_t>(v.get_ref<const std::string&>().size() / 16);
   return 0;
+}
+
+// What a copy of `v` costs: the cost_of every value in it, at any depth (so copying
+// `this.xs` into each of n elements costs n times its size, however deep it is). Stops
+// counting once past `limit` (the budget left): the copy is refused then anyway. A copy
+// walks the whole value, so this walk adds at most as much again, and nothing for scalars.
+int64_t deep_cost(const Json& v, int64_t limit) {
+  if (!v.is_structured()) return cost_of(v);
+  int64_t total = 0;
+  std::vector<const Json*> pending{&v};
+  while (!pending.empty()) {
+    const Json* j = pending.back();
+    pending.pop_back();
+    total += static_cast<int64_t>(j->size());
+    for (const Json& e : *j) {
+      if (e.is_structured()) pending.push_back(&e);
+      else if (e.is_string()) total += cost_of(e);
+    }
+    if (total > limit) return total;
+  }
+  return total;
+}
+
+// Charges a copy of `v` to the event's budget; false past it.
+bool charge_copy(EvalContext& ctx, const Json& v) {
+  if (!v.is_structured() && !v.is_string()) return true;
+  ctx.budget -= deep_cost(v, ctx.budget);
+  return ctx.budget >= 0;
 }
 }  // namespace
 
@@ -200,8 +229,8 @@ const Json* Expression::Impl::charge(const Node& n, EvalContext& ctx, const Json
                 "the result is a string of " + std::to_string(v->get_ref<const std::string&>().size()) +
                     " bytes, over the limit of " + std::to_string(kMaxStringBytes));
   }
-  ctx.budget -= cost_of(*v);
-  if (ctx.budget < 0) return over_budget(n, ctx);
+  // A function's result may hold copies of its arguments (merge, concat): all of it counts.
+  if (!charge_copy(ctx, *v)) return over_budget(n, ctx);
   return v;
 }
 
@@ -348,6 +377,7 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
         Json local;
         const Json* v = eval(kid(n, k), ctx, local);
         if (v == nullptr) return nullptr;
+        if (v != &local && !charge_copy(ctx, *v)) return over_budget(n, ctx);
         arr.get_ref<Json::array_t&>().push_back(take(v, local));
       }
       tmp = std::move(arr);
@@ -360,6 +390,7 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
         Json local;
         const Json* v = eval(kid(n, k), ctx, local);
         if (v == nullptr) return nullptr;
+        if (v != &local && !charge_copy(ctx, *v)) return over_budget(n, ctx);
         o.emplace(keys[n.aux + k], take(v, local));
       }
       tmp = std::move(obj);
@@ -392,6 +423,7 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
       // A function may answer with (a part of) an argument; if that argument was
       // computed here it dies with this frame, so keep a copy.
       if (computed && r != &tmp) {
+        if (!charge_copy(ctx, *r)) return over_budget(n, ctx);
         Json copy = *r;
         tmp = std::move(copy);
         return &tmp;
@@ -422,7 +454,10 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
           return nullptr;
         }
         if (n.op == Op::kMap) {
-          ctx.budget -= cost_of(*v);  // a copy of what the lambda answered
+          // What the lambda built here was charged as it was made (its members) and costs
+          // its own size; what it answered from elsewhere (`this.xs`) is copied whole.
+          if (v == &r) ctx.budget -= cost_of(*v);
+          else if (!charge_copy(ctx, *v)) ctx.budget = -1;
           if (ctx.budget < 0) {
             ctx.vars[n.slot] = saved;
             return over_budget(n, ctx);
@@ -439,6 +474,10 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
         if (keep && owned) {
           arr.push_back(std::move(const_cast<Json&>(e)));
         } else if (keep) {
+          if (!charge_copy(ctx, e)) {
+            ctx.vars[n.slot] = saved;
+            return over_budget(n, ctx);
+          }
           arr.push_back(e);
         }
       }

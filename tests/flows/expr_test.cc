@@ -384,3 +384,39 @@ TEST_CASE("an expression cannot allocate or loop without bound on one event (eva
   Json parts = {{"xs", big["xs"]}, {"s", std::string(8192, 'x')}};
   CHECK(eval_err("this.xs.map(i => this.s).join('')", parts).find("over the limit") != std::string::npos);
 }
+
+TEST_CASE("a copy costs the budget its whole size, at every depth (no amplification through nesting)",
+          "[expr][budget]") {
+  Json xs = Json::array();
+  for (int i = 0; i < 5000; ++i) xs.push_back(i);
+  const Json ev = {{"xs", xs}};
+  // Each element copies all 5,000 elements one level down: 25M values. Before copies were
+  // charged, only the wrapper's one member counted, and n = 20,000 took 3 GB.
+  for (const char* e : {"this.xs.map(i => {a: this.xs}).len()", "this.xs.map(i => [this.xs]).len()",
+                               "this.xs.map(i => {a: {b: this.xs}}).len()"}) {
+    INFO(e);
+    CHECK(eval_err(e, ev).find("evaluation budget exceeded") != std::string::npos);
+  }
+  // A value deep inside a small one: {"o": {"a": {"b": [5,000]}}} copied per element.
+  const Json nested = {{"xs", xs}, {"o", {{"a", {{"b", xs}}}}}};
+  for (const char* e : {"this.xs.map(i => this.o).len()", "this.xs.map(i => values(this.o)).len()",
+                               "this.xs.map(i => first(values(this.o))).len()"}) {
+    INFO(e);
+    CHECK(eval_err(e, nested).find("evaluation budget exceeded") != std::string::npos);
+  }
+  // filter() copies the elements it keeps: 10 arrays of 200 per element of xs (10M values).
+  Json ys = Json::array();
+  for (int i = 0; i < 10; ++i) ys.push_back(Json(std::vector<int>(200, i)));
+  const Json kept = {{"xs", xs}, {"ys", ys}};
+  CHECK(eval_err("this.xs.map(i => this.ys.filter(y => true)).len()", kept).find("evaluation budget exceeded") !=
+        std::string::npos);
+
+  // Ordinary expressions, and copies that fit, still evaluate.
+  CHECK(eval_ok("{a: this.xs}.a.len()", ev) == 5000);
+  CHECK(eval_ok("this.xs.map(i => {v: i, w: [i, i]}).len()", ev) == 5000);
+  CHECK(eval_ok("this.xs.filter(i => i % 2 == 0).len()", ev) == 2500);
+  CHECK(eval_ok("this.ys.filter(y => true).len()", kept) == 10);
+  CHECK(eval_ok("this.xs.map(i => this.o).len()", Json{{"xs", {1, 2, 3}}, {"o", {{"a", {{"b", xs}}}}}}) == 3);
+  CHECK(eval_ok("{id: this.id, total: this.n * 2, tags: [this.t, 'x']}", Json{{"id", "a"}, {"n", 2}, {"t", "y"}}) ==
+        Json{{"id", "a"}, {"total", 4}, {"tags", {"y", "x"}}});
+}

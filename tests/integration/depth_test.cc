@@ -138,3 +138,43 @@ TEST_CASE("a too-deep payload from a NATS subject is dead-lettered, not stored i
   CHECK(payload_ids == std::set<std::string>{"fits", "last"});
   CHECK(weir.admin("GET", "/readyz").status == 200);
 }
+
+// The evaluation budget (ADR 0111) through the real binary: an event of ~30 KB whose
+// expression copies its array into each of its elements (36M values, once 586 MB for
+// n = 6,000, and an abort at n = 20,000) is dead-lettered with the reason; weir goes on.
+TEST_CASE("an expression that amplifies one event's data is dead-lettered, weir keeps serving",
+          "[integration][depth][dlq][budget]") {
+  NatsServer nats;
+  SinkProcess sink;
+  const std::string flow =
+      "flow: amp\n"
+      "from: { http: { path: /in } }\n"
+      "steps:\n  - set: { ys: \"this.xs.map(i => {a: this.xs})\" }\n"
+      "to: { out: { http: { url: \"" +
+      sink.url("/out") + "\", retries: 8, timeout: 2s } } }\n";
+  WeirProcess weir({.nats_url = nats.url(), .flows = {{"amp.yaml", flow}}});
+  weir.start();
+
+  json xs = json::array();
+  for (int i = 0; i < 6000; ++i) xs.push_back(i);
+  REQUIRE(weir.post("/in", json{{"id", "bomb"}, {"xs", xs}}.dump()).status == 202);
+  REQUIRE(weir.post("/in", json{{"id", "small"}, {"xs", {1, 2}}}.dump()).status == 202);
+
+  json dlq;
+  REQUIRE(wait_until(
+      [&] {
+        dlq = dead_letters(weir);
+        return !dlq.empty();
+      },
+      20s, 50ms));
+  INFO(dlq.dump().substr(0, 1000));
+  REQUIRE(dlq.size() == 1);
+  CHECK(dlq[0]["flow"] == "amp");
+  CHECK(dlq[0]["reason"].get<std::string>().find("evaluation budget exceeded") != std::string::npos);
+  REQUIRE(wait_until([&] { return sink.ids().count("small") == 1; }, 20s, 20ms));
+  CHECK(sink.ids().count("bomb") == 0);
+  const json small = body_of(sink.requests(10).front());
+  CHECK(small["ys"] == json::parse(R"([{"a": [1, 2]}, {"a": [1, 2]}])"));
+  CHECK(weir.running());
+  CHECK(weir.admin("GET", "/readyz").status == 200);
+}
