@@ -138,6 +138,9 @@ struct ExecSource::Impl {
   std::vector<std::shared_ptr<Pending>> retrying;
   bool publish_failing = false;
   pid_t child = -1;
+  // The command's process group (its PID): every process it starts, unless one leaves the
+  // group on purpose, is signalled with it at stop. -1 when there is none.
+  pid_t group = -1;
   int pidfd = -1;
 
   Impl(flows::ExecSourceSpec s, ExecSourceOptions o) : spec(std::move(s)), options(o) {}
@@ -310,7 +313,10 @@ struct ExecSource::Impl {
     const char* path = program.c_str();
     pid_t pid = ::fork();
     if (pid == 0) {
-      // Child: only async-signal-safe calls from here to execve.
+      // Child: only async-signal-safe calls from here to execve. Its own process group, so
+      // that stop() reaches what it starts too (a shell's `sleep 600 &`); the kernel kills it
+      // when the thread that forked it (the source's, which lives until stop) or weir dies.
+      ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
       sigset_t none;
@@ -338,6 +344,9 @@ struct ExecSource::Impl {
       return Status::internal(std::string("fork: ") + std::strerror(fork_errno));
     }
     child = pid;
+    // Also here: whichever of parent and child runs first, the group exists before a signal.
+    ::setpgid(pid, pid);
+    group = pid;
     pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));  // -1 on old kernels: waitpid polling
     set_nonblocking(out[0]);
     set_nonblocking(err[0]);
@@ -362,13 +371,27 @@ struct ExecSource::Impl {
     return true;
   }
 
-  // SIGTERM, wait stop_grace, SIGKILL; always reaps.
+  // `sig` to the command's process group (to the command alone if the group is gone).
+  void signal_group(int sig) const {
+    if (group > 0 && ::kill(-group, sig) == 0) return;
+    if (child > 0) ::kill(child, sig);
+  }
+
+  // SIGTERM to the command's group, wait stop_grace, SIGKILL; always reaps the command.
+  // Then SIGKILL to what is left of its group (a process that ignored SIGTERM, or one
+  // that outlived the command): nothing it started runs on after the source stops.
   void terminate(int* status) {
-    if (child < 0) return;
-    ::kill(child, SIGTERM);
+    if (child < 0) {
+      kill_leftovers();
+      return;
+    }
+    signal_group(SIGTERM);
     const auto until = Clock::now() + options.stop_grace;
     while (Clock::now() < until) {
-      if (reap(false, status)) return;
+      if (reap(false, status)) {
+        kill_leftovers();
+        return;
+      }
       if (pidfd >= 0) {
         pollfd p{pidfd, POLLIN, 0};
         ::poll(&p, 1, 50);
@@ -377,8 +400,16 @@ struct ExecSource::Impl {
       }
     }
     log::warn("exec command ignored SIGTERM; killing it", {{"flow", flow()}, {"pid", std::to_string(child)}});
-    ::kill(child, SIGKILL);
+    signal_group(SIGKILL);
     reap(true, status);
+    kill_leftovers();
+  }
+
+  // SIGKILL to the last command's process group, if any of it is left. Its ID cannot be
+  // taken by a new process while any member lives (Linux keeps a PGID in use).
+  void kill_leftovers() {
+    if (group > 0) ::kill(-group, SIGKILL);
+    group = -1;
   }
 
   // One run of the command: start it, read until it has exited and its output is drained
@@ -488,6 +519,8 @@ struct ExecSource::Impl {
     if (!exited) {
       terminate(&status);
       how = "stopped (" + describe_exit(status) + ")";
+    } else if (stopping.load()) {
+      kill_leftovers();  // the command exited as the source stopped: what it left goes too
     }
     close_fd(out_fd);
     close_fd(err_fd);

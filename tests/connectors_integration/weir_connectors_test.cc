@@ -5,12 +5,17 @@
 //   - kill -9 of weir mid-run: every message the broker acknowledged is delivered;
 //   - exec: 10,000 lines then exit → 10,000 events, restarted after a backoff;
 //   - exec: an over-long line → a clear error, the other lines delivered;
+//   - exec: stopping weir ends the command's whole process group (a shell's background job);
 //   - nats: requests answered after the PubAck, round trip to a nats sink.
 #include <nats/nats.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -233,6 +238,71 @@ TEST_CASE("weir exec: an over-long line is a clear error - the lines around it a
   auto code = w.terminate(20s);
   REQUIRE(code.has_value());
   CHECK(*code == 0);
+}
+
+namespace {
+
+// Live (not zombie) processes whose process group is `pgid`, from /proc.
+std::vector<int> live_in_group(int pgid) {
+  std::vector<int> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // pid (comm) state ppid pgrp …; comm may hold spaces and parentheses: parse after the last ')'.
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    rest >> state >> ppid >> pgrp;
+    if (pgrp == pgid && state != 'Z' && state != 'X') out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+int read_int_file(const std::string& path) {
+  std::ifstream f(path);
+  int v = 0;
+  f >> v;
+  return v;
+}
+
+}  // namespace
+
+// The command runs in its own process group, and stopping weir ends all of it: a shell's
+// background job too (it outlived weir when only the shell was signalled).
+TEST_CASE("weir exec: stopping weir ends the command's whole process group", "[integration][exec]") {
+  NatsServer nats;
+  SinkProcess sink;
+  TempDir work;
+  write_file(work.file("bg.sh"),
+             "d=\"$1\"\n"
+             "sleep 600 &\n"
+             "echo $! > \"$d/bg.tmp\" && mv \"$d/bg.tmp\" \"$d/bg\"\n"
+             "echo $$ > \"$d/sh.tmp\" && mv \"$d/sh.tmp\" \"$d/sh\"\n"
+             "echo '{\"id\":\"up\"}'\n"
+             "wait\n");
+  json cmd = {"/bin/sh", work.file("bg.sh"), work.path()};
+  WeirProcess w(WeirOptions{nats.url(), {{"lines.yaml", exec_flow(cmd.dump(), sink.url("/out"))}}});
+  w.start();
+  REQUIRE(wait_until([&] { return sink.ids().count("up") == 1; }, 30s));
+  const int sh = read_int_file(work.file("sh"));
+  const int bg = read_int_file(work.file("bg"));
+  INFO("sh " << sh << ", background sleep " << bg << "\n" << w.describe());
+  REQUIRE(sh > 0);
+  REQUIRE(bg > 0);
+  // Its own group, led by the shell; the background job is in it.
+  CHECK(::getpgid(sh) == sh);
+  CHECK(::getpgid(bg) == sh);
+  CHECK(live_in_group(sh).size() == 2);
+  auto code = w.terminate(20s);
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  CHECK(wait_until([&] { return live_in_group(sh).empty(); }, 10s));
+  // Clean up after a failure: nothing of this test may run on.
+  for (int pid : live_in_group(sh)) ::kill(pid, SIGKILL);
 }
 
 namespace {
