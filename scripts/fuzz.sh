@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Fuzzes the flows/ library (flow loader, expressions, the bounded JSON parse of event
 # bodies), the HTTP request path (raw bytes through the real server on loopback) and the
-# webhook signature verifiers: builds the libFuzzer targets with clang, ASan and UBSan in
+# webhook signature verifiers and the MQTT codec (broker bytes through the mqtt source's
+# decoder): builds the libFuzzer targets with clang, ASan and UBSan in
 # build-fuzz/ (or $FUZZ_BUILD_DIR), then runs each target for SECONDS (default 30) on a copy of its seed corpus
 # (<folder>/fuzz/corpus/<target>/; the corpus in the repo is not modified). Inputs are
-# up to 8 KiB for the flow and expression targets and 2 MiB where the input is a body. Exits
+# up to 8 KiB for the flow and expression targets, 64 KiB for the MQTT codec and 2 MiB where
+# the input is a body. Exits
 # non-zero when a target crashes, leaks, hangs or trips a sanitizer; the input that did
 # it is kept in build-fuzz/fuzz-artifacts/, with the target's log.
 #   scripts/fuzz.sh          # 30 s per target
@@ -13,10 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
-targets=(${FUZZ_TARGETS:-flow_loader expr json_ingress http_request signature})
-declare -A corpus=([flow_loader]=flows/fuzz [expr]=flows/fuzz [json_ingress]=flows/fuzz [http_request]=runtime/fuzz [signature]=connectors/http/fuzz)
-declare -A max_len=([flow_loader]=8192 [expr]=8192 [json_ingress]=2097152 [http_request]=2097152 [signature]=2097152)
-declare -A timeout=([flow_loader]=10 [expr]=10 [json_ingress]=10 [http_request]=60 [signature]=10)  # http: a socket round trip
+targets=(${FUZZ_TARGETS:-flow_loader expr json_ingress http_request signature mqtt_codec})
+declare -A corpus=([flow_loader]=flows/fuzz [expr]=flows/fuzz [json_ingress]=flows/fuzz [http_request]=runtime/fuzz [signature]=connectors/http/fuzz [mqtt_codec]=connectors/mqtt/fuzz)
+declare -A max_len=([flow_loader]=8192 [expr]=8192 [json_ingress]=2097152 [http_request]=2097152 [signature]=2097152 [mqtt_codec]=65536)
+declare -A timeout=([flow_loader]=10 [expr]=10 [json_ingress]=10 [http_request]=60 [signature]=10 [mqtt_codec]=10)  # http: a socket round trip
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++ -DWEIR_FUZZ=ON -DWEIR_SANITIZE=ON -DWEIR_TESTS=ON -DWEIR_BENCH=OFF >&2

@@ -5,7 +5,9 @@
 #
 #   scripts/sanitize.sh asan INTEGRATION_TESTS_BINARY
 #     build-asan/: weir and the runtime, flows, connectors (the HTTP sink on both clients,
-#     signatures, poll, timer) and cluster unit tests with ASan+UBSan; runs the
+#     signatures, poll, timer; the MQTT codec, exec line splitting and event bodies of
+#     weir-connectors-integration-tests, tag [codec] and the rest of its unit tests) and
+#     cluster unit tests with ASan+UBSan; runs the
 #     unit tests (leak checks on), then the integration tests of the data path against
 #     that weir (WEIR_BINARY): tags [ingress] (JSON conformance, framing, replay, depth),
 #     [depth], [delivery], [sink], [dlq], [faults] (kill -9, outages, the fault matrix but
@@ -78,9 +80,14 @@ case "$kind" in
     build=${ASAN_BUILD_DIR:-build-asan}
     BUILD_DIR=$build BUILD_TYPE=Debug CXXFLAGS="-Og" \
       CMAKE_ARGS="-DWEIR_SANITIZE=ON -DWEIR_WERROR=OFF -DWEIR_BENCH=OFF" \
-      build_tree "ASan+UBSan" weir weir-runtime-tests weir-flows-tests weir-connectors-tests weir-cluster-tests
+      build_tree "ASan+UBSan" weir weir-runtime-tests weir-flows-tests weir-connectors-tests weir-cluster-tests \
+      weir-connectors-integration-tests
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-    for t in weir-runtime-tests weir-flows-tests weir-connectors-tests weir-cluster-tests; do
+    # The MQTT codec reads what a broker sends: its unit tests run here too (the [codec]
+    # alternative makes require_tests fail if they ever leave the binary's unit tests).
+    require_tests "$build/weir-connectors-integration-tests" "[codec]"
+    for t in weir-runtime-tests weir-flows-tests weir-connectors-tests weir-cluster-tests \
+      weir-connectors-integration-tests; do
       echo "sanitize: $t under ASan+UBSan" >&2
       require_tests "$build/$t" "~[integration]"
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$build/$t" -w NoTests "~[integration]"
