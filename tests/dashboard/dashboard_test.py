@@ -7,7 +7,11 @@ posts a small bounded load, and drives headless Chromium through Selenium:
 - the numbers move while the load runs, and once it stops the totals the page shows
   equal what GET /metrics says;
 - a dead letter is opened in the dead-letter browser and replayed from the page, and
-  the receiver gets it.
+  the receiver gets it;
+- hostile content (a flow name at its length limit, dead letters whose reason and event
+  carry <img onerror> and <script>) is shown as text: no element made of it, nothing run,
+  no alert.
+Checks are explicit (check()), not `assert`: they run under python3 -O too.
 Screenshots of the views go to --screenshots (docs/img/ when refreshed by hand).
 
 Usage: dashboard_test.py --weir BIN --sink BIN [--screenshots DIR]
@@ -31,13 +35,27 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 TOKEN = "dash-7e41-secret"
+# Hostile content, shown as text or not at all: a flow name at its length limit
+# (^[a-z][a-z0-9_-]{0,62}$), and dead letters whose reason and event carry HTML that
+# would run if the page ever put it in as markup (docs/dashboard.md: textContent only).
+HOSTILE_FLOW = ("hostile-" + "x" * 63)[:63]
+IMG_REASON = "<img src=x onerror=window.__pwned=1>"   # quoted by the reason: at most 40 characters
+SCRIPT_REASON = "<script>window.__pwned=3</script>"
+IMG_BODY = '<img src=x onerror="window.__pwned=1">'
+SCRIPT_BODY = "<script>window.__pwned=2;alert(2)</script>"
 LOAD_PER_S = 50           # events/s posted to the orders flow while the load runs
 LOAD_SECONDS = 12
+
+
+def check(cond, what):
+    """An assertion that always runs (Python drops `assert` under -O / PYTHONOPTIMIZE)."""
+    if not cond:
+        raise AssertionError("check failed: " + what)
 
 
 def free_port():
@@ -149,6 +167,13 @@ def main():
         with open(os.path.join(flows, "flaky.yaml"), "w") as f:
             f.write("flow: flaky\nfrom: { http: { path: /in/flaky } }\n"
                     "to:\n  out: { http: { url: \"%s/flaky\", retries: 0, timeout: 2s } }\n" % flaky_sink)
+        # number() of a string that is no number is a flow error: a dead letter whose
+        # reason quotes the string.
+        with open(os.path.join(flows, "hostile.yaml"), "w") as f:
+            f.write("flow: %s\nfrom: { http: { path: /in/hostile } }\n"
+                    "steps:\n  - set: { n: number(this.v) }\n"
+                    "to:\n  out: { http: { url: \"%s/hostile\", retries: 8, timeout: 2s } }\n"
+                    % (HOSTILE_FLOW, good_sink))
         http_port, admin_port = free_port(), free_port()
         with open(os.path.join(tmp, "weir.yaml"), "w") as f:
             f.write("admin: { token_env: DASH_TOKEN }\n")
@@ -187,9 +212,19 @@ def main():
         for i in range(3):
             code, _ = request("POST", ingress + "/in/flaky", json.dumps({"id": "flaky-%d" % i}),
                               headers={"Content-Type": "application/json", "Idempotency-Key": "flaky-%d" % i})
-            assert code == 202, code
+            check(code == 202, "POST /in/flaky answered %s" % code)
         wait_until(lambda: len(json.loads(request("GET", admin + "/dlq?flow=flaky", token=TOKEN)[1])) == 3, 20,
                    "3 dead letters")
+        for id_, v in (("evil-img", IMG_REASON), ("evil-script", SCRIPT_REASON)):
+            code, _ = request("POST", ingress + "/in/hostile",
+                              json.dumps({"id": id_, "v": v, "note": IMG_BODY + SCRIPT_BODY}),
+                              headers={"Content-Type": "application/json", "Idempotency-Key": id_})
+            check(code == 202, "POST /in/hostile answered %s" % code)
+        wait_until(lambda: len(json.loads(request("GET", admin + "/dlq?flow=" + HOSTILE_FLOW, token=TOKEN)[1])) == 2,
+                   20, "2 hostile dead letters")
+        hostile = json.loads(request("GET", admin + "/dlq?flow=" + HOSTILE_FLOW, token=TOKEN)[1])
+        check(any(IMG_REASON in d["reason"] for d in hostile) and any(SCRIPT_REASON in d["reason"] for d in hostile),
+              "the hostile dead letters' reasons quote the markup: %r" % [d["reason"] for d in hostile])
 
         # ---- the browser ----------------------------------------------------------------
         opts = webdriver.ChromeOptions()
@@ -232,14 +267,14 @@ def main():
         driver.find_element(By.ID, "token").send_keys("wrong-token")
         driver.find_element(By.ID, "login-button").click()
         wait.until(lambda d: "refused" in d.find_element(By.ID, "login-error").text)
-        assert not driver.find_element(By.ID, "main").is_displayed()
+        check(not driver.find_element(By.ID, "main").is_displayed(), "the page opened with a wrong token")
         driver.find_element(By.ID, "token").send_keys(TOKEN)
         driver.find_element(By.ID, "login-button").click()
         wait.until(lambda d: d.find_element(By.ID, "main").is_displayed())
         # Kept for the tab: a reload does not ask again.
         driver.refresh()
         wait.until(lambda d: d.find_element(By.ID, "main").is_displayed())
-        assert not driver.find_element(By.ID, "login").is_displayed()
+        check(not driver.find_element(By.ID, "login").is_displayed(), "a reload asked for the token again")
 
         # The numbers move while the load runs.
         def cell(flow, key, table="flows"):
@@ -267,14 +302,15 @@ def main():
                                  select.find_elements(By.TAG_NAME, "option")))
         settled(lambda: select.find_element(By.CSS_SELECTOR, 'option[value="flaky"]').click())
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dlq tbody tr")) == 3)
-        assert settled(lambda: all(r.find_elements(By.TAG_NAME, "td")[2].text == "flaky"
-                                   for r in driver.find_elements(By.CSS_SELECTOR, "#dlq tbody tr")))
+        check(settled(lambda: all(r.find_elements(By.TAG_NAME, "td")[2].text == "flaky"
+                                  for r in driver.find_elements(By.CSS_SELECTOR, "#dlq tbody tr"))),
+              "the flow filter shows only flaky's dead letters")
         settled(lambda: driver.find_element(By.CSS_SELECTOR, '#dlq tbody tr[data-id="flaky-1"]')
                 .find_elements(By.TAG_NAME, "td")[1].click())
         wait.until(lambda d: d.find_element(By.ID, "dlq-detail").is_displayed())
-        assert driver.find_element(By.ID, "detail-id").text == "flaky-1"
-        assert "flaky-1" in driver.find_element(By.ID, "detail-event").text
-        assert "HTTP 500" in driver.find_element(By.ID, "detail-fields").text
+        check(driver.find_element(By.ID, "detail-id").text == "flaky-1", "the detail names flaky-1")
+        check("flaky-1" in driver.find_element(By.ID, "detail-event").text, "the detail shows the event")
+        check("HTTP 500" in driver.find_element(By.ID, "detail-fields").text, "the detail shows the reason")
         shot("dashboard-dead-letter.png")
         request("POST", flaky_sink + "/control", json.dumps({"status": 200}),
                 headers={"Content-Type": "application/json"})
@@ -289,6 +325,41 @@ def main():
         wait.until(lambda d: "replayed 2" in d.find_element(By.ID, "dlq-action").text)
         wait_until(lambda: {"flaky-0", "flaky-2"} <= set(json.loads(request("GET", flaky_sink + "/ids")[1])), 20,
                    "the replayed selection delivered")
+
+        # Hostile content: the flow name at its length limit, reasons and an event with
+        # markup. All of it shows as text; nothing of it runs or becomes an element.
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, '#flows tr[data-flow="%s"]' % HOSTILE_FLOW)) == 1)
+        check(settled(lambda: cell(HOSTILE_FLOW, "name")) == HOSTILE_FLOW, "the long flow name shown whole")
+        wait.until(lambda d: any(o.get_attribute("value") == HOSTILE_FLOW for o in
+                                 select.find_elements(By.TAG_NAME, "option")))
+        settled(lambda: select.find_element(By.CSS_SELECTOR, 'option[value="%s"]' % HOSTILE_FLOW).click())
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dlq tbody tr")) == 2)
+        reasons = settled(lambda: [r.find_elements(By.TAG_NAME, "td")[7].text
+                                   for r in driver.find_elements(By.CSS_SELECTOR, "#dlq tbody tr")])
+        check(any(IMG_REASON in r for r in reasons), "the <img> reason shown as text: %r" % reasons)
+        check(any(SCRIPT_REASON in r for r in reasons), "the <script> reason shown as text: %r" % reasons)
+        settled(lambda: driver.find_element(By.CSS_SELECTOR, '#dlq tbody tr[data-id="evil-img"]')
+                .find_elements(By.TAG_NAME, "td")[1].click())
+        wait.until(lambda d: d.find_element(By.ID, "detail-id").text == "evil-img")
+        event_text = driver.find_element(By.ID, "detail-event").text
+        check(IMG_BODY.replace('"', '\\"') in event_text and SCRIPT_BODY in event_text,
+              "the event's markup shown as text: %r" % event_text[:500])
+        check(IMG_REASON in driver.find_element(By.ID, "detail-fields").text, "the detail's reason shown as text")
+        check(driver.find_element(By.ID, "detail-fields").find_elements(By.CSS_SELECTOR, "img, script") == [] and
+              driver.find_element(By.ID, "detail-event").find_elements(By.CSS_SELECTOR, "img, script") == [] and
+              driver.find_elements(By.CSS_SELECTOR, "#dlq img, #dlq script, #flows img, #flows script") == [],
+              "no element made of the hostile text")
+        shot("dashboard-hostile.png")
+        # Give an onerror a moment to fire, had an <img src=x> been made (an image error
+        # comes asynchronously), then look for its mark.
+        driver.execute_async_script("setTimeout(arguments[arguments.length - 1], 500)")
+        pwned = driver.execute_script("return typeof window.__pwned")
+        check(pwned == "undefined", "hostile markup ran (window.__pwned is %s)" % pwned)
+        try:
+            text = driver.switch_to.alert.text
+            raise AssertionError("check failed: an alert opened: %r" % text)
+        except NoAlertPresentException:
+            pass
 
         if args.chart_samples:
             wait_until(lambda: len(driver.find_element(By.CSS_SELECTOR, "#chart polyline.in").get_attribute(
@@ -319,7 +390,8 @@ def main():
         driver.quit()
         driver = None
         weir.send_signal(signal.SIGTERM)
-        assert weir.wait(timeout=30) == 0, "weir exit code"
+        code = weir.wait(timeout=30)
+        check(code == 0, "weir exited %s" % code)
         return 0
     except Exception as e:
         print("dashboard test FAILED: %r" % e, file=sys.stderr)
