@@ -393,14 +393,14 @@ TEST_CASE("a copy costs the budget its whole size, at every depth (no amplificat
   // Each element copies all 5,000 elements one level down: 25M values. Before copies were
   // charged, only the wrapper's one member counted, and n = 20,000 took 3 GB.
   for (const char* e : {"this.xs.map(i => {a: this.xs}).len()", "this.xs.map(i => [this.xs]).len()",
-                               "this.xs.map(i => {a: {b: this.xs}}).len()"}) {
+                        "this.xs.map(i => {a: {b: this.xs}}).len()"}) {
     INFO(e);
     CHECK(eval_err(e, ev).find("evaluation budget exceeded") != std::string::npos);
   }
   // A value deep inside a small one: {"o": {"a": {"b": [5,000]}}} copied per element.
   const Json nested = {{"xs", xs}, {"o", {{"a", {{"b", xs}}}}}};
   for (const char* e : {"this.xs.map(i => this.o).len()", "this.xs.map(i => values(this.o)).len()",
-                               "this.xs.map(i => first(values(this.o))).len()"}) {
+                        "this.xs.map(i => first(values(this.o))).len()"}) {
     INFO(e);
     CHECK(eval_err(e, nested).find("evaluation budget exceeded") != std::string::npos);
   }
