@@ -407,6 +407,7 @@ struct Runtime::Impl {
     to.max_entries = static_cast<size_t>(config.tables.max_entries);
     to.max_value_bytes = static_cast<size_t>(config.tables.max_value_bytes);
     to.max_depth = config.http.max_depth;
+    to.max_tables = static_cast<size_t>(config.tables.max_tables);
     kv_tables = std::make_unique<KvTables>(bus->connection(), to);
     return kv_tables->start(std::chrono::seconds(30));
   }

@@ -205,8 +205,10 @@ void read_trace(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
 }
 
 void read_tables(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
-  r.check_keys(n, "tables", {"max_entries", "max_value_bytes"});
+  r.check_keys(n, "tables", {"max_entries", "max_value_bytes", "max_tables"});
   if (n["max_entries"]) c.tables.max_entries = r.integer(n["max_entries"], "tables.max_entries", 1, 100'000'000);
+  // Each table is a KV bucket on the server and a watcher thread here: bounded.
+  if (n["max_tables"]) c.tables.max_tables = r.integer(n["max_tables"], "tables.max_tables", 1, 10'000);
   if (n["max_value_bytes"]) {
     // A row is one NATS message: the server's max_payload (1 MiB by default) bounds it.
     c.tables.max_value_bytes = r.size(n["max_value_bytes"], "tables.max_value_bytes");

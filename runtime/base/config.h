@@ -65,6 +65,7 @@ struct RuntimeConfig {
   struct Tables {                        // KV lookup tables (ADR 0120); past a limit a write is 413
     int max_entries = 1'000'000;         // rows per table
     int64_t max_value_bytes = 64 << 10;  // one row, as JSON
+    int max_tables = 64;                 // tables one instance reads (a KV bucket and a watcher each)
   } tables;
   struct Trace {                // OTLP/HTTP span export (ADR 0141); off without an endpoint
     std::string otlp_endpoint;  // full URL, e.g. http://127.0.0.1:4318/v1/traces

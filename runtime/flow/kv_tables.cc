@@ -327,6 +327,10 @@ Result<NatsKv*> KvTables::bucket(const std::string& table, bool create) {
   MutexLock lock(mu_);
   if (auto it = buckets_.find(table); it != buckets_.end()) return it->second.get();
   if (!started_) return Status::unavailable("tables: not connected to NATS yet");
+  // Past tables.max_tables no table is created; an existing one is refused too, after the
+  // look that tells it from one that does not exist (a 404 stays a 404).
+  const bool full = buckets_.size() >= options_.max_tables;
+  if (full && create) return Status::invalid(too_many_tables(table, buckets_.size()));
   NatsKvOptions o;
   o.bucket = bucket_name(table);
   o.replicas = options_.replicas;
@@ -339,9 +343,21 @@ Result<NatsKv*> KvTables::bucket(const std::string& table, bool create) {
     if (kv.status().code() == Status::Code::kNotFound) return Status::not_found("no table " + table);
     return kv.status().prefixed("table " + table + ": ");
   }
+  if (full) return Status::invalid(too_many_tables(table, buckets_.size()));
   NatsKv* raw = kv.value().get();
   buckets_[table] = std::move(kv.value());
   return raw;
+}
+
+std::string KvTables::too_many_tables(const std::string& table, size_t open) const {
+  return "table " + table + " refused: this instance reads " + std::to_string(open) + " tables, the limit is " +
+         std::to_string(options_.max_tables) + " (tables.max_tables)";
+}
+
+std::optional<ControlResult> KvTables::refuse_new_table(const std::string& table) {
+  MutexLock lock(mu_);
+  if (buckets_.count(table) || buckets_.size() < options_.max_tables) return std::nullopt;
+  return error_reply(Outcome::kTooLarge, too_many_tables(table, buckets_.size()));
 }
 
 Status KvTables::watch(const std::shared_ptr<flows::LiveTable>& live) {
@@ -456,6 +472,7 @@ ControlResult KvTables::put(const std::string& table, const std::string& key, co
   std::string why;
   auto row = parse_row(body, options_.max_depth, &why);
   if (!row) return error_reply(Outcome::kBadRequest, "the body must be a JSON object (the row): " + why);
+  if (auto refused = refuse_new_table(table)) return *refused;
   auto kv = bucket(table, true);
   if (!kv) return status_reply(kv.status());
   auto live = loaded(table, options_.timeout);
@@ -567,6 +584,8 @@ ControlResult KvTables::import(const std::string& table, const std::string& body
   if (!flows::valid_kv_table_name(table)) {
     return error_reply(Outcome::kBadRequest, "table name '" + table + "' must be letters, digits, _ and -, at most 64");
   }
+  // Before LiveTables::get, which would register the name (and try to watch it).
+  if (auto refused = refuse_new_table(table)) return *refused;
   std::string key = key_column;
   if (key.empty()) key = flows::LiveTables::instance().get(table)->key_column();
   // Parse and check everything before the first write.

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -50,6 +51,7 @@ struct KvTablesOptions {
   size_t max_entries = 1'000'000;      // rows per table
   size_t max_value_bytes = 64 * 1024;  // one row, as JSON
   int max_depth = 128;                 // a row's JSON nesting (http.max_depth)
+  size_t max_tables = 64;              // tables this instance opens (a bucket, a watcher each)
   std::chrono::milliseconds timeout{5000};
 };
 
@@ -70,7 +72,8 @@ class KvTables {
 
   // Admin calls (docs/admin-api.md, "Tables"), answered in the runtime's own words
   // (runtime/base/control.h; AdminService maps them to HTTP): kBadRequest for a malformed
-  // name, key, body or format, kTooLarge past tables.max_entries / max_value_bytes,
+  // name, key, body or format, kTooLarge past tables.max_entries / max_value_bytes, and
+  // for a write to a new table past tables.max_tables,
   // kNotFound, kConflict (another import switched first), kUnavailable (NATS did not
   // answer), kFailed (a stored row that is not JSON).
   ControlResult list();
@@ -94,8 +97,12 @@ class KvTables {
 
   // The bucket's handle (lives as long as this); creates the bucket when `create`.
   // not_found when absent.
+  // Past tables.max_tables a table not open yet is refused (Status::invalid).
   Result<NatsKv*> bucket(const std::string& table, bool create);
+  // The refusal (413) of a write that would open a table past tables.max_tables.
+  std::optional<ControlResult> refuse_new_table(const std::string& table);
   Status watch(const std::shared_ptr<flows::LiveTable>& live);
+  std::string too_many_tables(const std::string& table, size_t open) const;
   // The table's live copy, watched and loaded (waits at most `wait`).
   Result<std::shared_ptr<flows::LiveTable>> loaded(const std::string& table, std::chrono::milliseconds wait);
   // Waits (at most 2 s) until this instance's flows read import generation `gen`.

@@ -391,3 +391,57 @@ TEST_CASE("kv tables: a row nested deeper than http.max_depth is refused, and sk
   CHECK(weir.running());
   CHECK(weir.terminate() == 0);
 }
+
+// Each table is a KV bucket and a watcher thread: PUT /tables/<new name>/k must not make
+// them without bound. Past tables.max_tables a new name is refused with 413 naming the
+// limit; the tables already read go on as before.
+TEST_CASE("kv tables: tables.max_tables bounds the tables one instance reads", "[integration][tables][config]") {
+  SinkProcess sink;
+  WeirOptions o;
+  o.config = "tables: { max_tables: 3 }\n";
+  o.flows["named.yaml"] =
+      "flow: named\nfrom: { http: { path: /in } }\ntables:\n  t: { kv: named, key: k }\n"
+      "steps:\n  - lookup: { table: t, key: this.k, as: row, default: { none: true } }\n"
+      "to:\n  out: { http: { url: \"" +
+      sink.url() + "\", retries: 8, timeout: 2s } }\n";
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  // The flow's table is one of the three.
+  CHECK(weir.admin("PUT", "/tables/extra1/a", R"({"v": 1})").status == 200);
+  CHECK(weir.admin("PUT", "/tables/extra2/a", R"({"v": 2})").status == 200);
+  for (const std::string& path : {std::string("/tables/extra3/a"), std::string("/tables/extra4/b")}) {
+    auto refused = weir.admin("PUT", path, R"({"v": 3})");
+    CHECK(refused.status == 413);
+    CHECK(refused.body.find("the limit is 3 (tables.max_tables)") != std::string::npos);
+  }
+  auto import = weir.admin("PUT", "/tables/extra5?format=json", R"({"a": {"v": 5}})");
+  CHECK(import.status == 413);
+  CHECK(import.body.find("tables.max_tables") != std::string::npos);
+  // Nothing of the refused tables exists; the open ones still take writes.
+  auto never_made = weir.admin("GET", "/tables/extra3/a");
+  INFO(never_made.body);
+  CHECK(never_made.status == 404);
+  CHECK(weir.admin("PUT", "/tables/extra2/b", R"({"v": 22})").status == 200);
+  CHECK(weir.admin("PUT", "/tables/named/k1", R"({"k": "k1"})").status == 200);
+  auto list = weir.admin("GET", "/tables");
+  REQUIRE(list.status == 200);
+  std::set<std::string> names;
+  for (const auto& t : json::parse(list.body)) names.insert(t["name"].get<std::string>());
+  CHECK(names == std::set<std::string>{"named", "extra1", "extra2"});
+  REQUIRE(weir.post("/in", R"({"id": "e1", "k": "k1"})").status == 202);
+  REQUIRE(wait_until([&] { return delivered_with_id(sink, "e1").has_value(); }, 10s, 10ms));
+  CHECK((*delivered_with_id(sink, "e1"))["row"] == json{{"k", "k1"}});
+  CHECK(weir.terminate() == 0);
+
+  for (const std::string& bad :
+       {std::string("tables: { max_tables: 0 }\n"), std::string("tables: { max_tables: x }\n")}) {
+    INFO(bad);
+    WeirOptions b;
+    b.config = bad;
+    WeirProcess other(b);
+    other.spawn();
+    CHECK(other.process().wait_exit(20s) == std::optional<int>(2));
+    CHECK(other.log().find("tables.max_tables") != std::string::npos);
+  }
+}
