@@ -196,6 +196,15 @@ Result<TokenResponse> parse_token_response(std::string_view body) {
   }
   TokenResponse out;
   out.access_token = token->get<std::string>();
+  // The token goes into an Authorization header line: a CR or LF would end that line and
+  // start another header the endpoint chose (any control byte is no token: RFC 6750's
+  // b64token). Refused, and the message never quotes the token.
+  if (std::any_of(out.access_token.begin(), out.access_token.end(),
+                  [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+    return Status::invalid(
+        "the token endpoint's access_token holds a control character (CR, LF or another): refused, it would "
+        "break the Authorization header");
+  }
   if (auto e = j.find("expires_in"); e != j.end() && !e->is_null()) {
     // Some servers send the number as a string.
     double seconds = -1;

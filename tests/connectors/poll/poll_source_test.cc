@@ -319,10 +319,12 @@ TEST_CASE("poll token responses: Bearer tokens with expires_in - errors never qu
   CHECK(poll::parse_token_response(R"({"access_token": "abc", "expires_in": "60"})")->expires_in == 60s);
   CHECK(poll::parse_token_response(R"({"access_token": "abc"})")->expires_in == 3600s);
 
-  for (const char* bad : {R"({"token_type": "bearer"})", R"({"access_token": ""})", "[1]", "nope",
-                          R"({"access_token": "TOPSECRET", "token_type": "mac"})",
-                          R"({"access_token": "TOPSECRET", "expires_in": "soon"})",
-                          R"({"access_token": "TOPSECRET", "expires_in": -5})"}) {
+  for (const char* bad :
+       {R"({"token_type": "bearer"})", R"({"access_token": ""})", "[1]", "nope",
+        R"({"access_token": "TOPSECRET", "token_type": "mac"})",
+        R"({"access_token": "TOPSECRET", "expires_in": "soon"})", R"({"access_token": "TOPSECRET", "expires_in": -5})",
+        R"({"access_token": "TOPSECRET\r\nX-Injected: 1"})", R"({"access_token": "TOPSECRET\n"})",
+        R"({"access_token": "TOP\u0000SECRET"})"}) {
     auto r = poll::parse_token_response(bad);
     INFO(bad);
     REQUIRE_FALSE(r);
@@ -640,6 +642,32 @@ TEST_CASE("poll source: OAuth2 client credentials, cached token, one refresh on 
   for (const auto& r : api.requests()) CHECK(r.header("Authorization").rfind("Bearer tok", 0) == 0);
   // Every event is a real answer: no 401 became an event.
   for (const auto& b : ingest.bodies()) CHECK(b == Json::parse(R"({"ok": true})"));
+}
+
+// A token with CR/LF would split the Authorization header into lines the token endpoint
+// chose: it is refused (logged as the poll's error, without the token) and never sent.
+TEST_CASE("poll source: an access_token with CR or LF is refused and never sent", "[poll]") {
+  ScriptedHttpServer auth([&](const ScriptedRequest&) {
+    return ScriptedReply::with_status(200, R"({"access_token": "TOPSECRET\r\nX-Injected: 1", "token_type": "Bearer"})");
+  });
+  ScriptedHttpServer api([&](const ScriptedRequest&) { return ScriptedReply::with_status(200, R"([{"ok": true}])"); });
+  PollSourceSpec spec;
+  spec.url = api.url("/x");
+  spec.every = 5ms;
+  spec.oauth2 = PollSourceSpec::OAuth2{auth.url("/token"), "CID", "CSECRET", {}};
+  FakeIngest ingest;
+  auto source = PollSource::create(spec, "f", fast_options());
+  REQUIRE(source);
+  SourceContext ctx;
+  ctx.flow = "f";
+  ctx.ingest = &ingest;
+  REQUIRE(source.value()->start(ctx));
+  // Asked again after the refusal (a backoff), and the API never called with it.
+  REQUIRE(eventually([&] { return auth.request_count() >= 2; }));
+  source.value()->stop();
+  CHECK(api.request_count() == 0);
+  CHECK(source.value()->token_fetches() == 0);
+  CHECK(ingest.size() == 0);
 }
 
 TEST_CASE("poll source: bad answers back off and never become events", "[poll]") {
