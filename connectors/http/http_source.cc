@@ -37,6 +37,11 @@ class HttpSource final : public Source {
         return Status::invalid("flow " + ctx.flow + ": environment variable " + spec_.hmac->secret_env +
                                " (hmac.secret_env) is not set");
       secret_ = v;
+      std::string why;
+      if (spec_.hmac->scheme == flows::HmacSpec::Scheme::kStandard && !valid_standard_webhook_secret(secret_, &why)) {
+        return Status::invalid("flow " + ctx.flow + ": environment variable " + spec_.hmac->secret_env +
+                               " (hmac.secret_env, scheme standard) is no Standard Webhooks secret: " + why);
+      }
     }
     if (spec_.bearer_token_env) {
       const char* v = std::getenv(spec_.bearer_token_env->c_str());

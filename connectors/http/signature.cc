@@ -178,6 +178,18 @@ bool verify_standard_webhook(std::string_view secret, std::string_view id, std::
   return fail(why, any_v1 ? "no matching signature" : "no v1 signature in webhook-signature");
 }
 
+bool valid_standard_webhook_secret(std::string_view secret, std::string* why) {
+  if (standard_webhook_key(secret)) return true;
+  if (why != nullptr) {
+    *why = secret.empty() ? "the secret is empty"
+           : secret.size() == kWhsecPrefix.size()
+               ? "the secret is whsec_ with no key after it"
+               : "the secret starts with whsec_ but the rest is not base64 (A-Z a-z 0-9 + /, padded with = to a "
+                 "multiple of 4)";
+  }
+  return false;
+}
+
 std::string standard_webhook_signature(std::string_view secret, std::string_view id, std::string_view timestamp,
                                        std::string_view body) {
   const auto key = standard_webhook_key(secret);

@@ -32,6 +32,11 @@ inline constexpr int64_t kStandardWebhookToleranceSeconds = 5 * 60;
 bool verify_standard_webhook(std::string_view secret, std::string_view id, std::string_view timestamp,
                              std::string_view body, std::string_view signature_header, int64_t now_seconds,
                              std::string* why);
+// True when `secret` can sign Standard Webhooks: `whsec_` followed by the base64 of at
+// least one byte, or (without the prefix) not empty. Otherwise `why` (if not null) says
+// what is wrong without quoting the secret: a malformed secret never verifies anything,
+// so the source refuses to start with it instead of answering every sender 401.
+bool valid_standard_webhook_secret(std::string_view secret, std::string* why);
 // One `v1,<base64>` entry for the given content (for tests, tools and the bench sender).
 // Empty when the secret is malformed.
 std::string standard_webhook_signature(std::string_view secret, std::string_view id, std::string_view timestamp,

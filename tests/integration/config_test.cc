@@ -385,3 +385,31 @@ TEST_CASE("conflicting flows are configuration errors", "[integration][config]")
     CHECK(contains(out, "two.yaml"));
   }
 }
+
+// A Standard Webhooks secret that cannot be decoded verifies no signature: every sender
+// would get 401 with a signature that is right. It is a start-up error naming the
+// variable and what is wrong, never the secret.
+TEST_CASE("a malformed whsec_ secret is a start-up error naming its variable, not the secret",
+          "[integration][config][signature]") {
+  NatsServer nats;
+  SinkProcess sink;
+  for (const std::string bad : {"whsec_SECRETVALUE!", "whsec_", "whsec_SECRETV"}) {
+    INFO(bad);
+    std::string out = expect_exit_2(
+        {.nats_url = nats.url(),
+         .flows = {{"standard.yaml", http_flow("standard", "/in/standard", sink.url("/s"), "retries: 8",
+                                               "hmac: { secret_env: SW_SECRET, scheme: "
+                                               "standard }")}},
+         .env = {{"SW_SECRET", bad}}});
+    CHECK(contains(out, "SW_SECRET"));
+    CHECK(contains(out, "no Standard Webhooks secret"));
+    CHECK_FALSE(contains(out, "SECRETV"));
+  }
+  // A well-formed one starts.
+  WeirProcess good({.nats_url = nats.url(),
+                    .flows = {{"standard.yaml", http_flow("standard", "/in/standard", sink.url("/s"), "retries: 8",
+                                                          "hmac: { secret_env: SW_SECRET, scheme: standard }")}},
+                    .env = {{"SW_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}});
+  good.start();
+  CHECK(good.terminate() == std::optional<int>(0));
+}

@@ -6,6 +6,7 @@
 
 using weir::connectors::github_signature;
 using weir::connectors::standard_webhook_signature;
+using weir::connectors::valid_standard_webhook_secret;
 using weir::connectors::verify_github_signature;
 using weir::connectors::verify_standard_webhook;
 
@@ -116,6 +117,23 @@ TEST_CASE("standard webhooks: malformed headers and secrets are rejected with a 
   CHECK(sw_why(kSwSignature, kSwNow, kSwTimestamp, kSwId, "whsec_%%%%") == "unusable secret");
   CHECK(sw_why(kSwSignature, kSwNow, kSwTimestamp, kSwId, "whsec_") == "unusable secret");
   CHECK(sw_why(kSwSignature, kSwNow, kSwTimestamp, kSwId, "") == "unusable secret");
+}
+
+TEST_CASE("standard webhooks: a secret is checked before use, the reason never quotes it", "[signature]") {
+  std::string why;
+  CHECK(valid_standard_webhook_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", &why));
+  CHECK(valid_standard_webhook_secret("raw-secret-bytes", &why));
+  CHECK_FALSE(valid_standard_webhook_secret("", &why));
+  CHECK(why == "the secret is empty");
+  CHECK_FALSE(valid_standard_webhook_secret("whsec_", &why));
+  CHECK(why == "the secret is whsec_ with no key after it");
+  for (const std::string bad : {"whsec_%%%%SECRETX", "whsec_SECRETX", "whsec_SECR=TXY", "whsec_ SECRETX"}) {
+    INFO(bad);
+    CHECK_FALSE(valid_standard_webhook_secret(bad, &why));
+    CHECK(why.find("not base64") != std::string::npos);
+    CHECK(why.find("SECR") == std::string::npos);
+  }
+  CHECK_FALSE(valid_standard_webhook_secret("", nullptr));
 }
 
 TEST_CASE("standard webhooks: tampered content is rejected", "[signature]") {
