@@ -52,6 +52,80 @@ struct Pending {
 
 using Completions = Mailbox<Pending>;
 
+// Exits as a child that ended with wait status `status` did: the same exit code, or killed
+// by the same signal (so weir's log says how the command ended).
+[[noreturn]] void exit_as(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(sig, &dfl, nullptr);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
+    ::kill(::getpid(), sig);
+    ::_exit(128 + sig);
+  }
+  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
+// The process between weir and the command (ADR 0285), forked from the source's thread:
+// only async-signal-safe calls. It leads the command's process group, forks the command
+// (a raw fork: no atfork handlers, whose locks another thread of weir may have held),
+// closes every descriptor (the command's output reaches EOF without it), waits for the
+// command and exits as it did. The kernel signals it (SIGUSR2) when the thread that forked
+// it dies — weir killed or crashed — and it kills the whole group then: the command and
+// what it started. The group's SIGTERM at stop() reaches the command directly; the guard
+// waits for it.
+[[noreturn]] void guard_command(pid_t weir, const char* path, char* const* argv, char* const* envp, int devnull,
+                                int out_w, int err_w) {
+  sigset_t waited;
+  sigemptyset(&waited);
+  for (int sig : {SIGCHLD, SIGUSR2, SIGTERM, SIGINT, SIGHUP}) sigaddset(&waited, sig);
+  ::sigprocmask(SIG_BLOCK, &waited, nullptr);  // before the parent-death signal can come
+  ::prctl(PR_SET_PDEATHSIG, SIGUSR2);
+  if (::getppid() != weir) ::_exit(1);  // weir died before that: nothing started yet
+  const pid_t guard = ::getpid();
+  const long command = ::syscall(SYS_fork);
+  if (command == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the guard killed: the command goes with it
+    if (::getppid() != guard) ::_exit(1);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the runtime blocks SIGTERM/SIGINT in its threads
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR2}) ::sigaction(sig, &dfl, nullptr);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(out_w, 1);
+    ::dup2(err_w, 2);
+    ::syscall(SYS_close_range, 3U, ~0U, 0U);  // weir's sockets and files stay weir's
+    ::execve(path, argv, envp);
+    static const char kMsg[] = "weir exec: cannot execute the command\n";
+    [[maybe_unused]] ssize_t w = ::write(2, kMsg, sizeof kMsg - 1);
+    ::_exit(127);
+  }
+  if (command < 0) {
+    static const char kMsg[] = "weir exec: cannot fork the command\n";
+    [[maybe_unused]] ssize_t w = ::write(err_w, kMsg, sizeof kMsg - 1);
+    ::_exit(126);
+  }
+  ::syscall(SYS_close_range, 0U, ~0U, 0U);
+  for (;;) {
+    siginfo_t info;
+    const int sig = ::sigwaitinfo(&waited, &info);
+    if (sig == SIGUSR2) {
+      ::kill(0, SIGKILL);  // the guard's own group: the command, what it started, the guard
+      ::_exit(137);
+    }
+    if (sig == SIGCHLD) {
+      int status = 0;
+      if (::waitpid(static_cast<pid_t>(command), &status, WNOHANG) == command) exit_as(status);
+    }
+  }
+}
+
 bool executable_file(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
@@ -310,29 +384,13 @@ struct ExecSource::Impl {
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
     const pid_t parent = ::getpid();
-    const char* path = program.c_str();
     pid_t pid = ::fork();
     if (pid == 0) {
-      // Child: only async-signal-safe calls from here to execve. Its own process group, so
-      // that stop() reaches what it starts too (a shell's `sleep 600 &`); the kernel kills it
-      // when the thread that forked it (the source's, which lives until stop) or weir dies.
+      // The guard (ADR 0285): leads the command's process group, so that stop() reaches
+      // what the command starts too (a shell's `sleep 600 &`), and kills that group if
+      // weir dies without stopping the source.
       ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(1);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the runtime blocks SIGTERM/SIGINT in its threads
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) ::sigaction(sig, &dfl, nullptr);
-      if (devnull >= 0) ::dup2(devnull, 0);
-      ::dup2(out[1], 1);
-      ::dup2(err[1], 2);
-      ::syscall(SYS_close_range, 3U, ~0U, 0U);  // weir's sockets and files stay weir's
-      ::execve(path, argv.data(), envp.data());
-      static const char kMsg[] = "weir exec: cannot execute the command\n";
-      [[maybe_unused]] ssize_t w = ::write(2, kMsg, sizeof kMsg - 1);
-      ::_exit(127);
+      guard_command(parent, program.c_str(), argv.data(), envp.data(), devnull, out[1], err[1]);
     }
     int fork_errno = errno;
     ::close(out[1]);
@@ -343,7 +401,7 @@ struct ExecSource::Impl {
       ::close(err[0]);
       return Status::internal(std::string("fork: ") + std::strerror(fork_errno));
     }
-    child = pid;
+    child = pid;  // the guard, which exits as the command did
     // Also here: whichever of parent and child runs first, the group exists before a signal.
     ::setpgid(pid, pid);
     group = pid;

@@ -14,14 +14,14 @@
 // `max_line` bytes is an error in the log (with its number and length), counted, and
 // dropped; the lines after it are delivered.
 //
-// Lifecycle: the command starts in start(), in a process group of its own; when it exits
-// (or cannot be run) it is started again after a backoff that doubles from `restart_min`
-// to `restart_max` and resets once a run lasted a minute. stop(): SIGTERM to the command's
-// process group, SIGKILL after `stop_grace`, the command reaped, then SIGKILL to whatever
-// is left of its group (what it started: a shell's background job); writes still in
-// flight get a short grace. If weir dies, the kernel kills the command
-// (PR_SET_PDEATHSIG), but not what the command started (a SIGKILLed weir cannot signal
-// the group: ADR 0285). The command gets PATH, HOME, LANG and the variables its
+// Lifecycle: the command starts in start(), under a guard process that leads a process
+// group of its own (ADR 0285); when it exits (or cannot be run) it is started again after a
+// backoff that doubles from `restart_min` to `restart_max` and resets once a run lasted a
+// minute. stop(): SIGTERM to the process group, SIGKILL after `stop_grace`, the guard
+// reaped, then SIGKILL to whatever is left of the group (what the command started: a
+// shell's background job); writes still in flight get a short grace. If weir dies without
+// stopping (SIGKILL, a crash), the kernel tells the guard (PR_SET_PDEATHSIG), which kills
+// the whole group. The command gets PATH, HOME, LANG and the variables its
 // spec's `env:` names from weir's environment (nothing else), stdin from /dev/null,
 // default signal dispositions and an empty signal mask.
 //
