@@ -34,6 +34,7 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(d.nats.delivery_threads == 2);
   CHECK(d.backlog.ingress_nice == 10);
   CHECK(d.delivery_loops == 0);  // auto
+  CHECK(d.tables.max_tables == 64);
   CHECK(d.delivery_loops_in_force() == (weir::usable_cpus() < 4 ? 1 : 2));
 
   write_file(dir.file("w.yaml"),
@@ -43,7 +44,8 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
              "log: { level: warn, format: json }\n"
              "nats: { delivery_threads: 3 }\n"
              "drain_timeout: 1m\n"
-             "backlog: { max_delay: 250ms }\n");
+             "backlog: { max_delay: 250ms }\n"
+             "tables: { max_tables: 5 }\n");
   auto c = load_runtime_config(dir.file("w.yaml"));
   CHECK(c.backlog.max_delay == std::chrono::milliseconds(250));
   CHECK(d.backlog.max_delay == std::chrono::milliseconds(0));
@@ -66,6 +68,7 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(c.log.format == "json");
   CHECK(c.drain_timeout == std::chrono::minutes(1));
   CHECK(c.nats.delivery_threads == 3);
+  CHECK(c.tables.max_tables == 5);
 }
 
 TEST_CASE("config: unknown keys and bad values are errors naming the place", "[config]") {
@@ -94,6 +97,10 @@ TEST_CASE("config: unknown keys and bad values are errors naming the place", "[c
     const std::string why = error_of(dir.file("h.yaml"));
     INFO(why);
     CHECK(why.find("delivery_loops") != std::string::npos);
+  }
+  for (const char* bad : {"0", "10001", "some"}) {
+    write_file(dir.file("t.yaml"), std::string("tables: { max_tables: ") + bad + " }\n");
+    CHECK(error_of(dir.file("t.yaml")).find("tables.max_tables") != std::string::npos);
   }
   write_file(dir.file("g.yaml"), "nats: { delivery_threads: 0 }\n");
   CHECK(error_of(dir.file("g.yaml")).find("nats.delivery_threads") != std::string::npos);
