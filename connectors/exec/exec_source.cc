@@ -84,6 +84,11 @@ using Completions = Mailbox<Pending>;
   sigemptyset(&waited);
   for (int sig : {SIGCHLD, SIGUSR2, SIGTERM, SIGINT, SIGHUP}) sigaddset(&waited, sig);
   ::sigprocmask(SIG_BLOCK, &waited, nullptr);  // before the parent-death signal can come
+  // Default dispositions whatever weir's are: an ignored SIGCHLD would reap the command
+  // unseen (the guard would wait forever).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGCHLD, SIGUSR2}) ::sigaction(sig, &dfl, nullptr);
   ::prctl(PR_SET_PDEATHSIG, SIGUSR2);
   if (::getppid() != weir) ::_exit(1);  // weir died before that: nothing started yet
   const pid_t guard = ::getpid();
@@ -94,8 +99,6 @@ using Completions = Mailbox<Pending>;
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the runtime blocks SIGTERM/SIGINT in its threads
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
     for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR2}) ::sigaction(sig, &dfl, nullptr);
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(out_w, 1);
