@@ -10,6 +10,7 @@
 #include "flows/text.h"
 #include "runtime/http/http_router.h"
 #include "runtime/base/log.h"
+#include "runtime/nats/bus.h"
 
 namespace weir::connectors {
 namespace {
@@ -160,6 +161,17 @@ class HttpSource final : public Source {
                           [this, respond = std::move(respond)](const Status& s, const std::string& id) {
                             if (s) {
                               respond(HttpResponse::json(202, nlohmann::json{{"id", id}}.dump()));
+                            } else if (may_be_stored(s)) {
+                              // Written, unconfirmed: the id weir gave it lets any sender resend it
+                              // as Idempotency-Key, so JetStream keeps one copy either way.
+                              HttpResponse r = unavailable("event perhaps stored: " + s.message());
+                              r.body = nlohmann::json{{"error", "event perhaps stored: " + s.message()},
+                                                      {"id", id},
+                                                      {"stored", "unknown"},
+                                                      {"hint", "resend it with the header Idempotency-Key: " + id +
+                                                                   " (a signed webhook: resend the same delivery)"}}
+                                           .dump();
+                              respond(std::move(r));
                             } else {
                               respond(unavailable("event not stored: " + s.message()));
                             }

@@ -33,6 +33,12 @@ namespace weir {
 const char* const kMayBeStored =
     " (a write already sent may still be stored: resend with the same Idempotency-Key, JetStream drops the duplicate)";
 
+bool may_be_stored(const Status& s) {
+  const std::string& m = s.message();
+  const size_t n = std::char_traits<char>::length(kMayBeStored);
+  return !s.is_ok() && m.size() >= n && m.compare(m.size() - n, n, kMayBeStored) == 0;
+}
+
 namespace {
 // How long the set-up calls wait for prefetch_setup()'s answers; what has not answered by
 // then is asked again the usual way (a fresh or busy server answers the retries later).

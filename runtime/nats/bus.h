@@ -375,6 +375,8 @@ uint64_t inbox_id(std::string_view subject, std::string_view prefix);
 // Appended to every failure of a publish that was perhaps written: a sender can then resend with the same
 // Idempotency-Key and JetStream drops the duplicate.
 extern const char* const kMayBeStored;
+// Whether `s` is such a failure: the event may be stored after all.
+bool may_be_stored(const Status& s);
 // The connection options every weir connection uses (servers, name, reconnect, pings,
 // credentials, send-asap); `name` overrides options.name.
 Status set_connection_options(__natsOptions* opts, const BusOptions& options, const std::string& name);

@@ -1,6 +1,7 @@
 // Every row of the ingress answers (docs/admin-api.md), with the process still
 // serving afterwards and nothing stored for a rejected request.
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <ctime>
 #include <regex>
 #include <thread>
@@ -298,4 +299,45 @@ TEST_CASE("keep-alive connections survive rejected requests", "[integration][ing
   CHECK(got.find("HTTP/1.1 202", first == std::string::npos ? 0 : first + 1) != std::string::npos);
   std::set<std::string> ids{"pipelined-1", "pipelined-2"};
   CHECK(wait_until([&] { return missing(ids, sink.ids()).empty(); }, 20s, 50ms));
+}
+
+TEST_CASE("a 503 for an event that may be stored says its id, and a resend with it stores the event once",
+          "[integration][ingress]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirOptions o;
+  o.nats_url = nats.url();
+  o.flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/out"))}};
+  o.config = "http: { ack_timeout: 300ms }\n";
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.post("/in/plain", R"({"id":"warm"})").status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("warm") == 1; }, 20s, 20ms));
+
+  // The server reads nothing while stopped: the publish is written, its PubAck never comes.
+  REQUIRE(::kill(nats.pid(), SIGSTOP) == 0);
+  auto r = weir.post("/in/plain", R"({"id":"unsure"})");
+  REQUIRE(::kill(nats.pid(), SIGCONT) == 0);
+  INFO(r.status << " " << r.body);
+  REQUIRE(r.status == 503);
+  CHECK(!r.header("retry-after").empty());
+  json b = json::parse(r.body);
+  CHECK(b.value("stored", "") == "unknown");
+  const std::string id = b.value("id", "");
+  REQUIRE_FALSE(id.empty());
+  CHECK(b.value("hint", "").find(id) != std::string::npos);
+
+  // Resent with that id (weir stored the first write once the server woke, or not): one event.
+  REQUIRE(
+      wait_until([&] { return weir.post("/in/plain", R"({"id":"unsure"})", {"Idempotency-Key: " + id}).status == 202; },
+                 20s, 100ms));
+  REQUIRE(weir.post("/in/plain", R"({"id":"after"})").status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("after") == 1 && sink.ids().count("unsure") == 1; }, 20s, 20ms));
+  int copies = 0;
+  for (const auto& req : sink.requests(1000)) {
+    json got = body_of(req);
+    if (got.is_object() && got.value("id", "") == "unsure") ++copies;
+  }
+  CHECK(copies == 1);
 }
