@@ -128,57 +128,65 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
     return page;
   }
   uint64_t seq = std::max(first, q.after_seq + 1);
+  // The stream is read in batches (Bus::read_stream), not a round trip per dead letter:
+  // the dashboard polls this every few seconds on the one admin worker.
   if (q.after_id) {
     // Resolve the id to its first stored dead letter (ids repeat when an event dies in
     // two sinks; after_seq is the exact cursor and what the Link header gives).
     bool found = false;
-    for (uint64_t s = first; s <= last; ++s) {
-      auto m = bus_.get_message(layout::dlq_stream(), s);
-      if (m && header_of(m.value(), layout::kHeaderId) == *q.after_id) {
-        seq = std::max(seq, s + 1);
-        found = true;
-        break;
-      }
-    }
+    Status s = bus_.read_stream(layout::dlq_stream(), layout::dlq_subjects(), first, kScanBatch, kListTimeout,
+                                [&](StoredMessage&& m) {
+                                  if (m.sequence > last) return false;
+                                  if (header_of(m, layout::kHeaderId) != *q.after_id) return true;
+                                  seq = std::max(seq, m.sequence + 1);
+                                  found = true;
+                                  return false;
+                                });
+    if (!s) return s;
     if (!found) return Status::not_found("no dead letter with id " + *q.after_id + " (replayed, or never stored)");
   }
+  if (seq > last) return page;
   const size_t limit = std::clamp<size_t>(q.limit, 1, kMaxPage);
-  for (; seq <= last; ++seq) {
-    auto m = bus_.get_message(layout::dlq_stream(), seq);
-    if (!m) continue;  // deleted (replayed) sequences leave gaps
-    std::string f = header_of(m.value(), kFlow);
-    if (q.flow && f != *q.flow) continue;
-    std::string id = header_of(m.value(), layout::kHeaderId);
-    if (q.id && id != *q.id) continue;
-    if (page.items.size() == limit) {  // one more matches: say so and stop
-      page.more = true;
-      break;
-    }
-    // Bounded: a dead letter may be the very event that was too deep to run.
-    auto parsed = flows::parse_json(m->data, flows::kDefaultMaxDepth);
-    nlohmann::json event = parsed ? std::move(*parsed) : nlohmann::json(m->data);
-    auto num = [&](const char* name) -> int64_t {
-      try {
-        return std::stoll(header_of(m.value(), name));
-      } catch (...) {
-        return 0;
-      }
-    };
-    page.items.push_back({{"id", id},
-                          {"seq", seq},
-                          {"flow", f},
-                          {"version", num(kVersion)},
-                          {"stage", header_of(m.value(), kStage)},
-                          {"reason", header_of(m.value(), kReason)},
-                          {"deliveries", num(kDeliveries)},
-                          {"at", m->time_ns / 1'000'000},
-                          {"event", std::move(event)}});
-    if (std::string tp = header_of(m.value(), trace::kHeaderTraceparent); !tp.empty()) {
-      page.items.back()["traceparent"] = std::move(tp);
-    }
-    page.last_seq = seq;
-    page.last_id = std::move(id);
-  }
+  // One more than the page when nothing is filtered out (to learn whether more follow).
+  const size_t batch = q.flow || q.id ? kScanBatch : limit + 1;
+  Status s = bus_.read_stream(layout::dlq_stream(), layout::dlq_subjects(), seq, batch, kListTimeout,
+                              [&](StoredMessage&& m) {
+                                if (m.sequence > last) return false;
+                                std::string f = header_of(m, kFlow);
+                                if (q.flow && f != *q.flow) return true;
+                                std::string id = header_of(m, layout::kHeaderId);
+                                if (q.id && id != *q.id) return true;
+                                if (page.items.size() == limit) {  // one more matches: say so and stop
+                                  page.more = true;
+                                  return false;
+                                }
+                                // Bounded: a dead letter may be the very event that was too deep to run.
+                                auto parsed = flows::parse_json(m.data, flows::kDefaultMaxDepth);
+                                nlohmann::json event = parsed ? std::move(*parsed) : nlohmann::json(m.data);
+                                auto num = [&](const char* name) -> int64_t {
+                                  try {
+                                    return std::stoll(header_of(m, name));
+                                  } catch (...) {
+                                    return 0;
+                                  }
+                                };
+                                page.items.push_back({{"id", id},
+                                                      {"seq", m.sequence},
+                                                      {"flow", f},
+                                                      {"version", num(kVersion)},
+                                                      {"stage", header_of(m, kStage)},
+                                                      {"reason", header_of(m, kReason)},
+                                                      {"deliveries", num(kDeliveries)},
+                                                      {"at", m.time_ns / 1'000'000},
+                                                      {"event", std::move(event)}});
+                                if (std::string tp = header_of(m, trace::kHeaderTraceparent); !tp.empty()) {
+                                  page.items.back()["traceparent"] = std::move(tp);
+                                }
+                                page.last_seq = m.sequence;
+                                page.last_id = std::move(id);
+                                return true;
+                              });
+  if (!s) return s;
   return page;
 }
 

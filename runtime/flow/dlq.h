@@ -61,11 +61,16 @@ struct DeadLetterPage {
 class DeadLetters {
  public:
   static constexpr size_t kMaxPage = 1000;
+  // GET /dlq reads the stream in batches of this many when it filters (flow, id, after),
+  // and gives up past kListTimeout (503).
+  static constexpr size_t kScanBatch = 256;
+  static constexpr std::chrono::milliseconds kListTimeout{5000};
 
   explicit DeadLetters(Bus& bus) : bus_(bus) {}
   // Writes one dead letter; `done` after its PubAck. Only then may the input be acked.
   void publish(const DeadLetter& letter, PublishCallback done);
-  // One page; not_found when `after_id` names no stored dead letter.
+  // One page; not_found when `after_id` names no stored dead letter. A few round trips
+  // per page (Bus::read_stream), not one per dead letter.
   Result<DeadLetterPage> list(const DeadLetterQuery& query);
   // Puts dead letters back into the stage they died in and removes them from the stream.
   // Selects all, or those of `flow`, or those whose id is in `ids`. Returns how many.

@@ -301,6 +301,13 @@ class Bus {
   };
   Result<StreamState> stream_state(const std::string& stream);  // one STREAM.INFO request
   Result<StoredMessage> get_message(const std::string& stream, uint64_t seq);
+  // Reads `stream` (subjects `subject`) in order from sequence `from_seq` through an
+  // ephemeral pull consumer (memory storage, no acks), `batch` messages per round trip
+  // (at most 8 MiB), handing each to `visit` until it returns false, the messages stored
+  // when the read began are all read, or `timeout` has passed (then unavailable). Round
+  // trips: create, info, one per batch, delete; not one per message.
+  Status read_stream(const std::string& stream, const std::string& subject, uint64_t from_seq, size_t batch,
+                     std::chrono::milliseconds timeout, const std::function<bool(StoredMessage&&)>& visit);
   Status delete_message(const std::string& stream, uint64_t seq);
 
   __natsConnection* connection() { return nc_; }  // for cluster/ (KV); not owned by the caller

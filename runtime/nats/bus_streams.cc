@@ -1,6 +1,7 @@
 // Stream and consumer set-up (sizes planned against the server's storage, configs
 // compared and updated, creation retried while a fresh server elects leaders) and the
-// direct stream operations: bounds, state, get and delete of one message.
+// direct stream operations: bounds, state, get and delete of one message, and reading a
+// range of messages in batches (read_stream).
 #include <nats/nats.h>
 
 #include <algorithm>
@@ -431,16 +432,12 @@ Result<Bus::StreamState> Bus::stream_state(const std::string& stream) {
   return out;
 }
 
-Result<StoredMessage> Bus::get_message(const std::string& stream, uint64_t seq) {
-  natsMsg* msg = nullptr;
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetMsg(&msg, js_, stream.c_str(), seq, nullptr, &jerr);
-  if (s != NATS_OK) return js_status(s, jerr, "get message");
+namespace {
+// Subject, data and headers of a stored message (sequence and time are the caller's).
+StoredMessage stored_message(natsMsg* msg) {
   StoredMessage out;
-  out.sequence = seq;
   out.subject = natsMsg_GetSubject(msg);
   out.data.assign(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg)));
-  out.time_ns = natsMsg_GetTime(msg);
   const char** keys = nullptr;
   int count = 0;
   if (natsMsgHeader_Keys(msg, &keys, &count) == NATS_OK) {
@@ -450,8 +447,86 @@ Result<StoredMessage> Bus::get_message(const std::string& stream, uint64_t seq) 
     }
     free(static_cast<void*>(keys));
   }
+  return out;
+}
+}  // namespace
+
+Result<StoredMessage> Bus::get_message(const std::string& stream, uint64_t seq) {
+  natsMsg* msg = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetMsg(&msg, js_, stream.c_str(), seq, nullptr, &jerr);
+  if (s != NATS_OK) return js_status(s, jerr, "get message");
+  StoredMessage out = stored_message(msg);
+  out.sequence = seq;
+  out.time_ns = natsMsg_GetTime(msg);
   free_nats_msg(msg);
   return out;
+}
+
+Status Bus::read_stream(const std::string& stream, const std::string& subject, uint64_t from_seq, size_t batch,
+                        std::chrono::milliseconds timeout, const std::function<bool(StoredMessage&&)>& visit) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  auto left_ms = [&] {
+    return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+  };
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = stream.c_str();
+  so.Config.DeliverPolicy = js_DeliverByStartSequence;
+  so.Config.OptStartSeq = std::max<uint64_t>(from_seq, 1);
+  so.Config.AckPolicy = js_AckNone;
+  so.Config.MemoryStorage = true;
+  // Removed by the server if this process dies before it deletes the consumer.
+  so.Config.InactiveThreshold = std::chrono::nanoseconds(std::chrono::minutes(1)).count();
+  natsSubscription* sub = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_PullSubscribe(&sub, js_, subject.c_str(), nullptr, nullptr, &so, &jerr);
+  if (s != NATS_OK) return js_status(s, jerr, "read " + stream);
+  struct Closer {  // unsubscribing deletes the consumer the library created
+    natsSubscription* sub;
+    ~Closer() {
+      natsSubscription_Unsubscribe(sub);
+      natsSubscription_Destroy(sub);
+    }
+  } closer{sub};
+  // What is there to read: a fetch for more than the consumer has pending would wait for
+  // new messages until its expiry.
+  jsConsumerInfo* ci = nullptr;
+  s = natsSubscription_GetConsumerInfo(&ci, sub, nullptr, &jerr);
+  if (s != NATS_OK) return js_status(s, jerr, "read " + stream);
+  uint64_t pending = ci->NumPending;
+  jsConsumerInfo_Destroy(ci);
+  const int per_fetch = static_cast<int>(std::clamp<size_t>(batch, 1, 1024));
+  while (pending > 0) {
+    if (left_ms() == 0) return Status::unavailable("read " + stream + ": timed out");
+    jsFetchRequest req;
+    jsFetchRequest_Init(&req);
+    req.Batch = static_cast<int>(std::min<uint64_t>(pending, static_cast<uint64_t>(per_fetch)));
+    req.MaxBytes = 8 << 20;
+    req.Expires = left_ms() * 1'000'000;
+    natsMsgList list;
+    s = natsSubscription_FetchRequest(&list, sub, &req);
+    if (s != NATS_OK) return js_status(s, static_cast<jsErrCode>(0), "read " + stream);
+    bool go_on = true;
+    for (int i = 0; i < list.Count; ++i) {
+      natsMsg* msg = list.Msgs[i];
+      list.Msgs[i] = nullptr;
+      jsMsgMetaData* meta = nullptr;
+      if (go_on && natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+        StoredMessage m = stored_message(msg);
+        m.sequence = meta->Sequence.Stream;
+        m.time_ns = meta->Timestamp;
+        pending = meta->NumPending;
+        jsMsgMetaData_Destroy(meta);
+        go_on = visit(std::move(m));
+      }
+      free_nats_msg(msg);
+    }
+    natsMsgList_Destroy(&list);
+    if (!go_on) break;
+  }
+  return Status::ok();
 }
 
 Status Bus::delete_message(const std::string& stream, uint64_t seq) {

@@ -429,6 +429,76 @@ TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq
   }
 }
 
+// GET /dlq reads the dead-letter stream in batches (DeadLetters::list, Bus::read_stream),
+// not one JetStream request per dead letter: the dashboard polls it every 5 s on the one
+// admin worker. Counted on nats-server's own monitor: the messages it received while one
+// page of 300 dead letters was listed.
+TEST_CASE("dlq: GET /dlq lists and pages many dead letters in a few NATS requests", "[integration][admin][dlq]") {
+  NatsServer nats;
+  SinkProcess sink;
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"bad.yaml", failing_flow("bad", "/in/bad", sink.url("/bad"))},
+                              {"good.yaml", http_flow("good", "/in/good", sink.url("/good"))}}});
+  weir.start();
+  INFO(weir.describe());
+  constexpr int kDead = 300;
+  std::vector<std::string> posted;
+  for (int i = 0; i < kDead; ++i) {
+    std::string id = "many-" + std::to_string(i);
+    REQUIRE(weir.post("/in/bad", json{{"n", "not a number"}}.dump(), {"Idempotency-Key: " + id}).status == 202);
+    posted.push_back(id);
+  }
+  HttpReply all;
+  REQUIRE(wait_until(
+      [&] {
+        all = weir.admin("GET", "/dlq?limit=1000");
+        return dlq_items(all).size() == kDead;
+      },
+      30s, 100ms));
+  auto in_msgs = [&] {
+    auto r = http_request("GET", "http://127.0.0.1:" + std::to_string(nats.monitor_port()) + "/varz");
+    return json::parse(r.body, nullptr, false).value("in_msgs", int64_t{-1});
+  };
+  const int64_t before = in_msgs();
+  all = weir.admin("GET", "/dlq?limit=1000");
+  const int64_t after = in_msgs();
+  WARN("GET /dlq?limit=1000 of " << kDead << " dead letters: nats-server received " << after - before
+                                 << " messages meanwhile");
+  REQUIRE(all.status == 200);
+  CHECK(ids_of(dlq_items(all)) == posted);
+  CHECK(all.header("x-more") == "false");
+  REQUIRE(before >= 0);
+  CHECK(after - before < kDead / 3);  // one request per dead letter would be 300 and more
+
+  // Pages of 100 through the Link header: 3 pages, in order, the last without more.
+  std::vector<std::string> seen;
+  std::string path = "/dlq?limit=100";
+  int pages = 0;
+  for (; !path.empty() && pages < 10; ++pages) {
+    auto r = weir.admin("GET", path);
+    REQUIRE(r.status == 200);
+    auto items = dlq_items(r);
+    CHECK(items.size() == 100);
+    for (const auto& id : ids_of(items)) seen.push_back(id);
+    path = next_link(r);
+    CHECK(r.header("x-more") == (path.empty() ? "false" : "true"));
+  }
+  CHECK(pages == 3);
+  CHECK(seen == posted);
+  // after=ID in the middle, a flow filter, an id filter.
+  auto middle = weir.admin("GET", "/dlq?after=many-149&limit=100");
+  REQUIRE(middle.status == 200);
+  auto mid_ids = ids_of(dlq_items(middle));
+  REQUIRE(mid_ids.size() == 100);
+  CHECK(mid_ids.front() == "many-150");
+  CHECK(mid_ids.back() == "many-249");
+  CHECK(middle.header("x-more") == "true");
+  CHECK(dlq_items(weir.admin("GET", "/dlq?flow=bad&limit=1000")).size() == kDead);
+  CHECK(dlq_items(weir.admin("GET", "/dlq?flow=good")).empty());
+  CHECK(ids_of(dlq_items(weir.admin("GET", "/dlq?id=many-277"))) == std::vector<std::string>{"many-277"});
+  CHECK(weir.admin("GET", "/dlq?after=no-such-id").status == 404);
+}
+
 TEST_CASE("deploy: a flow with table files gets an answer that says why", "[integration][admin]") {
   NatsServer nats;
   SinkProcess sink;
