@@ -271,6 +271,8 @@ struct Runtime::Impl {
     ao.listen = config.admin.listen;
     ao.max_body = 4 << 20;
     ao.max_connections = static_cast<size_t>(config.admin.max_connections);
+    ao.max_connections_per_client = static_cast<size_t>(config.admin.max_connections_per_client);
+    ao.check_header = admin->header_check();  // the token before the body (docs/admin-api.md)
     auto as = HttpServer::create(io, ao, admin->handler());
     if (!as) {
       log::error("cannot start the admin API", {{"error", as.status().message()}});
@@ -284,6 +286,8 @@ struct Runtime::Impl {
     io_opts.max_header = config.http.max_header;
     io_opts.read_timeout = config.http.read_timeout;
     io_opts.max_connections = static_cast<size_t>(config.http.max_connections);
+    io_opts.max_connections_per_client = static_cast<size_t>(config.http.max_connections_per_client);
+    io_opts.max_connection_age = config.http.max_connection_age;
     auto is = HttpServer::create(io, io_opts,
                                  [this](HttpRequest& req, Responder r) { router.handle(req, std::move(r)); });
     if (!is) {

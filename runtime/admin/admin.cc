@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <new>
 #include <optional>
 #include <sstream>
 
@@ -16,6 +18,7 @@
 namespace weir {
 namespace {
 constexpr std::string_view kFlowsPrefix = "/flows/";
+constexpr std::string_view kTablesPrefix = "/tables/";
 
 // %XX and '+' decoded (ids may hold any character an Idempotency-Key may).
 std::string url_decode(std::string_view s) {
@@ -90,8 +93,8 @@ std::optional<std::string> parse_replay_filter(const std::string& body, std::opt
 // another origin (CSRF) gets 403 when it sends an Origin other than the admin's own
 // (the origin the request addressed: http://<Host>); without a token the Host must name
 // loopback, so a DNS-rebound name is refused too; a write with a body must say it is
-// JSON (PUT /flows/{name} may also send YAML), which no HTML form can; a write without a
-// body may have any type. nullopt: go on.
+// JSON (PUT /flows/{name} may also send YAML, PUT /tables/{name} CSV), which no HTML form
+// can; a write without a body may have any type. nullopt: go on.
 std::optional<HttpResponse> browser_guard(const HttpRequest& req, bool has_token) {
   auto lower = [](std::string_view v) {
     std::string s(v);
@@ -113,16 +116,32 @@ std::optional<HttpResponse> browser_guard(const HttpRequest& req, bool has_token
     type = type.substr(0, type.find(';'));
     while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
     bool yaml_ok = method == "PUT" && req.path().substr(0, kFlowsPrefix.size()) == kFlowsPrefix;
+    // A table import (PUT /tables/{name}, not a row) may be CSV (docs/admin-api.md, Lookup
+    // tables). Safe for the same reason as YAML: a page can send a cross-origin request
+    // without a CORS preflight only with GET, HEAD or POST and a CORS-safelisted
+    // Content-Type (text/plain, application/x-www-form-urlencoded, multipart/form-data);
+    // a PUT, and text/csv, both need the preflight, which this API never grants.
+    std::string_view path = req.path();
+    bool csv_ok = method == "PUT" && path.substr(0, kTablesPrefix.size()) == kTablesPrefix &&
+                  path.size() > kTablesPrefix.size() && path.find('/', kTablesPrefix.size()) == std::string_view::npos;
     bool ok = type == "application/json" ||
               (yaml_ok && (type == "application/yaml" || type == "text/yaml" || type == "application/x-yaml")) ||
+              (csv_ok && type == "text/csv") ||
               req.body().empty();  // nothing to interpret (CSRF: the Origin check above)
     if (!ok) {
-      return HttpResponse::error(415, yaml_ok ? "Content-Type must be application/json or a YAML type "
-                                                "(application/yaml, text/yaml, application/x-yaml)"
-                                              : "Content-Type must be application/json");
+      return HttpResponse::error(415, yaml_ok  ? "Content-Type must be application/json or a YAML type "
+                                                 "(application/yaml, text/yaml, application/x-yaml)"
+                                      : csv_ok ? "Content-Type must be application/json or text/csv"
+                                               : "Content-Type must be application/json");
     }
   }
   return std::nullopt;
+}
+
+HttpResponse unauthorized() {
+  HttpResponse r = HttpResponse::error(401, "admin token required (Authorization: Bearer ...)");
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
 }
 
 HttpResponse json_reply(int status, const nlohmann::json& j) {
@@ -258,7 +277,7 @@ Admin::Admin(AdminBackend& backend, Metrics& metrics, DeadLetters* dlq, std::str
       auto job = std::move(jobs_.front());
       jobs_.pop_front();
       lock.unlock();
-      job();
+      job();  // never throws: on_worker wraps it
       lock.lock();
     }
   });
@@ -273,10 +292,45 @@ Admin::~Admin() {
   if (worker_.joinable()) worker_.join();
 }
 
-void Admin::on_worker(std::function<void()> job) {
+void Admin::on_worker(const Responder& respond, std::function<void(const Responder&)> job) {
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  Responder once = [respond, answered](HttpResponse r) {
+    if (!answered->exchange(true)) respond(std::move(r));
+  };
+  // Any exception (bad_alloc, a backend's throw) would end the worker thread, and with it
+  // weir (std::terminate): it becomes a 500 instead. Its text may quote a request or a
+  // credential, so neither the answer nor the log carries it; the log names its type.
+  auto run = [once, job = std::move(job)] {
+    const char* what = nullptr;
+    try {
+      job(once);
+      return;
+    } catch (const std::bad_alloc&) {
+      what = "out of memory (std::bad_alloc)";
+    } catch (const std::exception&) {
+      what = "an exception";
+    } catch (...) {
+      what = "an exception of unknown type";
+    }
+    log::error("admin call failed", {{"error", what}});
+    try {
+      once(HttpResponse::error(500, "internal error (see weir's log)"));
+    } catch (...) {  // out of memory again: the connection's deadline closes it
+    }
+  };
+  bool queued = false;
   {
     MutexLock lock(mu_);
-    jobs_.push_back(std::move(job));
+    if (jobs_.size() < kMaxQueuedJobs) {
+      jobs_.push_back(std::move(run));
+      queued = true;
+    }
+  }
+  if (!queued) {
+    HttpResponse busy = HttpResponse::error(503, "the admin API is busy; retry later");
+    busy.headers.emplace_back("Retry-After", "1");
+    once(std::move(busy));
+    return;
   }
   cv_.notify_one();
 }
@@ -338,17 +392,38 @@ void Admin::handle(HttpRequest& req, const Responder& respond) {
 // With a token, every call past /healthz, /readyz and the dashboard's files needs it;
 // false: answered 401.
 bool Admin::authorized(const HttpRequest& req, const Responder& respond) const {
+  if (token_ok(req)) return true;
+  respond(unauthorized());
+  return false;
+}
+
+bool Admin::token_ok(const HttpRequest& req) const {
   if (token_.empty()) return true;
   std::string_view auth = req.header("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
-  if (auth.size() <= kBearer.size() || auth.substr(0, kBearer.size()) != kBearer ||
-      !flows::constant_time_equals(auth.substr(kBearer.size()), token_)) {
-    HttpResponse r = HttpResponse::error(401, "admin token required (Authorization: Bearer ...)");
-    r.headers.emplace_back("WWW-Authenticate", "Bearer");
-    respond(std::move(r));
-    return false;
+  return auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer &&
+         flows::constant_time_equals(auth.substr(kBearer.size()), token_);
+}
+
+// What handle() serves without the token: /healthz, /readyz and the dashboard's files.
+bool Admin::needs_token(const HttpRequest& req) const {
+  std::string_view path = req.path();
+  if (token_.empty() || path == "/healthz" || path == "/readyz") return false;
+  if (req.method() != "GET") return true;
+  std::string_view want = path == "/" ? "/index.html" : path;
+  for (const auto& asset : dashboard_assets()) {
+    if (asset.path == want) return false;
   }
   return true;
+}
+
+// A wrong or missing token is answered from the header alone: a 4 MiB body is not read
+// for a caller who may not send one (the connection closes after the 401).
+std::function<std::optional<HttpResponse>(const HttpRequest&)> Admin::header_check() const {
+  return [this](const HttpRequest& req) -> std::optional<HttpResponse> {
+    if (!needs_token(req) || token_ok(req)) return std::nullopt;
+    return unauthorized();
+  };
 }
 
 // GET /metrics (Prometheus text) and GET /status/metrics (the same as JSON). False when
@@ -377,11 +452,11 @@ bool Admin::handle_flows(HttpRequest& req, const Responder& respond) {
   std::string_view path = req.path();
   std::string_view method = req.method();
   if (path == "/status" && method == "GET") {
-    on_worker([this, respond] { respond(reply(service_.status())); });
+    on_worker(respond, [this](const Responder& respond) { respond(reply(service_.status())); });
     return true;
   }
   if (path == "/flows" && method == "GET") {
-    on_worker([this, respond] { respond(reply(service_.flows())); });
+    on_worker(respond, [this](const Responder& respond) { respond(reply(service_.flows())); });
     return true;
   }
   if (path.substr(0, kFlowsPrefix.size()) != kFlowsPrefix) return false;
@@ -389,14 +464,15 @@ bool Admin::handle_flows(HttpRequest& req, const Responder& respond) {
   std::string name = rest.substr(0, rest.find('/'));
   std::string action = rest.find('/') == std::string::npos ? "" : rest.substr(rest.find('/') + 1);
   if (action.empty() && method == "GET") {
-    on_worker([this, name, respond] { respond(reply(service_.flow(name))); });
+    on_worker(respond, [this, name](const Responder& respond) { respond(reply(service_.flow(name))); });
     return true;
   }
   if (action.empty() && method == "PUT") {
     std::string body = req.body();
     std::string target = query_param(req.target(), "target");
-    on_worker(
-        [this, name, body = std::move(body), target, respond] { respond(reply(service_.deploy(name, body, target))); });
+    on_worker(respond, [this, name, body = std::move(body), target](const Responder& respond) {
+      respond(reply(service_.deploy(name, body, target)));
+    });
     return true;
   }
   if (action == "promote" && method == "POST") {
@@ -408,11 +484,13 @@ bool Admin::handle_flows(HttpRequest& req, const Responder& respond) {
     }
     int64_t v = j["version"].get<int64_t>();
     int64_t expected = j.value("expected_active", int64_t{0});
-    on_worker([this, name, v, expected, respond] { respond(reply(service_.promote(name, v, expected))); });
+    on_worker(respond, [this, name, v, expected](const Responder& respond) {
+      respond(reply(service_.promote(name, v, expected)));
+    });
     return true;
   }
   if (action == "rollback" && method == "POST") {
-    on_worker([this, name, respond] { respond(reply(service_.rollback(name))); });
+    on_worker(respond, [this, name](const Responder& respond) { respond(reply(service_.rollback(name))); });
     return true;
   }
   return false;
@@ -463,7 +541,7 @@ void Admin::list_dead_letters(DeadLetters& dlq, const HttpRequest& req, const Re
     }
     q.after_seq = *v;
   }
-  on_worker([dlq = &dlq, q, respond] {
+  on_worker(respond, [dlq = &dlq, q](const Responder& respond) {
     auto r = dlq->list(q);
     if (!r) {
       int code = r.status().code() == Status::Code::kNotFound ? 404 : 503;
@@ -482,7 +560,7 @@ void Admin::replay_dead_letters(DeadLetters& dlq, const HttpRequest& req, const 
         400, "malformed replay filter: " + *bad + "; send {}, {\"flow\": F}, {\"ids\": [ID, ...]} or both keys"));
     return;
   }
-  on_worker([dlq = &dlq, flow, ids, respond] {
+  on_worker(respond, [dlq = &dlq, flow, ids](const Responder& respond) {
     auto r = dlq->replay(flow, ids);
     if (r) respond(json_reply(200, {{"replayed", r.value()}}));
     else respond(HttpResponse::error(503, r.status().message()));
@@ -508,7 +586,7 @@ bool Admin::handle_tables(HttpRequest& req, const Responder& respond) {
   const std::string name = url_decode(rest.substr(0, slash));
   const bool has_key = slash != std::string::npos;
   const std::string key = has_key ? url_decode(rest.substr(slash + 1)) : "";
-  auto reply = [respond](ControlResult r) {
+  auto reply = [](const Responder& respond, ControlResult r) {
     const bool ok = r.ok();
     AdminAnswer a = answer(std::move(r));  // the one Outcome -> HTTP mapping
     if (!ok) respond(HttpResponse::error(a.code, a.body.value("error", std::string("error"))));
@@ -519,7 +597,7 @@ bool Admin::handle_tables(HttpRequest& req, const Responder& respond) {
       respond(HttpResponse::error(405, "GET /tables lists the tables; rows are under /tables/{name}"));
       return true;
     }
-    on_worker([tables, reply] { reply(tables->list()); });
+    on_worker(respond, [tables, reply](const Responder& respond) { reply(respond, tables->list()); });
     return true;
   }
   if (has_key) {
@@ -528,30 +606,35 @@ bool Admin::handle_tables(HttpRequest& req, const Responder& respond) {
       return true;
     }
     if (method == "GET") {
-      on_worker([tables, name, key, reply] { reply(tables->get(name, key)); });
+      on_worker(respond,
+                [tables, name, key, reply](const Responder& respond) { reply(respond, tables->get(name, key)); });
     } else if (method == "PUT") {
-      on_worker([tables, name, key, body = req.body(), reply] { reply(tables->put(name, key, body)); });
+      on_worker(respond, [tables, name, key, body = req.body(), reply](const Responder& respond) {
+        reply(respond, tables->put(name, key, body));
+      });
     } else if (method == "DELETE") {
-      on_worker([tables, name, key, reply] { reply(tables->erase(name, key)); });
+      on_worker(respond,
+                [tables, name, key, reply](const Responder& respond) { reply(respond, tables->erase(name, key)); });
     } else {
       respond(HttpResponse::error(405, "a table row takes GET, PUT or DELETE"));
     }
     return true;
   }
   if (method == "GET") {
-    on_worker([tables, name, reply] { reply(tables->export_rows(name)); });
+    on_worker(respond, [tables, name, reply](const Responder& respond) { reply(respond, tables->export_rows(name)); });
     return true;
   }
   if (method == "PUT") {
     // The format: ?format=csv|json, else the Content-Type (text/csv is CSV), else JSON.
     std::string format = query_param(req.target(), "format");
     if (format.empty()) {
-      std::string_view ct = req.header("Content-Type");
-      format = ct.substr(0, 8) == "text/csv" ? "csv" : "json";
+      std::string ct(req.header("Content-Type").substr(0, 8));
+      for (auto& c : ct) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      format = ct == "text/csv" ? "csv" : "json";
     }
     std::string key_column = query_param(req.target(), "key");
-    on_worker([tables, name, body = req.body(), format, key_column, reply] {
-      reply(tables->import(name, body, format, key_column));
+    on_worker(respond, [tables, name, body = req.body(), format, key_column, reply](const Responder& respond) {
+      reply(respond, tables->import(name, body, format, key_column));
     });
     return true;
   }

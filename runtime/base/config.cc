@@ -118,7 +118,8 @@ void read_nats(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
 
 void read_http(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
   r.check_keys(n, "http",
-               {"listen", "max_body", "max_header", "read_timeout", "ack_timeout", "max_depth", "max_connections"});
+               {"listen", "max_body", "max_header", "read_timeout", "ack_timeout", "max_depth", "max_connections",
+                "max_connections_per_client", "max_connection_age"});
   if (n["listen"]) c.http.listen = r.str(n["listen"], "http.listen");
   if (n["max_body"]) c.http.max_body = r.size(n["max_body"], "http.max_body");
   if (n["max_header"]) c.http.max_header = r.size(n["max_header"], "http.max_header");
@@ -127,6 +128,16 @@ void read_http(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
   if (n["max_depth"]) c.http.max_depth = r.integer(n["max_depth"], "http.max_depth", 1, 10000);
   if (n["max_connections"])
     c.http.max_connections = r.integer(n["max_connections"], "http.max_connections", 1, 1000000);
+  if (auto pc = n["max_connections_per_client"]) {
+    c.http.max_connections_per_client = r.integer(pc, "http.max_connections_per_client", 1, 1000000);
+    if (c.http.max_connections_per_client > c.http.max_connections) {
+      r.fail(pc, "http.max_connections_per_client",
+             "must not exceed http.max_connections (" + std::to_string(c.http.max_connections) + ")");
+    }
+  }
+  if (n["max_connection_age"]) {
+    c.http.max_connection_age = r.duration(n["max_connection_age"], "http.max_connection_age");
+  }
 }
 
 std::string not_env_name(const std::string& v) {
@@ -146,11 +157,20 @@ std::string not_host(const std::string& v) {
 }
 
 void read_admin(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
-  r.check_keys(n, "admin", {"listen", "token_env", "max_connections", "allow_exec", "allow_env", "allow_hosts"});
+  r.check_keys(n, "admin",
+               {"listen", "token_env", "max_connections", "max_connections_per_client", "allow_exec", "allow_env",
+                "allow_hosts"});
   if (n["listen"]) c.admin.listen = r.str(n["listen"], "admin.listen");
   if (n["token_env"]) c.admin.token_env = r.str(n["token_env"], "admin.token_env");
   if (n["max_connections"])
     c.admin.max_connections = r.integer(n["max_connections"], "admin.max_connections", 1, 100000);
+  if (auto pc = n["max_connections_per_client"]) {
+    c.admin.max_connections_per_client = r.integer(pc, "admin.max_connections_per_client", 1, 100000);
+    if (c.admin.max_connections_per_client > c.admin.max_connections) {
+      r.fail(pc, "admin.max_connections_per_client",
+             "must not exceed admin.max_connections (" + std::to_string(c.admin.max_connections) + ")");
+    }
+  }
   if (n["allow_exec"]) c.admin.allow_exec = r.boolean(n["allow_exec"], "admin.allow_exec");
   if (n["allow_env"]) c.admin.allow_env = r.strings(n["allow_env"], "admin.allow_env", not_env_name);
   if (n["allow_hosts"]) {

@@ -36,11 +36,17 @@ struct RuntimeConfig {
     std::chrono::milliseconds ack_timeout{5000};  // PubAck wait before answering 503
     int max_depth = 128;                          // JSON nesting limit at every source
     int max_connections = 4096;                   // open ingress connections; past it 503 and close
+    // Open connections from one client address; past it 503 and close. 0: a quarter of
+    // max_connections (docs/connectors.md, http-in).
+    int max_connections_per_client = 0;
+    // A keep-alive connection older than this is closed after its next answer.
+    std::chrono::milliseconds max_connection_age{300000};
   } http;
   struct Admin {
     std::string listen = "127.0.0.1:8081";
     std::string token_env;
-    int max_connections = 256;  // open admin connections; past it 503 and close
+    int max_connections = 256;           // open admin connections; past it 503 and close
+    int max_connections_per_client = 0;  // as http.max_connections_per_client
     // What a flow sent over the network (a deploy, a registry version) may do beyond its
     // steps (docs/adr/0274, docs/admin-api.md "What the token grants"): run an `exec`
     // source, read these environment variables with `${NAME}`, and reach these hosts from

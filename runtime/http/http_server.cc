@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <optional>
+#include <unordered_map>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -96,6 +97,35 @@ class BeastRequest final : public HttpRequest {
  private:
   http::request<http::string_body> req_;
   std::string_view target_, path_;
+};
+
+// A request whose header is read and whose body is not (yet): what check_header sees.
+class HeaderView final : public HttpRequest {
+ public:
+  explicit HeaderView(const http::request<http::string_body>& r) : req_(r) {
+    std::string_view t(req_.target().data(), req_.target().size());
+    target_ = t;
+    path_ = t.substr(0, t.find('?'));
+  }
+  std::string_view method() const override {
+    auto m = req_.method_string();
+    return {m.data(), m.size()};
+  }
+  std::string_view target() const override { return target_; }
+  std::string_view path() const override { return path_; }
+  std::string_view header(std::string_view name) const override {
+    auto it = req_.find(beast::string_view(name.data(), name.size()));
+    if (it == req_.end()) return {};
+    auto v = it->value();
+    return {v.data(), v.size()};
+  }
+  const std::string& body() const override { return empty_; }
+  std::string& mutable_body() override { return empty_; }
+
+ private:
+  const http::request<http::string_body>& req_;
+  std::string_view target_, path_;
+  std::string empty_;
 };
 
 // Waits on the io thread for a Responder that may fire on any thread.
@@ -191,7 +221,10 @@ awaitable<void> write_answer(Connection& stream, http::response<http::string_bod
 class BeastServer final : public HttpServer, public std::enable_shared_from_this<BeastServer> {
  public:
   BeastServer(asio::io_context& ioc, HttpServerOptions options, Handler handler)
-      : ioc_(ioc), acceptor_(ioc), options_(std::move(options)), handler_(std::move(handler)) {}
+      : ioc_(ioc), acceptor_(ioc), options_(std::move(options)), handler_(std::move(handler)) {
+    per_client_cap_ = options_.max_connections_per_client > 0 ? options_.max_connections_per_client
+                                                              : std::max<size_t>(1, options_.max_connections / 4);
+  }
 
   Status listen() {
     auto colon = options_.listen.rfind(':');
@@ -254,43 +287,54 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
       }
       // Counted here, on the io thread, before the session starts: a burst of accepts
       // cannot overshoot the cap while sessions wait to be scheduled.
-      if (connections_.load() >= options_.max_connections) {
+      std::string client;
+      if (auto peer = socket.remote_endpoint(ec); !ec) client = peer.address().to_string();
+      const bool all_full = connections_.load() >= options_.max_connections;
+      if (all_full || per_client_[client] >= per_client_cap_) {
+        if (per_client_[client] == 0) per_client_.erase(client);
         if (refusing_ >= kMaxRefusing) {
           socket.close(ec);  // a flood: not even a 503 for these
           continue;
         }
         ++refusing_;
+        const char* why = all_full ? "too many open connections" : "too many open connections from this client";
         asio::co_spawn(
-            ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable { return self->refuse(std::move(s)); },
+            ioc_,
+            [self = shared_from_this(), s = std::move(socket), why]() mutable {
+              return self->refuse(std::move(s), why);
+            },
             asio::detached);
         continue;
       }
       ++connections_;
+      ++per_client_[client];
       asio::co_spawn(
-          ioc_, [self = shared_from_this(), s = std::move(socket)]() mutable { return self->session(std::move(s)); },
+          ioc_,
+          [self = shared_from_this(), s = std::move(socket), client = std::move(client)]() mutable {
+            return self->session(std::move(s), std::move(client));
+          },
           asio::detached);
     }
   }
 
   // A connection past max_connections: 503 with Retry-After, closed without reading the
   // request (the drain in reject_and_close only keeps the answer from being reset).
-  awaitable<void> refuse(tcp::socket socket) {
+  awaitable<void> refuse(tcp::socket socket, const char* why) {
     Connection stream(std::move(socket));
-    std::vector<std::pair<std::string, std::string>> headers;  // (a braced list here trips g++ 12's coroutines)
-    headers.emplace_back("Retry-After", "1");
-    co_await reject_and_close(stream, 503, "too many open connections", std::move(headers));
+    HttpResponse r = HttpResponse::error(503, why);
+    r.headers.emplace_back("Retry-After", "1");
+    co_await reject_and_close(stream, std::move(r));
     --refusing_;
   }
 
   // Writes an error answer, then closes politely: shut the send side and drain what the
   // client is still sending, so it reads our answer instead of a reset (platform notes).
-  awaitable<void> reject_and_close(Connection& stream, int status, std::string_view message,
-                                   std::vector<std::pair<std::string, std::string>> headers = {}) {
-    http::response<http::string_body> res{static_cast<http::status>(status), 11};
-    res.set(http::field::content_type, "application/json");
-    for (auto& [k, v] : headers) res.set(k, v);
+  awaitable<void> reject_and_close(Connection& stream, HttpResponse r) {
+    http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
+    res.set(http::field::content_type, r.content_type);
+    for (auto& [k, v] : r.headers) res.set(k, v);
     res.set(http::field::connection, "close");
-    res.body() = HttpResponse::error(status, message).body;
+    res.body() = std::move(r.body);
     res.prepare_payload();
     boost::system::error_code ec;
     stream.deadline->expires_after(std::chrono::seconds(2));
@@ -306,9 +350,11 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
 
   // Reads one request into `parser`. Returns 0 when it is complete, -1 when the
   // connection should just close (client gone, slow client), or the status to reject
-  // it with (`*why` says why) before closing.
+  // it with (`*why` says why) before closing; `*early` holds check_header's answer
+  // instead when it refused the request (the status is then its status).
   awaitable<int> read_request(Connection& stream, beast::flat_buffer& buffer,
-                              http::request_parser<http::string_body>& parser, std::string* why) {
+                              http::request_parser<http::string_body>& parser, std::string* why,
+                              std::optional<HttpResponse>* early) {
     boost::system::error_code ec;
     // Empty lines before a request line are allowed (RFC 9112 §2.2); some clients send
     // a CRLF after a body.
@@ -351,6 +397,10 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
         *why = bad;
         co_return 400;
       }
+      if (options_.check_header) {
+        HeaderView header(parser.get());
+        if ((*early = options_.check_header(header))) co_return (*early)->status;
+      }
       // 4. The body: what the buffer holds of it parsed here, the rest read.
       parser.eager(true);
       if (!parser.is_done()) put_buffered(buffer, parser, ec);
@@ -366,6 +416,12 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
     }
     if (ec == http::error::header_limit) {
       *why = "request headers too large";
+      co_return 431;
+    }
+    if (ec == http::error::buffer_overflow) {
+      // The read buffer is full of one incomplete chunk-size line (its extensions) or
+      // trailer section: Beast needs it whole, so its size is bounded by the buffer's.
+      *why = "chunk extensions or trailer section too large";
       co_return 431;
     }
     // end_of_stream (client closed), timeout (slow client), reset: just close. A
@@ -412,13 +468,22 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
     }
   }
 
-  awaitable<void> session(tcp::socket socket) {
-    struct Count {  // incremented by accept_loop
+  awaitable<void> session(tcp::socket socket, std::string client) {
+    struct Count {  // incremented by accept_loop; io thread, as accept_loop
       std::atomic<size_t>& n;
-      ~Count() { --n; }
-    } count{connections_};
+      std::unordered_map<std::string, size_t>& per_client;
+      std::string client;
+      ~Count() {
+        --n;
+        if (auto it = per_client.find(client); it != per_client.end() && --it->second == 0) per_client.erase(it);
+      }
+    } count{connections_, per_client_, std::move(client)};
     Connection stream(std::move(socket));
-    beast::flat_buffer buffer;
+    const auto born = std::chrono::steady_clock::now();
+    // Bounded: Beast holds a chunk-size line (with its extensions) and the trailer section
+    // whole and counts them against neither header_limit nor body_limit; body bytes and
+    // the header pass through (the header block is checked against max_header first).
+    beast::flat_buffer buffer(static_cast<size_t>(options_.max_header) + kReadSlack);
     for (;;) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(options_.max_header));
@@ -427,9 +492,12 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
       stream.deadline->expires_after(options_.read_timeout);
       boost::system::error_code ec;
       std::string why;
-      int rejected = co_await read_request(stream, buffer, parser, &why);
+      std::optional<HttpResponse> early;
+      int rejected = co_await read_request(stream, buffer, parser, &why, &early);
       if (rejected > 0) {
-        co_await reject_and_close(stream, rejected, why);
+        // A named answer: g++ 12 destroys a temporary argument of a coroutine call twice.
+        HttpResponse answer = early ? std::move(*early) : HttpResponse::error(rejected, why);
+        co_await reject_and_close(stream, std::move(answer));
         co_return;
       }
       if (rejected < 0) {
@@ -467,7 +535,10 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
       http::response<http::string_body> res{static_cast<http::status>(r.status), request.version()};
       if (!r.body.empty() || r.status >= 200) res.set(http::field::content_type, r.content_type);
       for (auto& [k, v] : r.headers) res.set(k, v);
-      bool keep = request.keep_alive() && !r.close;
+      // Past max_connection_age the answer closes the connection: with the read_timeout
+      // on each request, no client holds one longer than that and one request more.
+      bool keep = request.keep_alive() && !r.close &&
+                  std::chrono::steady_clock::now() - born < options_.max_connection_age;
       res.keep_alive(keep);
       res.body() = std::move(r.body);
       res.prepare_payload();
@@ -487,6 +558,11 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
   Handler handler_;
   std::string address_;
   std::atomic<size_t> connections_{0};
+  // Open connections by client address (io thread only), capped at per_client_cap_.
+  std::unordered_map<std::string, size_t> per_client_;
+  size_t per_client_cap_ = 1;
+  // What the read buffer holds past max_header: room for one read of body bytes.
+  static constexpr size_t kReadSlack = 64 * 1024;
   // Refusals in progress (io thread only); past kMaxRefusing a refused socket is closed
   // without an answer so a flood cannot use up descriptors on 503s.
   static constexpr size_t kMaxRefusing = 64;

@@ -8,20 +8,29 @@
 // once). The request stays valid until then.
 //
 // Limits: header and body limits answer 431 / 413 and close; a client slower than
-// `read_timeout` is disconnected. Keep-alive and TCP_NODELAY are on.
+// `read_timeout` is disconnected. Keep-alive and TCP_NODELAY are on. The read buffer is
+// bounded (max_header + 64 KiB): chunk extensions and the trailer section, which Beast
+// must hold whole and counts against neither limit, answer 431 and close past it.
+// A connection older than `max_connection_age` is closed after its next answer
+// (Connection: close), so a client that trickles requests cannot hold one for ever.
 // Framing (RFC 9112, request smuggling): the header block is checked on the raw bytes
 // before Beast parses it: a bare LF, a CR without LF or an obs-fold line is a 400 and
 // close. Then any Transfer-Encoding other than exactly one `chunked`, Transfer-Encoding
 // with Content-Length, or more than one Content-Length (even with equal values) is a
 // 400 and close; Beast's own errors (bad chunk sizes, …) are 400 and close.
-// Connections: past `max_connections` open ones a new connection gets 503 with
-// Retry-After and is closed without reading its request (docs/admin-api.md, Ingress answers).
+// Connections: past `max_connections` open ones, or past `max_connections_per_client`
+// from one client address, a new connection gets 503 with Retry-After and is closed
+// without reading its request (docs/admin-api.md, Ingress answers).
+// `check_header`, when set, sees each request once its header is read and before its
+// body is: an answer it returns is sent (Connection: close) and the body is never read
+// (the admin token, docs/admin-api.md).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,6 +78,14 @@ struct HttpServerOptions {
   int64_t max_header = 16 * 1024;
   std::chrono::milliseconds read_timeout{10000};
   size_t max_connections = 4096;  // open at once; past it 503 and close
+  // Open at once from one client address; past it 503 and close. 0: max_connections / 4
+  // (at least 1), so one address cannot take every slot (docs/connectors.md, http-in).
+  size_t max_connections_per_client = 0;
+  // A keep-alive connection older than this is closed after its next answer.
+  std::chrono::milliseconds max_connection_age{300000};
+  // Before the body is read: nullopt reads on; an answer refuses the request (closed).
+  // The HttpRequest's body is empty here. Called on the io thread.
+  std::function<std::optional<HttpResponse>(const HttpRequest& header)> check_header;
 };
 
 // True when the host of a listen address ("host:port") is a loopback address (127/8,

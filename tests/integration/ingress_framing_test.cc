@@ -143,12 +143,14 @@ TEST_CASE("request smuggling: every ambiguous framing is a 400 and a closed conn
   CHECK(ids == accepted);
 }
 
-TEST_CASE("connections past max_connections get 503 and are closed; weir keeps serving", "[integration][ingress]") {
+TEST_CASE("connections past max_connections get 503 and are closed and weir keeps serving", "[integration][ingress]") {
   NatsServer nats;
   SinkProcess sink;
   WeirProcess weir({.nats_url = nats.url(),
                     .flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/plain"))}},
-                    .config = "http: { max_connections: 8, read_timeout: 20s }\nadmin: { max_connections: 4 }\n"});
+                    // The cap in all: every client here is 127.0.0.1, so no per-client cap below it.
+                    .config = "http: { max_connections: 8, max_connections_per_client: 8, read_timeout: 20s }\n"
+                              "admin: { max_connections: 4, max_connections_per_client: 4 }\n"});
   weir.start();
   INFO(weir.describe());
 

@@ -30,6 +30,9 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(d.admin.listen == "127.0.0.1:8081");
   CHECK(d.http.max_connections == 4096);
   CHECK(d.admin.max_connections == 256);
+  CHECK(d.http.max_connections_per_client == 0);  // a quarter of max_connections
+  CHECK(d.admin.max_connections_per_client == 0);
+  CHECK(d.http.max_connection_age == std::chrono::minutes(5));
   CHECK(d.http.max_body == 1 << 20);
   CHECK(d.nats.delivery_threads == 2);
   CHECK(d.backlog.ingress_nice == 10);
@@ -37,15 +40,16 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(d.tables.max_tables == 64);
   CHECK(d.delivery_loops_in_force() == (weir::usable_cpus() < 4 ? 1 : 2));
 
-  write_file(dir.file("w.yaml"),
-             "http: { listen: 127.0.0.1:0, max_body: 512KiB, max_header: 4096, read_timeout: 250ms,\n"
-             "        max_connections: 12 }\n"
-             "admin: { listen: 127.0.0.1:0, token_env: TOKEN_NAME, max_connections: 3 }\n"
-             "log: { level: warn, format: json }\n"
-             "nats: { delivery_threads: 3 }\n"
-             "drain_timeout: 1m\n"
-             "backlog: { max_delay: 250ms }\n"
-             "tables: { max_tables: 5 }\n");
+  write_file(
+      dir.file("w.yaml"),
+      "http: { listen: 127.0.0.1:0, max_body: 512KiB, max_header: 4096, read_timeout: 250ms,\n"
+      "        max_connections: 12, max_connections_per_client: 5, max_connection_age: 30s }\n"
+      "admin: { listen: 127.0.0.1:0, token_env: TOKEN_NAME, max_connections: 3, max_connections_per_client: 1 }\n"
+      "log: { level: warn, format: json }\n"
+      "nats: { delivery_threads: 3 }\n"
+      "drain_timeout: 1m\n"
+      "backlog: { max_delay: 250ms }\n"
+      "tables: { max_tables: 5 }\n");
   auto c = load_runtime_config(dir.file("w.yaml"));
   CHECK(c.backlog.max_delay == std::chrono::milliseconds(250));
   CHECK(d.backlog.max_delay == std::chrono::milliseconds(0));
@@ -64,6 +68,9 @@ TEST_CASE("config: keys, sizes, durations and defaults", "[config]") {
   CHECK(c.http.read_timeout == std::chrono::milliseconds(250));
   CHECK(c.http.max_connections == 12);
   CHECK(c.admin.max_connections == 3);
+  CHECK(c.http.max_connections_per_client == 5);
+  CHECK(c.http.max_connection_age == std::chrono::seconds(30));
+  CHECK(c.admin.max_connections_per_client == 1);
   CHECK(c.admin.token_env == "TOKEN_NAME");
   CHECK(c.log.format == "json");
   CHECK(c.drain_timeout == std::chrono::minutes(1));
@@ -82,6 +89,15 @@ TEST_CASE("config: unknown keys and bad values are errors naming the place", "[c
   CHECK(error_of(dir.file("b.yaml")).find("http.max_connections") != std::string::npos);
   write_file(dir.file("c.yaml"), "admin: { max_connections: lots }\n");
   CHECK(error_of(dir.file("c.yaml")).find("admin.max_connections") != std::string::npos);
+  write_file(dir.file("b2.yaml"), "http: { max_connections: 8, max_connections_per_client: 9 }\n");
+  std::string per_client = error_of(dir.file("b2.yaml"));
+  INFO(per_client);
+  CHECK(per_client.find("http.max_connections_per_client") != std::string::npos);
+  CHECK(per_client.find("must not exceed http.max_connections (8)") != std::string::npos);
+  write_file(dir.file("b3.yaml"), "admin: { max_connections_per_client: 0 }\n");
+  CHECK(error_of(dir.file("b3.yaml")).find("admin.max_connections_per_client") != std::string::npos);
+  write_file(dir.file("b4.yaml"), "http: { max_connection_age: forever }\n");
+  CHECK(error_of(dir.file("b4.yaml")).find("http.max_connection_age") != std::string::npos);
   write_file(dir.file("d.yaml"), "http: { read_timeout: soon }\n");
   CHECK(error_of(dir.file("d.yaml")).find("http.read_timeout") != std::string::npos);
   write_file(dir.file("e.yaml"), "log: { format: xml }\n");

@@ -1,10 +1,12 @@
 // HttpServer (runtime/http/http_server.h) on a real loopback socket: answers, limits, framing
-// (request smuggling), the connection cap, a Responder called from another thread, a
-// handler that throws. Raw bytes through TcpClient; curl for well-formed requests.
+// (request smuggling), chunk extensions and trailers, the connection caps (in all and per
+// client address), the connection age, check_header, a Responder called from another
+// thread, a handler that throws. Raw bytes through TcpClient; curl for well-formed requests.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -184,6 +186,7 @@ TEST_CASE("http server: ambiguous framing is a 400 and a closed connection", "[h
 TEST_CASE("http server: past max_connections a connection gets 503 with Retry-After and is closed", "[http_server]") {
   HttpServerOptions o;
   o.max_connections = 3;
+  o.max_connections_per_client = 3;  // the cap in all (every client here is 127.0.0.1)
   Server s(o);
   std::vector<std::unique_ptr<TcpClient>> held;
   for (int i = 0; i < 3; ++i) {
@@ -203,6 +206,119 @@ TEST_CASE("http server: past max_connections a connection gets 503 with Retry-Af
   held.pop_back();
   CHECK(wait_until([&] { return s.server->open_connections() == 2; }, 5s));
   CHECK(http_request("GET", s.url("/again")).status == 200);
+}
+
+// Beast holds a chunk-size line (with its extensions) and the trailer section whole and
+// counts them against neither limit: the read buffer's bound (max_header + 64 KiB) is
+// what stops them, long before 64 MiB.
+TEST_CASE("http server: chunk extensions and trailers past the read buffer are a 431 and a close", "[http_server]") {
+  HttpServerOptions o;
+  o.max_header = 16 * 1024;
+  Server s(o);
+  const std::string chunked = kHead + "Transfer-Encoding: chunked\r\n\r\n";
+  struct Case {
+    std::string name, head, filler;
+  };
+  const std::vector<Case> cases = {
+      {"chunk extension", chunked + "1;", std::string(64 * 1024, 'e')},
+      {"extension of the last chunk", chunked + "1\r\nx\r\n0;", std::string(64 * 1024, 'e')},
+      {"trailer section", chunked + "1\r\nx\r\n0\r\n", "X-Trailer: " + std::string(1000, 't') + "\r\n"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    TcpClient client(s.port());
+    auto f = client.flood(c.head, c.filler, size_t{64} << 20, 30s);
+    INFO("sent " << f.sent << " bytes; answer: " << f.answer.substr(0, 200));
+    CHECK(parse_status_line(f.answer) == 431);
+    CHECK(f.closed);
+    CHECK(f.sent < (size_t{16} << 20));
+  }
+  CHECK(s.requests.load() == 0);
+  // Extensions and trailers of ordinary size still pass.
+  TcpClient ok(s.port());
+  ok.send(chunked + "3;name=value\r\nabc\r\n0\r\nX-Sum: 1\r\n\r\n");
+  CHECK(parse_status_line(ok.recv(5s, "}")) == 200);
+  CHECK(s.requests.load() == 1);
+}
+
+TEST_CASE("http server: past max_connections_per_client one address gets 503 and another address is served",
+          "[http_server]") {
+  HttpServerOptions o;
+  o.max_connections = 8;  // max_connections_per_client 0: a quarter, 2
+  Server s(o);
+  std::vector<std::unique_ptr<TcpClient>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<TcpClient>(s.port()));
+    held.back()->send("GET /held HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(parse_status_line(held.back()->recv(5s, "}")) == 200);
+  }
+  bool closed = false;
+  std::string got = exchange_until_closed(s.port(), "GET /extra HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+  CHECK(parse_status_line(got) == 503);
+  CHECK(got.find("Retry-After: 1") != std::string::npos);
+  CHECK(got.find("from this client") != std::string::npos);
+  CHECK(closed);
+  CHECK(s.requests.load() == 2);
+  // Another client address (127.0.0.2 is loopback too) is not counted against the first.
+  TcpClient other(s.port(), "127.0.0.2");
+  other.send("GET /other HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(parse_status_line(other.recv(5s, "}")) == 200);
+  // A slot freed by the first client is its own again.
+  held.pop_back();
+  CHECK(wait_until([&] { return s.server->open_connections() == 2; }, 5s));
+  TcpClient again(s.port());
+  again.send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(parse_status_line(again.recv(5s, "}")) == 200);
+}
+
+TEST_CASE("http server: a connection past max_connection_age is closed after its next answer", "[http_server]") {
+  HttpServerOptions o;
+  o.max_connection_age = 1s;
+  o.read_timeout = 5s;
+  Server s(o);
+  TcpClient c(s.port());
+  const auto start = std::chrono::steady_clock::now();
+  int answered = 0;
+  bool closed = false;
+  std::string last;
+  // A request every 100 ms keeps the connection busy: only its age ends it.
+  while (!closed && std::chrono::steady_clock::now() - start < 10s) {
+    if (!c.send("GET /trickle HTTP/1.1\r\nHost: x\r\n\r\n")) break;
+    last = c.recv(5s, "}");
+    if (parse_status_line(last) == 200) ++answered;
+    if (last.find("Connection: close") != std::string::npos) closed = c.wait_closed(5s);
+    if (!closed) std::this_thread::sleep_for(100ms);  // the trickle's pace, not a wait for a condition
+  }
+  const auto lived = std::chrono::steady_clock::now() - start;
+  INFO("answered " << answered << ", lived " << std::chrono::duration_cast<std::chrono::milliseconds>(lived).count()
+                   << " ms; last answer: " << last.substr(0, 200));
+  CHECK(closed);
+  CHECK(answered > 2);  // kept alive before its age
+  CHECK(lived >= 1s);   // not before it
+  CHECK(lived < 5s);    // its age and one request more
+}
+
+TEST_CASE("http server: check_header answers from the header alone and the body is not read", "[http_server]") {
+  HttpServerOptions o;
+  o.max_body = 8 << 20;
+  o.check_header = [](const weir::HttpRequest& req) -> std::optional<HttpResponse> {
+    if (req.header("X-Key") == "k") return std::nullopt;
+    CHECK(req.body().empty());
+    return HttpResponse::error(401, "no key");
+  };
+  Server s(o);
+  // 4 MiB announced, none sent: the answer can only come from the header.
+  TcpClient c(s.port());
+  REQUIRE(c.send(kHead + "Content-Length: 4194304\r\n\r\n"));
+  std::string got;
+  CHECK(c.wait_closed(5s, &got));
+  CHECK(parse_status_line(got) == 401);
+  CHECK(got.find("Connection: close") != std::string::npos);
+  CHECK(s.requests.load() == 0);
+  TcpClient keyed(s.port());
+  keyed.send(kHead + "X-Key: k\r\nContent-Length: 3\r\n\r\nabc");
+  CHECK(parse_status_line(keyed.recv(5s, "}")) == 200);
+  CHECK(s.requests.load() == 1);
 }
 
 // The answer is written with a non-blocking send first and asynchronously for what the

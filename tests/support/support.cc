@@ -524,6 +524,79 @@ TcpClient::TcpClient(int port) {
   }
 }
 
+TcpClient::TcpClient(int port, const std::string& from) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) fail("TcpClient: socket");
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, from.c_str(), &src.sin_addr) != 1 ||
+      ::bind(fd_, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    fail("TcpClient: bind " + from);
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    fail("TcpClient: connect 127.0.0.1:" + std::to_string(port) + " from " + from);
+  }
+}
+
+TcpClient::Flood TcpClient::flood(const std::string& head, const std::string& filler, size_t total,
+                                  std::chrono::milliseconds timeout) {
+  Flood out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left_ms = [&] {
+    return static_cast<int>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count()));
+  };
+  char buf[16384];
+  size_t off = 0;  // into the piece being sent: head first, then filler
+  bool in_head = true;
+  bool sending = true;
+  while (left_ms() > 0) {
+    pollfd p{fd_, static_cast<short>(POLLIN | (sending ? POLLOUT : 0)), 0};
+    int r = ::poll(&p, 1, left_ms());
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) {
+        out.answer.append(buf, static_cast<size_t>(n));
+        sending = false;  // answered: what is still unsent would only be drained
+        continue;
+      }
+      if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        out.closed = true;
+        return out;
+      }
+    }
+    if (sending && (p.revents & POLLOUT)) {
+      const std::string& piece = in_head ? head : filler;
+      size_t want = piece.size() - off;
+      if (!in_head) want = std::min(want, total - out.sent);
+      ssize_t n = ::send(fd_, piece.data() + off, want, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) continue;
+        sending = false;  // reset or closed: read what came back
+        continue;
+      }
+      out.sent += static_cast<size_t>(n);
+      off += static_cast<size_t>(n);
+      if (off == piece.size()) {
+        off = 0;
+        in_head = false;
+      }
+      if (out.sent >= total) sending = false;
+    }
+  }
+  return out;
+}
+
 TcpClient::~TcpClient() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -649,6 +722,7 @@ ProcUsage proc_usage(pid_t pid) {
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("VmRSS:", 0) == 0) u.rss_kb = std::atoll(line.c_str() + 6);
+    if (line.rfind("VmHWM:", 0) == 0) u.hwm_kb = std::atoll(line.c_str() + 6);
   }
   std::error_code ec;
   int n = 0;

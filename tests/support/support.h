@@ -172,6 +172,8 @@ class HttpClient {
 class TcpClient {
  public:
   explicit TcpClient(int port);  // throws when it cannot connect
+  // From source address `from` (another loopback address, 127.0.0.2 say: a second client).
+  TcpClient(int port, const std::string& from);
   ~TcpClient();
   TcpClient(const TcpClient&) = delete;
   TcpClient& operator=(const TcpClient&) = delete;
@@ -182,6 +184,15 @@ class TcpClient {
   // True when the peer closed (EOF or reset) within timeout; data read meanwhile is
   // appended to *received when given.
   bool wait_closed(std::chrono::milliseconds timeout, std::string* received = nullptr);
+  // Sends `head`, then `filler` over and over up to `total` bytes in all, reading at the
+  // same time; stops sending as soon as the peer answers or closes. Then waits (up to
+  // `timeout` from the start) for the peer to close.
+  struct Flood {
+    size_t sent = 0;      // bytes sent, head included
+    std::string answer;   // everything the peer sent
+    bool closed = false;  // the peer closed (EOF or reset) before the timeout
+  };
+  Flood flood(const std::string& head, const std::string& filler, size_t total, std::chrono::milliseconds timeout);
 
  private:
   int fd_ = -1;
@@ -206,6 +217,7 @@ class ResettingListener {
 // Resident memory and open descriptors of a running process, from /proc (Linux).
 struct ProcUsage {
   int64_t rss_kb = -1;  // VmRSS of /proc/PID/status; -1 when the process is gone
+  int64_t hwm_kb = -1;  // VmHWM (the peak of VmRSS), likewise
   int fds = -1;         // entries of /proc/PID/fd; -1 when the process is gone
 };
 ProcUsage proc_usage(pid_t pid);
