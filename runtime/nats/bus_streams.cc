@@ -378,6 +378,8 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
     c.sink_first = o.loop == ConsumerLoop::kSinks;
     c.loop = c.flow_loop->pub.get();
     c.nc = c.loop->connection();
+  } else {
+    c.pool_consumers = &consumer_count_;
   }
   c.durable = o.durable;
   c.next_subject = "$JS.API.CONSUMER.MSG.NEXT." + o.stream + "." + o.durable;

@@ -28,14 +28,29 @@ std::vector<uint64_t> PullConsumer::Impl::plan(Clock::time_point now) {
   return ids;
 }
 
-void PullConsumer::Impl::send(const std::vector<uint64_t>& ids, int n) {
+int64_t PullConsumer::Impl::request_bytes() const {
+  int64_t peers = 1;
+  if (flow_loop != nullptr) {
+    peers = static_cast<int64_t>(flow_loop->consumers.size());
+  } else if (pool_consumers != nullptr) {
+    peers = pool_consumers->load();
+  }
+  const int64_t in_flight = batch > 0 ? std::max(1, window / batch) : 1;
+  int64_t max_payload = nc != nullptr ? natsConnection_GetMaxPayload(nc) : 0;
+  if (max_payload <= 0) max_payload = int64_t{1} << 20;  // nats-server's default
+  const int64_t share = kPullBytesBudget / std::max<int64_t>(1, peers) / in_flight;
+  return std::max(share, max_payload + kMessageAllowance);
+}
+
+void PullConsumer::Impl::send(const std::vector<uint64_t>& ids, int n, int64_t max_bytes) {
   if (ids.empty()) return;
   // The server ends a request a little before `expires` so its 408 arrives in time (as
   // cnats' own fetch does).
   const auto exp_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(expires - std::chrono::milliseconds(10))
                           .count();
-  char body[96];
-  std::snprintf(body, sizeof body, "{\"batch\":%d,\"expires\":%lld}", n, static_cast<long long>(exp_ns));
+  char body[128];
+  std::snprintf(body, sizeof body, "{\"batch\":%d,\"expires\":%lld,\"max_bytes\":%lld}", n,
+                static_cast<long long>(exp_ns), static_cast<long long>(max_bytes));
   for (uint64_t id : ids) {
     char reply[128];
     std::snprintf(reply, sizeof reply, "%s%llu", inbox_prefix.c_str(), static_cast<unsigned long long>(id));
@@ -67,12 +82,14 @@ void PullConsumer::Impl::request(Clock::time_point now) {
   }
   std::vector<uint64_t> ids;
   int n = 0;
+  int64_t max_bytes = 0;
   {
     MutexLock lock(mu);
     ids = plan(now);
     n = batch;
+    if (!ids.empty()) max_bytes = request_bytes();
   }
-  send(ids, n);
+  send(ids, n, max_bytes);
 }
 
 void PullConsumer::Impl::end_request(uint64_t id, int64_t left) {
@@ -157,7 +174,10 @@ bool PullConsumer::Impl::receive(natsMsg* msg) {
     return false;
   }
   // A status message for one of our requests: 100 heartbeat, 404 no messages, 408
-  // request expired, 409 ended by the server (max waiting, consumer deleted, …).
+  // request expired, 409 ended by the server (max waiting, consumer deleted, …). A 409
+  // "Message Size Exceeds MaxBytes" ends a request whose bytes (max_bytes) the next
+  // message does not fit: an answer like a 408, not an error; the next request (at once)
+  // fits at least one message of max_payload (request_bytes()).
   const char* status = nullptr;
   const char* desc = nullptr;
   const char* pending = nullptr;
@@ -177,7 +197,7 @@ bool PullConsumer::Impl::receive(natsMsg* msg) {
   {
     MutexLock lock(mu);
     end_request(id, left);
-    if (code == "404" || code == "408") {
+    if (code == "404" || code == "408" || (code == "409" && why == "Message Size Exceeds MaxBytes")) {
       answered();
     } else {
       retry_at = Clock::now() + kRetryAfter;

@@ -42,6 +42,15 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   // How often request deadlines and delayed kicks are looked at (the flow loop's tick; the
   // Bus's timer thread ticks at its own kTick, the same 100 ms).
   static constexpr auto kTick = std::chrono::milliseconds(100);
+  // Every pull request carries `max_bytes` (docs/adr/0276-byte-bounded-pulls.md): what all
+  // consumers on one connection may have requested at once is about this many bytes, well
+  // under nats-server's 64 MiB per-client pending limit, past which it closes the
+  // connection as a slow consumer. Shared equally by the connection's consumers and by a
+  // consumer's requests in flight, but never below one message of the server's
+  // max_payload plus kMessageAllowance (the subject and ack reply the server counts too),
+  // so the biggest event still fits a request.
+  static constexpr int64_t kPullBytesBudget = int64_t{32} << 20;
+  static constexpr int64_t kMessageAllowance = 4096;
 
   struct Request {
     uint64_t id;
@@ -70,6 +79,9 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   int64_t in_hand GUARDED_BY(mu) = 0;           // received, not released
   int64_t outstanding GUARDED_BY(mu) = 0;       // requested, not received nor ended
   std::deque<Request> requests GUARDED_BY(mu);  // oldest first
+  // The pool's consumer count (the Bus's); null on a delivery loop, whose consumers are
+  // counted by flow_loop->consumers. Fixed after creation.
+  const std::atomic<int>* pool_consumers = nullptr;
   uint64_t next_id GUARDED_BY(mu) = 1;
   Clock::time_point retry_at GUARDED_BY(mu){};  // no request before this
   bool kick_sent GUARDED_BY(mu) = false;        // a kick is on its way
@@ -125,7 +137,11 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   // after unlocking (send()).
   std::vector<uint64_t> plan(Clock::time_point now) REQUIRES(mu);
 
-  void send(const std::vector<uint64_t>& ids, int n);
+  void send(const std::vector<uint64_t>& ids, int n, int64_t max_bytes);
+
+  // The max_bytes of the next request (kPullBytesBudget). On the consumer's thread (the
+  // loop thread for a loop consumer), under mu.
+  int64_t request_bytes() const REQUIRES(mu);
 
   void request(Clock::time_point now = Clock::now());
 

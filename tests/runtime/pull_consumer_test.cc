@@ -828,3 +828,63 @@ TEST_CASE("flow loop: acks are held for the connection's next write, the delay o
   CHECK(off_loop.load() == 0);
   c->stop();
 }
+
+TEST_CASE("flow loop: pull requests carry max_bytes; a 409 Message Size Exceeds MaxBytes ends one, the next follows",
+          "[integration][bus]") {
+  NatsServer nats;
+  BusOptions o;
+  o.url = nats.url();
+  o.name = "pull-consumer-test";
+  o.stream_max_bytes = 64 << 20;
+  auto made = Bus::connect(o);
+  REQUIRE(made);
+  auto bus = std::move(made.value());
+  REQUIRE(bus->ensure_flow_stream("big"));
+  // 60 × 600 KB = 36 MB: more than one request's bytes (docs/adr/0276-byte-bounded-pulls.md:
+  // the whole 32 MiB budget for a lone consumer with one request in flight), so the request
+  // ends with the 409.
+  constexpr int kEvents = 60;
+  const std::string pad(600 << 10, 'x');
+  {
+    std::atomic<int> done{0}, ok{0};
+    for (int i = 0; i < kEvents; ++i) {
+      std::string id = "b" + std::to_string(i);
+      bus->publish(layout::input_subject("big"), pad, {{layout::kHeaderId, id}, {layout::kHeaderMsgId, id}},
+                   std::chrono::seconds(10), [&](const Status& s, const PubAck&) {
+                     if (s) ++ok;
+                     ++done;
+                   });
+    }
+    REQUIRE(wait_until([&] { return done.load() == kEvents; }, 20s));
+    REQUIRE(ok.load() == kEvents);
+  }
+  // What the consumer asks the server for, seen by another client of the same server.
+  natsConnection* spy = nullptr;
+  natsSubscription* requests = nullptr;
+  REQUIRE(natsConnection_ConnectTo(&spy, nats.url().c_str()) == NATS_OK);
+  REQUIRE(natsConnection_SubscribeSync(&requests, spy, "$JS.API.CONSUMER.MSG.NEXT.>") == NATS_OK);
+  REQUIRE(natsConnection_Flush(spy) == NATS_OK);
+
+  LoopInbox inbox;
+  auto c = started(*bus, inbox, "big");
+  c->set_window(1024, 1024);
+  // Everything arrives though no request's bytes fit all 60: the 409 is followed by the next request.
+  REQUIRE(wait_until([&] { return inbox.received.load() == kEvents; }, 20s));
+  CHECK(c->healthy());
+  int seen = 0;
+  int64_t max_bytes = 0;
+  for (natsMsg* m = nullptr; natsSubscription_NextMsg(&m, requests, 100) == NATS_OK; m = nullptr) {
+    auto body = nlohmann::json::parse(std::string(natsMsg_GetData(m), natsMsg_GetDataLength(m)));
+    natsMsg_Destroy(m);
+    ++seen;
+    CHECK(body.value("batch", 0) == 1024);
+    max_bytes = body.value("max_bytes", int64_t{0});
+    CHECK(max_bytes >= (int64_t{1} << 20));   // at least one max_payload message
+    CHECK(max_bytes <= (int64_t{32} << 20));  // the 32 MiB budget
+  }
+  INFO("requests seen " << seen << ", max_bytes " << max_bytes);
+  CHECK(seen >= 2);  // one at first, and at least one after the 409
+  c->stop();
+  natsSubscription_Destroy(requests);
+  natsConnection_Destroy(spy);
+}
