@@ -36,8 +36,8 @@ void check(natsStatus s, jsErrCode jerr, const std::string& what) {
 
 }  // namespace
 
-void js_publish(const std::string& url, const std::string& subject, const std::string& id, const std::string& body) {
-  Js c(url);
+namespace {
+void publish_on(Js& c, const std::string& subject, const std::string& id, const std::string& body) {
   natsMsg* msg = nullptr;
   jsPubAck* ack = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
@@ -47,6 +47,18 @@ void js_publish(const std::string& url, const std::string& subject, const std::s
   if (ack) jsPubAck_Destroy(ack);
   if (msg) natsMsg_Destroy(msg);
   check(s, jerr, "publish to " + subject);
+}
+}  // namespace
+
+void js_publish(const std::string& url, const std::string& subject, const std::string& id, const std::string& body) {
+  Js c(url);
+  publish_on(c, subject, id, body);
+}
+
+void js_publish_all(const std::string& url, const std::string& subject,
+                    const std::vector<std::pair<std::string, std::string>>& events) {
+  Js c(url);
+  for (const auto& [id, body] : events) publish_on(c, subject, id, body);
 }
 
 void js_delete_consumer(const std::string& url, const std::string& stream, const std::string& consumer) {

@@ -7,12 +7,16 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace weir::itest {
 
 // Publishes `body` with a Weir-Id header and waits for the PubAck.
 void js_publish(const std::string& url, const std::string& subject, const std::string& id, const std::string& body);
+// Publishes each (id, body) in turn on one connection, waiting for each PubAck.
+void js_publish_all(const std::string& url, const std::string& subject,
+                    const std::vector<std::pair<std::string, std::string>>& events);
 // Deletes a durable consumer.
 void js_delete_consumer(const std::string& url, const std::string& stream, const std::string& consumer);
 
