@@ -233,7 +233,7 @@ TEST_CASE("admin: a network deploy reads no environment variable and never echoe
   REQUIRE(wait_until([&] { return sink.ids().count("after-restart") == 1; }, 20s, 50ms));
 }
 
-TEST_CASE("credentials in the NATS URL and exec arguments stay out of logs and status; exec gets an env allowlist",
+TEST_CASE("credentials in the NATS URL and exec arguments stay out of logs and status, and exec gets an env allowlist",
           "[integration][admin]") {
   NatsServer nats;  // no auth: it ignores the user and password weir sends
   SinkProcess sink;

@@ -52,7 +52,7 @@ TEST_CASE("admin service: each outcome has its HTTP status", "[admin]") {
   CHECK(backend.last_target == "file");
 }
 
-TEST_CASE("admin service: a flow that does not run is 404; reads are 200", "[admin]") {
+TEST_CASE("admin service: a flow that does not run is 404, and reads are 200", "[admin]") {
   ScriptedBackend backend;
   weir::AdminService service(backend);
   CHECK(service.flow("f").code == 200);

@@ -39,7 +39,7 @@ TEST_CASE("check_flow_set: a consistent set passes and keeps every flow", "[flow
   CHECK(kept.size() == 3);
 }
 
-TEST_CASE("check_flow_set: names and http paths are unique; the second is dropped", "[flow_set]") {
+TEST_CASE("check_flow_set: names and http paths are unique, and the second is dropped", "[flow_set]") {
   FlowList set = {flow("a.yaml", http_flow("a", "/in/a")), flow("a2.yaml", http_flow("a", "/in/other")),
                   flow("b.yaml", http_flow("b", "/in/a"))};
   FlowList kept;

@@ -348,7 +348,7 @@ TEST_CASE("http server: an answer larger than the socket takes at once arrives w
   CHECK(rest.find("{\"path\":\"/small\"}") != std::string::npos);
 }
 
-TEST_CASE("http server: a Responder may answer from another thread; a throwing handler is a 500", "[http_server]") {
+TEST_CASE("http server: a Responder may answer from another thread, and a throwing handler is a 500", "[http_server]") {
   std::vector<std::thread> threads;
   std::mutex mu;
   Server s({}, [&](weir::HttpRequest& req, weir::Responder respond) {

@@ -829,7 +829,7 @@ TEST_CASE("flow loop: acks are held for the connection's next write, the delay o
   c->stop();
 }
 
-TEST_CASE("flow loop: pull requests carry max_bytes; a 409 Message Size Exceeds MaxBytes ends one, the next follows",
+TEST_CASE("flow loop: pull requests carry max_bytes, a 409 Message Size Exceeds MaxBytes ends one, the next follows",
           "[integration][bus]") {
   NatsServer nats;
   BusOptions o;
