@@ -122,7 +122,9 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
   auto bounds = bus_.stream_bounds(layout::dlq_stream());
   if (!bounds) return bounds.status();
   DeadLetterPage page;
-  auto [first, last] = bounds.value();
+  // Plain variables, not a structured binding: lambdas below capture them (clang 14 cannot
+  // capture a binding).
+  const uint64_t first = bounds.value().first, last = bounds.value().second;
   if (first == 0) {
     if (q.after_id) return Status::not_found("no dead letter with id " + *q.after_id);
     return page;
@@ -193,7 +195,9 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
 Result<size_t> DeadLetters::replay(const std::optional<std::string>& flow, const std::vector<std::string>& ids) {
   auto bounds = bus_.stream_bounds(layout::dlq_stream());
   if (!bounds) return bounds.status();
-  auto [first, last] = bounds.value();
+  // Plain variables, not a structured binding: lambdas below capture them (clang 14 cannot
+  // capture a binding).
+  const uint64_t first = bounds.value().first, last = bounds.value().second;
   size_t replayed = 0;
   for (uint64_t seq = first; seq != 0 && seq <= last; ++seq) {
     auto m = bus_.get_message(layout::dlq_stream(), seq);

@@ -175,7 +175,8 @@ TEST_CASE("past backlog.max_pending events waiting for a PubAck, ingress answers
 // Weir closing its own NATS connections (SIGTERM) is no fault, so it logs
 // one info line per connection, no "nats disconnected" warning; a server lost while weir
 // runs still is a warning.
-TEST_CASE("SIGTERM logs the NATS connections closed as info, and a lost server as a warning", "[integration][shutdown]") {
+TEST_CASE("SIGTERM logs the NATS connections closed as info, and a lost server as a warning",
+          "[integration][shutdown]") {
   NatsServer nats;
   SinkProcess sink;
   WeirOptions o{.nats_url = nats.url(),
