@@ -468,16 +468,19 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
     }
   }
 
+  // One open connection, counted up by accept_loop and down here; io thread, as accept_loop.
+  struct ConnectionCount {
+    std::atomic<size_t>& n;
+    std::unordered_map<std::string, size_t>& per_client;
+    std::string client;
+    ~ConnectionCount() {
+      --n;
+      if (auto it = per_client.find(client); it != per_client.end() && --it->second == 0) per_client.erase(it);
+    }
+  };
+
   awaitable<void> session(tcp::socket socket, std::string client) {
-    struct Count {  // incremented by accept_loop; io thread, as accept_loop
-      std::atomic<size_t>& n;
-      std::unordered_map<std::string, size_t>& per_client;
-      std::string client;
-      ~Count() {
-        --n;
-        if (auto it = per_client.find(client); it != per_client.end() && --it->second == 0) per_client.erase(it);
-      }
-    } count{connections_, per_client_, std::move(client)};
+    ConnectionCount count{connections_, per_client_, std::move(client)};
     Connection stream(std::move(socket));
     const auto born = std::chrono::steady_clock::now();
     // Bounded: Beast holds a chunk-size line (with its extensions) and the trailer section
