@@ -70,13 +70,17 @@ bool is_loopback_listen(std::string_view listen) {
 
 namespace {
 
-class BeastRequest final : public HttpRequest {
+// The request line and header of a Beast request, as HttpRequest sees them; the body is
+// the subclass's.
+class BeastHeaders : public HttpRequest {
  public:
-  explicit BeastRequest(http::request<http::string_body>&& r) : req_(std::move(r)) {
+  explicit BeastHeaders(const http::request<http::string_body>& r) : req_(r) {
     std::string_view t(req_.target().data(), req_.target().size());
     target_ = t;
     path_ = t.substr(0, t.find('?'));
   }
+  BeastHeaders(const BeastHeaders&) = delete;  // it views a request it does not own
+  BeastHeaders& operator=(const BeastHeaders&) = delete;
   std::string_view method() const override {
     auto m = req_.method_string();
     return {m.data(), m.size()};
@@ -89,42 +93,35 @@ class BeastRequest final : public HttpRequest {
     auto v = it->value();
     return {v.data(), v.size()};
   }
-  const std::string& body() const override { return req_.body(); }
-  std::string& mutable_body() override { return req_.body(); }
-  bool keep_alive() const { return req_.keep_alive(); }
-  unsigned version() const { return req_.version(); }
-
- private:
-  http::request<http::string_body> req_;
-  std::string_view target_, path_;
-};
-
-// A request whose header is read and whose body is not (yet): what check_header sees.
-class HeaderView final : public HttpRequest {
- public:
-  explicit HeaderView(const http::request<http::string_body>& r) : req_(r) {
-    std::string_view t(req_.target().data(), req_.target().size());
-    target_ = t;
-    path_ = t.substr(0, t.find('?'));
-  }
-  std::string_view method() const override {
-    auto m = req_.method_string();
-    return {m.data(), m.size()};
-  }
-  std::string_view target() const override { return target_; }
-  std::string_view path() const override { return path_; }
-  std::string_view header(std::string_view name) const override {
-    auto it = req_.find(beast::string_view(name.data(), name.size()));
-    if (it == req_.end()) return {};
-    auto v = it->value();
-    return {v.data(), v.size()};
-  }
-  const std::string& body() const override { return empty_; }
-  std::string& mutable_body() override { return empty_; }
 
  private:
   const http::request<http::string_body>& req_;
   std::string_view target_, path_;
+};
+
+// Holds the request for BeastRequest, constructed before the BeastHeaders that views it.
+struct OwnedBeastRequest {
+  http::request<http::string_body> req;
+};
+
+class BeastRequest final : private OwnedBeastRequest, public BeastHeaders {
+ public:
+  explicit BeastRequest(http::request<http::string_body>&& r)
+      : OwnedBeastRequest{std::move(r)}, BeastHeaders(OwnedBeastRequest::req) {}
+  const std::string& body() const override { return req.body(); }
+  std::string& mutable_body() override { return req.body(); }
+  bool keep_alive() const { return req.keep_alive(); }
+  unsigned version() const { return req.version(); }
+};
+
+// A request whose header is read and whose body is not (yet): what check_header sees.
+class HeaderView final : public BeastHeaders {
+ public:
+  using BeastHeaders::BeastHeaders;
+  const std::string& body() const override { return empty_; }
+  std::string& mutable_body() override { return empty_; }
+
+ private:
   std::string empty_;
 };
 
