@@ -100,6 +100,10 @@ const Family<uint64_t> kCounters[] = {
     {"weir_consumer_recreated_total", "counter",
      "Times the stage's durable was starved by pending entries without messages and created again (ADR 0235).",
      &StageMetrics::consumer_recreated},
+    {"weir_deliveries_corrupt_total", "counter",
+     "Deliveries whose body did not match its Weir-Sum checksum: naked and redelivered from the stream, never "
+     "handled (ADR 0286).",
+     &StageMetrics::corrupt},
     {"weir_ingress_rejected_total", "counter",
      "Events refused by backpressure (backlog or pending cap; 503 at http-in).", &StageMetrics::rejected, true},
 };

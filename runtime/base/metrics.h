@@ -49,6 +49,7 @@ struct StageMetrics {
   std::atomic<uint64_t> ack_failures{0};
   // the stage's durable consumer was starved and created again (ADR 0235)
   std::atomic<uint64_t> consumer_recreated{0};
+  std::atomic<uint64_t> corrupt{0};  // deliveries refused by their Weir-Sum (ADR 0286)
   Histogram latency;
 };
 

@@ -188,6 +188,7 @@ Status FlowStage::start() {
   co.request_expires = options_.fetch_wait;
   co.loop = ConsumerLoop::kFlows;  // the flow loop, when the Bus has it on (ADR 0220)
   co.recreated = &metrics_.consumer_recreated;
+  co.corrupt = &metrics_.corrupt;
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -497,6 +498,7 @@ Status SinkStage::start() {
   co.ack_wait = options_.sink_ack_wait;
   co.request_expires = options_.fetch_wait;
   co.recreated = &metrics_.consumer_recreated;
+  co.corrupt = &metrics_.corrupt;
   co.loop = ConsumerLoop::kSinks;  // the sink loop (ADR 0258); acks leave with its turn's writes
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();

@@ -2,6 +2,7 @@
 // consumers on that connection and the start-up prefetch. Stream and consumer set-up:
 // bus_streams.cc; pull consumers: pull_consumer.cc; delivery loops: delivery_loop.cc;
 // messages: bus_message.cc; names: bus_names.cc (docs/adr/0273-runtime-rooms.md).
+#include "runtime/nats/body_sum.h"
 #include "runtime/nats/bus.h"
 #include "runtime/nats/nats_msg.h"
 
@@ -566,10 +567,7 @@ void Bus::publish(std::string_view subject, std::string_view data, const Headers
   std::snprintf(reply, sizeof reply, "%s%llu", p.inbox_prefix.c_str(), static_cast<unsigned long long>(id));
   std::string subj(subject);
   natsMsg* msg = nullptr;
-  natsStatus s = natsMsg_Create(&msg, subj.c_str(), reply, data.data(), static_cast<int>(data.size()));
-  for (const auto& [k, v] : headers) {
-    if (s == NATS_OK) s = natsMsgHeader_Set(msg, k.c_str(), v.c_str());
-  }
+  natsStatus s = make_stamped_msg(&msg, subj.c_str(), reply, data, headers);
   if (s == NATS_OK) s = natsConnection_PublishMsg(nc_, msg);
   free_nats_msg(msg);
   if (s != NATS_OK) {

@@ -75,6 +75,8 @@ inline constexpr const char* kHeaderId = "Weir-Id";         // stable event id
 inline constexpr const char* kHeaderMsgId = "Nats-Msg-Id";  // per-hop dedup key
 inline constexpr const char* kHeaderVersion = "Weir-Version";
 inline constexpr const char* kHeaderIngestUs = "Weir-Ingest-Us";
+// The body's CRC-32C, 8 hex digits: set on every publish, checked on every delivery (ADR 0286).
+inline constexpr const char* kHeaderSum = "Weir-Sum";
 }  // namespace layout
 
 struct BusOptions {
@@ -137,6 +139,9 @@ class BusMessage {
   std::string_view subject() const;
   std::string_view header(const char* name) const;  // "" when absent
   uint64_t deliveries() const;                      // 1 on first delivery
+  // Redeliveries the consumer caused itself by refusing a copy whose body did not match
+  // its Weir-Sum (docs/adr/0286-body-checksums.md): deliveries() does not count them.
+  void set_uncounted(uint32_t n) { uncounted_ = n; }
   uint64_t stream_sequence() const;
   uint64_t pending() const;  // messages left in the consumer after this one
   // Fire-and-forget; false when the connection did not take it (e.g. the reconnect
@@ -155,6 +160,7 @@ class BusMessage {
   NatsLoop* held_by_;
   mutable bool meta_loaded_ = false;
   mutable uint64_t deliveries_ = 1, sequence_ = 0, pending_ = 0;
+  uint32_t uncounted_ = 0;
 };
 
 // The Bus's consumer loops (ADR 0220, ADR 0258): one thread and one event-loop connection
@@ -179,6 +185,8 @@ struct ConsumerOptions {
   std::chrono::milliseconds starve_check{10000};
   // Counts those recoveries (a metric; may be null; must outlive the consumer).
   std::atomic<uint64_t>* recreated = nullptr;
+  // Deliveries refused for a body that does not match its Weir-Sum (ADR 0286); may be null.
+  std::atomic<uint64_t>* corrupt = nullptr;
 };
 
 // A durable pull consumer bound by one or more processes (work is shared), read without a

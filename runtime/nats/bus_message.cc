@@ -60,7 +60,7 @@ void BusMessage::load_meta() const {
 }
 uint64_t BusMessage::deliveries() const {
   load_meta();
-  return deliveries_;
+  return deliveries_ > uncounted_ ? deliveries_ - uncounted_ : 1;
 }
 uint64_t BusMessage::stream_sequence() const {
   load_meta();

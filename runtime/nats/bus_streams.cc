@@ -396,6 +396,7 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
     c.check_every = o.starve_check;
   }
   c.recreated_metric = o.recreated;
+  c.corrupt_metric = o.corrupt;
   c.stream_name = o.stream;
   c.filter = o.filter_subject;
   // The config above, as the watch creates the durable again (same_consumer_config holds).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/base/log.h"
+#include "runtime/nats/body_sum.h"
 #include "runtime/nats/nats_msg.h"
 #include "runtime/nats/nats_loop.h"
 #include "runtime/nats/nats_status.h"
@@ -243,10 +244,7 @@ void LoopPublisher::publish(std::string_view subject, std::string_view data, con
   std::snprintf(reply, sizeof reply, "%s%llu", i.inbox_prefix.c_str(), static_cast<unsigned long long>(id));
   std::string subj(subject);
   natsMsg* msg = nullptr;
-  natsStatus s = natsMsg_Create(&msg, subj.c_str(), reply, data.data(), static_cast<int>(data.size()));
-  for (const auto& [k, v] : headers) {
-    if (s == NATS_OK) s = natsMsgHeader_Set(msg, k.c_str(), v.c_str());
-  }
+  natsStatus s = make_stamped_msg(&msg, subj.c_str(), reply, data, headers);
   // Buffered: the loop's flush handler writes this turn's publishes at once.
   if (s == NATS_OK) s = natsConnection_PublishMsg(i.nc, msg);
   free_nats_msg(msg);

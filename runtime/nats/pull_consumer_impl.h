@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -113,6 +114,13 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   std::chrono::milliseconds starve_check{0};          // 0 = off; fixed after creation
   std::string stream_name, filter, create_body;       // fixed after creation
   std::atomic<uint64_t>* recreated_metric = nullptr;  // fixed after creation; may be null
+  // Deliveries refused for a body that does not match its Weir-Sum (refuse(); ADR 0286):
+  // counted in `corrupt_metric`; per stream sequence, how many until an intact one came
+  // (that one's delivery count is lowered by as many: BusMessage::set_uncounted).
+  std::atomic<uint64_t>* corrupt_metric = nullptr;  // fixed after creation; may be null
+  static constexpr size_t kRefusedCapacity = 4096;
+  static constexpr auto kRefusedRetry = std::chrono::milliseconds(200);
+  std::unordered_map<uint64_t, uint32_t> refused GUARDED_BY(mu);
   Watch watch GUARDED_BY(mu) = Watch::kIdle;
   uint64_t watch_gen GUARDED_BY(mu) = 0;  // the reply subject's number: a late answer is ignored
   Clock::time_point watch_sent GUARDED_BY(mu){};
@@ -154,6 +162,8 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   std::string describe(Clock::time_point now) const REQUIRES(mu);
 
   static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure);
+  bool take(natsMsg* msg);
+  void refuse(BusMessage& m, uint32_t refusals);
 
   // Flow loop, after each read event: everything cnats parsed into the inbox (Asio is
   // edge-triggered: what is left would wait for the next event), then the end of the burst.
