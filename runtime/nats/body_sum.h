@@ -6,7 +6,9 @@
 // (upstream nats-io/nats.c#1007): a message cut by a disconnect is
 // completed with the next connection's bytes and delivered under the original's ack
 // subject. A stage that acked such a hybrid would lose the original event. Checked, the
-// hybrid is naked instead and JetStream redelivers the stored original.
+// hybrid is naked instead and JetStream redelivers the stored original. Loop connections
+// are now rebuilt rather than reconnected (ADR 0287), which removes that cause; the check
+// stays as defence in depth.
 //
 // Threading: pure functions of the message; any thread.
 #pragma once

@@ -129,8 +129,11 @@ class BusMessage {
  public:
   // `held_by`: the consumer loop that read it; its acks are held for the loop's next
   // write when acked on that loop's thread (NatsLoop::hold_ack). May be null.
-  BusMessage(__natsMsg* msg, __natsConnection* nc, NatsLoop* held_by = nullptr)
-      : msg_(msg), nc_(nc), held_by_(held_by) {}
+  // `keep`: shares the ownership of `nc` when it may be replaced while the message lives
+  // (a loop connection, docs/adr/0287-rebuilt-loop-connections.md); may be null.
+  BusMessage(__natsMsg* msg, __natsConnection* nc, NatsLoop* held_by = nullptr,
+             std::shared_ptr<__natsConnection> keep = nullptr)
+      : msg_(msg), nc_(nc), held_by_(held_by), keep_(std::move(keep)) {}
   ~BusMessage();
   BusMessage(const BusMessage&) = delete;
   BusMessage& operator=(const BusMessage&) = delete;
@@ -158,6 +161,7 @@ class BusMessage {
   __natsMsg* msg_;
   __natsConnection* nc_;
   NatsLoop* held_by_;
+  std::shared_ptr<__natsConnection> keep_;
   mutable bool meta_loaded_ = false;
   mutable uint64_t deliveries_ = 1, sequence_ = 0, pending_ = 0;
   uint32_t uncounted_ = 0;

@@ -81,7 +81,7 @@ bool BusMessage::ack(std::atomic<uint64_t>* failed_later) {
   if (held_by_ != nullptr && held_by_->in_loop_thread()) {
     const char* r = natsMsg_GetReply(msg_);
     if (r == nullptr || *r == '\0') return false;
-    if (held_by_->hold_ack(nc_, r, failed_later)) return true;
+    if (held_by_->hold_ack(r, failed_later)) return true;
   }
   return reply("+ACK");
 }

@@ -377,7 +377,7 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
     c.flow_loop = fl.value();
     c.sink_first = o.loop == ConsumerLoop::kSinks;
     c.loop = c.flow_loop->pub.get();
-    c.nc = c.loop->connection();
+    c.nc = nullptr;  // the loop's, set on its thread at start (subscribe_on_loop)
   } else {
     c.pool_consumers = &consumer_count_;
   }

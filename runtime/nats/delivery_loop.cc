@@ -60,8 +60,9 @@ Result<Bus::FlowLoop*> Bus::flow_loop(ConsumerLoop which) {
   LoopHooks hooks;
   hooks.after_read = [raw] { raw->after_read(); };
   hooks.on_connection = [raw](bool up) {
-    // A cnats thread: the consumers learn it on their own thread. Pull requests die with
-    // the connection; the server forgets them, so they are sent again on reconnect.
+    // A cnats thread (down) or the io thread (up): the consumers learn it on their own
+    // thread, in a post. Pull requests die with the connection; the server forgets them,
+    // so they are sent again on the new one, after the consumer subscribed on it (ADR 0287).
     if (raw->nl == nullptr) return;  // connecting: nothing to tell yet
     raw->nl->post([raw, up] {
       for (size_t i = 0; i < raw->consumers.size(); ++i) {

@@ -3,12 +3,14 @@
 #include <nats/nats.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <deque>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "runtime/base/log.h"
+#include "runtime/base/thread_annotations.h"
 #include "runtime/nats/body_sum.h"
 #include "runtime/nats/nats_msg.h"
 #include "runtime/nats/nats_loop.h"
@@ -28,13 +30,33 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
   };
 
   std::unique_ptr<NatsLoop> loop;
+  // The connection, io thread (and connect/destructor). Shared with what still holds a
+  // message read on it (BusMessage): a rebuilt connection's predecessor lives until they
+  // are gone (docs/adr/0287-rebuilt-loop-connections.md).
   natsConnection* nc = nullptr;
+  std::shared_ptr<natsConnection> conn;
+  std::vector<std::shared_ptr<natsConnection>> retired;  // io thread: until consumers moved
   std::string url, inbox_prefix, label;
   LoopHooks hooks;
   std::atomic<bool> connected{false};
   std::atomic<bool> closed_cb{false};  // cnats' last callback ran: nothing touches Impl after
   std::atomic<bool> closing{false};    // ~LoopPublisher closes the connection: its drop is no fault
   std::atomic<size_t> pending_count{0};
+
+  // Rebuilding (ADR 0287): cnats never reconnects a loop connection (its parser would keep
+  // a cut message's state across the reconnect, upstream nats-io/nats.c#1007); when it
+  // closes, a thread of its own connects a new one with the same options and the io
+  // thread installs it.
+  natsOptions* opts = nullptr;  // kept for the rebuilds; destroyed with the Impl
+  std::chrono::milliseconds reconnect_wait{250};
+  Mutex rb_mu;
+  std::condition_variable rb_cv;
+  std::thread rebuilder GUARDED_BY(rb_mu);
+  bool rb_stop GUARDED_BY(rb_mu) = false;
+
+  ~Impl() {
+    if (opts != nullptr) natsOptions_Destroy(opts);
+  }
 
   // io thread only.
   natsSubscription* sub = nullptr;
@@ -130,6 +152,80 @@ struct LoopPublisher::Impl : std::enable_shared_from_this<Impl> {
     }
     if (hooks.on_connection) hooks.on_connection(up);
   }
+
+  static std::shared_ptr<natsConnection> share(natsConnection* c) {
+    return {c, [](natsConnection* x) { natsConnection_Destroy(x); }};
+  }
+
+  // cnats' closed callback when the drop was not ours: connect again on another thread.
+  void start_rebuild() {
+    MutexLock lock(rb_mu);
+    if (rb_stop) return;
+    if (rebuilder.joinable()) rebuilder.join();  // the last one ended with its install post
+    rebuilder = std::thread([self = shared_from_this()] { self->rebuild(); });
+  }
+
+  void stop_rebuild() {
+    std::thread t;
+    {
+      MutexLock lock(rb_mu);
+      rb_stop = true;
+      t = std::move(rebuilder);
+    }
+    rb_cv.notify_all();
+    if (t.joinable()) t.join();  // at most one connect's timeout (2 s)
+  }
+
+  void rebuild() {
+    for (uint64_t attempt = 1;; ++attempt) {
+      {
+        UniqueLock lock(rb_mu);
+        lock.wait_for(rb_cv, reconnect_wait, [&]() REQUIRES(rb_mu) { return rb_stop; });
+        if (rb_stop) return;
+      }
+      closed_cb.store(false, std::memory_order_release);
+      natsConnection* fresh = nullptr;
+      natsStatus s = natsConnection_Connect(&fresh, opts);
+      if (s == NATS_OK) {
+        loop->post([self = shared_from_this(), fresh] { self->install(fresh); });
+        return;
+      }
+      // The first failure of an outage, then one in 40 (every ~10 s at the default wait).
+      if (attempt % 40 == 1) {
+        log::warn("nats connect failed; trying again", {{"url", url},
+                                                        {"connection", label},
+                                                        {"attempt", std::to_string(attempt)},
+                                                        {"error", natsStatus_GetText(s)}});
+      }
+    }
+  }
+
+  // io thread: the new connection replaces the closed one. Held acks leave on it (an ack
+  // is a publish to its reply subject, good on any connection); the consumers subscribe
+  // again when told (hooks.on_connection, posted), and the old connection is let go after
+  // that (a second post runs after theirs).
+  void install(natsConnection* fresh) {
+    loop->release_acks();
+    if (sub != nullptr) {
+      natsSubscription_Destroy(sub);
+      sub = nullptr;
+    }
+    if (conn) retired.push_back(std::move(conn));
+    conn = share(fresh);
+    nc = fresh;
+    if (closed) return;  // shutting down: the destructor closes it
+    natsStatus s = natsConnection_SubscribeSync(&sub, nc, (inbox_prefix + "*").c_str());
+    if (s == NATS_OK) s = natsSubscription_SetPendingLimits(sub, -1, -1);
+    if (s != NATS_OK) {
+      log::error("nats publish inbox not subscribed on the new connection",
+                 {{"url", url}, {"connection", label}, {"error", natsStatus_GetText(s)}});
+      if (sub != nullptr) natsSubscription_Destroy(sub), sub = nullptr;
+      natsConnection_Close(nc);  // closed: rebuilt again
+      return;
+    }
+    set_connected(true);
+    loop->post([self = shared_from_this()] { self->retired.clear(); });
+  }
 };
 
 Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const BusOptions& options,
@@ -158,22 +254,26 @@ Result<std::unique_ptr<LoopPublisher>> LoopPublisher::connect(IoLoop& io, const 
       opts,
       [](natsConnection* nc, void* c) { static_cast<Impl*>(c)->set_connected(false, nats_disconnect_reason(nc)); },
       raw);
-  natsOptions_SetReconnectedCB(
-      opts, [](natsConnection*, void* c) { static_cast<Impl*>(c)->set_connected(true); }, raw);
+  // Never reconnected by cnats: rebuilt (ADR 0287). A drop closes the connection; its
+  // closed callback starts the rebuild unless weir is closing it.
+  natsOptions_SetAllowReconnect(opts, false);
   natsOptions_SetClosedCB(
       opts,
       [](natsConnection*, void* c) {
         auto* i = static_cast<Impl*>(c);
-        i->connected.store(false);
+        if (i->connected.load(std::memory_order_acquire)) i->set_connected(false, "connection closed");
+        if (!i->closing.load(std::memory_order_acquire)) i->start_rebuild();
         i->closed_cb.store(true, std::memory_order_release);
       },
       raw);
+  impl->opts = opts;
+  impl->reconnect_wait = options.reconnect_wait;
   natsStatus s = natsConnection_Connect(&impl->nc, opts);
-  natsOptions_Destroy(opts);
   if (s != NATS_OK) {
     impl->nc = nullptr;
     return nats_status(s, "connect to " + options.url + " (" + label + ")");
   }
+  impl->conn = Impl::share(impl->nc);
   natsInbox* ib = nullptr;
   natsInbox_Create(&ib);
   impl->inbox_prefix = std::string(static_cast<const char*>(ib)) + ".";
@@ -193,6 +293,11 @@ LoopPublisher::~LoopPublisher() {
   if (!impl_) return;
   shutdown();
   auto& i = *impl_;
+  // No rebuild from here on; one under way ends (its install, if it connected, runs
+  // before the run_sync below and leaves the new connection to be closed here).
+  i.closing.store(true, std::memory_order_release);
+  i.stop_rebuild();
+  i.loop->run_sync([] {});
   if (i.nc) {
     i.loop->release_acks();  // the consumers' held acks leave before the connection closes
     i.loop->run_sync([&] {
@@ -202,15 +307,20 @@ LoopPublisher::~LoopPublisher() {
         i.sub = nullptr;
       }
     });
-    // Not on the io thread: Close may wait for cnats' reconnect thread. It detaches (a
-    // post); cnats' closed callback follows on its own thread.
-    i.closing.store(true, std::memory_order_release);
+    // Not on the io thread: Close may wait for cnats' threads. It detaches (a post);
+    // cnats' closed callback follows on its own thread (not for one closed already).
+    const bool open = natsConnection_Status(i.nc) != NATS_CONN_STATUS_CLOSED;
+    if (open) i.closed_cb.store(false, std::memory_order_release);
     natsConnection_Close(i.nc);
-    for (int n = 0; n < 2000 && !i.closed_cb.load(std::memory_order_acquire); ++n) {
+    for (int n = 0; open && n < 2000 && !i.closed_cb.load(std::memory_order_acquire); ++n) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    // After the posted detach: no io-thread handler uses the connection any more.
-    i.loop->run_sync([&] { natsConnection_Destroy(i.nc); });
+    // After the posted detach: no io-thread handler uses the connection any more. What
+    // still holds a message read on it frees it last (BusMessage).
+    i.loop->run_sync([&] {
+      i.retired.clear();
+      i.conn.reset();
+    });
     i.nc = nullptr;
   }
   i.loop.reset();
@@ -218,6 +328,7 @@ LoopPublisher::~LoopPublisher() {
 
 NatsLoop& LoopPublisher::loop() { return *impl_->loop; }
 natsConnection* LoopPublisher::connection() { return impl_->nc; }
+const std::shared_ptr<natsConnection>& LoopPublisher::connection_ref() { return impl_->conn; }
 
 bool LoopPublisher::in_loop_thread() const { return impl_->loop->in_loop_thread(); }
 bool LoopPublisher::connected() const { return impl_->connected.load(std::memory_order_acquire); }

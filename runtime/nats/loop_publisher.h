@@ -38,7 +38,8 @@ class NatsLoop;
 struct LoopHooks {
   // On the io thread after each read event, after the PubAcks read are completed.
   std::function<void()> after_read;
-  // On a cnats thread when the connection drops (false) or is back (true).
+  // When the connection drops (false; a cnats thread) or a new one is in place (true; the
+  // io thread).
   std::function<void(bool up)> on_connection;
 };
 
@@ -50,9 +51,14 @@ class LoopPublisher {
   ~LoopPublisher();
 
   // The connection and its loop, for other work on the same io thread (subscriptions,
-  // fire-and-forget publishes). Valid as long as the publisher.
+  // fire-and-forget publishes). The loop is valid as long as the publisher; the
+  // connection (io thread only) until it drops: a new one replaces it, and the owners of
+  // subscriptions on it subscribe again when LoopHooks::on_connection(true) tells them
+  // (docs/adr/0287-rebuilt-loop-connections.md). connection_ref() shares its ownership
+  // with what must outlive a replacement (a message to ack later).
   NatsLoop& loop();
   __natsConnection* connection();
+  const std::shared_ptr<__natsConnection>& connection_ref();
 
   bool in_loop_thread() const;
   bool connected() const;

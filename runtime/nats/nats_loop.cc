@@ -42,7 +42,6 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
 
   // Held acks (NatsLoop::hold_ack), io thread only.
   struct HeldAck {
-    natsConnection* nc;
     std::string reply;
     std::atomic<uint64_t>* failures;
   };
@@ -56,11 +55,15 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
 
   // Into cnats' buffer: they leave with the write that is about to happen (from flush())
   // or that their publish asks for (from the timer).
+  // On the connection attached now: an ack is a publish to the message's reply subject,
+  // good on any connection to the server, so acks held across a rebuilt connection
+  // (docs/adr/0287-rebuilt-loop-connections.md) leave on the new one.
   void release_held() {
     if (held.empty()) return;
     spare.swap(held);
     for (const HeldAck& h : spare) {
-      if (natsConnection_PublishString(h.nc, h.reply.c_str(), "+ACK") != NATS_OK && h.failures != nullptr) {
+      if ((nc == nullptr || natsConnection_PublishString(nc, h.reply.c_str(), "+ACK") != NATS_OK) &&
+          h.failures != nullptr) {
         h.failures->fetch_add(1, std::memory_order_relaxed);
       }
     }
@@ -295,10 +298,10 @@ void NatsLoop::set_timer(std::chrono::milliseconds after, std::function<void()> 
 
 void NatsLoop::set_ack_delay(std::chrono::milliseconds delay) { impl_->ack_delay = delay; }
 
-bool NatsLoop::hold_ack(natsConnection* nc, std::string_view reply, std::atomic<uint64_t>* failures) {
+bool NatsLoop::hold_ack(std::string_view reply, std::atomic<uint64_t>* failures) {
   Impl& i = *impl_;
   if (i.ack_delay.count() <= 0) return false;
-  i.held.push_back(Impl::HeldAck{nc, std::string(reply), failures});
+  i.held.push_back(Impl::HeldAck{std::string(reply), failures});
   if (i.held.size() >= Impl::kMostHeld) {
     i.release_held();  // their publishes ask for a write
     return true;

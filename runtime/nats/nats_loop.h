@@ -11,12 +11,16 @@
 //    goes non-empty; that posts one flush handler, which writes everything published since
 //    with natsConnection_ProcessWriteEvent, and waits for writability only on EAGAIN.
 //
-// Threading: cnats calls attach/read/write/detach from the io thread, from cnats' reconnect
-// and timer threads (PINGs) and from whoever connects or closes; every callback only sets
+// Threading: cnats calls attach/read/write/detach from the io thread, from cnats' timer
+// threads (PINGs) and from whoever connects or closes; every callback only sets
 // a flag and posts to the io thread. `after_read` and everything touching the socket run
 // on the io thread. Never call a blocking cnats API (Request, Flush, js_* management,
 // Fetch) on such a connection from the io thread: its reply could only be read by the
 // thread that is blocked waiting for it.
+//
+// One connection after another may run on a NatsLoop: a LoopPublisher replaces a dropped
+// connection with a new one (docs/adr/0287-rebuilt-loop-connections.md); each attach
+// replaces the last.
 //
 // Lifetime: create the NatsLoop, `configure` the natsOptions, connect; close the
 // connection (natsConnection_Close, any thread but the io thread), then destroy it with
@@ -58,12 +62,13 @@ class NatsLoop {
   // for `reply` instead of writing it: held acks go out with the connection's next write
   // (a publish, a pull request), or `delay` after the first of them at the latest, or at
   // once when 8 are held (a smaller burst of acks, i.e. of deletes, for nats-server) — at
-  // moderate rates several acks per write instead of a write each. A held ack the
+  // moderate rates several acks per write instead of a write each. They are written on
+  // the connection attached then (a rebuilt one too). A held ack the
   // connection does not take when it is written counts in `*failures` (may be null; must
   // outlive the loop's connection). 0 (the default) = no holding: hold_ack returns false.
   void set_ack_delay(std::chrono::milliseconds delay);  // before use, once
   // Io thread only. False (nothing done) when holding is off: the caller acks itself.
-  bool hold_ack(__natsConnection* nc, std::string_view reply, std::atomic<uint64_t>* failures);
+  bool hold_ack(std::string_view reply, std::atomic<uint64_t>* failures);
   // Writes the held acks now (any thread; runs on the io thread and waits). Called before
   // the connection closes.
   void release_acks();

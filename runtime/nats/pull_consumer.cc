@@ -160,7 +160,8 @@ void PullConsumer::Impl::drain() {
 
 // A JetStream delivery: handed to the handler, or refused (refuse()).
 bool PullConsumer::Impl::take(natsMsg* msg) {
-  auto m = std::make_unique<BusMessage>(msg, nc, loop != nullptr ? &loop->loop() : nullptr);
+  auto m = loop != nullptr ? std::make_unique<BusMessage>(msg, nc, &loop->loop(), loop->connection_ref())
+                           : std::make_unique<BusMessage>(msg, nc);
   const bool broken = check_body_sum(msg) == BodySum::kBroken;
   const uint64_t seq = m->stream_sequence();
   uint32_t refusals = 1;  // of this sequence, this one included
@@ -296,6 +297,24 @@ void PullConsumer::Impl::tick(Clock::time_point now) {
   if (watch_step) send_watch();
 }
 
+// A loop consumer's subscription on its loop's connection, on the loop thread: at start,
+// and again on every new connection (a dropped loop connection is replaced, not
+// reconnected: docs/adr/0287-rebuilt-loop-connections.md). While the loop is not connected
+// there is nothing to subscribe on: the next connection does it.
+Status PullConsumer::Impl::subscribe_on_loop() {
+  if (sub != nullptr) {
+    natsSubscription_Destroy(sub);  // of the connection replaced: closed, nothing to send
+    sub = nullptr;
+  }
+  nc = loop->connection();
+  natsStatus s = natsConnection_SubscribeSync(&sub, nc, (inbox_prefix + "*").c_str());
+  if (s == NATS_OK) s = natsSubscription_SetPendingLimits(sub, -1, -1);
+  if (s == NATS_OK) return Status::ok();
+  if (sub != nullptr) natsSubscription_Destroy(sub), sub = nullptr;
+  if (!loop->connected()) return Status::ok();
+  return nats_status(s, "subscribe consumer " + durable);
+}
+
 void PullConsumer::Impl::connection(bool up) {
   {
     MutexLock lock(mu);
@@ -311,6 +330,9 @@ void PullConsumer::Impl::connection(bool up) {
     } else {
       healthy = false;
     }
+  }
+  if (up && loop != nullptr && (sub == nullptr || nc != loop->connection())) {
+    if (Status st = subscribe_on_loop(); !st) log::error("consumer not subscribed", {{"error", st.str()}});
   }
   if (up) {
     request();
@@ -385,15 +407,11 @@ Status PullConsumer::start(Handler handler) {
   if (c.loop != nullptr) {
     // A sync subscription on the loop's connection, drained by the loop after each read
     // event; subscribing does not block (the SUB leaves with the next flush).
-    natsStatus s = NATS_OK;
+    Status s;
     c.loop->loop().run_sync([&] {
-      s = natsConnection_SubscribeSync(&c.sub, c.nc, (c.inbox_prefix + "*").c_str());
-      if (s == NATS_OK) s = natsSubscription_SetPendingLimits(c.sub, -1, -1);
-      if (s != NATS_OK) {
-        if (c.sub) natsSubscription_Destroy(c.sub), c.sub = nullptr;
-        return;
-      }
-      c.healthy = true;
+      s = c.subscribe_on_loop();
+      if (!s) return;
+      c.healthy = c.sub != nullptr;
       // On a shared delivery loop (ADR 0272) the sinks are drained first: what is ready to
       // go out is sent before a flow batch runs (closed-loop e2e p99 ~74 → ~50 ms).
       auto& all = c.flow_loop->consumers;
@@ -404,7 +422,7 @@ Status PullConsumer::start(Handler handler) {
       }
       c.request();
     });
-    return s == NATS_OK ? Status::ok() : nats_status(s, "subscribe consumer " + c.durable);
+    return s;
   }
   natsStatus s = natsConnection_Subscribe(&c.sub, c.nc, (c.inbox_prefix + "*").c_str(), &Impl::on_msg, &c);
   if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(c.sub, &Impl::on_complete, &c);

@@ -163,6 +163,7 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
 
   static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure);
   bool take(natsMsg* msg);
+  Status subscribe_on_loop();
   void refuse(BusMessage& m, uint32_t refusals);
 
   // Flow loop, after each read event: everything cnats parsed into the inbox (Asio is
