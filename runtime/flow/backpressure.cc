@@ -155,7 +155,9 @@ std::shared_ptr<FlowBacklog> BacklogMonitor::watch(const std::string& stream, St
 void BacklogMonitor::refresh(FlowBacklog& b) {
   int64_t before_bytes = b.stored_marker();
   int64_t before_msgs = b.stored_msgs_marker();
-  auto st = bus_.stream_state(b.stream());
+  // A second at most: a refresh is skipped when NATS is slow, and a stop waits for one
+  // request at most (tests/integration/shutdown_test.cc, frozen nats-server).
+  auto st = bus_.stream_state(b.stream(), std::chrono::milliseconds(1000));
   if (!st) {
     // Keep the last state: what this process stores meanwhile is still counted on top.
     log::debug("backlog refresh failed", {{"stream", b.stream()}, {"error", st.status().str()}});
@@ -181,7 +183,10 @@ void BacklogMonitor::loop() {
     lock.unlock();
     // A disconnected bus would make each request wait for its timeout; skip the round.
     if (bus_.connected()) {
-      for (auto& b : now) refresh(*b);
+      for (auto& b : now) {
+        if (stopping()) break;
+        refresh(*b);
+      }
     }
     now.clear();
     lock.lock();

@@ -124,6 +124,10 @@ class BacklogMonitor {
  private:
   void loop();
   void refresh(FlowBacklog& b);
+  bool stopping() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return stopping_;
+  }
 
   Bus& bus_;
   BackpressureOptions options_;

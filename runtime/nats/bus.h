@@ -311,7 +311,9 @@ class Bus {
     int64_t bytes = 0, messages = 0, max_bytes = -1;
     uint64_t last_seq = 0;  // every message ever stored: its growth counts what was added
   };
-  Result<StreamState> stream_state(const std::string& stream);  // one STREAM.INFO request
+  // One STREAM.INFO request, waiting `wait` at most (0: the Bus's JetStream wait, 5 s).
+  Result<StreamState> stream_state(const std::string& stream,
+                                   std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   Result<StoredMessage> get_message(const std::string& stream, uint64_t seq);
   // Reads `stream` (subjects `subject`) in order from sequence `from_seq` through an
   // ephemeral pull consumer (memory storage, no acks), `batch` messages per round trip

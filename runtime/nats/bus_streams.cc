@@ -421,10 +421,13 @@ Result<std::pair<uint64_t, uint64_t>> Bus::stream_bounds(const std::string& stre
   return out;
 }
 
-Result<Bus::StreamState> Bus::stream_state(const std::string& stream) {
+Result<Bus::StreamState> Bus::stream_state(const std::string& stream, std::chrono::milliseconds wait) {
   jsStreamInfo* si = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, &jerr);
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = wait.count();
+  natsStatus s = js_GetStreamInfo(&si, js_, stream.c_str(), wait.count() > 0 ? &jo : nullptr, &jerr);
   if (s != NATS_OK) return js_status(s, jerr, "stream info " + stream);
   StreamState out;
   out.bytes = static_cast<int64_t>(si->State.Bytes);

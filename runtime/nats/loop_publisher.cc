@@ -367,6 +367,13 @@ void LoopPublisher::fail_pending(const std::string& why) {
 }
 
 void LoopPublisher::shutdown() {
+  // No new connection from here on: a rebuild under way ends after its current attempt
+  // (the destructor waits for it), while the rest of weir stops.
+  {
+    MutexLock lock(impl_->rb_mu);
+    impl_->rb_stop = true;
+  }
+  impl_->rb_cv.notify_all();
   impl_->loop->run_sync([&] {
     impl_->closed = true;
     impl_->fail_all(Status::unavailable(std::string("weir is shutting down") + kMayBeStored));

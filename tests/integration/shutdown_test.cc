@@ -206,3 +206,58 @@ TEST_CASE("SIGTERM logs the NATS connections closed as info, and a lost server a
     CHECK(weir.terminate() == std::optional<int>(0));
   }
 }
+
+// A frozen nats-server (SIGSTOP: it accepts bytes into its socket buffer and reads none)
+// while a flow delivers to a core NATS sink and to an HTTP sink: SIGTERM still ends weir
+// within drain_timeout plus a margin, exit 0; nothing on a loop thread may block on the
+// server for longer.
+TEST_CASE("SIGTERM while nats-server is frozen and a NATS-sink flow runs exits within drain_timeout",
+          "[integration][faults]") {
+  NatsServer nats;
+  SinkProcess sink;
+  const std::string relay = "flow: relay\nfrom: {http: {path: /in/relay}}\nto:\n  bus: {nats: {subject: out.relay}}\n";
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"relay.yaml", relay},
+                          {"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "timeout: 2s")}},
+                .config = "drain_timeout: 2s\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  // Big events keep the delivery connection's buffers busy when the server stops reading.
+  const std::string pad(60000, 'p');
+  std::atomic<bool> stop{false};
+  std::atomic<int> accepted{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 2; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; !stop.load(); ++i) {
+        auto r = weir.post(c == 0 ? "/in/relay" : "/in/orders",
+                           json{{"id", "e" + std::to_string(c) + "-" + std::to_string(i)}, {"pad", pad}}.dump(), {},
+                           3s);
+        if (r.status == 202) ++accepted;
+      }
+    });
+  }
+  REQUIRE(wait_until([&] { return accepted.load() >= 200; }, 30s, 20ms));
+  std::optional<int> code;
+  int64_t exit_ms = -1;
+  {
+    Frozen frozen(nats.pid());
+    // Long enough for every connection's buffers to fill against the frozen server.
+    std::this_thread::sleep_for(3s);  // the condition is the server having been frozen a while
+    const auto term_at = std::chrono::steady_clock::now();
+    code = weir.terminate(30s);
+    exit_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - term_at).count();
+    stop = true;
+    for (auto& t : clients) t.join();
+  }
+  std::cout << "SIGTERM with nats-server frozen, NATS and HTTP sinks busy: exit " << (code ? *code : -1) << " after "
+            << exit_ms << " ms (drain_timeout 2s), " << accepted.load() << " events accepted before\n";
+  const std::string log_after = weir.log();
+  INFO(log_after);
+  CHECK(code == std::optional<int>(0));
+  // drain_timeout, then the teardown: one backlog request (1 s at most) and one connect
+  // attempt of a loop connection being rebuilt (its 2 s timeout) at most, not one per flow
+  // or per retry.
+  CHECK(exit_ms < 2000 + 3000);
+}
