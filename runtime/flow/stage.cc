@@ -71,6 +71,7 @@ int flow_batch_for(const StageOptions& o, std::chrono::nanoseconds per_event) {
   const int most = std::max(1, o.batches_in_flight);
   if (per_event.count() <= 0) return floor;
   const int64_t fits = std::chrono::nanoseconds(o.window_run_budget).count() / (per_event.count() * most);
+  if (fits < floor) return static_cast<int>(std::max<int64_t>(fits, 1));
   const int64_t steps = std::min<int64_t>(fits, std::max(o.max_batch, floor)) / floor;
   return static_cast<int>(std::max<int64_t>(steps, 1)) * floor;
 }
@@ -282,7 +283,8 @@ struct FlowStage::Batch {
   Mutex mu;
   size_t remaining GUARDED_BY(mu);  // outputs not completed, +1 while launching
   std::vector<char> ok GUARDED_BY(mu);
-  uint64_t dropped = 0;  // stage thread only, read after the last completion
+  uint64_t dropped = 0;        // stage thread only, read after the last completion
+  Clock::duration run_time{};  // of its slices (run_slices), stage thread only
 
   // +1: not finished before every output is launched.
   explicit Batch(size_t n) : remaining(n + 1), ok(n, 1) {}
@@ -309,11 +311,50 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std:
   b->started = Clock::now();
   metrics_.received.fetch_add(n, std::memory_order_relaxed);
   metrics_.in_flight.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
-  const std::string version = std::to_string(b->flow->version());
-  for (size_t i = 0; i < n; ++i) run_input(b, i, version);
-  note_run_time(n, Clock::now() - b->started);
-  // Launched: drop the guard; whoever completes last (maybe this) acks the batch.
-  Batch::complete(b, 0, true);
+  std::string version = std::to_string(b->flow->version());
+  if (!consumer_->on_loop()) {
+    // A pool thread of its own: the batch runs to its end.
+    for (size_t i = 0; i < n; ++i) run_input(b, i, version);
+    note_run_time(n, Clock::now() - b->started);
+    Batch::complete(b, 0, true);  // launched: whoever completes last (maybe this) acks
+    return;
+  }
+  slices_.push_back(Slice{std::move(b), 0, std::move(version)});
+  if (!slice_posted_ && !running_slices_) run_slices();
+}
+
+// The flow loop's turn for this stage (docs/adr/0288-flow-batches-in-slices.md): its
+// batches in order, for kRunSlice at most (one input at least), then the rest in a later
+// turn. One turn per stage is queued at a time, however many batches wait: every flow
+// gets a slice per round of the loop, and reads, acks and timers run between.
+void FlowStage::run_slices() {
+  slice_posted_ = false;
+  running_slices_ = true;  // a batch started from here (a completion's kick) only queues
+  const auto t0 = Clock::now();
+  bool spent = false;
+  while (!slices_.empty() && !spent) {
+    Slice& s = slices_.front();
+    const size_t n = s.b->msgs.size();
+    const auto from = Clock::now();
+    while (s.next < n && !spent) {
+      run_input(s.b, s.next++, s.version);
+      spent = Clock::now() - t0 >= kRunSlice;
+    }
+    s.b->run_time += Clock::now() - from;
+    if (s.next == n) {
+      std::shared_ptr<Batch> b = std::move(s.b);
+      slices_.pop_front();
+      note_run_time(n, b->run_time);
+      Batch::complete(b, 0, true);  // launched: whoever completes last (maybe this) acks
+    }
+  }
+  running_slices_ = false;
+  if (!slices_.empty() && !slice_posted_) {
+    // `this` outlives the turn: stop() and pause() wait for the batches, which cannot
+    // finish before their last input is launched.
+    slice_posted_ = true;
+    consumer_->post([this] { run_slices(); });
+  }
 }
 
 // Dead-letters input i with `reason`; it is acked once the dead letter is stored.

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -102,6 +103,9 @@ class FlowStage {
 
  private:
   struct Batch;
+  // How long a batch runs on the flow loop before it lets the loop's other work in
+  // (docs/adr/0288-flow-batches-in-slices.md).
+  static constexpr std::chrono::milliseconds kRunSlice{2};
   // On the consumer's thread (flow loop or pool): a message (or nullptr: a kick, or the
   // end of a loop burst, to look at held_ again).
   void on_message(std::unique_ptr<BusMessage> m);
@@ -113,6 +117,9 @@ class FlowStage {
   // allows changed, the window.
   void note_run_time(size_t n, std::chrono::steady_clock::duration took);
   void start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std::shared_ptr<const flows::Flow> flow);
+  // On the flow loop: runs the queued batches for kRunSlice, then yields the loop and
+  // goes on in a later turn, so other flows' work, acks and timers run between (ADR 0288).
+  void run_slices();
   void finish_batch(Batch& b, const std::vector<char>& ok);
   void run_input(const std::shared_ptr<Batch>& b, size_t i, const std::string& version);
   void emit_output(const std::shared_ptr<Batch>& b, size_t i, const std::string& id, const std::string& version,
@@ -120,6 +127,15 @@ class FlowStage {
   void dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, const std::string& id, std::string reason,
                          uint64_t deliveries);
   uint64_t counted_deliveries(const BusMessage& m) const;
+  // Batches started on the flow loop, not yet all launched (run_slices); flow loop only.
+  struct Slice {
+    std::shared_ptr<Batch> b;
+    size_t next = 0;  // the next input to run
+    std::string version;
+  };
+  std::deque<Slice> slices_;
+  bool slice_posted_ = false;    // a turn is queued on the loop
+  bool running_slices_ = false;  // run_slices() is on the stack
   // weir.<flow>.out.<sink>, built once per sink (pool thread only).
   const std::string& output_subject(const std::string& sink);
 
@@ -193,8 +209,10 @@ std::chrono::milliseconds flow_ack_wait(const StageOptions& options);
 
 // The flow stage's pull request size for a measured run time per event (0: none yet):
 // the largest multiple of options.batch, at most options.max_batch, whose window
-// (batches_in_flight of them) runs within options.window_run_budget; never below
-// options.batch. The budget is a quarter of what AckWait allows for running (ADR 0262).
+// (batches_in_flight of them) runs within options.window_run_budget. When not even
+// options.batch fits, as many as fit, at least 1: a slow flow does not hold more than its
+// budget's worth in hand (ADR 0262, 0288). The budget is a quarter of what AckWait allows
+// for running (ADR 0262).
 int flow_batch_for(const StageOptions& options, std::chrono::nanoseconds per_event);
 
 // Backoff before re-sending attempt `attempt` (1-based) when the sink gave no Retry-After.

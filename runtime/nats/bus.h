@@ -245,6 +245,9 @@ class PullConsumer {
   void deferred(std::chrono::milliseconds delay);
   // On the flow loop (see above).
   bool on_loop() const;
+  // On the flow loop: runs `fn` in a later turn of the loop (after what is queued); on the
+  // pool: runs it now. For a handler that yields the loop (docs/adr/0288).
+  void post(std::function<void()> fn);
   // A pipelined JetStream publish on the consumer's connection: on the flow loop the
   // loop's publisher (call it from the handler; completions on the loop thread), else
   // Bus::publish. `done` is called exactly once.

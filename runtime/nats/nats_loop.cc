@@ -2,6 +2,7 @@
 
 #include "runtime/nats/nats_loop.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -85,9 +86,12 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
   std::atomic<bool> flush_posted{false};
 
   // io thread only.
-  natsConnection* nc = nullptr;                        // null once detached
-  std::optional<asio::posix::stream_descriptor> desc;  // on a dup() of cnats' socket
-  uint64_t generation = 0;                             // bumps at every attach/detach
+  natsConnection* nc = nullptr;                                   // null once detached
+  std::optional<asio::posix::stream_descriptor> desc;             // on a dup() of cnats' socket
+  uint64_t generation = 0;                                        // bumps at every attach/detach
+  std::chrono::steady_clock::time_point last_read{};              // on_readable's, for kBusyGap
+  static constexpr auto kBusyGap = std::chrono::milliseconds(2);  // a flow slice's length
+  static constexpr int kMostExtraReads = 16;
   bool read_armed = false, write_armed = false;
 
   // Our own descriptor is a dup(): cnats closes its fd on a disconnect, and the fd number
@@ -131,13 +135,14 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
                      });
   }
 
-  // One read per readiness event. Asio watches descriptors edge-triggered, yet bytes
+  // One read per readiness event (more only after a long turn, below). Asio watches
+  // descriptors edge-triggered, yet bytes
   // left in the socket are not lost: arm_read()'s async_wait is a non-speculative reactor
   // op, and Asio starts each one with EPOLL_CTL_MOD (boost/asio/detail/impl/
   // epoll_reactor.ipp, start_op), which makes the kernel look at the socket again and
   // report it at once if it still has bytes. Checking for them here (FIONREAD) cost a
-  // system call on every read event, nearly always to find none (docs/bench.md, session
-  // 11); tests/runtime/nats_loop_test.cc sends more than one read's worth at once.
+  // system call on every read event, nearly always to find none (docs/bench.md);
+  // tests/runtime/nats_loop_test.cc sends more than one read's worth at once.
   void on_readable() {
     if (!nc || !desc) return;
     const uint64_t gen = generation;
@@ -147,6 +152,22 @@ struct NatsLoop::Impl : std::enable_shared_from_this<Impl> {
       // weir-flows (docs/adr/0261-fewer-loop-turns-per-event.md). Ends before the re-arm below.
       IoLoop::Batch batch;
       natsConnection_ProcessReadEvent(nc);
+      // After a long turn (a flow's slice ran, docs/adr/0288-flow-batches-in-slices.md)
+      // the socket holds more than one read: take what is there now, a few reads at most,
+      // so a message behind another flow's backlog is not a round of the loop per read
+      // away. On a loop that keeps up, read events come closer together than this and
+      // cost no extra system call.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_read > kBusyGap) {
+        int waiting = 0;
+        for (int extra = 0; extra < kMostExtraReads && nc != nullptr && desc &&
+                            natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED &&
+                            ::ioctl(desc->native_handle(), FIONREAD, &waiting) == 0 && waiting > 0;
+             ++extra) {
+          natsConnection_ProcessReadEvent(nc);
+        }
+      }
+      last_read = now;
       if (after_read) after_read();
     }
     if (gen != generation || !nc || !desc) return;

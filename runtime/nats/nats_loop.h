@@ -3,10 +3,10 @@
 // docs/adr/0130-ingress-on-the-io-thread.md).
 //
 // What it does for the connection:
-//  - no reader thread: the socket's read events run natsConnection_ProcessReadEvent on the
-//    io thread, repeated until the socket is drained (Asio registers descriptors
-//    edge-triggered, and one ProcessReadEvent reads one IOBufSize chunk), then
-//    `after_read` — where the owner drains its sync subscriptions;
+//  - no reader thread: each read event of the socket runs natsConnection_ProcessReadEvent
+//    (one IOBufSize chunk) on the io thread — and, after a long turn of the loop, again
+//    while the socket holds more (docs/adr/0288-flow-batches-in-slices.md) — then
+//    `after_read`, where the owner drains its sync subscriptions;
 //  - writes coalesced per loop turn: cnats asks for a write event once when its buffer
 //    goes non-empty; that posts one flush handler, which writes everything published since
 //    with natsConnection_ProcessWriteEvent, and waits for writability only on EAGAIN.

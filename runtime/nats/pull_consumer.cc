@@ -401,6 +401,14 @@ void PullConsumer::publish(std::string_view subject, std::string_view data, cons
   });
 }
 
+void PullConsumer::post(std::function<void()> fn) {
+  if (impl_->loop != nullptr) {
+    impl_->loop->loop().post(std::move(fn));
+  } else {
+    fn();
+  }
+}
+
 Status PullConsumer::start(Handler handler) {
   Impl& c = *impl_;
   c.handler = std::move(handler);

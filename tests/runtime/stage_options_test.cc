@@ -10,7 +10,8 @@ using namespace std::chrono_literals;
 using weir::flow_batch_for;
 using weir::StageOptions;
 
-TEST_CASE("flow batch: grows with fast inputs, never past max_batch nor below batch", "[stage]") {
+TEST_CASE("flow batch: grows with fast inputs, never past max_batch, below batch only as far as the budget says",
+          "[stage]") {
   StageOptions o;  // batch 256, max_batch 1024, two in flight, 500 ms budget
   // Nothing measured yet: the configured batch.
   CHECK(flow_batch_for(o, 0ns) == 256);
@@ -20,8 +21,10 @@ TEST_CASE("flow batch: grows with fast inputs, never past max_batch nor below ba
   CHECK(flow_batch_for(o, 400us) == 512);
   // 500 ms / (2 × 900 µs) = 277 → 256.
   CHECK(flow_batch_for(o, 900us) == 256);
-  // Slower still: the configured batch, as before the window could grow.
-  CHECK(flow_batch_for(o, 50ms) == 256);
+  // Slower still: as many as fit, below the configured batch: 500 ms / (2 × 50 ms) = 5.
+  CHECK(flow_batch_for(o, 50ms) == 5);
+  // And one at least, however slow.
+  CHECK(flow_batch_for(o, 2s) == 1);
   // More batches in flight share the budget.
   o.batches_in_flight = 4;
   CHECK(flow_batch_for(o, 400us) == 256);
