@@ -285,6 +285,14 @@ struct ExecSource::Impl {
         }
         continue;
       }
+      if (c.status.code() == Status::Code::kTooLarge) {
+        // Over the NATS server's max_payload: no retry can store it (nor a dead letter,
+        // which carries the body).
+        --in_flight;
+        log::error("exec: output line dropped: it can never be stored",
+                   {{"flow", flow()}, {"reason", c.status.message()}});
+        continue;
+      }
       if (!publish_failing) {
         publish_failing = true;
         log::warn("exec source cannot write to JetStream; holding the command's output and retrying",

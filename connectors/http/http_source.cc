@@ -161,6 +161,10 @@ class HttpSource final : public Source {
                           [this, respond = std::move(respond)](const Status& s, const std::string& id) {
                             if (s) {
                               respond(HttpResponse::json(202, nlohmann::json{{"id", id}}.dump()));
+                            } else if (s.code() == Status::Code::kTooLarge) {
+                              // Larger than the NATS server's max_payload: a resend can never be
+                              // stored, so no 503 and no Retry-After (docs/reliability.md).
+                              respond(HttpResponse::error(413, "event not stored: " + s.message()));
                             } else if (may_be_stored(s)) {
                               // Written, unconfirmed: the id weir gave it lets any sender resend it
                               // as Idempotency-Key, so JetStream keeps one copy either way.

@@ -460,6 +460,13 @@ struct MqttSource::Impl {
     return Status::ok();
   }
 
+  static std::string topic_of(const IngestEvent& event) {
+    for (const auto& [k, v] : event.headers) {
+      if (k == "Weir-Topic") return v;
+    }
+    return "";
+  }
+
   void drop(Entry& e, const std::string& topic, const std::string& why) {
     counters.dropped.fetch_add(1, std::memory_order_relaxed);
     log::error("mqtt message dropped: it can never be stored",
@@ -487,6 +494,12 @@ struct MqttSource::Impl {
           publish_failing = false;
           log::info("mqtt source writes to JetStream again", {{"flow", flow()}});
         }
+        continue;
+      }
+      if (c.status.code() == Status::Code::kTooLarge) {
+        // Over the NATS server's max_payload: no retry can store it (nor a dead letter,
+        // which carries the body), so it is dropped like an event over kMaxEventBytes.
+        drop(*c.item, topic_of(c.item->event), c.status.message());
         continue;
       }
       if (!publish_failing) {

@@ -286,6 +286,15 @@ class NatsSource final : public Source {
         return;
       }
       MutexLock lock(sh->mu);
+      if (s.code() == Status::Code::kTooLarge) {
+        // Over the NATS server's max_payload: no retry can store it (nor a dead letter,
+        // which carries the body).
+        --sh->in_flight;
+        log::error("nats source: message dropped: it can never be stored",
+                   {{"flow", sh->flow}, {"id", id}, {"reason", s.message()}});
+        sh->cv.notify_all();
+        return;
+      }
       if (!sh->failing) {
         sh->failing = true;
         log::warn("nats source cannot write to JetStream; retrying", {{"flow", sh->flow}, {"error", s.message()}});

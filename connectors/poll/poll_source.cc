@@ -289,6 +289,7 @@ struct PageAcks {
   std::condition_variable cv;
   size_t outstanding GUARDED_BY(mu) = 0;
   size_t acked GUARDED_BY(mu) = 0;
+  size_t dropped GUARDED_BY(mu) = 0;  // larger than the NATS server accepts: never storable
   Status first_error GUARDED_BY(mu);
 };
 
@@ -550,11 +551,17 @@ struct PollSource::Impl {
       if (fence) event.headers.emplace_back("Weir-Fence", std::to_string(*fence));
       // Not under acks->mu: the callback may run synchronously and take it.
       context.ingest->publish(std::move(event), options.publish_timeout,
-                              [acks](const Status& status, const std::string&) {
+                              [acks, flow = flow](const Status& status, const std::string& id) {
                                 MutexLock lock(acks->mu);
                                 --acks->outstanding;
                                 if (status) {
                                   ++acks->acked;
+                                } else if (status.code() == Status::Code::kTooLarge) {
+                                  // No later poll could store it either: logged and passed
+                                  // over, so the cursor moves on instead of failing forever.
+                                  ++acks->dropped;
+                                  log::error("poll: item dropped: it can never be stored",
+                                             {{"flow", flow}, {"id", id}, {"reason", status.message()}});
                                 } else if (acks->first_error.is_ok()) {
                                   acks->first_error = status;
                                 }
@@ -565,7 +572,7 @@ struct PollSource::Impl {
     while (acks->outstanding > 0 && !stopping.load()) lock.wait_for(acks->cv, milliseconds(50));
     published.fetch_add(acks->acked, std::memory_order_acq_rel);
     if (!acks->first_error.is_ok()) return acks->first_error;
-    if (acks->outstanding > 0 || acks->acked < items.size()) return Status::unavailable("stopping");
+    if (acks->outstanding > 0 || acks->acked + acks->dropped < items.size()) return Status::unavailable("stopping");
     return Status::ok();
   }
 

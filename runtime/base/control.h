@@ -38,7 +38,7 @@ struct [[nodiscard]] ControlResult {
     return {outcome, nlohmann::json{{"error", error}}};
   }
   // A Status as a failure: invalid → kInvalid, not_found → kNotFound, conflict →
-  // kConflict, unavailable/timeout → kUnavailable, internal → kFailed.
+  // kConflict, unavailable/timeout → kUnavailable, too_large → kTooLarge, internal → kFailed.
   static ControlResult from(const Status& s);
 };
 
@@ -50,6 +50,7 @@ inline ControlResult ControlResult::from(const Status& s) {
     case Status::Code::kConflict: return failed(Outcome::kConflict, s.message());
     case Status::Code::kUnavailable:
     case Status::Code::kTimeout: return failed(Outcome::kUnavailable, s.message());
+    case Status::Code::kTooLarge: return failed(Outcome::kTooLarge, s.message());
     case Status::Code::kInternal: return failed(Outcome::kFailed, s.message());
   }
   return failed(Outcome::kFailed, s.message());

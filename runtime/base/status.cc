@@ -11,6 +11,7 @@ std::string Status::str() const {
     case Code::kUnavailable: name = "unavailable"; break;
     case Code::kTimeout: name = "timeout"; break;
     case Code::kConflict: name = "conflict"; break;
+    case Code::kTooLarge: name = "too large"; break;
     case Code::kInternal: name = "internal"; break;
   }
   return std::string(name) + ": " + message_;

@@ -13,7 +13,9 @@ namespace weir {
 
 class [[nodiscard]] Status {
  public:
-  enum class Code { kOk, kInvalid, kNotFound, kUnavailable, kTimeout, kConflict, kInternal };
+  // kTooLarge: over a limit no retry can pass (an event larger than the NATS server's
+  // max_payload): the caller refuses or drops it instead of trying again.
+  enum class Code { kOk, kInvalid, kNotFound, kUnavailable, kTimeout, kConflict, kTooLarge, kInternal };
 
   Status() = default;
   static Status ok() { return {}; }
@@ -22,6 +24,7 @@ class [[nodiscard]] Status {
   static Status unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
   static Status timeout(std::string m) { return {Code::kTimeout, std::move(m)}; }
   static Status conflict(std::string m) { return {Code::kConflict, std::move(m)}; }
+  static Status too_large(std::string m) { return {Code::kTooLarge, std::move(m)}; }
   static Status internal(std::string m) { return {Code::kInternal, std::move(m)}; }
 
   bool is_ok() const { return code_ == Code::kOk; }

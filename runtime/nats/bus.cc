@@ -571,7 +571,7 @@ void Bus::publish(std::string_view subject, std::string_view data, const Headers
   if (s == NATS_OK) s = natsConnection_PublishMsg(nc_, msg);
   free_nats_msg(msg);
   if (s != NATS_OK) {
-    if (auto pending = p.take(id)) pending->done(nats_status(s, "publish"), PubAck{});
+    if (auto pending = p.take(id)) pending->done(nats_publish_status(s, nc_, data.size()), PubAck{});
   }
 }
 

@@ -359,7 +359,7 @@ void LoopPublisher::publish(std::string_view subject, std::string_view data, con
   // Buffered: the loop's flush handler writes this turn's publishes at once.
   if (s == NATS_OK) s = natsConnection_PublishMsg(i.nc, msg);
   free_nats_msg(msg);
-  if (s != NATS_OK) i.complete(id, nats_status(s, "publish"), PubAck{});
+  if (s != NATS_OK) i.complete(id, nats_publish_status(s, i.nc, data.size()), PubAck{});
 }
 
 void LoopPublisher::fail_pending(const std::string& why) {

@@ -2,6 +2,8 @@
 
 #include <nats/nats.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace weir {
@@ -13,6 +15,15 @@ std::string nats_disconnect_reason(natsConnection* nc) {
   std::string why = natsStatus_GetText(s);
   if (text != nullptr && *text != '\0' && why != text) why += std::string(": ") + text;
   return why;
+}
+
+Status nats_publish_status(int status, natsConnection* nc, size_t body_bytes) {
+  const auto s = static_cast<natsStatus>(status);
+  if (s != NATS_MAX_PAYLOAD) return nats_status(status, "publish");
+  const int64_t limit = nc != nullptr ? natsConnection_GetMaxPayload(nc) : 0;
+  return Status::too_large("the event (" + std::to_string(body_bytes) +
+                           " bytes and its headers) is larger than the NATS server accepts (max_payload " +
+                           std::to_string(limit) + " bytes)");
 }
 
 Status nats_status(int status, std::string_view what, int js_error) {
@@ -55,8 +66,8 @@ Status nats_status(int status, std::string_view what, int js_error) {
     case NATS_INSUFFICIENT_BUFFER:  // the reconnect buffer is full: publishing while disconnected
       return Status::unavailable(message);
     case NATS_INVALID_ARG:
-    case NATS_INVALID_SUBJECT:
-    case NATS_MAX_PAYLOAD: return Status::invalid(message);
+    case NATS_INVALID_SUBJECT: return Status::invalid(message);
+    case NATS_MAX_PAYLOAD: return Status::too_large(message);
     default:
       if (js_error != 0) message += " (JetStream error " + std::to_string(js_error) + ")";
       return Status::internal(message);

@@ -5,11 +5,13 @@
 //   NATS_OK → ok; NATS_NOT_FOUND → not_found; NATS_TIMEOUT → timeout;
 //   "wrong last sequence" (a lost put-if-absent or compare-and-set) → conflict;
 //   no server / no responders / closed / disconnected / IO / reconnect buffer full →
-//   unavailable; invalid argument / subject → invalid; anything else → internal, with the
+//   unavailable; invalid argument / subject → invalid; max payload → too_large; anything
+//   else → internal, with the
 //   JetStream error code when there is one.
 // Messages name the operation and cnats' text; cnats never puts credentials in them.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -23,6 +25,12 @@ namespace weir {
 // nats.h): `what` names the operation ("kv update lease.timer"); `js_error` is the
 // JetStream API error code when the call reported one (0 otherwise).
 Status nats_status(int s, std::string_view what, int js_error = 0);
+
+// A failed publish of `body_bytes` (plus headers) on `nc`, right after the call: as
+// nats_status, except that NATS_MAX_PAYLOAD (cnats refuses a message larger than the
+// server's max_payload before sending it) is too_large naming the limit in bytes. No
+// retry can store such an event; callers refuse or drop it (http-in answers 413).
+Status nats_publish_status(int s, __natsConnection* nc, size_t body_bytes);
 
 // The connection's last error as cnats recorded it, for the disconnected callback's log
 // line. cnats does not record why it dropped a connection after a read/write failure or a

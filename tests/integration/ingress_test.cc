@@ -341,3 +341,42 @@ TEST_CASE("a 503 for an event that may be stored says its id, and a resend with 
   }
   CHECK(copies == 1);
 }
+
+// An event that fits http.max_body but not the NATS server's max_payload can never be
+// stored: a resend would fail the same way, so it is a 413 naming the server's limit, not a
+// 503 with Retry-After. Below it, events are stored and delivered as usual.
+TEST_CASE("an event larger than the NATS server's max_payload is a 413 naming the limit, not a 503",
+          "[integration][ingress]") {
+  constexpr int64_t kMaxPayload = 65536;
+  NatsServer nats("", 0, kMaxPayload);
+  SinkProcess sink;
+  WeirOptions o;
+  o.nats_url = nats.url();
+  o.flows = {{"plain.yaml", http_flow("plain", "/in/plain", sink.url("/out"))}};
+  o.config = "http: { max_body: 256KiB }\n";
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+
+  // Well over the limit, and a body that fits alone but not with the event's headers.
+  const auto body_of_size = [](const std::string& id, size_t n) {
+    std::string b = R"({"id":")" + id + R"(","pad":")";
+    return b + std::string(n - b.size() - 2, 'x') + "\"}";
+  };
+  for (size_t size : {static_cast<size_t>(100'000), static_cast<size_t>(kMaxPayload - 40)}) {
+    auto r = weir.post("/in/plain", body_of_size("big-" + std::to_string(size), size));
+    INFO(size << " bytes: " << r.status << " " << r.body);
+    CHECK(r.status == 413);
+    CHECK(r.header("retry-after").empty());
+    json b = json::parse(r.body);
+    const std::string error = b.value("error", "");
+    CHECK(error.find("larger than the NATS server accepts") != std::string::npos);
+    CHECK(error.find(std::to_string(kMaxPayload) + " bytes") != std::string::npos);
+  }
+
+  REQUIRE(weir.post("/in/plain", R"({"id":"small"})").status == 202);
+  REQUIRE(wait_until([&] { return sink.ids().count("small") == 1; }, 20s, 20ms));
+  CHECK(sink.ids().size() == 1);
+  CHECK(weir.admin("GET", "/readyz").status == 200);
+  CHECK(weir.running());
+}

@@ -392,15 +392,18 @@ bool Process::wait_log(const std::string& needle, std::chrono::milliseconds time
 
 // ---------------------------------------------------------------- NatsServer
 
-NatsServer::NatsServer(std::string store_dir, int64_t max_file_store) {
+NatsServer::NatsServer(std::string store_dir, int64_t max_file_store, int64_t max_payload) {
   own_dir_.emplace();
   if (store_dir.empty()) store_dir = own_dir_->file("store");
   store_dir_ = std::move(store_dir);
   log_file_ = own_dir_->file("nats-server.log");
-  if (max_file_store > 0) {
+  if (max_file_store > 0 || max_payload > 0) {
     config_file_ = own_dir_->file("nats-server.conf");
-    write_file(config_file_, "jetstream { store_dir: \"" + store_dir_ +
-                                 "\", max_file_store: " + std::to_string(max_file_store) + " }\n");
+    std::string conf;
+    if (max_payload > 0) conf += "max_payload: " + std::to_string(max_payload) + "\n";
+    conf += "jetstream { store_dir: \"" + store_dir_ + "\"";
+    if (max_file_store > 0) conf += ", max_file_store: " + std::to_string(max_file_store);
+    write_file(config_file_, conf + " }\n");
   }
   start();
 }

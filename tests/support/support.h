@@ -108,8 +108,9 @@ class Process {
 class NatsServer {
  public:
   // "" = its own temp dir. `max_file_store` > 0 limits JetStream's file storage (bytes),
-  // like a server configured with `max_file_store`. Starts and waits for /healthz.
-  explicit NatsServer(std::string store_dir = "", int64_t max_file_store = 0);
+  // like a server configured with `max_file_store`; `max_payload` > 0 sets the largest
+  // message it takes (bytes; nats-server's default is 1 MiB). Starts and waits for /healthz.
+  explicit NatsServer(std::string store_dir = "", int64_t max_file_store = 0, int64_t max_payload = 0);
   ~NatsServer();
   NatsServer(const NatsServer&) = delete;
   NatsServer& operator=(const NatsServer&) = delete;
@@ -130,7 +131,7 @@ class NatsServer {
   std::optional<TempDir> own_dir_;
   std::string store_dir_;
   std::string log_file_;
-  std::string config_file_;  // set when max_file_store is
+  std::string config_file_;  // set when max_file_store or max_payload is
   int port_ = 0;             // 0 until the first start read the bound port
   int monitor_port_ = 0;
   Process proc_;
