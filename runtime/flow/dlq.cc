@@ -63,9 +63,20 @@ void DeadLetters::publish(const DeadLetter& d, PublishCallback done) {
   };
   if (!d.traceparent.empty()) h.emplace_back(trace::kHeaderTraceparent, std::string(d.traceparent));
   if (!d.tracestate.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(d.tracestate));
+  // Every dead letter of every stage passes here: its one log line is written here, once
+  // the stream has it (a refused write is retried by the stage and said once by record(); a
+  // redelivered copy's write is a duplicate, no new dead letter). Never the body.
   bus_.publish(layout::dlq_subject(d.flow, stage_token(d.stage)), d.body, h, std::chrono::seconds(5),
-               [this, done = std::move(done)](const Status& s, const PubAck& ack) {
+               [this, flow = d.flow, stage = d.stage, id = d.event_id, deliveries = d.deliveries,
+                reason = one_line(d.reason), done = std::move(done)](const Status& s, const PubAck& ack) {
                  record(s);
+                 if (s && !ack.duplicate) {
+                   log::warn("event dead-lettered", {{"flow", flow},
+                                                     {"stage", stage},
+                                                     {"id", id},
+                                                     {"deliveries", std::to_string(deliveries)},
+                                                     {"reason", reason}});
+                 }
                  done(s, ack);
                });
 }

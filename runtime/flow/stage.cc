@@ -35,7 +35,10 @@ std::string invalid_event_reason(const flows::JsonError& e, int max_depth) {
   if (e.too_deep) {
     return "event JSON nested deeper than " + std::to_string(max_depth) + " levels (http.max_depth)";
   }
-  return "event is not valid JSON: " + e.message;
+  // Without the parser's "last read: '…'" excerpt: that is event text, and the reason is
+  // logged (DeadLetters::publish) where bodies never are.
+  std::string why = e.message.substr(0, e.message.find("; last read:"));
+  return "event is not valid JSON at byte " + std::to_string(e.byte) + ": " + why;
 }
 // One exported span (ADR 0141), recorded when the scope ends; nothing when export is off.
 struct SpanScope {
@@ -416,8 +419,6 @@ void FlowStage::run_input(const std::shared_ptr<Batch>& b, size_t i, const std::
     // this is the only place that can still act on it (ADR 0081). Redeliveries that
     // followed this process's own naks for want of an answer do not count (ADR 0225).
     metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-    log::warn("event dead-lettered after too many deliveries",
-              {{"flow", name_}, {"id", id}, {"deliveries", std::to_string(delivered - 1)}});
     dead_letter_input(b, i, id, poison_reason(delivered, options_.max_deliver), delivered - 1);
     return;
   }
@@ -629,8 +630,6 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
     // Before the sink sees it again: a delivery that crashes or wedges the process
     // must not be retried forever (ADR 0081).
     metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-    log::warn("event dead-lettered after too many deliveries",
-              {{"flow", flow_}, {"sink", sink_name_}, {"id", f->id}, {"deliveries", std::to_string(f->attempt - 1)}});
     std::string reason = poison_reason(f->attempt, options_.max_deliver);
     f->attempt -= 1;  // the attempts that were made
     f->msg = std::move(m);
