@@ -98,7 +98,7 @@ std::string mqtt_event_body(std::string_view topic, std::string_view payload, in
 }
 
 std::string mqtt_event_id(std::string_view client_id, std::string_view topic, uint16_t packet_id,
-                          std::string_view payload) {
+                          std::string_view payload, uint32_t generation) {
   EVP_MD_CTX* c = EVP_MD_CTX_new();
   EVP_DigestInit_ex(c, EVP_sha256(), nullptr);
   auto add = [&](std::string_view s) {
@@ -111,6 +111,7 @@ std::string mqtt_event_id(std::string_view client_id, std::string_view topic, ui
   uint8_t pid[2] = {static_cast<uint8_t>(packet_id >> 8), static_cast<uint8_t>(packet_id & 0xff)};
   EVP_DigestUpdate(c, pid, 2);
   add(payload);
+  if (generation != 0) EVP_DigestUpdate(c, &generation, sizeof generation);  // 0: the id of ADR 0061
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(c, digest, &len);
@@ -122,6 +123,20 @@ std::string mqtt_event_id(std::string_view client_id, std::string_view topic, ui
     out.push_back(kHex[digest[i] & 0xf]);
   }
   return out;
+}
+
+std::string MqttIds::next(std::string_view client_id, std::string_view topic, uint16_t packet_id, bool dup,
+                          std::string_view payload, std::chrono::steady_clock::time_point now) {
+  if (!dup || !open_[packet_id]) {
+    // A new message (a redelivery comes with DUP while its id is unacknowledged; after a
+    // restart nothing is open and a redelivery outside a window gets generation 0 again).
+    const bool recent = last_new_[packet_id] != std::chrono::steady_clock::time_point{} &&
+                        now - last_new_[packet_id] < kWindow;
+    generation_[packet_id] = recent ? generation_[packet_id] + 1 : 0;
+    last_new_[packet_id] = now;
+  }
+  open_[packet_id] = true;
+  return mqtt_event_id(client_id, topic, packet_id, payload, generation_[packet_id]);
 }
 
 bool valid_topic_filter(std::string_view f) {
@@ -157,6 +172,7 @@ struct MqttSource::Impl {
   std::unique_ptr<mqtt::Transport> transport;
   mqtt::Decoder decoder{0};
   uint64_t generation = 0;
+  MqttIds ids;
   std::deque<std::shared_ptr<Entry>> in_flight;  // arrival order: PUBACKs leave in this order
   std::vector<std::shared_ptr<Entry>> retrying;  // failed publishes waiting for retry_at
   std::string out;                               // bytes not yet written
@@ -452,7 +468,7 @@ struct MqttSource::Impl {
       in_flight.push_back(std::move(e));
       return Status::ok();
     }
-    if (pk.qos > 0) e->event.id = mqtt_event_id(spec.client_id, pk.topic, pk.packet_id, pk.payload);
+    if (pk.qos > 0) e->event.id = ids.next(spec.client_id, pk.topic, pk.packet_id, pk.dup, pk.payload, Clock::now());
     e->event.headers.emplace_back("Weir-Topic", header_safe(pk.topic));
     if (fence) e->event.headers.emplace_back("Weir-Fence", std::to_string(*fence));
     in_flight.push_back(e);
@@ -530,6 +546,7 @@ struct MqttSource::Impl {
       const auto& e = *in_flight.front();
       if (e.qos == 1 && transport && e.generation == generation) {
         out += mqtt::encode_puback(e.packet_id);
+        ids.acknowledged(e.packet_id);
         counters.acked.fetch_add(1, std::memory_order_relaxed);
       }
       in_flight.pop_front();

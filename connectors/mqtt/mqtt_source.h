@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "flows/flow.h"
@@ -92,8 +93,32 @@ Result<std::unique_ptr<Source>> make_mqtt_source(const flows::MqttSourceSpec& sp
 // make it deeper returns "" and sets *too_deep to the reason (the caller dead-letters it).
 std::string mqtt_event_body(std::string_view topic, std::string_view payload, int qos, bool retain, int max_depth = 128,
                             std::string* too_deep = nullptr);
+// `generation` tells apart messages that reuse a packet id within the dedup window (MqttIds).
 std::string mqtt_event_id(std::string_view client_id, std::string_view topic, uint16_t packet_id,
-                          std::string_view payload);
+                          std::string_view payload, uint32_t generation = 0);
+
+// The ids of QoS 1 messages (docs/adr/0061-mqtt-event-ids.md): the same for the broker's
+// redelivery of a message (DUP set, its packet id still unacknowledged, or after a restart),
+// different for a new message that reuses a packet id within JetStream's dedup window with
+// the same topic and payload (a session above ~182 messages/s wraps the 65,535 ids inside
+// the flow streams' 360 s). A packet id's first new message in a window has generation 0
+// — the id of ADR 0061, computable again after a kill -9 —, each further one inside the
+// window the next generation. Session thread only; 512 KiB per source.
+class MqttIds {
+ public:
+  // How long a packet id's use is remembered: the flow streams' duplicate window (360 s,
+  // ADR 0102) and a minute of margin.
+  static constexpr std::chrono::seconds kWindow{420};
+  std::string next(std::string_view client_id, std::string_view topic, uint16_t packet_id, bool dup,
+                   std::string_view payload, std::chrono::steady_clock::time_point now);
+  void acknowledged(uint16_t packet_id) { open_[packet_id] = false; }
+
+ private:
+  std::vector<std::chrono::steady_clock::time_point> last_new_ = std::vector<std::chrono::steady_clock::time_point>(
+      65536);
+  std::vector<uint32_t> generation_ = std::vector<uint32_t>(65536, 0);
+  std::vector<bool> open_ = std::vector<bool>(65536, false);  // received, not acknowledged
+};
 // True when `filter` is a valid MQTT topic filter ('+' and '#' only as whole levels, '#' last).
 bool valid_topic_filter(std::string_view filter);
 

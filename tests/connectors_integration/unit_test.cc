@@ -277,6 +277,33 @@ TEST_CASE("mqtt source: a QoS 1 message's id is stable for its redelivery and di
   CHECK(mqtt_event_id("c", "ab", 1, "c") != mqtt_event_id("c", "a", 1, "bc"));
 }
 
+// A session above ~182 messages/s reuses every packet id inside JetStream's 360 s dedup
+// window: the same reading sent again on a reused id must not be taken for a redelivery.
+TEST_CASE("mqtt source: a packet id reused for a new message inside the dedup window gets a new id", "[mqtt]") {
+  using namespace std::chrono_literals;
+  const auto t0 = std::chrono::steady_clock::now();
+  MqttIds ids;
+  const std::string first = ids.next("weir-f", "s/1", 17, false, "21.5", t0);
+  CHECK(first == mqtt_event_id("weir-f", "s/1", 17, "21.5"));            // the id of ADR 0061
+  CHECK(ids.next("weir-f", "s/1", 17, true, "21.5", t0 + 1s) == first);  // the broker's redelivery (DUP)
+  ids.acknowledged(17);
+  // 65,535 messages later (6 s at 11k/s) the broker reuses 17 for the same reading.
+  const std::string wrapped = ids.next("weir-f", "s/1", 17, false, "21.5", t0 + 6s);
+  CHECK(wrapped != first);
+  CHECK(ids.next("weir-f", "s/1", 17, true, "21.5", t0 + 7s) == wrapped);
+  ids.acknowledged(17);
+  // A DUP for an id already acknowledged is a new message (its first copy was lost).
+  const std::string third = ids.next("weir-f", "s/1", 17, true, "21.5", t0 + 8s);
+  CHECK(third != wrapped);
+  CHECK(third != first);
+  ids.acknowledged(17);
+  // Past the window the id is ADR 0061's again: what a restarted weir computes for the
+  // broker's redelivery after a kill -9.
+  CHECK(ids.next("weir-f", "s/1", 17, false, "21.5", t0 + 8s + MqttIds::kWindow) == first);
+  MqttIds restarted;
+  CHECK(restarted.next("weir-f", "s/1", 17, true, "21.5", t0 + 9s) == first);
+}
+
 TEST_CASE("mqtt source: bad specs are clear start-up errors", "[mqtt]") {
   weir::flows::MqttSourceSpec s;
   s.broker = "tcp://127.0.0.1:1883";
