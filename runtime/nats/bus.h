@@ -142,10 +142,14 @@ class BusMessage {
   std::string_view subject() const;
   std::string_view header(const char* name) const;  // "" when absent
   uint64_t deliveries() const;                      // 1 on first delivery
-  // Redeliveries the consumer caused itself by refusing a copy whose body did not match
-  // its Weir-Sum (docs/adr/0286-body-checksums.md): deliveries() does not count them.
+  // Deliveries that are not the event's failures, which deliveries() does not count: copies
+  // the consumer refused for a body that did not match its Weir-Sum (docs/adr/0286-body-
+  // checksums.md), and deliveries lost with a dropped connection (ADR 0289).
   void set_uncounted(uint32_t n) { uncounted_ = n; }
   uint64_t stream_sequence() const;
+  // When the message was stored, in ns since the Unix epoch (the ack subject's timestamp);
+  // 0 when unknown.
+  uint64_t stored_ns() const;
   uint64_t pending() const;  // messages left in the consumer after this one
   // Fire-and-forget; false when the connection did not take it (e.g. the reconnect
   // buffer is full): the message is then redelivered after AckWait. A held ack (see the
@@ -163,7 +167,7 @@ class BusMessage {
   NatsLoop* held_by_;
   std::shared_ptr<__natsConnection> keep_;
   mutable bool meta_loaded_ = false;
-  mutable uint64_t deliveries_ = 1, sequence_ = 0, pending_ = 0;
+  mutable uint64_t deliveries_ = 1, sequence_ = 0, pending_ = 0, stored_ns_ = 0;
   uint32_t uncounted_ = 0;
 };
 

@@ -56,7 +56,12 @@ void BusMessage::load_meta() const {
   };
   deliveries_ = number(tokens[at]);
   sequence_ = number(tokens[at + 1]);
+  stored_ns_ = number(tokens[at + 3]);
   pending_ = number(tokens[at + 4]);
+}
+uint64_t BusMessage::stored_ns() const {
+  load_meta();
+  return stored_ns_;
 }
 uint64_t BusMessage::deliveries() const {
   load_meta();

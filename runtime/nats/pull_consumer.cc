@@ -178,10 +178,13 @@ bool PullConsumer::Impl::take(natsMsg* msg) {
       else if (refused.size() < kRefusedCapacity) refused.emplace(seq, 1);
     } else {
       ++in_hand;
+      uint64_t not_counted = 0;
       if (auto r = refused.find(seq); r != refused.end()) {
-        m->set_uncounted(r->second);
+        not_counted = r->second;
         refused.erase(r);
       }
+      not_counted += lost_with_drops(*m, not_counted);
+      if (not_counted > 0) m->set_uncounted(static_cast<uint32_t>(std::min<uint64_t>(not_counted, UINT32_MAX)));
     }
   }
   if (broken) {
@@ -315,10 +318,28 @@ Status PullConsumer::Impl::subscribe_on_loop() {
   return nats_status(s, "subscribe consumer " + durable);
 }
 
+// docs/adr/0289-deliveries-lost-with-a-connection.md: each drop since the message was
+// stored may have cost it one delivery; at most all but the one in hand.
+uint64_t PullConsumer::Impl::lost_with_drops(const BusMessage& m, uint64_t not_counted) const {
+  const uint64_t stored = m.stored_ns();
+  if (drops_ns.empty() || stored == 0 || drops_ns.back() < stored) return 0;
+  const uint64_t delivered = m.deliveries();  // JetStream's count (nothing discounted yet)
+  if (delivered <= 1 + not_counted) return 0;
+  const auto after = std::upper_bound(drops_ns.begin(), drops_ns.end(), stored);
+  const auto drops = static_cast<uint64_t>(drops_ns.end() - after);
+  return std::min(drops, delivered - 1 - not_counted);
+}
+
 void PullConsumer::Impl::connection(bool up) {
   {
     MutexLock lock(mu);
     if (stopped) return;
+    if (!up) {
+      drops_ns.push_back(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count()));
+      if (drops_ns.size() > kMostDrops) drops_ns.pop_front();
+    }
     // The server drops a client's waiting requests with its connection: start afresh.
     requests.clear();
     outstanding = 0;

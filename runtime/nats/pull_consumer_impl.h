@@ -121,6 +121,13 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   static constexpr size_t kRefusedCapacity = 4096;
   static constexpr auto kRefusedRetry = std::chrono::milliseconds(200);
   std::unordered_map<uint64_t, uint32_t> refused GUARDED_BY(mu);
+  // When this consumer's connection dropped (wall clock, ns since the epoch; the last
+  // kMostDrops): a delivery of a message stored before a drop may have been lost with that
+  // connection — on the wire, or read and its ack refused by the closed connection — and
+  // JetStream counts it. Such deliveries are not the event's failures (ADR 0289).
+  static constexpr size_t kMostDrops = 256;
+  std::deque<uint64_t> drops_ns GUARDED_BY(mu);
+  uint64_t lost_with_drops(const BusMessage& m, uint64_t not_counted) const REQUIRES(mu);
   Watch watch GUARDED_BY(mu) = Watch::kIdle;
   uint64_t watch_gen GUARDED_BY(mu) = 0;  // the reply subject's number: a late answer is ignored
   Clock::time_point watch_sent GUARDED_BY(mu){};

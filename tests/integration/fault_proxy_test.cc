@@ -82,20 +82,12 @@ struct Received {
 
 }  // namespace
 
-// [known-bug] (ADR 0170; tests/integration/CMakeLists.txt registers it as the disabled
-// faults_known_bugs): no event is lost and none corrupted, but healthy events are
-// dead-lettered. JetStream counts a delivery that was in flight on a cut connection (read
-// and not yet acked: its ack fails on the closed connection, ADR 0287), and the poison
-// rule (ADR 0081, 0225) dead-letters at max_deliver (5). Runs at the rate below: 200 cuts
-// (2 in MSG/HMSG lines, 5 in header blocks, 193 in payloads) in 79 s, 13,802 events acked,
-// 0 corrupt at the receiver, weir_deliveries_corrupt_total 0, every undelivered event in
-// the dead letters, 63 dead letters — most at a sink stage, 5 at a flow stage, after 5 to 10
-// counted deliveries, often runs of consecutive events (one pull window redelivered
-// together after AckWait and cut again). Sent as fast as possible (~13 MB/s, 200 cuts in
-// 63 s): 37 dead letters. Not fixed by raising max_deliver: the fix is for deliveries lost
-// with a connection not to count toward the poison rule, as ADR 0286 does for refused ones.
+// Before deliveries lost with a cut connection stopped counting toward the poison rule
+// (ADR 0289), this run dead-lettered 35-63 healthy events (after 5 to 10 counted
+// deliveries each: JetStream counts a delivery that was in flight on a cut connection),
+// while none was lost or corrupted. Now: 0 of each.
 TEST_CASE("connections cut at random byte offsets between weir and nats-server lose and corrupt no acked event",
-          "[integration][faults][proxy][known-bug]") {
+          "[integration][faults][proxy]") {
   // At least this many cuts while events arrive.
   constexpr int kCuts = 200;
   // Offsets are uniform in [1, kMaxOffset] bytes of each connection's server→client stream.
