@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/integration/jetstream.h"
+#include "tests/integration/checked_bodies.h"
 #include "tests/support/harness.h"
 #include "tests/support/scripted_http_server.h"
 
@@ -24,24 +25,6 @@ using weir::testing::ScriptedRequest;
 using weir::testing::wait_until;
 
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-// A pad of `size` letters that differs from event to event (a swapped or corrupted body
-// does not match its checksum).
-std::string pad_for(int n, size_t size) {
-  std::string pad(size, 'a');
-  uint64_t x = 88172645463325252ull + static_cast<uint64_t>(n);
-  for (auto& c : pad) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    c = static_cast<char>('a' + x % 26);
-  }
-  return pad;
-}
 
 struct Received {
   std::mutex mu;
