@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/support/fault_proxy.h"
+#include "tests/integration/checked_bodies.h"
 #include "tests/support/harness.h"
 #include "tests/support/scripted_http_server.h"
 
@@ -33,23 +34,6 @@ using weir::testing::wait_until;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-// A pad of `size` letters that differs from event to event (as in big_backlog_test.cc).
-std::string pad_for(int n, size_t size) {
-  std::string pad(size, 'a');
-  uint64_t x = 88172645463325252ull + static_cast<uint64_t>(n);
-  for (auto& c : pad) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    c = static_cast<char>('a' + x % 26);
-  }
-  return pad;
-}
 
 // Event n's pad: one in 256 is 900 KB, 7 in 256 are 64 KB, the others 1 KB. Offsets are
 // uniform, so a class of cut is as likely as its share of the bytes: the 1 KB events put
@@ -82,12 +66,15 @@ struct Received {
 
 }  // namespace
 
-// Before deliveries lost with a cut connection stopped counting toward the poison rule
-// (ADR 0289), this run dead-lettered 35-63 healthy events (after 5 to 10 counted
-// deliveries each: JetStream counts a delivery that was in flight on a cut connection),
-// while none was lost or corrupted. Now: 0 of each.
+// [known-bug] (ADR 0170; registered as the disabled faults_known_bugs): before deliveries
+// lost with a cut connection stopped counting toward the poison rule (ADR 0289), this run
+// dead-lettered 35-63 healthy events per run while none was lost or corrupted. Since then 3
+// of 4 runs ended with 0 lost, 0 corrupted, 0 dead-lettered; one dead-lettered one event at
+// its sink stage after 14 counted deliveries (cuts: 2 MSG/HMSG line, 3 header block, 195
+// payload; 1,276 delivered more than once). Deliveries that neither drops nor the
+// receiver explain still reach max_deliver there; not found yet.
 TEST_CASE("connections cut at random byte offsets between weir and nats-server lose and corrupt no acked event",
-          "[integration][faults][proxy]") {
+          "[integration][faults][proxy][known-bug]") {
   // At least this many cuts while events arrive.
   constexpr int kCuts = 200;
   // Offsets are uniform in [1, kMaxOffset] bytes of each connection's server→client stream.
