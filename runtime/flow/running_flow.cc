@@ -23,11 +23,6 @@ namespace weir {
 namespace fs = std::filesystem;
 
 namespace {
-std::chrono::milliseconds sink_timeout(const flows::SinkSpec& s) {
-  if (const auto* h = std::get_if<flows::HttpSinkSpec>(&s.kind)) return h->timeout;
-  return std::chrono::milliseconds(5000);
-}
-
 const char* source_kind(const flows::SourceSpec& s) {
   static const char* kNames[] = {"http", "mqtt", "nats", "timer", "poll", "exec", "flow"};
   return kNames[s.index()];
@@ -294,9 +289,10 @@ Status RunningFlow::start_sinks(const StageOptions& options) {
     auto sink = deps_.connectors->make_sink(*flow_, spec, *deps_.config);
     if (!sink) return sink.status();
     StageOptions sink_options = options;
-    // A fetched delivery may wait in the stage for the ones ahead of it (up to one
-    // sink timeout), then take its own timeout; 3 s of margin on top (ADR 0044).
-    sink_options.sink_ack_wait = std::chrono::milliseconds(3000) + 2 * sink_timeout(spec);
+    // A delivery the stage holds is kept alive with in-progress acks, however long its
+    // sink takes (docs/adr/0293-in-progress-acks.md): AckWait is how long a peer waits for
+    // the deliveries of an instance that died, not a bound on the sink's timeout.
+    sink_options.sink_ack_wait = kSinkAckWait;
     auto stage = std::make_unique<SinkStage>(*deps_.bus, *deps_.dlq, *deps_.metrics, name(), flow_->version(),
                                              spec.name, std::move(sink.value()), sink_options);
     if (Status s = stage->start(); !s) return s;

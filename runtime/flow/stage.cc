@@ -510,7 +510,8 @@ struct SinkStage::InFlight {
   std::string id;
   uint64_t attempt = 1;
   Clock::time_point started;
-  std::string traceparent;  // the sink span's, only while export is on (ADR 0141)
+  Clock::time_point progressed;  // the last in-progress ack (keep_alive); under the stage's mu_
+  std::string traceparent;       // the sink span's, only while export is on (ADR 0141)
   int64_t start_ns = 0;
 };
 
@@ -542,6 +543,7 @@ Status SinkStage::start() {
   co.recreated = &metrics_.consumer_recreated;
   co.corrupt = &metrics_.corrupt;
   co.loop = ConsumerLoop::kSinks;  // the sink loop (ADR 0258); acks leave with its turn's writes
+  co.on_tick = [this] { keep_alive(); };
   auto c = bus_.pull_consumer(co);
   if (!c) return c.status();
   consumer_ = std::move(c.value());
@@ -633,6 +635,7 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
     std::string reason = poison_reason(f->attempt, options_.max_deliver);
     f->attempt -= 1;  // the attempts that were made
     f->msg = std::move(m);
+    hold(f.get());
     dead_letter(f, std::move(reason));
     return;
   }
@@ -643,12 +646,33 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
     f->start_ns = trace::now_ns();
   }
   f->msg = std::move(m);
+  hold(f.get());
   sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
+}
+
+void SinkStage::hold(InFlight* f) {
+  MutexLock lock(mu_);
+  holding_.insert(f);
+}
+
+void SinkStage::keep_alive() {
+  const auto every = std::max<std::chrono::milliseconds>(options_.sink_ack_wait / 4, std::chrono::milliseconds(100));
+  const auto now = Clock::now();
+  MutexLock lock(mu_);
+  for (InFlight* f : holding_) {
+    if (now - std::max(f->started, f->progressed) < every) continue;
+    f->progressed = now;
+    if (!f->msg->in_progress()) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
   metrics_.latency.observe(Clock::now() - f->started);
   metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  {
+    MutexLock lock(mu_);
+    holding_.erase(f.get());  // before the message goes: keep_alive() reads it under mu_
+  }
   f->msg.reset();  // acked or naked: nothing of it is needed after the stage lets go
   consumer_->release(1);
   // Notified under the lock: once it is released, stop() may destroy the stage.

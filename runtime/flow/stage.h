@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "flows/flow.h"
 #include "flows/json_limits.h"
@@ -46,6 +47,11 @@
 #include "runtime/base/thread_annotations.h"
 
 namespace weir {
+
+// A sink consumer's AckWait: deliveries the stage holds are kept alive with in-progress acks
+// every quarter of it (docs/adr/0293-in-progress-acks.md), so it bounds how long a peer
+// waits for the deliveries of an instance that died, not how long a receiver may take.
+inline constexpr std::chrono::milliseconds kSinkAckWait{5000};
 
 struct StageOptions {
   // Messages per pull request. The flow stage starts with `batch` and, while its inputs
@@ -61,7 +67,7 @@ struct StageOptions {
   std::chrono::milliseconds fetch_wait{2000};
   std::chrono::milliseconds publish_timeout{5000};
   std::chrono::milliseconds drain_timeout{10000};
-  std::chrono::milliseconds sink_ack_wait{10000};
+  std::chrono::milliseconds sink_ack_wait{kSinkAckWait};
   // Poison events (ADR 0081): a message delivered more than `max_deliver` times is
   // dead-lettered before it is handled again, so an event that crashes or wedges the
   // process ends in the DLQ after that many restarts instead of looping.
@@ -185,6 +191,10 @@ class SinkStage {
   void on_result(std::shared_ptr<InFlight> f, DeliveryResult r);
   void dead_letter(std::shared_ptr<InFlight> f, std::string reason);
   void finish(const std::shared_ptr<InFlight>& f);
+  // On the consumer's tick: an in-progress ack for each delivery held longer than a quarter
+  // of AckWait since it came or since its last one (docs/adr/0293-in-progress-acks.md).
+  void keep_alive();
+  void hold(InFlight* f);  // now in holding_ (until finish())
 
   Bus& bus_;
   DeadLetters& dlq_;
@@ -197,6 +207,7 @@ class SinkStage {
   Mutex mu_;
   std::condition_variable cv_;
   int in_flight_ GUARDED_BY(mu_) = 0;
+  std::unordered_set<InFlight*> holding_ GUARDED_BY(mu_);              // handed to the sink or the DLQ, not finished
   std::vector<std::unique_ptr<BusMessage>> returned_ GUARDED_BY(mu_);  // arrived while stopping
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};  // written under mu_

@@ -38,6 +38,7 @@ struct __jsCtx;
 namespace weir {
 
 class NatsLoop;
+class DeliveryLedger;
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
@@ -146,6 +147,9 @@ class BusMessage {
   // the consumer refused for a body that did not match its Weir-Sum (docs/adr/0286-body-
   // checksums.md), and deliveries lost with a dropped connection (ADR 0289).
   void set_uncounted(uint32_t n) { uncounted_ = n; }
+  // The consumer's DeliveryLedger (docs/adr/0292-deliveries-weir-was-handed.md): an ack or
+  // a term tells it this message will not be delivered again.
+  void set_ledger(std::shared_ptr<DeliveryLedger> ledger) { ledger_ = std::move(ledger); }
   uint64_t stream_sequence() const;
   // When the message was stored, in ns since the Unix epoch (the ack subject's timestamp);
   // 0 when unknown.
@@ -158,6 +162,9 @@ class BusMessage {
   bool ack(std::atomic<uint64_t>* failed_later = nullptr);
   bool nak(std::chrono::milliseconds delay);
   bool term();
+  // "Still working on it": JetStream restarts the message's AckWait (docs/adr/0293-in-
+  // progress-acks.md). Fire-and-forget, like ack().
+  bool in_progress();
 
  private:
   void load_meta() const;
@@ -166,6 +173,7 @@ class BusMessage {
   __natsConnection* nc_;
   NatsLoop* held_by_;
   std::shared_ptr<__natsConnection> keep_;
+  std::shared_ptr<DeliveryLedger> ledger_;
   mutable bool meta_loaded_ = false;
   mutable uint64_t deliveries_ = 1, sequence_ = 0, pending_ = 0, stored_ns_ = 0;
   uint32_t uncounted_ = 0;
@@ -195,6 +203,10 @@ struct ConsumerOptions {
   std::atomic<uint64_t>* recreated = nullptr;
   // Deliveries refused for a body that does not match its Weir-Sum (ADR 0286); may be null.
   std::atomic<uint64_t>* corrupt = nullptr;
+  // Called on every tick of the consumer (~100 ms; on its loop's thread, or the Bus's timer
+  // thread for a pool consumer) until stop(): for an owner that tells the server it is still working on messages it holds
+  // (BusMessage::in_progress). May be empty.
+  std::function<void()> on_tick;
 };
 
 // A durable pull consumer bound by one or more processes (work is shared), read without a

@@ -7,6 +7,7 @@
 #include "runtime/base/log.h"
 #include "runtime/loop/io_loop.h"
 #include "runtime/nats/bus.h"
+#include "runtime/nats/delivery_ledger.h"
 #include "runtime/nats/nats_loop.h"
 #include "runtime/nats/nats_msg.h"
 #include "runtime/nats/nats_status.h"
@@ -83,6 +84,7 @@ bool BusMessage::reply(const char* body) {
   return natsConnection_PublishString(nc_, r, body) == NATS_OK;
 }
 bool BusMessage::ack(std::atomic<uint64_t>* failed_later) {
+  if (ledger_) ledger_->forget(stream_sequence());
   if (held_by_ != nullptr && held_by_->in_loop_thread()) {
     const char* r = natsMsg_GetReply(msg_);
     if (r == nullptr || *r == '\0') return false;
@@ -97,6 +99,10 @@ bool BusMessage::nak(std::chrono::milliseconds delay) {
                 static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(delay).count()));
   return reply(body);
 }
-bool BusMessage::term() { return reply("+TERM"); }
+bool BusMessage::in_progress() { return reply("+WPI"); }
+bool BusMessage::term() {
+  if (ledger_) ledger_->forget(stream_sequence());
+  return reply("+TERM");
+}
 
 }  // namespace weir

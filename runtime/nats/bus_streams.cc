@@ -397,6 +397,7 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   }
   c.recreated_metric = o.recreated;
   c.corrupt_metric = o.corrupt;
+  c.on_tick = o.on_tick;
   c.stream_name = o.stream;
   c.filter = o.filter_subject;
   // The config above, as the watch creates the durable again (same_consumer_config holds).

@@ -165,6 +165,7 @@ bool PullConsumer::Impl::take(natsMsg* msg) {
   const bool broken = check_body_sum(msg) == BodySum::kBroken;
   const uint64_t seq = m->stream_sequence();
   uint32_t refusals = 1;  // of this sequence, this one included
+  uint64_t not_counted = 0;
   {
     MutexLock lock(mu);
     suspect.reset();
@@ -178,19 +179,23 @@ bool PullConsumer::Impl::take(natsMsg* msg) {
       else if (refused.size() < kRefusedCapacity) refused.emplace(seq, 1);
     } else {
       ++in_hand;
-      uint64_t not_counted = 0;
       if (auto r = refused.find(seq); r != refused.end()) {
         not_counted = r->second;
         refused.erase(r);
       }
       not_counted += lost_with_drops(*m, not_counted);
-      if (not_counted > 0) m->set_uncounted(static_cast<uint32_t>(std::min<uint64_t>(not_counted, UINT32_MAX)));
     }
   }
   if (broken) {
     refuse(*m, refusals);
     return false;
   }
+  // JetStream's count, less what is known not to count, and never more than one above the
+  // last delivery this consumer was handed (docs/adr/0292-deliveries-weir-was-handed.md).
+  const uint64_t delivered = m->deliveries();
+  const uint64_t counted = ledger->hand(seq, delivered > not_counted ? delivered - not_counted : 1);
+  if (counted < delivered) m->set_uncounted(static_cast<uint32_t>(std::min<uint64_t>(delivered - counted, UINT32_MAX)));
+  m->set_ledger(ledger);
   handler(std::move(m));
   return true;
 }
@@ -298,6 +303,7 @@ void PullConsumer::Impl::tick(Clock::time_point now) {
   request(now);
   if (kick_now) do_kick();
   if (watch_step) send_watch();
+  if (on_tick) on_tick();
 }
 
 // A loop consumer's subscription on its loop's connection, on the loop thread: at start,

@@ -27,6 +27,7 @@
 #include "runtime/base/thread_annotations.h"
 #include "runtime/loop/io_loop.h"
 #include "runtime/nats/bus.h"
+#include "runtime/nats/delivery_ledger.h"
 #include "runtime/nats/loop_publisher.h"
 #include "runtime/nats/nats_loop.h"
 
@@ -118,6 +119,7 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   // counted in `corrupt_metric`; per stream sequence, how many until an intact one came
   // (that one's delivery count is lowered by as many: BusMessage::set_uncounted).
   std::atomic<uint64_t>* corrupt_metric = nullptr;  // fixed after creation; may be null
+  std::function<void()> on_tick;                    // ConsumerOptions::on_tick; fixed after creation
   static constexpr size_t kRefusedCapacity = 4096;
   static constexpr auto kRefusedRetry = std::chrono::milliseconds(200);
   std::unordered_map<uint64_t, uint32_t> refused GUARDED_BY(mu);
@@ -128,6 +130,9 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   static constexpr size_t kMostDrops = 256;
   std::deque<uint64_t> drops_ns GUARDED_BY(mu);
   uint64_t lost_with_drops(const BusMessage& m, uint64_t not_counted) const REQUIRES(mu);
+  // The deliveries this consumer was handed, per stream sequence (ADR 0292); shared with
+  // the messages it hands out, whose ack or term outlives nothing else of the consumer.
+  const std::shared_ptr<DeliveryLedger> ledger = std::make_shared<DeliveryLedger>();
   Watch watch GUARDED_BY(mu) = Watch::kIdle;
   uint64_t watch_gen GUARDED_BY(mu) = 0;  // the reply subject's number: a late answer is ignored
   Clock::time_point watch_sent GUARDED_BY(mu){};

@@ -109,3 +109,72 @@ TEST_CASE("a backlog of 300 x 900 KB events is delivered once each, intact, with
           "[integration][backpressure][big-backlog]") {
   drain_backlog(300, 900 << 10);
 }
+
+// nats-server 2.9.10 counts a redelivery it could not send: when the waiting pull requests
+// have fewer bytes left than the message (it answers 409 Message Size Exceeds MaxBytes),
+// the message leaves the redelivery queue with its delivery count raised and is only
+// tried again after AckWait (fixed upstream in 2.11). With byte-bounded pulls (ADR 0276)
+// that happens to big events that are retried: JetStream's count climbs past the attempts
+// the receiver saw. weir counts the deliveries it was handed (docs/adr/0292-deliveries-
+// weir-was-handed.md): a receiver that fails each event's first two attempts, with
+// retries: 2, gets every event on its third attempt and nothing is dead-lettered.
+TEST_CASE("big events retried by their sink are counted by the attempts made, not by JetStream's count",
+          "[integration][backpressure][big-backlog][redelivery-count]") {
+  constexpr int kEvents = 60;
+  constexpr size_t kPad = 900 << 10;
+  NatsServer nats;
+  std::mutex mu;
+  std::map<std::string, int> attempts;  // by id, every request the receiver got
+  int corrupt = 0;
+  ScriptedHttpServer receiver([&](const ScriptedRequest& r) {
+    json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    std::lock_guard lock(mu);
+    if (!j.is_object() || !j.contains("id") || !j["id"].is_string()) {
+      ++corrupt;
+      return ScriptedReply::with_status(200);
+    }
+    const int n = ++attempts[j["id"].get<std::string>()];
+    return ScriptedReply::with_status(n <= 2 ? 503 : 200);
+  });
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"big.yaml", http_flow("big", "/in/big", receiver.url("/out"),
+                                                 "retries: 2, timeout: 2s, max_connections: 16")}},
+                .config = "http: { max_body: 1MiB }\n"};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  REQUIRE(weir.terminate() == 0);
+  std::vector<std::pair<std::string, std::string>> backlog;
+  for (int i = 0; i < kEvents; ++i) {
+    std::string id = "retried-" + std::to_string(i);
+    std::string pad = pad_for(i, kPad);
+    backlog.emplace_back(id, json{{"id", id}, {"sum", std::to_string(fnv1a(pad))}, {"pad", pad}}.dump());
+  }
+  js_publish_all(nats.url(), "weir.big.in", backlog);
+  backlog.clear();
+  weir.spawn();
+  REQUIRE(weir.wait_ready(30s));
+  auto settled = [&] {
+    std::lock_guard lock(mu);
+    int done = 0;
+    for (const auto& [id, n] : attempts) done += n >= 3 ? 1 : 0;
+    return done;
+  };
+  auto dead_count = [&] {
+    json dead = json::parse(weir.admin("GET", "/dlq?limit=1000").body, nullptr, false);
+    return dead.is_array() ? static_cast<int>(dead.size()) : -1;
+  };
+  wait_until([&] { return settled() + dead_count() >= kEvents; }, 100s, 200ms);
+  json dead = json::parse(weir.admin("GET", "/dlq?limit=1000").body, nullptr, false);
+  REQUIRE(dead.is_array());
+  for (size_t i = 0; i < dead.size() && i < 5; ++i) {
+    std::cout << "  dead letter: " << dead[i].value("stage", "?") << " deliveries " << dead[i].value("deliveries", 0)
+              << ": " << dead[i].value("reason", "?") << "\n";
+  }
+  std::cout << "retried big events: " << kEvents << " x " << kPad << " B: delivered on the third attempt " << settled()
+            << ", dead-lettered " << dead.size() << "\n";
+  CHECK(corrupt == 0);
+  CHECK(settled() == kEvents);
+  CHECK(dead.empty());
+  REQUIRE(weir.terminate() == 0);
+}

@@ -28,20 +28,6 @@ void require_ready(WeirProcess& weir) {
   if (!ready) FAIL(weir.describe());
 }
 
-// Sum of a stage counter (e.g. weir_events_acked_total, stage "flow") on one instance; -1
-// when /metrics does not answer.
-double stage_counter(const WeirProcess& weir, const std::string& name, const std::string& stage) {
-  HttpReply r = http_request("GET", weir.admin_url("/metrics"), "", {}, 2s);
-  if (r.status != 200) return -1;
-  double sum = 0;
-  auto samples = parse_metrics(r.body);
-  auto [from, to] = samples.equal_range(name);
-  for (auto it = from; it != to; ++it) {
-    if (it->second.first.find("stage=\"" + stage + "\"") != std::string::npos) sum += it->second.second;
-  }
-  return sum;
-}
-
 // Waits until every acked id reached the sink; fails naming what is missing.
 void check_all_delivered(const std::set<std::string>& acked, const SinkProcess& sink, std::chrono::seconds timeout,
                          const std::string& what) {

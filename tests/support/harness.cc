@@ -461,6 +461,18 @@ std::string stream_leader(int monitor_port, const std::string& stream) {
   return "";
 }
 
+double stage_counter(const WeirProcess& weir, const std::string& name, const std::string& stage) {
+  HttpReply r = http_request("GET", weir.admin_url("/metrics"), "", {}, std::chrono::seconds(2));
+  if (r.status != 200) return -1;
+  double sum = 0;
+  auto samples = parse_metrics(r.body);
+  auto [from, to] = samples.equal_range(name);
+  for (auto it = from; it != to; ++it) {
+    if (it->second.first.find("stage=\"" + stage + "\"") != std::string::npos) sum += it->second.second;
+  }
+  return sum;
+}
+
 std::multimap<std::string, std::pair<std::string, double>> parse_metrics(const std::string& text) {
   std::multimap<std::string, std::pair<std::string, double>> out;
   std::istringstream in(text);

@@ -234,6 +234,10 @@ int delivery_loops_logged(const std::string& log);
 // Prometheus text → samples "name{labels}" → value (label text kept as written).
 std::multimap<std::string, std::pair<std::string, double>> parse_metrics(const std::string& text);
 
+// Sum of a stage counter (e.g. weir_events_acked_total, stage "flow" or "sink:out") on one
+// instance; -1 when /metrics does not answer.
+double stage_counter(const WeirProcess& weir, const std::string& name, const std::string& stage);
+
 // HMAC-SHA256(key, data) as lower-case hex and as base64.
 std::string hmac_sha256_hex(const std::string& key, const std::string& data);
 std::string hmac_sha256_base64(const std::string& key, const std::string& data);

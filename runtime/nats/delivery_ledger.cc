@@ -1,0 +1,32 @@
+#include "runtime/nats/delivery_ledger.h"
+
+#include <algorithm>
+
+namespace weir {
+
+uint64_t DeliveryLedger::hand(uint64_t seq, uint64_t counted) {
+  counted = std::max<uint64_t>(counted, 1);
+  MutexLock lock(mu_);
+  auto [it, added] = last_.try_emplace(seq, counted);
+  if (!added) {
+    // Never below 1; a fresh copy (JetStream's count 1) keeps 1.
+    counted = std::min(counted, it->second + 1);
+    it->second = counted;
+  } else if (last_.size() > capacity_) {
+    // The lowest sequence is the oldest message: most likely one whose ack was lost.
+    last_.erase(last_.begin());
+  }
+  return counted;
+}
+
+void DeliveryLedger::forget(uint64_t seq) {
+  MutexLock lock(mu_);
+  last_.erase(seq);
+}
+
+size_t DeliveryLedger::size() const {
+  MutexLock lock(mu_);
+  return last_.size();
+}
+
+}  // namespace weir

@@ -1,0 +1,48 @@
+// DeliveryLedger (runtime/nats/delivery_ledger.h, docs/adr/0292-deliveries-weir-was-handed.md):
+// a delivery counts at most one more than the last one the consumer was handed, an ack or
+// term forgets the message, and the ledger stays within its capacity.
+#include <catch2/catch.hpp>
+
+#include "runtime/nats/delivery_ledger.h"
+
+using weir::DeliveryLedger;
+
+TEST_CASE("a delivery counts at most one more than the last one handed over", "[ledger]") {
+  DeliveryLedger ledger;
+  CHECK(ledger.hand(7, 1) == 1);
+  // JetStream raised its count twice but handed it over once more: the second delivery.
+  CHECK(ledger.hand(7, 3) == 2);
+  CHECK(ledger.hand(7, 4) == 3);
+  // A count below the ledger's (deliveries known not to count) is taken as it is.
+  CHECK(ledger.hand(7, 2) == 2);
+  // Another message is counted on its own.
+  CHECK(ledger.hand(8, 1) == 1);
+  CHECK(ledger.size() == 2);
+}
+
+TEST_CASE("a message first handed over with a high count keeps it: deliveries before this process count", "[ledger]") {
+  // A delivery that crashed the previous process is not forgotten (the poison rule, ADR 0081).
+  DeliveryLedger ledger;
+  CHECK(ledger.hand(3, 5) == 5);
+  CHECK(ledger.hand(3, 9) == 6);
+  CHECK(ledger.hand(4, 0) == 1);  // never below the delivery in hand
+}
+
+TEST_CASE("an acked or terminated message is forgotten", "[ledger]") {
+  DeliveryLedger ledger;
+  CHECK(ledger.hand(1, 1) == 1);
+  CHECK(ledger.hand(2, 1) == 1);
+  ledger.forget(1);
+  ledger.forget(99);  // never handed over: nothing happens
+  CHECK(ledger.size() == 1);
+  // A lost ack brings it back: counted by JetStream's count again.
+  CHECK(ledger.hand(1, 4) == 4);
+}
+
+TEST_CASE("past its capacity the ledger forgets the lowest sequence", "[ledger]") {
+  DeliveryLedger ledger(3);
+  for (uint64_t seq = 10; seq < 14; ++seq) CHECK(ledger.hand(seq, 1) == 1);
+  CHECK(ledger.size() == 3);
+  CHECK(ledger.hand(10, 5) == 5);  // forgotten: JetStream's count alone
+  CHECK(ledger.hand(13, 5) == 2);  // remembered
+}
