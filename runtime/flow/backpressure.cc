@@ -53,6 +53,18 @@ bool FlowBacklog::admit(int64_t bytes, std::string* why) {
   return true;
 }
 
+bool FlowBacklog::full(std::string* why) const {
+  if (options_.max_bytes > 0 && backlog_bytes() >= options_.max_bytes) {
+    if (why) *why = "flow backlog full (" + std::to_string(options_.max_bytes) + " bytes not yet delivered)";
+    return true;
+  }
+  if (options_.max_messages > 0 && backlog_messages() >= options_.max_messages) {
+    if (why) *why = "flow backlog full (" + std::to_string(options_.max_messages) + " events not yet delivered)";
+    return true;
+  }
+  return false;
+}
+
 void FlowBacklog::completed(int64_t bytes, bool stored) {
   // Stored before leaving in flight: a check in between counts it twice, never zero times.
   if (stored) {

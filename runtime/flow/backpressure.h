@@ -82,6 +82,9 @@ class FlowBacklog {
   // What a check compares (for metrics).
   int64_t backlog_bytes() const;
   int64_t backlog_messages() const;
+  // At its size bounds (max_bytes or max_messages), with `why` as admit() says it: a chained
+  // flow writing into this stream waits (FlowStage::set_output_full, ADR 0080).
+  bool full(std::string* why) const;
   // Stream messages removed (delivered/acked) per second, smoothed; 0 while stalled.
   double drain_rate() const { return drain_rate_.load(std::memory_order_relaxed); }
   // The message bound from max_delay in force now; 0 = none (off, stalled, or no rate yet).

@@ -308,6 +308,12 @@ Status RunningFlow::start_stage(const StageOptions& options, bool paused) {
     stage_ = std::make_unique<FlowStage>(*deps_.bus, *deps_.dlq, *deps_.metrics, flow_, options,
                                          layout::flow_stream(chained->flow),
                                          layout::output_subject(chained->flow, chained->sink));
+    // Its outputs fill its own stream, which no ingress guards: it waits at the backlog
+    // bounds instead of being refused by a full stream (ADR 0080).
+    if (deps_.backlog != nullptr) {
+      auto own = deps_.backlog->watch(layout::flow_stream(name()), nullptr);
+      stage_->set_output_full([own](std::string* why) { return own->full(why); });
+    }
   } else {
     stage_ = std::make_unique<FlowStage>(*deps_.bus, *deps_.dlq, *deps_.metrics, flow_, options);
   }

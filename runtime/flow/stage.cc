@@ -248,6 +248,8 @@ void FlowStage::on_message(std::unique_ptr<BusMessage> m) {
 void FlowStage::run_held() {
   std::vector<std::unique_ptr<BusMessage>> batch;
   std::shared_ptr<const flows::Flow> flow;
+  bool room = true;
+  std::string why;
   {
     MutexLock lock(flow_mu_);
     if (held_.empty()) return;
@@ -267,10 +269,34 @@ void FlowStage::run_held() {
       return;
     }
     batch.swap(held_);
-    ++in_flight_batches_;
-    flow = flow_;
+    if (output_full_ && output_full_(&why)) {
+      room = false;
+    } else {
+      ++in_flight_batches_;
+      flow = flow_;
+    }
   }
+  if (!room) {
+    hand_back_for_room(std::move(batch), why);
+    return;
+  }
+  if (waiting_for_room_.exchange(false)) log::info("chained flow runs again: its stream has room", {{"flow", name_}});
   start_batch(std::move(batch), std::move(flow));
+}
+
+// Naked with a delay and not counted against them (OwnNaks): they wait in the other flow's
+// stream, whose backlog then grows until its ingress refuses (ADR 0080).
+void FlowStage::hand_back_for_room(std::vector<std::unique_ptr<BusMessage>> held, const std::string& why) {
+  if (!waiting_for_room_.exchange(true)) {
+    log::warn("chained flow waits: its stream is at its backlog bound", {{"flow", name_}, {"reason", why}});
+  }
+  constexpr auto kRoomRetry = std::chrono::milliseconds(1000);
+  for (auto& m : held) {
+    own_naks_.record(m->stream_sequence());
+    if (!m->nak(kRoomRetry)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  consumer_->deferred(kRoomRetry);
+  consumer_->release(static_cast<int>(held.size()));
 }
 
 // The messages in hand from run to ack (one message — on the flow loop one read event's

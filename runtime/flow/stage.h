@@ -106,6 +106,11 @@ class FlowStage {
   // A cluster member may handle events only while its membership is fresh (ADR 0042):
   // a batch starts only when `gate()` is true (checked per batch). Set before start().
   void set_gate(std::function<bool()> gate) { gate_ = std::move(gate); }
+  // Set before start() for a chained flow (its inputs are in another flow's stream, its
+  // outputs go to its own): true (with the reason) while its own stream is at its backlog
+  // bounds. No batch runs then; its inputs are handed back for a while, not counted against
+  // them, and wait in the other flow's stream, whose ingress then refuses (ADR 0080).
+  void set_output_full(std::function<bool(std::string*)> full) { output_full_ = std::move(full); }
 
  private:
   struct Batch;
@@ -158,8 +163,11 @@ class FlowStage {
   std::vector<std::unique_ptr<BusMessage>> held_ GUARDED_BY(flow_mu_);  // received, not started
   // One message at a time after a start and while redeliveries come (ADR 0081).
   std::atomic<bool> careful_{true};
-  OwnNaks own_naks_;            // redeliveries the poison rule does not count (ADR 0225)
-  std::function<bool()> gate_;  // set before start(); read on the pool thread
+  OwnNaks own_naks_;                               // redeliveries the poison rule does not count (ADR 0225)
+  std::function<bool()> gate_;                     // set before start(); read on the pool thread
+  std::function<bool(std::string*)> output_full_;  // set before start(); read on the pool thread
+  std::atomic<bool> waiting_for_room_{false};      // output_full_ said so last: logged once
+  void hand_back_for_room(std::vector<std::unique_ptr<BusMessage>> held, const std::string& why);
   std::string name_;
   StageOptions options_;
   std::string input_stream_, input_subject_;

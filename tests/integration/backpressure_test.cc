@@ -193,6 +193,50 @@ TEST_CASE(
   CHECK(wait_until([&] { return sink.ids().count("after-1") == 1; }, 20s, 50ms));
 }
 
+// A chained flow (`from: {flow: first.next}`) reads the first flow's stream and writes into
+// its own, which no ingress guards. Behind a slow sink its stream fills: it waits at its
+// backlog bound (FlowStage::set_output_full) instead of having its outputs refused and its
+// inputs dead-lettered, its inputs pile up in the first flow's stream, and the first flow's
+// ingress answers 503 (ADR 0080).
+TEST_CASE("a chained flow behind a slow sink pushes back to the first flow's ingress: 503s, no dead letters",
+          "[integration][backpressure]") {
+  NatsServer nats;
+  // 10 deliveries/s: the chained flow's 256 KiB stream would fill in a few seconds of posting.
+  SinkProcess sink({"--delay-ms", "100"});
+  const std::string first = "flow: first\nfrom: { http: { path: /in/first } }\nto: { next: { flow: {} } }\n";
+  const std::string second = "flow: second\nfrom: { flow: first.next }\nto: { out: { http: { url: \"" +
+                             sink.url("/out") + "\", retries: 8, timeout: 5s, max_connections: 1 } } }\n";
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"first.yaml", first}, {"second.yaml", second}},
+                    .config = "nats: { stream_max_bytes: 256KiB }\nhttp: { max_body: 16KiB }\n"
+                              "backlog: { max_bytes: 128KiB }\n"});
+  weir.start();
+  INFO(weir.describe());
+  std::set<std::string> acked;
+  std::map<int, int> statuses;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string id = "c" + std::to_string(i);
+    const int status = weir.post("/in/first", json{{"id", id}, {"pad", std::string(1000, 'x')}}.dump()).status;
+    ++statuses[status];
+    if (status == 202) acked.insert(id);
+  }
+  std::vector<std::string> lost;
+  const bool all = wait_until(
+      [&] {
+        lost = missing(acked, sink.ids());
+        return lost.empty();
+      },
+      60s, 200ms);
+  const json dead = json::parse(weir.admin("GET", "/dlq?limit=1000").body);
+  std::cout << "chained flow behind a slow sink: 2000 posted, 202 " << statuses[202] << ", 503 " << statuses[503]
+            << ", delivered " << acked.size() - lost.size() << ", dead-lettered " << dead.size() << "\n";
+  CHECK(statuses[202] + statuses[503] == 2000);
+  CHECK(statuses[503] > 0);
+  CHECK(all);
+  CHECK(dead.empty());
+  CHECK(weir.log().find("chained flow waits") != std::string::npos);
+}
+
 TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x max_delay, then drains, lost 0",
           "[integration][backpressure]") {
   NatsServer nats;
