@@ -47,7 +47,7 @@ std::string one_line(std::string s) {
 }
 }  // namespace
 
-void DeadLetters::publish(const DeadLetter& d, PublishCallback done) {
+void DeadLetters::publish(const DeadLetter& d, PublishCallback done, PullConsumer* via) {
   Headers h = {
       {layout::kHeaderId, d.event_id},
       // One dead letter per dying message: a redelivered copy of the same message that
@@ -66,19 +66,24 @@ void DeadLetters::publish(const DeadLetter& d, PublishCallback done) {
   // Every dead letter of every stage passes here: its one log line is written here, once
   // the stream has it (a refused write is retried by the stage and said once by record(); a
   // redelivered copy's write is a duplicate, no new dead letter). Never the body.
-  bus_.publish(layout::dlq_subject(d.flow, stage_token(d.stage)), d.body, h, std::chrono::seconds(5),
-               [this, flow = d.flow, stage = d.stage, id = d.event_id, deliveries = d.deliveries,
-                reason = one_line(d.reason), done = std::move(done)](const Status& s, const PubAck& ack) {
-                 record(s);
-                 if (s && !ack.duplicate) {
-                   log::warn("event dead-lettered", {{"flow", flow},
-                                                     {"stage", stage},
-                                                     {"id", id},
-                                                     {"deliveries", std::to_string(deliveries)},
-                                                     {"reason", reason}});
-                 }
-                 done(s, ack);
-               });
+  PublishCallback written = [this, flow = d.flow, stage = d.stage, id = d.event_id, deliveries = d.deliveries,
+                             reason = one_line(d.reason), done = std::move(done)](const Status& s, const PubAck& ack) {
+    record(s);
+    if (s && !ack.duplicate) {
+      log::warn("event dead-lettered", {{"flow", flow},
+                                        {"stage", stage},
+                                        {"id", id},
+                                        {"deliveries", std::to_string(deliveries)},
+                                        {"reason", reason}});
+    }
+    done(s, ack);
+  };
+  const std::string subject = layout::dlq_subject(d.flow, stage_token(d.stage));
+  if (via != nullptr) {
+    via->publish(subject, d.body, h, std::chrono::seconds(5), std::move(written));
+  } else {
+    bus_.publish(subject, d.body, h, std::chrono::seconds(5), std::move(written));
+  }
 }
 
 void DeadLetters::record(const Status& s) {

@@ -68,7 +68,10 @@ class DeadLetters {
 
   explicit DeadLetters(Bus& bus) : bus_(bus) {}
   // Writes one dead letter; `done` after its PubAck. Only then may the input be acked.
-  void publish(const DeadLetter& letter, PublishCallback done);
+  // `via`: the stage's consumer, whose loop connection carries it (PullConsumer::publish:
+  // never a blocking write on a loop thread, and the completion on that loop); null: the
+  // Bus's control connection.
+  void publish(const DeadLetter& letter, PublishCallback done, PullConsumer* via = nullptr);
   // One page; not_found when `after_id` names no stored dead letter. A few round trips
   // per page (Bus::read_stream), not one per dead letter.
   Result<DeadLetterPage> list(const DeadLetterQuery& query);

@@ -404,7 +404,8 @@ void FlowStage::dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, con
   d.traceparent = m.header(trace::kHeaderTraceparent);
   d.tracestate = m.header(trace::kHeaderTracestate);
   metrics_.dead.fetch_add(1, std::memory_order_relaxed);
-  dlq_.publish(d, [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); });
+  dlq_.publish(
+      d, [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); }, consumer_.get());
 }
 
 // Publishes the output of input i to `sink` (at most once per input); `span_tp` is the
@@ -767,12 +768,15 @@ void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
   d.source_stream = layout::flow_stream(flow_);
   d.traceparent = f->msg->header(trace::kHeaderTraceparent);
   d.tracestate = f->msg->header(trace::kHeaderTracestate);
-  dlq_.publish(d, [this, f](const Status& s, const PubAck&) {
-    bool taken = s ? f->msg->ack(&metrics_.ack_failures) : f->msg->nak(std::chrono::seconds(1));
-    if (s) metrics_.dead.fetch_add(1, std::memory_order_relaxed);
-    if (!taken) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
-    finish(f);
-  });
+  dlq_.publish(
+      d,
+      [this, f](const Status& s, const PubAck&) {
+        bool taken = s ? f->msg->ack(&metrics_.ack_failures) : f->msg->nak(std::chrono::seconds(1));
+        if (s) metrics_.dead.fetch_add(1, std::memory_order_relaxed);
+        if (!taken) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+        finish(f);
+      },
+      consumer_.get());
 }
 
 }  // namespace weir
