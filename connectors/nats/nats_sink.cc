@@ -56,11 +56,27 @@ class NatsSink final : public weir::Sink {
   int max_in_flight() const override { return options_.max_in_flight; }
   int max_retries() const override { return options_.retries; }
 
+  // Runs on a delivery loop: hands the delivery to the sink's thread, which does every
+  // write (a cnats publish blocks when its buffer is full and the server does not read).
   void deliver(Delivery d, std::function<void(DeliveryResult)> done) override {
     if (!running_ || !conn_->connected()) {
       done(DeliveryResult::retry(running_ ? "NATS is not connected" : "sink stopping"));
       return;
     }
+    {
+      MutexLock lock(mu_);
+      queued_.push_back(Queued{std::move(d), std::move(done)});
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  struct Queued {
+    Delivery d;
+    std::function<void(DeliveryResult)> done;
+  };
+
+  natsStatus publish(const Delivery& d) {
     natsMsg* msg = nullptr;
     natsStatus s = natsMsg_Create(&msg, spec_.subject.c_str(), nullptr, d.body.data(), static_cast<int>(d.body.size()));
     if (s == NATS_OK && !d.event_id.empty()) {
@@ -73,35 +89,37 @@ class NatsSink final : public weir::Sink {
     if (s == NATS_OK && !d.tracestate.empty()) s = natsMsgHeader_Set(msg, "tracestate", d.tracestate.c_str());
     if (s == NATS_OK) s = natsConnection_PublishMsg(conn_->get(), msg);
     natsMsg_Destroy(msg);
-    if (s != NATS_OK) {
-      done(
-          DeliveryResult::retry(std::string("NATS publish to ") + spec_.subject + " failed: " + natsStatus_GetText(s)));
-      return;
-    }
-    {
-      MutexLock lock(mu_);
-      published_.push_back(std::move(done));
-    }
-    cv_.notify_all();
+    return s;
   }
 
- private:
-  // Flushes in rounds: every publish made before a round's PING is confirmed by its PONG.
+  // Publishes what was queued, then flushes: every publish made before a round's PING is
+  // confirmed by its PONG. What is queued when stopping is still published and completed.
   void run() {
     UniqueLock lock(mu_);
     for (;;) {
-      lock.wait(cv_, [&]() REQUIRES(mu_) { return stopping_ || !published_.empty(); });
-      if (published_.empty() && stopping_) break;
-      std::vector<std::function<void(DeliveryResult)>> round;
-      round.swap(published_);
+      lock.wait(cv_, [&]() REQUIRES(mu_) { return stopping_ || !queued_.empty(); });
+      if (queued_.empty() && stopping_) break;
+      std::vector<Queued> round;
+      round.swap(queued_);
       lock.unlock();
-      natsStatus s = natsConnection_FlushTimeout(conn_->get(), options_.flush_timeout.count());
-      if (s == NATS_OK) {
-        for (auto& done : round) done(DeliveryResult::ok());
-      } else {
-        std::string why = std::string("NATS did not confirm the publish to ") + spec_.subject + ": " +
-                          natsStatus_GetText(s);
-        for (auto& done : round) done(DeliveryResult::retry(why));
+      std::vector<std::function<void(DeliveryResult)>> published;
+      for (auto& q : round) {
+        if (natsStatus s = publish(q.d); s != NATS_OK) {
+          q.done(DeliveryResult::retry(std::string("NATS publish to ") + spec_.subject +
+                                       " failed: " + natsStatus_GetText(s)));
+        } else {
+          published.push_back(std::move(q.done));
+        }
+      }
+      if (!published.empty()) {
+        natsStatus s = natsConnection_FlushTimeout(conn_->get(), options_.flush_timeout.count());
+        if (s == NATS_OK) {
+          for (auto& done : published) done(DeliveryResult::ok());
+        } else {
+          std::string why = std::string("NATS did not confirm the publish to ") + spec_.subject + ": " +
+                            natsStatus_GetText(s);
+          for (auto& done : published) done(DeliveryResult::retry(why));
+        }
       }
       lock.lock();
     }
@@ -113,7 +131,7 @@ class NatsSink final : public weir::Sink {
   std::unique_ptr<NatsConnection> conn_;
   Mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::function<void(DeliveryResult)>> published_ GUARDED_BY(mu_);
+  std::vector<Queued> queued_ GUARDED_BY(mu_);  // handed over by deliver(), not yet published
   bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<bool> running_{false};
   std::thread thread_;
