@@ -507,7 +507,6 @@ void FlowStage::finish_batch(Batch& b, const std::vector<char>& ok) {
   for (size_t i = 0; i < n; ++i) {
     if (ok[i] == kStored) {
       if (!b.msgs[i]->ack(&metrics_.ack_failures)) ++ack_failures;
-      own_naks_.forget(b.msgs[i]->stream_sequence());
       ++acked;
     } else {
       if (ok[i] == kNotAnswered) own_naks_.record(b.msgs[i]->stream_sequence());
