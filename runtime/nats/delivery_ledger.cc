@@ -21,7 +21,9 @@ uint64_t DeliveryLedger::hand(uint64_t seq, uint64_t counted) {
 
 void DeliveryLedger::forget(uint64_t seq) {
   MutexLock lock(mu_);
-  last_.erase(seq);
+  // A message delivered more than once keeps its count: if the ack is lost with its
+  // connection, the message comes back with JetStream's count as raised as before.
+  if (auto it = last_.find(seq); it != last_.end() && it->second <= 1) last_.erase(it);
 }
 
 size_t DeliveryLedger::size() const {

@@ -25,7 +25,10 @@ class DeliveryLedger {
   // count less the deliveries known not to count. Returns the count to use: at most one
   // more than the last delivery of `seq` this ledger saw, never more than `counted`.
   uint64_t hand(uint64_t seq, uint64_t counted);
-  // `seq` was acked or terminated: no delivery of it is expected again.
+  // `seq` was acked or terminated: no delivery of it is expected unless the ack is lost.
+  // Forgotten when it was delivered once; a message delivered more than once is kept (until
+  // the capacity pushes it out): after a lost ack its next delivery is still counted from
+  // the ledger's count, not from JetStream's.
   void forget(uint64_t seq);
   size_t size() const;
 

@@ -1,6 +1,7 @@
 // DeliveryLedger (runtime/nats/delivery_ledger.h, docs/adr/0292-deliveries-weir-was-handed.md):
 // a delivery counts at most one more than the last one the consumer was handed, an ack or
-// term forgets the message, and the ledger stays within its capacity.
+// term forgets a message delivered once (one delivered more often is kept for a lost ack),
+// and the ledger stays within its capacity.
 #include <catch2/catch.hpp>
 
 #include "runtime/nats/delivery_ledger.h"
@@ -28,15 +29,19 @@ TEST_CASE("a message first handed over with a high count keeps it: deliveries be
   CHECK(ledger.hand(4, 0) == 1);  // never below the delivery in hand
 }
 
-TEST_CASE("an acked or terminated message is forgotten", "[ledger]") {
+TEST_CASE("an acked message delivered once is forgotten; one delivered more often is kept", "[ledger]") {
   DeliveryLedger ledger;
   CHECK(ledger.hand(1, 1) == 1);
   CHECK(ledger.hand(2, 1) == 1);
+  CHECK(ledger.hand(2, 3) == 2);
   ledger.forget(1);
+  ledger.forget(2);
   ledger.forget(99);  // never handed over: nothing happens
   CHECK(ledger.size() == 1);
-  // A lost ack brings it back: counted by JetStream's count again.
-  CHECK(ledger.hand(1, 4) == 4);
+  // Its ack lost, message 1 comes back: counted by JetStream's count again.
+  CHECK(ledger.hand(1, 2) == 2);
+  // Message 2's JetStream count was raised without deliveries before: still capped.
+  CHECK(ledger.hand(2, 6) == 3);
 }
 
 TEST_CASE("past its capacity the ledger forgets the lowest sequence", "[ledger]") {
