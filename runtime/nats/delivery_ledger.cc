@@ -4,18 +4,20 @@
 
 namespace weir {
 
-uint64_t DeliveryLedger::hand(uint64_t seq, uint64_t counted) {
+uint64_t DeliveryLedger::hand(uint64_t seq, uint64_t counted, uint64_t first_cap) {
   counted = std::max<uint64_t>(counted, 1);
   MutexLock lock(mu_);
-  auto [it, added] = last_.try_emplace(seq, counted);
+  auto [it, added] = last_.try_emplace(seq, 0);
   if (!added) {
     // Never below 1; a fresh copy (JetStream's count 1) keeps 1.
     counted = std::min(counted, it->second + 1);
     it->second = counted;
-  } else if (last_.size() > capacity_) {
-    // The lowest sequence is the oldest message: most likely one whose ack was lost.
-    last_.erase(last_.begin());
+    return counted;
   }
+  counted = std::max<uint64_t>(std::min(counted, first_cap), 1);
+  it->second = counted;
+  // The lowest sequence is the oldest message: most likely one whose ack was lost.
+  if (last_.size() > capacity_) last_.erase(last_.begin());
   return counted;
 }
 

@@ -23,8 +23,9 @@ class DeliveryLedger {
 
   // A delivery of stream sequence `seq` is handed over; `counted` is JetStream's delivery
   // count less the deliveries known not to count. Returns the count to use: at most one
-  // more than the last delivery of `seq` this ledger saw, never more than `counted`.
-  uint64_t hand(uint64_t seq, uint64_t counted);
+  // more than the last delivery of `seq` this ledger saw, never more than `counted`; for a
+  // message the ledger does not know, at most `first_cap`.
+  uint64_t hand(uint64_t seq, uint64_t counted, uint64_t first_cap = UINT64_MAX);
   // `seq` was acked or terminated: no delivery of it is expected unless the ack is lost.
   // Forgotten when it was delivered once; a message delivered more than once is kept (until
   // the capacity pushes it out): after a lost ack its next delivery is still counted from

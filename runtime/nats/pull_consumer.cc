@@ -193,7 +193,8 @@ bool PullConsumer::Impl::take(natsMsg* msg) {
   // JetStream's count, less what is known not to count, and never more than one above the
   // last delivery this consumer was handed (docs/adr/0292-deliveries-weir-was-handed.md).
   const uint64_t delivered = m->deliveries();
-  const uint64_t counted = ledger->hand(seq, delivered > not_counted ? delivered - not_counted : 1);
+  const uint64_t counted = ledger->hand(seq, delivered > not_counted ? delivered - not_counted : 1,
+                                        deliveries_possible(*m));
   if (counted < delivered) m->set_uncounted(static_cast<uint32_t>(std::min<uint64_t>(delivered - counted, UINT32_MAX)));
   m->set_ledger(ledger);
   handler(std::move(m));
@@ -322,6 +323,21 @@ Status PullConsumer::Impl::subscribe_on_loop() {
   if (sub != nullptr) natsSubscription_Destroy(sub), sub = nullptr;
   if (!loop->connected()) return Status::ok();
   return nats_status(s, "subscribe consumer " + durable);
+}
+
+// docs/adr/0292-deliveries-weir-was-handed.md: a message this consumer was never handed can
+// have failed in another process (one that crashed on it, or a peer's) once per AckWait
+// since it was stored at most: a process that crashed never acked nor naked it, so the
+// server sent it again only after AckWait. JetStream's count above that is the server's
+// own (2.9.10 raises the count of a redelivery it could not send, again and again).
+uint64_t PullConsumer::Impl::deliveries_possible(const BusMessage& m) const {
+  const uint64_t stored = m.stored_ns();
+  const auto wait_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(ack_wait).count());
+  if (stored == 0 || wait_ns == 0) return UINT64_MAX;
+  const auto now = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  return 1 + (now > stored ? (now - stored) / wait_ns : 0);
 }
 
 // docs/adr/0289-deliveries-lost-with-a-connection.md: each drop since the message was

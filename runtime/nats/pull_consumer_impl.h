@@ -130,6 +130,8 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   static constexpr size_t kMostDrops = 256;
   std::deque<uint64_t> drops_ns GUARDED_BY(mu);
   uint64_t lost_with_drops(const BusMessage& m, uint64_t not_counted) const REQUIRES(mu);
+  // The most failed deliveries a message not handed here before can have had (ADR 0292).
+  uint64_t deliveries_possible(const BusMessage& m) const;
   // The deliveries this consumer was handed, per stream sequence (ADR 0292); shared with
   // the messages it hands out, whose ack or term outlives nothing else of the consumer.
   const std::shared_ptr<DeliveryLedger> ledger = std::make_shared<DeliveryLedger>();

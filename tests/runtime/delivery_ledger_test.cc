@@ -44,6 +44,15 @@ TEST_CASE("an acked message delivered once is forgotten; one delivered more ofte
   CHECK(ledger.hand(2, 6) == 3);
 }
 
+TEST_CASE("a message not handed over before is capped by what could have failed elsewhere", "[ledger]") {
+  DeliveryLedger ledger;
+  // Stored 30 s ago with a 12 s AckWait: at most 3 deliveries before this one's process.
+  CHECK(ledger.hand(1, 93, 3) == 3);
+  CHECK(ledger.hand(1, 94) == 4);  // known now: one more per delivery handed over
+  CHECK(ledger.hand(2, 2, 3) == 2);
+  CHECK(ledger.hand(3, 5, 0) == 1);  // never below the delivery in hand
+}
+
 TEST_CASE("past its capacity the ledger forgets the lowest sequence", "[ledger]") {
   DeliveryLedger ledger(3);
   for (uint64_t seq = 10; seq < 14; ++seq) CHECK(ledger.hand(seq, 1) == 1);
