@@ -204,8 +204,8 @@ struct ConsumerOptions {
   // Deliveries refused for a body that does not match its Weir-Sum (ADR 0286); may be null.
   std::atomic<uint64_t>* corrupt = nullptr;
   // Called on every tick of the consumer (~100 ms; on its loop's thread, or the Bus's timer
-  // thread for a pool consumer) until stop(): for an owner that tells the server it is still working on messages it holds
-  // (BusMessage::in_progress). May be empty.
+  // thread for a pool consumer) until stop(): for an owner that tells the server it is still working on messages it
+  // holds (BusMessage::in_progress). May be empty.
   std::function<void()> on_tick;
 };
 
