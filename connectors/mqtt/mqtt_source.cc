@@ -447,13 +447,11 @@ struct MqttSource::Impl {
     e->generation = generation;
     e->packet_id = pk.packet_id;
     e->qos = pk.qos;
-    if (pk.qos > 0) e->event.id = ids.next(spec.client_id, pk.topic, pk.packet_id, pk.dup, pk.payload, Clock::now());
-    e->event.headers.emplace_back("Weir-Topic", header_safe(pk.topic));
     if (pk.oversized) {
-      in_flight.push_back(e);
-      reject_too_big(e, pk.topic, pk.qos, pk.retain, pk.payload_size,
-                     "payload of " + std::to_string(pk.payload_size) + " bytes is over the limit of " +
-                         std::to_string(options.max_payload) + " bytes (mqtt max_payload)");
+      drop(*e, pk.topic,
+           "payload of " + std::to_string(pk.payload_size) + " bytes is over the limit of " +
+               std::to_string(options.max_payload) + " bytes");
+      in_flight.push_back(std::move(e));
       return Status::ok();
     }
     std::string too_deep;
@@ -464,13 +462,14 @@ struct MqttSource::Impl {
       e->reject_reason = std::move(too_deep);
     }
     if (e->event.body.size() > kMaxEventBytes) {
-      const size_t escaped = e->event.body.size();
-      in_flight.push_back(e);
-      reject_too_big(e, pk.topic, pk.qos, pk.retain, pk.payload.size(),
-                     "event of " + std::to_string(escaped) + " bytes (payload " + std::to_string(pk.payload.size()) +
-                         " bytes, escaped as JSON) is over the limit of " + std::to_string(kMaxEventBytes) + " bytes");
+      drop(*e, pk.topic,
+           "event of " + std::to_string(e->event.body.size()) + " bytes (payload " + std::to_string(pk.payload.size()) +
+               " bytes, escaped as JSON) is over the limit of " + std::to_string(kMaxEventBytes) + " bytes");
+      in_flight.push_back(std::move(e));
       return Status::ok();
     }
+    if (pk.qos > 0) e->event.id = ids.next(spec.client_id, pk.topic, pk.packet_id, pk.dup, pk.payload, Clock::now());
+    e->event.headers.emplace_back("Weir-Topic", header_safe(pk.topic));
     if (fence) e->event.headers.emplace_back("Weir-Fence", std::to_string(*fence));
     in_flight.push_back(e);
     submit(e);
@@ -484,21 +483,11 @@ struct MqttSource::Impl {
     return "";
   }
 
-  // A message too big to store as an event: dead-lettered as a summary of what came (its
-  // topic, QoS, retain flag and payload size; not the payload), then acknowledged in order
-  // with the others, so the broker does not resend it forever. Replaying such a dead letter
-  // puts that summary into the flow.
-  void reject_too_big(const std::shared_ptr<Entry>& e, std::string_view topic, int qos, bool retain,
-                      uint64_t payload_size, std::string why) {
+  void drop(Entry& e, const std::string& topic, const std::string& why) {
     counters.dropped.fetch_add(1, std::memory_order_relaxed);
-    nlohmann::json summary = {{"topic", valid_utf8(topic) ? std::string(topic) : header_safe(topic)},
-                              {"qos", qos},
-                              {"retain", retain},
-                              {"payload_size", payload_size},
-                              {"payload_omitted", true}};
-    e->event.body = summary.dump();
-    e->reject_reason = std::move(why);
-    submit(e);
+    log::error("mqtt message dropped: it can never be stored",
+               {{"flow", flow()}, {"topic", header_safe(topic)}, {"reason", why}});
+    e.done = true;  // acknowledged in order with the others, so the broker does not resend it forever
   }
 
   void submit(const std::shared_ptr<Entry>& e) {
@@ -523,12 +512,10 @@ struct MqttSource::Impl {
         }
         continue;
       }
-      if (c.status.code() == Status::Code::kTooLarge && c.item->reject_reason.empty()) {
-        // Over the NATS server's max_payload: no retry can store it; its summary can.
-        nlohmann::json was = nlohmann::json::parse(c.item->event.body, nullptr, false);
-        const int qos = was.is_object() ? was.value("qos", c.item->qos) : c.item->qos;
-        const bool retain = was.is_object() && was.value("retain", false);
-        reject_too_big(c.item, topic_of(c.item->event), qos, retain, c.item->event.body.size(), c.status.message());
+      if (c.status.code() == Status::Code::kTooLarge) {
+        // Over the NATS server's max_payload: no retry can store it (nor a dead letter,
+        // which carries the body), so it is dropped like an event over kMaxEventBytes.
+        drop(*c.item, topic_of(c.item->event), c.status.message());
         continue;
       }
       if (!publish_failing) {

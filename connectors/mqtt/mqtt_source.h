@@ -27,9 +27,8 @@
 // source: they hold the shared completion queue, never the source.
 //
 // Limits: at most `max_in_flight` messages are being written at once (then the socket is
-// not read, and the broker holds the rest); a payload over `max_payload` (or an event too big
-// for NATS) is dead-lettered as a summary — topic, QoS, retain, payload size, not the
-// payload — and acknowledged once the dead letter is stored.
+// not read, and the broker holds the rest); a payload over `max_payload` is logged as an
+// error with its topic and size, acknowledged and dropped (it could never be stored).
 #pragma once
 
 #include <atomic>
@@ -61,7 +60,7 @@ struct MqttSourceCounters {
   std::atomic<uint64_t> published{0};   // written to JetStream (PubAck ok, duplicates included)
   std::atomic<uint64_t> acked{0};       // PUBACKs sent
   std::atomic<uint64_t> retries{0};     // publishes retried after a failure
-  std::atomic<uint64_t> dropped{0};     // too big to store: dead-lettered as a summary, acknowledged
+  std::atomic<uint64_t> dropped{0};     // oversized payloads, acknowledged and dropped
   std::atomic<uint64_t> connects{0};    // sessions established (CONNACK accepted)
   std::atomic<uint64_t> subscribed{0};  // SUBACKs received (one per session)
 };
