@@ -64,6 +64,11 @@ struct Entry {
   int qos = 0;
   IngestEvent event;          // kept for retries
   std::string reject_reason;  // set: the event goes to the dead-letter stream instead
+  // What mqtt_unstorable_body() needs should the event turn out too large to store.
+  std::string topic;
+  bool retain = false;
+  size_t payload_size = 0;
+  bool unstorable = false;  // the body is already mqtt_unstorable_body()
   bool done = false;
   int attempts = 0;
   Clock::time_point retry_at{};
@@ -95,6 +100,16 @@ std::string mqtt_event_body(std::string_view topic, std::string_view payload, in
   body["qos"] = qos;
   body["retain"] = retain;
   return body.dump();
+}
+
+std::string mqtt_unstorable_body(std::string_view topic, int qos, bool retain, size_t payload_size) {
+  nlohmann::json body = nlohmann::json::object();
+  body["topic"] = valid_utf8(topic) ? std::string(topic) : header_safe(topic);
+  body["qos"] = qos;
+  body["retain"] = retain;
+  body["payload_size"] = payload_size;
+  // header_safe() leaves bytes >= 0x80 alone: a topic that is not UTF-8 would make dump() throw.
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string mqtt_event_id(std::string_view client_id, std::string_view topic, uint16_t packet_id,
@@ -447,11 +462,20 @@ struct MqttSource::Impl {
     e->generation = generation;
     e->packet_id = pk.packet_id;
     e->qos = pk.qos;
+    e->topic = pk.topic;
+    e->retain = pk.retain;
+    e->payload_size = pk.oversized ? pk.payload_size : pk.payload.size();
+    // The id comes first, also for a message that will be dead-lettered: the broker's
+    // redelivery of it (the dead letter's write failed) is then one dead letter, not two.
+    if (pk.qos > 0) e->event.id = ids.next(spec.client_id, pk.topic, pk.packet_id, pk.dup, pk.payload, Clock::now());
+    e->event.headers.emplace_back("Weir-Topic", header_safe(pk.topic));
+    if (fence) e->event.headers.emplace_back("Weir-Fence", std::to_string(*fence));
+    in_flight.push_back(e);
     if (pk.oversized) {
-      drop(*e, pk.topic,
-           "payload of " + std::to_string(pk.payload_size) + " bytes is over the limit of " +
-               std::to_string(options.max_payload) + " bytes");
-      in_flight.push_back(std::move(e));
+      // The codec kept none of the payload.
+      make_unstorable(*e, "payload of " + std::to_string(pk.payload_size) + " bytes is over the limit of " +
+                              std::to_string(options.max_payload) + " bytes (mqtt max_payload)");
+      submit(e);
       return Status::ok();
     }
     std::string too_deep;
@@ -462,31 +486,28 @@ struct MqttSource::Impl {
       e->reject_reason = std::move(too_deep);
     }
     if (e->event.body.size() > kMaxEventBytes) {
-      drop(*e, pk.topic,
-           "event of " + std::to_string(e->event.body.size()) + " bytes (payload " + std::to_string(pk.payload.size()) +
-               " bytes, escaped as JSON) is over the limit of " + std::to_string(kMaxEventBytes) + " bytes");
-      in_flight.push_back(std::move(e));
-      return Status::ok();
+      make_unstorable(*e, "event of " + std::to_string(e->event.body.size()) + " bytes (payload " +
+                              std::to_string(pk.payload.size()) + " bytes, escaped as JSON) is over the limit of " +
+                              std::to_string(kMaxEventBytes) + " bytes");
     }
-    if (pk.qos > 0) e->event.id = ids.next(spec.client_id, pk.topic, pk.packet_id, pk.dup, pk.payload, Clock::now());
-    e->event.headers.emplace_back("Weir-Topic", header_safe(pk.topic));
-    if (fence) e->event.headers.emplace_back("Weir-Fence", std::to_string(*fence));
-    in_flight.push_back(e);
     submit(e);
     return Status::ok();
   }
 
-  static std::string topic_of(const IngestEvent& event) {
-    for (const auto& [k, v] : event.headers) {
-      if (k == "Weir-Topic") return v;
-    }
-    return "";
+  // Turns the entry into a dead letter whose body stands in for the message: the payload
+  // itself can never be stored, neither in the flow nor in the dead-letter stream. The
+  // PUBACK still waits for that dead letter, so the broker's resend covers a failed write.
+  void make_unstorable(Entry& e, const std::string& why) {
+    e.event.body = mqtt_unstorable_body(e.topic, e.qos, e.retain, e.payload_size);
+    e.reject_reason = e.reject_reason.empty() ? why : e.reject_reason + "; " + why;
+    e.unstorable = true;
   }
 
-  void drop(Entry& e, const std::string& topic, const std::string& why) {
+  // Only when not even the stand-in dead letter fits the NATS server's max_payload.
+  void drop(Entry& e, const std::string& why) {
     counters.dropped.fetch_add(1, std::memory_order_relaxed);
-    log::error("mqtt message dropped: it can never be stored",
-               {{"flow", flow()}, {"topic", header_safe(topic)}, {"reason", why}});
+    log::error("mqtt message dropped: it can never be stored, not even as a dead letter",
+               {{"flow", flow()}, {"topic", header_safe(e.topic)}, {"reason", why}});
     e.done = true;  // acknowledged in order with the others, so the broker does not resend it forever
   }
 
@@ -506,6 +527,7 @@ struct MqttSource::Impl {
       if (c.status) {
         c.item->done = true;
         counters.published.fetch_add(1, std::memory_order_relaxed);
+        if (!c.item->reject_reason.empty()) counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
         if (publish_failing) {
           publish_failing = false;
           log::info("mqtt source writes to JetStream again", {{"flow", flow()}});
@@ -513,9 +535,14 @@ struct MqttSource::Impl {
         continue;
       }
       if (c.status.code() == Status::Code::kTooLarge) {
-        // Over the NATS server's max_payload: no retry can store it (nor a dead letter,
-        // which carries the body), so it is dropped like an event over kMaxEventBytes.
-        drop(*c.item, topic_of(c.item->event), c.status.message());
+        // Over the NATS server's max_payload: no retry can store it. Its stand-in can
+        // (a server whose max_payload is under a topic's size cannot even take that).
+        if (c.item->unstorable) {
+          drop(*c.item, c.status.message());
+        } else {
+          make_unstorable(*c.item, c.status.message());
+          submit(c.item);
+        }
         continue;
       }
       if (!publish_failing) {

@@ -27,8 +27,11 @@
 // source: they hold the shared completion queue, never the source.
 //
 // Limits: at most `max_in_flight` messages are being written at once (then the socket is
-// not read, and the broker holds the rest); a payload over `max_payload` is logged as an
-// error with its topic and size, acknowledged and dropped (it could never be stored).
+// not read, and the broker holds the rest). A message that can never be stored in the
+// flow — a payload over `max_payload`, an event that escapes past ~1 MiB, or one the NATS
+// server refuses as too large — is dead-lettered (stage `source`) with the reason and a
+// small stand-in body, mqtt_unstorable_body(), and PUBACKed once the dead letter is
+// stored (docs/adr/0291-mqtt-oversized-dead-letters.md).
 #pragma once
 
 #include <atomic>
@@ -56,13 +59,14 @@ struct MqttSourceOptions {
 };
 
 struct MqttSourceCounters {
-  std::atomic<uint64_t> received{0};    // PUBLISH packets read
-  std::atomic<uint64_t> published{0};   // written to JetStream (PubAck ok, duplicates included)
-  std::atomic<uint64_t> acked{0};       // PUBACKs sent
-  std::atomic<uint64_t> retries{0};     // publishes retried after a failure
-  std::atomic<uint64_t> dropped{0};     // oversized payloads, acknowledged and dropped
-  std::atomic<uint64_t> connects{0};    // sessions established (CONNACK accepted)
-  std::atomic<uint64_t> subscribed{0};  // SUBACKs received (one per session)
+  std::atomic<uint64_t> received{0};       // PUBLISH packets read
+  std::atomic<uint64_t> published{0};      // written to JetStream (PubAck ok, duplicates included)
+  std::atomic<uint64_t> acked{0};          // PUBACKs sent
+  std::atomic<uint64_t> retries{0};        // publishes retried after a failure
+  std::atomic<uint64_t> dead_lettered{0};  // written to the dead-letter stream (too big, too deep)
+  std::atomic<uint64_t> dropped{0};        // acknowledged with only a log line: not even the stand-in fit
+  std::atomic<uint64_t> connects{0};       // sessions established (CONNACK accepted)
+  std::atomic<uint64_t> subscribed{0};     // SUBACKs received (one per session)
 };
 
 class MqttSource final : public Source {
@@ -93,6 +97,11 @@ Result<std::unique_ptr<Source>> make_mqtt_source(const flows::MqttSourceSpec& sp
 // make it deeper returns "" and sets *too_deep to the reason (the caller dead-letters it).
 std::string mqtt_event_body(std::string_view topic, std::string_view payload, int qos, bool retain, int max_depth = 128,
                             std::string* too_deep = nullptr);
+// The dead letter's body for a message that can never be stored (its payload is not
+// kept: it is too big for the flow, maybe for NATS): {"topic", "qos", "retain",
+// "payload_size"} — the event's shape without "payload". A topic that is not UTF-8 is
+// made printable as in the Weir-Topic header, its invalid bytes as U+FFFD.
+std::string mqtt_unstorable_body(std::string_view topic, int qos, bool retain, size_t payload_size);
 // `generation` tells apart messages that reuse a packet id within the dedup window (MqttIds).
 std::string mqtt_event_id(std::string_view client_id, std::string_view topic, uint16_t packet_id,
                           std::string_view payload, uint32_t generation = 0);

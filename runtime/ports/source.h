@@ -36,8 +36,9 @@ class Ingest {
                        std::function<void(const Status&, const std::string& id)> done) = 0;
   virtual bool ready() const = 0;  // connected and the flow's stream exists
   // Writes an event that must not enter the flow (a broker source's payload nested deeper
-  // than the limit) to the dead-letter stream with `reason`; `done` as for
-  // publish. Its body is kept as received, so the dead letter shows what came in.
+  // than the limit, an MQTT message too big to store) to the dead-letter stream with
+  // `reason`; `done` as for publish. Its body is kept as given: the payload as received,
+  // or the mqtt source's stand-in for one it cannot keep (ADR 0291).
   // The default (test fakes) refuses. By value like publish(): implementations keep them.
   // NOLINTBEGIN(performance-unnecessary-value-param)
   virtual void reject(IngestEvent event, std::string reason, std::chrono::milliseconds /*timeout*/,

@@ -1,6 +1,7 @@
 // The mqtt source against a real mosquitto, with a FakeIngest standing in for JetStream:
 // the PUBACK waits for the PubAck, a redelivery keeps its id, failed writes are retried,
-// oversized payloads are acknowledged and dropped, the session survives a broker restart.
+// oversized payloads become dead letters and are then acknowledged, the session survives a
+// broker restart.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -110,20 +111,65 @@ TEST_CASE("mqtt source: failed writes are retried with the same id - every messa
   CHECK(ids.size() == 5);
 }
 
-TEST_CASE("mqtt source: an oversized payload is acknowledged and dropped - the next one arrives",
+TEST_CASE("mqtt source: an oversized payload is one dead letter, PUBACKed once stored - the next one arrives",
+          "[integration][mqtt]") {
+  Mosquitto broker;
+  auto spec = spec_for(broker, "weir-src-big");
+  TestMqttClient pub(broker.url(), "pub-big");
+  MqttSourceOptions o;
+  o.max_payload = 100;
+  {
+    FakeIngest held(FakeIngest::Mode::kHold);
+    Running r(spec, held, o);
+    pub.publish("t/big", std::string(5000, 'x'));
+    REQUIRE(wait_until([&] { return held.rejected().size() == 1; }, 10s));
+    auto [letter, reason] = held.rejected()[0];
+    CHECK(reason == "payload of 5000 bytes is over the limit of 100 bytes (mqtt max_payload)");
+    CHECK(json::parse(letter.body) == json{{"topic", "t/big"}, {"qos", 1}, {"retain", false}, {"payload_size", 5000}});
+    CHECK(letter.id.rfind("mqtt-", 0) == 0);        // a resend of it is the same dead letter
+    CHECK(held.count() == 0);                       // never offered to the flow
+    CHECK(r.source->counters().acked.load() == 0);  // the PUBACK waits for the dead letter
+    held.complete_all();
+    REQUIRE(wait_until([&] { return r.source->counters().acked.load() == 1; }, 10s));
+    pub.publish("t/small", "\"ok\"");
+    REQUIRE(wait_until([&] { return held.count() == 1; }, 10s));
+    held.complete_all();
+    REQUIRE(wait_until([&] { return r.source->counters().acked.load() == 2; }, 10s));
+    CHECK(payload_of(held.events()[0]) == "\"ok\"");
+    CHECK(held.rejected().size() == 1);
+    CHECK(r.source->counters().dead_lettered.load() == 1);
+    CHECK(r.source->counters().dropped.load() == 0);
+    r.source->stop();
+  }
+  {
+    // Acknowledged: the next session of the same client id gets the next message, and the
+    // broker, which delivers in order, resends nothing before it.
+    FakeIngest ack;
+    Running r(spec, ack, o);
+    pub.publish("t/after", "\"marker\"");
+    REQUIRE(wait_until([&] { return ack.count() >= 1; }, 10s));
+    CHECK(payload_of(ack.events()[0]) == "\"marker\"");
+    CHECK(ack.rejected().empty());
+  }
+}
+
+TEST_CASE("mqtt source: a payload that escapes past the event limit is dead-lettered with its sizes",
           "[integration][mqtt]") {
   Mosquitto broker;
   FakeIngest ingest;
-  MqttSourceOptions o;
-  o.max_payload = 100;
-  Running r(spec_for(broker, "weir-src-big"), ingest, o);
-  TestMqttClient pub(broker.url(), "pub-big");
-  pub.publish("t/big", std::string(5000, 'x'));
-  pub.publish("t/small", "\"ok\"");
+  Running r(spec_for(broker, "weir-src-escaped"), ingest);
+  TestMqttClient pub(broker.url(), "pub-escaped");
+  // Within max_payload, but each control byte becomes a six-byte \u00XX in the event.
+  pub.publish("t/ctl", std::string(300000, '\x01'));
+  pub.publish("t/small", "2");
   REQUIRE(wait_until([&] { return r.source->counters().acked.load() == 2; }, 10s));
-  CHECK(r.source->counters().dropped.load() == 1);
+  auto rejected = ingest.rejected();
+  REQUIRE(rejected.size() == 1);
+  CHECK_THAT(rejected[0].second, Catch::Contains("(payload 300000 bytes, escaped as JSON) is over the limit of"));
+  CHECK(json::parse(rejected[0].first.body) ==
+        json{{"topic", "t/ctl"}, {"qos", 1}, {"retain", false}, {"payload_size", 300000}});
   REQUIRE(ingest.count() == 1);
-  CHECK(payload_of(ingest.events()[0]) == "\"ok\"");
+  CHECK(payload_of(ingest.events()[0]) == "2");
 }
 
 TEST_CASE("mqtt source: reconnects after a broker restart and keeps its session", "[integration][mqtt]") {

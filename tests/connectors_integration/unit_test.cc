@@ -264,6 +264,16 @@ TEST_CASE("mqtt source: what a flow sees", "[mqtt]") {
   CHECK(j["payload_base64"] == "AP8Q");
 }
 
+TEST_CASE("mqtt source: the dead letter of a message too big to store stands in for it", "[mqtt]") {
+  json j = json::parse(mqtt_unstorable_body("s/1", 1, true, 2000000));
+  CHECK(j == json{{"topic", "s/1"}, {"qos", 1}, {"retain", true}, {"payload_size", 2000000}});
+  // A topic that is not UTF-8 is made printable, as in the Weir-Topic header: the body stays JSON.
+  j = json::parse(mqtt_unstorable_body(std::string("a/\xff\n", 4), 0, false, 7));
+  CHECK(j["topic"] == "a/\xef\xbf\xbd?");  // U+FFFD for the byte that is not UTF-8
+  CHECK(j["qos"] == 0);
+  CHECK(j["payload_size"] == 7);
+}
+
 TEST_CASE("mqtt source: a QoS 1 message's id is stable for its redelivery and differs otherwise", "[mqtt]") {
   std::string id = mqtt_event_id("weir-f", "s/1", 17, "hello");
   CHECK(id.rfind("mqtt-", 0) == 0);

@@ -3,6 +3,8 @@
 //   - MQTT round trip of 5,000 QoS 1 messages: none lost;
 //   - the same while mosquitto restarts (persistence on): none lost;
 //   - kill -9 of weir mid-run: every message the broker acknowledged is delivered;
+//   - a payload over max_payload, or an event over the NATS server's: one dead letter
+//     (reason, topic, size), the next message delivered;
 //   - exec: 10,000 lines then exit → 10,000 events, restarted after a backoff;
 //   - exec: an over-long line → a clear error, the other lines delivered;
 //   - exec: stopping weir ends the command's whole process group (a shell's background job);
@@ -95,6 +97,20 @@ void start_mqtt_weir(WeirProcess& w) {
   REQUIRE(w.process().wait_log("mqtt source subscribed", 15s));
 }
 
+// GET /dlq?flow=F once it lists something (an empty array after 30 s).
+json dead_letters(const WeirProcess& w, const std::string& flow) {
+  json letters = json::array();
+  wait_until(
+      [&] {
+        auto r = w.admin("GET", "/dlq?flow=" + flow);
+        if (r.status != 200) return false;
+        letters = json::parse(r.body);
+        return !letters.empty();
+      },
+      30s);
+  return letters;
+}
+
 }  // namespace
 
 TEST_CASE("weir mqtt: 5000 QoS 1 round trips - none lost", "[integration][mqtt]") {
@@ -179,6 +195,60 @@ std::string exec_flow(const std::string& command_json, const std::string& sink_u
 }
 
 }  // namespace
+
+TEST_CASE("weir mqtt: a payload over max_payload is a dead letter with its topic - a replay runs its stand-in",
+          "[integration][mqtt]") {
+  NatsServer nats;
+  Mosquitto broker;
+  WeirProcess w(WeirOptions{nats.url(), {{"rt.yaml", mqtt_flow(broker)}}});
+  start_mqtt_weir(w);
+  TestMqttClient watch(broker.url(), "watch-big");
+  watch.subscribe("rt/out");
+  TestMqttClient pub(broker.url(), "pub-big");
+  pub.publish("rt/in", std::string(1100000, 'x'));  // over the source's max_payload, 1000 KiB
+  pub.publish("rt/in", R"({"seq": 1})");
+  REQUIRE(wait_until([&] { return watch.count() >= 1; }, 30s));
+  CHECK(json::parse(watch.arrivals()[0].payload)["seq"] == 1);  // the next message is delivered
+  json letters = dead_letters(w, "mqtt_rt");
+  INFO(letters.dump() << "\n" << w.describe());
+  REQUIRE(letters.size() == 1);
+  CHECK(letters[0]["stage"] == "source");
+  CHECK(letters[0]["reason"] == "payload of 1100000 bytes is over the limit of 1024000 bytes (mqtt max_payload)");
+  CHECK(letters[0]["event"] == json{{"topic", "rt/in"}, {"qos", 1}, {"retain", false}, {"payload_size", 1100000}});
+  CHECK(letters[0]["id"].get<std::string>().rfind("mqtt-", 0) == 0);
+  // A replay puts the stand-in into the flow once: `this.payload` is missing (null), so
+  // the map writes nulls, and the dead letter is gone.
+  auto replayed = w.admin("POST", "/dlq/replay", R"({"flow": "mqtt_rt"})");
+  REQUIRE(replayed.status == 200);
+  CHECK(json::parse(replayed.body)["replayed"] == 1);
+  REQUIRE(wait_until([&] { return watch.count() >= 2; }, 30s));
+  json out = json::parse(watch.arrivals()[1].payload);
+  CHECK(out["topic"] == "rt/in");
+  CHECK(out["seq"].is_null());
+  CHECK(json::parse(w.admin("GET", "/dlq?flow=mqtt_rt").body).empty());
+}
+
+TEST_CASE("weir mqtt: an event the NATS server refuses as too large is a dead letter with its topic",
+          "[integration][mqtt]") {
+  NatsServer nats("", 0, 65536);
+  Mosquitto broker;
+  WeirProcess w(WeirOptions{nats.url(), {{"rt.yaml", mqtt_flow(broker)}}});
+  start_mqtt_weir(w);
+  TestMqttClient watch(broker.url(), "watch-nats-big");
+  watch.subscribe("rt/out");
+  TestMqttClient pub(broker.url(), "pub-nats-big");
+  pub.publish("rt/in", std::string(100000, 'y'));  // within the source's limit, over the server's
+  pub.publish("rt/in", R"({"seq": 2})");
+  REQUIRE(wait_until([&] { return watch.count() >= 1; }, 30s));
+  CHECK(json::parse(watch.arrivals()[0].payload)["seq"] == 2);
+  json letters = dead_letters(w, "mqtt_rt");
+  INFO(letters.dump() << "\n" << w.describe());
+  REQUIRE(letters.size() == 1);
+  CHECK(letters[0]["stage"] == "source");
+  CHECK_THAT(letters[0]["reason"].get<std::string>(),
+             Catch::Contains("is larger than the NATS server accepts (max_payload 65536 bytes)"));
+  CHECK(letters[0]["event"] == json{{"topic", "rt/in"}, {"qos", 1}, {"retain", false}, {"payload_size", 100000}});
+}
 
 TEST_CASE("weir exec: 10000 lines then exit give 10000 events - restarted after a backoff", "[integration][exec]") {
   NatsServer nats;

@@ -1,5 +1,6 @@
 // FakeIngest: an Ingest that records every publish and completes it as the test says —
-// at once (ok, or a failure for the first N), or never until the test calls complete().
+// at once (ok, or a failure for the first N), or never until the test calls complete_all().
+// A reject (dead letter) is recorded apart and completed alike, never failed.
 // Thread-safe: sources publish from their own threads; tests read from theirs.
 #pragma once
 
@@ -41,6 +42,10 @@ class FakeIngest final : public weir::Ingest {
               std::function<void(const weir::Status&, const std::string&)> done) override {
     UniqueLock lock(mu_);
     rejected_.emplace_back(event, reason);
+    if (mode_ == Mode::kHold) {
+      held_.push_back({event.id, std::move(done)});
+      return;
+    }
     lock.unlock();
     done(weir::Status::ok(), event.id);
   }
