@@ -99,7 +99,9 @@ std::string mqtt_event_body(std::string_view topic, std::string_view payload, in
   }
   body["qos"] = qos;
   body["retain"] = retain;
-  return body.dump();
+  // header_safe() leaves bytes >= 0x80 alone: a topic that is not UTF-8 (a broker that does
+  // not check them) would make dump() throw on the session thread.
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string mqtt_unstorable_body(std::string_view topic, int qos, bool retain, size_t payload_size) {
@@ -108,7 +110,6 @@ std::string mqtt_unstorable_body(std::string_view topic, int qos, bool retain, s
   body["qos"] = qos;
   body["retain"] = retain;
   body["payload_size"] = payload_size;
-  // header_safe() leaves bytes >= 0x80 alone: a topic that is not UTF-8 would make dump() throw.
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

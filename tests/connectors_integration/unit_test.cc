@@ -262,6 +262,9 @@ TEST_CASE("mqtt source: what a flow sees", "[mqtt]") {
   j = json::parse(mqtt_event_body("s/1", std::string("\x00\xff\x10", 3), 1, false));
   CHECK_FALSE(j.contains("payload"));
   CHECK(j["payload_base64"] == "AP8Q");
+  // A topic that is not UTF-8 (a broker that does not check topics) still gives JSON.
+  j = json::parse(mqtt_event_body(std::string("a/\xff", 3), "1", 1, false));
+  CHECK(j["topic"] == "a/\xef\xbf\xbd");
 }
 
 TEST_CASE("mqtt source: the dead letter of a message too big to store stands in for it", "[mqtt]") {
