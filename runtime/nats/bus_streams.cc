@@ -5,13 +5,11 @@
 #include <nats/nats.h>
 
 #include <algorithm>
-#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/base/log.h"
-#include "runtime/nats/borrowed_storage.h"
 #include "runtime/nats/bus.h"
 #include "runtime/nats/nats_msg.h"
 #include "runtime/nats/nats_status.h"
@@ -152,33 +150,6 @@ std::optional<Status> shrink_or_fail(jsStreamConfig& cfg, const std::string& nam
                              "); raise the server's jetstream max_file_store, free space, or lower "
                              "nats.stream_max_bytes");
 }
-// The largest probe stream the server accepts, halving from `wanted` down to half of
-// `floor` (created and deleted at once): the storage it can still reserve, -1 for none;
-// nullopt when an answer was not about storage.
-std::optional<int64_t> probe_storage(jsCtx* js, const std::string& probe, int replicas, int64_t wanted, int64_t floor) {
-  const std::string subject = probe + ".x";
-  for (int64_t size = wanted; size > 0 && size >= floor / 2; size /= 2) {
-    jsStreamConfig cfg;
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = probe.c_str();
-    const char* subs[] = {subject.c_str()};
-    cfg.Subjects = subs;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.Replicas = replicas;
-    cfg.MaxBytes = size;
-    jsStreamInfo* si = nullptr;
-    jsErrCode jerr = static_cast<jsErrCode>(0);
-    natsStatus s = js_AddStream(&si, js, &cfg, nullptr, &jerr);
-    if (si) jsStreamInfo_Destroy(si);
-    if (s == NATS_OK) {
-      js_DeleteStream(js, probe.c_str(), nullptr, nullptr);
-      return size;
-    }
-    if (jerr != JSStorageResourcesExceededErr && jerr != JSInsufficientResourcesErr) return std::nullopt;
-  }
-  return -1;
-}
 }  // namespace
 
 Status Bus::add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects, bool work_queue,
@@ -214,7 +185,6 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
     return Status::ok();  // it is as it would be made: confirmed without a request (ADR 0215)
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
-  const auto borrowed_until = std::chrono::steady_clock::now() + kBorrowedStorageGrace;
   for (int attempt = 1;; ++attempt) {
     jsErrCode jerr = static_cast<jsErrCode>(0);
     bool foreign = false;
@@ -234,10 +204,6 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
       return Status::ok();
     }
     if (jerr == JSStorageResourcesExceededErr || jerr == JSInsufficientResourcesErr) {
-      if (std::chrono::steady_clock::now() < borrowed_until) {
-        borrowed_storage_pause();
-        continue;
-      }
       if (auto failed = shrink_or_fail(cfg, name, jerr)) return *failed;
       continue;
     }
@@ -270,7 +236,7 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
   }
   const int64_t want = options_.stream_max_bytes * n;
   if (want <= ours) return Status::ok();
-  // A probe stream's name of its own.
+  // The largest probe the server accepts, halving from what is still wanted.
   natsInbox* ib = nullptr;
   natsInbox_Create(&ib);
   std::string token(static_cast<const char*>(ib));
@@ -279,31 +245,46 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
     if (c == '.') c = '_';
   }
   const std::string probe = "weir_probe" + token.substr(token.find('_', 1));
+  const std::string subject = probe + ".x";
+  int64_t free_bytes = -1;
   // The smallest share worth having: 8 MiB, or the configured size when that is smaller.
   const int64_t floor = std::min(kMinStreamBytes, options_.stream_max_bytes);
-  const auto borrowed_until = std::chrono::steady_clock::now() + kBorrowedStorageGrace;
-  int64_t free_bytes = -1, budget = 0, share = 0;
-  for (;;) {
-    const std::optional<int64_t> got = probe_storage(js_, probe, options_.stream_replicas, want - ours, floor);
-    if (!got) return Status::ok();  // not a storage answer: nothing learned; creation reports errors itself
-    free_bytes = *got;
-    if (free_bytes == want - ours) return Status::ok();  // everything fits as configured
-    budget = std::max<int64_t>(free_bytes, 0) + ours;
-    // One share stays unreserved: streams without a size limit (dead letters, KV buckets) are
-    // refused by the server once reservations take all of its storage.
-    share = (budget / (n + 1)) & ~((int64_t{1} << 20) - 1);  // whole MiB
-    if (share >= floor) break;
-    // Maybe another instance's probe held the space for a moment: look again before saying so.
-    if (std::chrono::steady_clock::now() >= borrowed_until) {
-      return Status::unavailable("JetStream storage is too small for weir: " + std::to_string(n) +
-                                 " streams need at least " + size_text(floor) +
-                                 " each (and as much left "
-                                 "unreserved), the server can give " +
-                                 size_text(budget) +
-                                 " in all; raise the server's jetstream max_file_store or free "
-                                 "space (weir sizes its streams with nats.stream_max_bytes)");
+  for (int64_t size = want - ours; size > 0 && size >= floor / 2; size /= 2) {
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = probe.c_str();
+    const char* subs[] = {subject.c_str()};
+    cfg.Subjects = subs;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    cfg.Replicas = options_.stream_replicas;
+    cfg.MaxBytes = size;
+    jsStreamInfo* si = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_AddStream(&si, js_, &cfg, nullptr, &jerr);
+    if (si) jsStreamInfo_Destroy(si);
+    if (s == NATS_OK) {
+      js_DeleteStream(js_, probe.c_str(), nullptr, nullptr);
+      free_bytes = size;
+      break;
     }
-    borrowed_storage_pause();
+    if (jerr != JSStorageResourcesExceededErr && jerr != JSInsufficientResourcesErr) {
+      return Status::ok();  // not a storage answer: nothing learned; creation reports errors itself
+    }
+  }
+  if (free_bytes == want - ours) return Status::ok();  // everything fits as configured
+  const int64_t budget = std::max<int64_t>(free_bytes, 0) + ours;
+  // One share stays unreserved: streams without a size limit (dead letters, KV buckets) are
+  // refused by the server once reservations take all of its storage.
+  int64_t share = (budget / (n + 1)) & ~((int64_t{1} << 20) - 1);  // whole MiB
+  if (share < floor) {
+    return Status::unavailable("JetStream storage is too small for weir: " + std::to_string(n) +
+                               " streams need at least " + size_text(floor) +
+                               " each (and as much left "
+                               "unreserved), the server can give " +
+                               size_text(budget) +
+                               " in all; raise the server's jetstream max_file_store or free "
+                               "space (weir sizes its streams with nats.stream_max_bytes)");
   }
   share = std::min(share, options_.stream_max_bytes);
   log::warn("streams sized to fit the server's JetStream storage", {{"streams", std::to_string(n)},

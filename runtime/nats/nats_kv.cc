@@ -4,12 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <string_view>
 #include <thread>
 #include <utility>
 
 #include "runtime/base/log.h"
-#include "runtime/nats/borrowed_storage.h"
 #include "runtime/nats/nats_status.h"
 
 namespace weir {
@@ -62,16 +60,6 @@ natsStatus bucket_info(jsCtx* js, const std::string& stream, StreamInfoPtr* out)
   return s;
 }
 
-// The last cnats error on this thread says JetStream has no storage (or resources) left.
-bool no_storage_left() {
-  natsStatus last = NATS_OK;
-  const char* text = nats_GetLastError(&last);
-  if (text == nullptr) return false;
-  const std::string_view t(text);
-  return t.find("insufficient storage") != std::string_view::npos ||
-         t.find("insufficient resources") != std::string_view::npos;
-}
-
 bool led(const jsStreamInfo* si) {
   return si != nullptr && si->Cluster != nullptr && si->Cluster->Leader != nullptr && si->Cluster->Leader[0] != '\0';
 }
@@ -96,16 +84,9 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
     config.StorageType = options.memory_storage ? js_MemoryStorage : js_FileStorage;
     if (!options.description.empty()) config.Description = options.description.c_str();
     if (options.max_value_size > 0) config.MaxValueSize = options.max_value_size;
-    // No room may mean another process's stream-sizing probe holds it for a moment
-    // (Bus::plan_stream_sizes): try again for a few seconds before that counts.
-    const auto borrowed_until = std::chrono::steady_clock::now() + kBorrowedStorageGrace;
-    for (;;) {
-      kvStore* raw = nullptr;
-      s = js_CreateKeyValue(&raw, js, &config);
-      if (raw != nullptr) kvStore_Destroy(raw);
-      if (s == NATS_OK || !no_storage_left() || std::chrono::steady_clock::now() >= borrowed_until) break;
-      borrowed_storage_pause();
-    }
+    kvStore* raw = nullptr;
+    s = js_CreateKeyValue(&raw, js, &config);
+    if (raw != nullptr) kvStore_Destroy(raw);
     if (s != NATS_OK) {
       // Another instance may have created it first (with other settings, or just
       // slightly earlier): look again before giving up.
