@@ -304,6 +304,8 @@ class Bus {
   // can still reserve (plus what these streams already hold) when that is less. The
   // server's limit (max_file_store) is not visible through the API, so it is found with
   // a throwaway probe stream. Logs what it chose. Call before ensure_*_stream.
+  // A budget too small for weir is measured again for kBorrowedStorageWait before it is
+  // reported: a peer's probe may have held the storage (ADR 0290).
   Status plan_stream_sizes(const std::vector<std::string>& streams);
 
   // Start-up in one round trip (docs/adr/0215-start-up-round-trips.md): asks the server for
@@ -378,6 +380,10 @@ class Bus {
   // start-up, or already taken). `take`: it serves only this once.
   struct Prefetch;
   std::optional<nlohmann::json> prefetched(bool stream, const std::string& key, bool take);
+  // The largest size from `size` halving down to `smallest` that a throwaway stream is
+  // granted (created, then deleted at once): -1 when none is, nullopt when the server
+  // answered something other than a storage refusal.
+  std::optional<int64_t> probe_free_storage(int64_t size, int64_t smallest);
 
   BusOptions options_;
   __natsConnection* nc_ = nullptr;

@@ -98,8 +98,10 @@ bool same_consumer_config(const nlohmann::json& have, const jsConsumerConfig& cc
 //  - 10058 name exists → update it to this config;
 //  - 10065 subjects overlap → a racing peer created it a moment ago: if a stream of this
 //    name exists, update it; otherwise another stream owns the subjects (a clear error);
-//  - 10047/10023 no storage → the server's JetStream limit (max_file_store) is smaller than
-//    asked: halve the size down to 8 MiB and say what was chosen;
+//  - 10047/10023 no storage → first asked again for 5 s (a sizing probe, ours or a peer's,
+//    may hold the space for a moment: ADR 0290); then the server's JetStream limit
+//    (max_file_store) is smaller than asked: halve the size down to 8 MiB and say what was
+//    chosen;
 //  - timeouts, no responders, no leader yet, no peers for placement yet → retried with
 //    backoff up to setup_timeout.
 namespace {
@@ -185,7 +187,8 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
     return Status::ok();  // it is as it would be made: confirmed without a request (ADR 0215)
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
-  for (int attempt = 1;; ++attempt) {
+  std::optional<std::chrono::steady_clock::time_point> refused_until;  // set at the first storage refusal
+  for (int attempt = 1, refusals = 0;; ++attempt) {
     jsErrCode jerr = static_cast<jsErrCode>(0);
     bool foreign = false;
     natsStatus s = add_or_update(js_, cfg, &jerr, &foreign);
@@ -203,7 +206,19 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
       }
       return Status::ok();
     }
-    if (jerr == JSStorageResourcesExceededErr || jerr == JSInsufficientResourcesErr) {
+    if (nats_storage_refused(s, jerr)) {
+      // First the same size again for a while: a sizing probe may hold the space for a
+      // moment. Only a refusal that outlasts it shrinks the stream or is reported.
+      const auto now = std::chrono::steady_clock::now();
+      if (!refused_until) refused_until = now + kBorrowedStorageWait;
+      if (now < *refused_until) {
+        if (++refusals == 1) {
+          log::info("JetStream storage refused, retrying (a sizing probe may hold it)",
+                    {{"stream", name}, {"error", js_status(s, jerr, "create").str()}});
+        }
+        std::this_thread::sleep_for(borrowed_storage_pause(refusals));
+        continue;
+      }
       if (auto failed = shrink_or_fail(cfg, name, jerr)) return *failed;
       continue;
     }
@@ -221,22 +236,65 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
 Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
   if (streams.empty()) return Status::ok();
   const int64_t n = static_cast<int64_t>(streams.size());
-  // What these streams reserve already (a restart re-ensures them with the same share).
-  int64_t ours = 0;
-  for (const auto& name : streams) {
-    if (auto info = prefetched(true, name, false)) {  // answered: no request (ADR 0215)
-      if (info->is_object()) ours += std::max<int64_t>(0, number_at((*info)["config"], "max_bytes", -1));
+  // The smallest share worth having: 8 MiB, or the configured size when that is smaller.
+  const int64_t floor = std::min(kMinStreamBytes, options_.stream_max_bytes);
+  const int64_t want = options_.stream_max_bytes * n;
+  // A budget too small for weir may be one measured while a peer's probe held the storage,
+  // or before a peer's streams (the same ones) counted as ours: measured again, with fresh
+  // stream info, until kBorrowedStorageWait says it is what the server has.
+  const auto refused_until = std::chrono::steady_clock::now() + kBorrowedStorageWait;
+  for (int attempt = 1;; ++attempt) {
+    // What these streams reserve already (a restart re-ensures them with the same share).
+    int64_t ours = 0;
+    for (const auto& name : streams) {
+      if (auto info = attempt == 1 ? prefetched(true, name, false) : std::nullopt) {  // no request (ADR 0215)
+        if (info->is_object()) ours += std::max<int64_t>(0, number_at((*info)["config"], "max_bytes", -1));
+        continue;
+      }
+      jsStreamInfo* si = nullptr;
+      if (js_GetStreamInfo(&si, js_, name.c_str(), nullptr, nullptr) == NATS_OK && si) {
+        if (si->Config && si->Config->MaxBytes > 0) ours += si->Config->MaxBytes;
+      }
+      if (si) jsStreamInfo_Destroy(si);
+    }
+    if (want <= ours) return Status::ok();
+    auto free_bytes = probe_free_storage(want - ours, floor / 2);
+    if (!free_bytes) return Status::ok();  // not a storage answer: nothing learned; creation reports errors itself
+    if (*free_bytes == want - ours) return Status::ok();  // everything fits as configured
+    const int64_t budget = std::max<int64_t>(*free_bytes, 0) + ours;
+    // One share stays unreserved: streams without a size limit (dead letters, KV buckets) are
+    // refused by the server once reservations take all of its storage.
+    int64_t share = (budget / (n + 1)) & ~((int64_t{1} << 20) - 1);  // whole MiB
+    if (share < floor && std::chrono::steady_clock::now() < refused_until) {
+      if (attempt == 1) {
+        log::info("JetStream storage looks too small for weir's streams, measuring again (a sizing probe may hold it)",
+                  {{"streams", std::to_string(n)}, {"available", size_text(budget)}});
+      }
+      std::this_thread::sleep_for(borrowed_storage_pause(attempt));
       continue;
     }
-    jsStreamInfo* si = nullptr;
-    if (js_GetStreamInfo(&si, js_, name.c_str(), nullptr, nullptr) == NATS_OK && si) {
-      if (si->Config && si->Config->MaxBytes > 0) ours += si->Config->MaxBytes;
+    if (share < floor) {
+      return Status::unavailable("JetStream storage is too small for weir: " + std::to_string(n) +
+                                 " streams need at least " + size_text(floor) +
+                                 " each (and as much left "
+                                 "unreserved), the server can give " +
+                                 size_text(budget) +
+                                 " in all; raise the server's jetstream max_file_store or free "
+                                 "space (weir sizes its streams with nats.stream_max_bytes)");
     }
-    if (si) jsStreamInfo_Destroy(si);
+    share = std::min(share, options_.stream_max_bytes);
+    log::warn("streams sized to fit the server's JetStream storage", {{"streams", std::to_string(n)},
+                                                                      {"max_bytes_each", size_text(share)},
+                                                                      {"asked", size_text(options_.stream_max_bytes)},
+                                                                      {"available", size_text(budget)},
+                                                                      {"key", "nats.stream_max_bytes"}});
+    options_.stream_max_bytes = share;
+    return Status::ok();
   }
-  const int64_t want = options_.stream_max_bytes * n;
-  if (want <= ours) return Status::ok();
-  // The largest probe the server accepts, halving from what is still wanted.
+}
+
+std::optional<int64_t> Bus::probe_free_storage(int64_t size, int64_t smallest) {
+  // The largest probe the server accepts, halving from `size`.
   natsInbox* ib = nullptr;
   natsInbox_Create(&ib);
   std::string token(static_cast<const char*>(ib));
@@ -246,10 +304,7 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
   }
   const std::string probe = "weir_probe" + token.substr(token.find('_', 1));
   const std::string subject = probe + ".x";
-  int64_t free_bytes = -1;
-  // The smallest share worth having: 8 MiB, or the configured size when that is smaller.
-  const int64_t floor = std::min(kMinStreamBytes, options_.stream_max_bytes);
-  for (int64_t size = want - ours; size > 0 && size >= floor / 2; size /= 2) {
+  for (; size > 0 && size >= smallest; size /= 2) {
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);
     cfg.Name = probe.c_str();
@@ -265,35 +320,11 @@ Status Bus::plan_stream_sizes(const std::vector<std::string>& streams) {
     if (si) jsStreamInfo_Destroy(si);
     if (s == NATS_OK) {
       js_DeleteStream(js_, probe.c_str(), nullptr, nullptr);
-      free_bytes = size;
-      break;
+      return size;
     }
-    if (jerr != JSStorageResourcesExceededErr && jerr != JSInsufficientResourcesErr) {
-      return Status::ok();  // not a storage answer: nothing learned; creation reports errors itself
-    }
+    if (!nats_storage_refused(s, jerr)) return std::nullopt;
   }
-  if (free_bytes == want - ours) return Status::ok();  // everything fits as configured
-  const int64_t budget = std::max<int64_t>(free_bytes, 0) + ours;
-  // One share stays unreserved: streams without a size limit (dead letters, KV buckets) are
-  // refused by the server once reservations take all of its storage.
-  int64_t share = (budget / (n + 1)) & ~((int64_t{1} << 20) - 1);  // whole MiB
-  if (share < floor) {
-    return Status::unavailable("JetStream storage is too small for weir: " + std::to_string(n) +
-                               " streams need at least " + size_text(floor) +
-                               " each (and as much left "
-                               "unreserved), the server can give " +
-                               size_text(budget) +
-                               " in all; raise the server's jetstream max_file_store or free "
-                               "space (weir sizes its streams with nats.stream_max_bytes)");
-  }
-  share = std::min(share, options_.stream_max_bytes);
-  log::warn("streams sized to fit the server's JetStream storage", {{"streams", std::to_string(n)},
-                                                                    {"max_bytes_each", size_text(share)},
-                                                                    {"asked", size_text(options_.stream_max_bytes)},
-                                                                    {"available", size_text(budget)},
-                                                                    {"key", "nats.stream_max_bytes"}});
-  options_.stream_max_bytes = share;
-  return Status::ok();
+  return -1;
 }
 
 Status Bus::ensure_flow_stream(std::string_view flow) {

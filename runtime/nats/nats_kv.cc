@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -67,7 +68,8 @@ bool led(const jsStreamInfo* si) {
 // Looks the bucket up, creating it when missing; checks its TTL. One STREAM.INFO answers
 // whether it exists, its TTL and its leader (js_KeyValue and kvStore_Status asked twice;
 // start-up round trips, docs/adr/0215-start-up-round-trips.md).
-Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
+// `*storage_refused`: the create was refused for want of storage (and no peer made it).
+Status ensure_bucket(jsCtx* js, const NatsKvOptions& options, bool* storage_refused) {
   const std::string& bucket = options.bucket;
   const std::string stream = "KV_" + bucket;
   const int64_t ttl_ns = options.ttl.count() * kNanosPerMilli;
@@ -91,7 +93,11 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options) {
       // Another instance may have created it first (with other settings, or just
       // slightly earlier): look again before giving up.
       Status create_error = nats_status(s, "kv create bucket " + bucket);
-      if (bucket_info(js, stream, &si) != NATS_OK) return create_error;
+      const bool refused = nats_storage_refused(s);  // before the next call replaces cnats' last error
+      if (bucket_info(js, stream, &si) != NATS_OK) {
+        *storage_refused = refused;
+        return create_error;
+      }
       s = NATS_OK;
     }
   } else if (s != NATS_OK) {
@@ -207,12 +213,28 @@ Result<std::unique_ptr<NatsKv>> NatsKv::open(natsConnection* connection, const N
   auto backoff = [](int attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2000, 100 << std::min(attempt - 1, 5))));
   };
-  for (int attempt = 1;; ++attempt) {
+  // A create refused for want of storage is retried for kBorrowedStorageWait from the first
+  // refusal: a sizing probe (this instance's, opening its streams meanwhile, or a peer's) may
+  // hold the storage for a moment (docs/adr/0290-storage-borrowed-by-probes.md).
+  std::optional<std::chrono::steady_clock::time_point> refused_until;
+  for (int attempt = 1, refusals = 0;; ++attempt) {
     auto admin = make_js(connection, std::max(options.timeout, kAdminTimeout));
     if (!admin) return admin.status();
     JsPtr admin_js(admin.value());
-    Status ensured = ensure_bucket(admin_js.get(), options);
+    bool storage_refused = false;
+    Status ensured = ensure_bucket(admin_js.get(), options, &storage_refused);
     if (ensured) break;
+    if (storage_refused) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!refused_until) refused_until = now + kBorrowedStorageWait;
+      if (now >= *refused_until) return ensured;
+      if (++refusals == 1) {
+        log::info("kv bucket refused storage, retrying (a sizing probe may hold it)",
+                  {{"bucket", options.bucket}, {"error", ensured.str()}});
+      }
+      std::this_thread::sleep_for(borrowed_storage_pause(refusals));
+      continue;
+    }
     // "not found" here comes from the status read of a bucket a peer has just created (the
     // stream is there, its info not yet everywhere): seen on a brand-new R3 cluster.
     const bool settling = ensured.code() == Status::Code::kNotFound && options.create;

@@ -2,6 +2,7 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -24,6 +25,24 @@ Status nats_publish_status(int status, natsConnection* nc, size_t body_bytes) {
   return Status::too_large("the event (" + std::to_string(body_bytes) +
                            " bytes and its headers) is larger than the NATS server accepts (max_payload " +
                            std::to_string(limit) + " bytes)");
+}
+
+bool nats_storage_refused(int status, int js_error) {
+  if (js_error == JSStorageResourcesExceededErr || js_error == JSInsufficientResourcesErr ||
+      js_error == JSMemoryResourcesExceededErr) {
+    return true;
+  }
+  const auto s = static_cast<natsStatus>(status);
+  if (s == NATS_OK) return false;
+  natsStatus last = NATS_OK;
+  const char* text = nats_GetLastError(&last);
+  // "insufficient storage resources available", "insufficient resources", "insufficient
+  // memory resources available": the server's descriptions of the three codes.
+  return text != nullptr && last == s && std::string_view(text).find("insufficient") != std::string_view::npos;
+}
+
+std::chrono::milliseconds borrowed_storage_pause(int attempt) {
+  return std::chrono::milliseconds(std::min(500, 50 << std::min(std::max(attempt, 1) - 1, 4)));
 }
 
 Status nats_status(int status, std::string_view what, int js_error) {

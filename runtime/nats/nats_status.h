@@ -11,6 +11,7 @@
 // Messages name the operation and cnats' text; cnats never puts credentials in them.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -25,6 +26,21 @@ namespace weir {
 // nats.h): `what` names the operation ("kv update lease.timer"); `js_error` is the
 // JetStream API error code when the call reported one (0 otherwise).
 Status nats_status(int s, std::string_view what, int js_error = 0);
+
+// True when JetStream refused a create or update for want of storage: error 10047, 10023 or
+// 10028, or, for a call that reports no error code (a KV bucket's create), the server's text
+// "insufficient ...". Call right after the failing call, like nats_status.
+bool nats_storage_refused(int s, int js_error = 0);
+
+// Start-up retries a create that JetStream refused for want of storage this long before it
+// reports the refusal: a sizing probe (Bus::plan_stream_sizes, this instance's or a peer's)
+// reserves most of the server's storage for a moment, and what is refused meanwhile is
+// refused for space that comes back (docs/adr/0290-storage-borrowed-by-probes.md).
+inline constexpr std::chrono::milliseconds kBorrowedStorageWait{5000};
+
+// The pause before retry `attempt` (1-based) of such a create: 50 ms doubling to 500 ms,
+// short because a probe lives for a few round trips.
+std::chrono::milliseconds borrowed_storage_pause(int attempt);
 
 // A failed publish of `body_bytes` (plus headers) on `nc`, right after the call: as
 // nats_status, except that NATS_MAX_PAYLOAD (cnats refuses a message larger than the

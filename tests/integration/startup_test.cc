@@ -126,6 +126,36 @@ TEST_CASE("weir fits its streams into a nats-server with max_file_store 256MB an
   CHECK(weir.post("/in/audit", R"({"id":"again"})").status == 202);
 }
 
+// Sizing the streams creates a throwaway probe stream that reserves most of the server's
+// storage for a moment. Anything created meanwhile - this instance's state bucket, opened on
+// a thread of its own, or a second instance's probe, streams and buckets - was once refused
+// with "insufficient storage" and weir exited (about one start in four). Two instances with
+// several flows (one a poll source, whose cursor lives in weir_state) start together on a
+// fresh 256 MB server, round after round: every start must become ready.
+TEST_CASE("two instances started together on a nats-server with max_file_store 256MB both come up",
+          "[integration][startup]") {
+  SinkProcess sink;
+  const int n = rounds("WEIR_STARTUP_STORAGE_ROUNDS", 20);
+  std::map<std::string, std::string> flows = two_flows(sink);
+  flows["payments.yaml"] = http_flow("payments", "/in/payments", sink.url("/payments"));
+  flows["polled.yaml"] = "flow: polled\nfrom: { poll: { url: \"" + sink.url("/stats") +
+                         "\", every: 1h } }\nsteps: []\nto: { out: { http: { url: \"" + sink.url("/polled") +
+                         "\" } } }\n";
+  for (int round = 1; round <= n; ++round) {
+    NatsServer nats("", 256LL << 20);  // a fresh store each round: no stream or bucket carried over
+    std::vector<std::unique_ptr<WeirProcess>> instances;
+    for (int i = 0; i < 2; ++i) {
+      instances.push_back(std::make_unique<WeirProcess>(WeirOptions{.nats_url = nats.url(), .flows = flows}));
+    }
+    for (auto& w : instances) w->spawn();
+    for (size_t i = 0; i < instances.size(); ++i) {
+      INFO("round " << round << ", instance " << i);
+      if (!instances[i]->wait_ready(60s)) FAIL(instances[i]->describe());
+      CHECK(instances[i]->log().find("start-up failed") == std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("a server too small for weir's streams is a clear start-up error naming the limit",
           "[integration][startup]") {
   NatsServer nats("", 20LL << 20);  // under (2 streams + 1 unreserved) x 8 MiB
