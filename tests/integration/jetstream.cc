@@ -68,14 +68,15 @@ void js_delete_consumer(const std::string& url, const std::string& stream, const
         "delete consumer " + stream + "/" + consumer);
 }
 
-std::chrono::milliseconds js_consumer_ack_wait(const std::string& url, const std::string& stream,
-                                               const std::string& consumer) {
+JsConsumerConfig js_consumer_config(const std::string& url, const std::string& stream, const std::string& consumer) {
   Js c(url);
   jsConsumerInfo* ci = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
   check(js_GetConsumerInfo(&ci, c.js, stream.c_str(), consumer.c_str(), nullptr, &jerr), jerr,
         "consumer info " + stream + "/" + consumer);
-  auto out = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(ci->Config->AckWait));
+  JsConsumerConfig out{
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(ci->Config->AckWait)),
+      ci->Config->MaxAckPending};
   jsConsumerInfo_Destroy(ci);
   return out;
 }

@@ -20,9 +20,12 @@ void js_publish_all(const std::string& url, const std::string& subject,
 // Deletes a durable consumer.
 void js_delete_consumer(const std::string& url, const std::string& stream, const std::string& consumer);
 
-// A durable consumer's AckWait.
-std::chrono::milliseconds js_consumer_ack_wait(const std::string& url, const std::string& stream,
-                                               const std::string& consumer);
+// A durable consumer's AckWait and max_ack_pending.
+struct JsConsumerConfig {
+  std::chrono::milliseconds ack_wait{0};
+  int64_t max_ack_pending = 0;
+};
+JsConsumerConfig js_consumer_config(const std::string& url, const std::string& stream, const std::string& consumer);
 
 // Replaces a stream's subjects (the rest of its configuration unchanged); returns the old
 // ones. A publish to a subject no stream has any more gets "no responders".

@@ -66,7 +66,7 @@ TEST_CASE("SIGTERM with publishes stuck in a frozen NATS answers them 503 and ex
 
   // A batch waits at most one publish timeout (5 s) for its PubAcks; AckWait is twice
   // that plus the time to run it, so a slow server does not get it redelivered meanwhile.
-  CHECK(js_consumer_ack_wait(nats.url(), "weir_orders", "orders") >= std::chrono::seconds(12));
+  CHECK(js_consumer_config(nats.url(), "weir_orders", "orders").ack_wait >= std::chrono::seconds(12));
   CHECK(metric(weir, "weir_ack_failures_total", "flow=\"orders\",stage=\"flow\"") == 0);
 
   std::vector<HttpReply> replies(3);

@@ -173,35 +173,37 @@ TEST_CASE("a server too small for weir's streams is a clear start-up error namin
 
 // ADR 0215: a start-up confirms the streams and consumers it finds from one round of info
 // requests and sends no create when they are as it would make them. A restart with other
-// settings must still change them: a smaller nats.stream_max_bytes and a sink timeout that
-// gives its consumer another AckWait (3 s + 2 x timeout), and the flow still delivers.
+// settings must still change them: a smaller nats.stream_max_bytes and a sink with more
+// connections, whose consumer gets a larger max_ack_pending (8 per connection, at least
+// 1,024), and the flow still delivers.
 TEST_CASE("a restart with other settings updates the streams and consumers it finds", "[integration][startup]") {
   NatsServer nats;
   SinkProcess sink;
-  auto flows = [&](const std::string& timeout) {
+  auto flows = [&](const std::string& connections) {
     return std::map<std::string, std::string>{
-        {"orders.yaml", http_flow("orders", "/in/orders", sink.url("/orders"), "retries: 8, timeout: " + timeout)}};
+        {"orders.yaml",
+         http_flow("orders", "/in/orders", sink.url("/orders"), "retries: 8, max_connections: " + connections)}};
   };
   {
-    WeirProcess weir({.nats_url = nats.url(), .flows = flows("2s"), .config = "nats: { stream_max_bytes: 64MiB }\n"});
+    WeirProcess weir({.nats_url = nats.url(), .flows = flows("8"), .config = "nats: { stream_max_bytes: 64MiB }\n"});
     weir.start();
     CHECK(weir.post("/in/orders", R"({"id":"first"})").status == 202);
     REQUIRE(wait_until([&] { return sink.ids().count("first") == 1; }, 20s, 20ms));
     REQUIRE(weir.terminate() == 0);
   }
   CHECK(js_stream_state(nats.url(), "weir_orders").max_bytes == (64LL << 20));
-  CHECK(js_consumer_ack_wait(nats.url(), "weir_orders", "orders-to-out") == std::chrono::milliseconds(7000));
+  CHECK(js_consumer_config(nats.url(), "weir_orders", "orders-to-out").max_ack_pending == 1024);
   {
     // The same settings again: confirmed as they are.
-    WeirProcess weir({.nats_url = nats.url(), .flows = flows("2s"), .config = "nats: { stream_max_bytes: 64MiB }\n"});
+    WeirProcess weir({.nats_url = nats.url(), .flows = flows("8"), .config = "nats: { stream_max_bytes: 64MiB }\n"});
     weir.start();
     REQUIRE(weir.terminate() == 0);
   }
   CHECK(js_stream_state(nats.url(), "weir_orders").max_bytes == (64LL << 20));
-  WeirProcess weir({.nats_url = nats.url(), .flows = flows("4s"), .config = "nats: { stream_max_bytes: 32MiB }\n"});
+  WeirProcess weir({.nats_url = nats.url(), .flows = flows("200"), .config = "nats: { stream_max_bytes: 32MiB }\n"});
   weir.start();
   CHECK(js_stream_state(nats.url(), "weir_orders").max_bytes == (32LL << 20));
-  CHECK(js_consumer_ack_wait(nats.url(), "weir_orders", "orders-to-out") == std::chrono::milliseconds(11000));
+  CHECK(js_consumer_config(nats.url(), "weir_orders", "orders-to-out").max_ack_pending == 1600);
   CHECK(weir.post("/in/orders", R"({"id":"second"})").status == 202);
   CHECK(wait_until([&] { return sink.ids().count("second") == 1; }, 20s, 20ms));
 }
