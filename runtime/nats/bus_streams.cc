@@ -94,7 +94,7 @@ bool same_consumer_config(const nlohmann::json& have, const jsConsumerConfig& cc
 }  // namespace
 
 // Create-or-confirm, safe when several instances start at the same instant and on a server
-// that is still coming up (issue: JetStream error 10065 when two instances raced):
+// that is still coming up (two instances racing got JetStream error 10065; ADR 0110):
 //  - 10058 name exists → update it to this config;
 //  - 10065 subjects overlap → a racing peer created it a moment ago: if a stream of this
 //    name exists, update it; otherwise another stream owns the subjects (a clear error);
