@@ -29,7 +29,7 @@ TEST_CASE("a message first handed over with a high count keeps it: deliveries be
   CHECK(ledger.hand(4, 0) == 1);  // never below the delivery in hand
 }
 
-TEST_CASE("an acked message delivered once is forgotten; one delivered more often is kept", "[ledger]") {
+TEST_CASE("an acked message delivered once is forgotten and one delivered more often is kept", "[ledger]") {
   DeliveryLedger ledger;
   CHECK(ledger.hand(1, 1) == 1);
   CHECK(ledger.hand(2, 1) == 1);
