@@ -95,38 +95,39 @@ struct Startup {
   }
 };
 
+// A small server, two Bus connections (two instances) and the whole store taken by a Hog.
+struct Taken {
+  NatsServer nats{"", kStore};
+  NatsConn conn{nats.url()};
+  std::unique_ptr<Bus> one = connect(nats);
+  std::unique_ptr<Bus> two = connect(nats);
+  Hog hog{conn.get(), kStore};
+};
+
 }  // namespace
 
 TEST_CASE("storage a probe holds for a moment is waited for: state bucket, dead-letter stream and plan succeed",
           "[integration][storage]") {
-  NatsServer nats("", kStore);
-  NatsConn conn(nats.url());
-  auto one = connect(nats);
-  auto two = connect(nats);
-  Hog hog(conn.get(), kStore);
-  Startup startup(conn.get(), *one, *two);
+  Taken t;
+  Startup startup(t.conn.get(), *t.one, *t.two);
   // The probe's moment: long enough for every call to be refused at least once (each
   // makes its first request at once), short against the bounded wait.
   std::this_thread::sleep_for(300ms);
   CHECK_FALSE(startup.any_done());  // none reported the borrowed storage as missing
-  hog.drop();
+  t.hog.drop();
   Status bucket = startup.bucket.get(), dlq = startup.dlq.get(), plan = startup.plan.get();
   CHECK(bucket.str() == "ok");
   CHECK(dlq.str() == "ok");
   CHECK(plan.str() == "ok");
   // The plan measured the storage once the probe was gone: a share of 64 MiB over 2 + 1.
-  CHECK(two->stream_max_bytes() == (21LL << 20));
+  CHECK(t.two->stream_max_bytes() == (21LL << 20));
 }
 
 TEST_CASE("storage that stays taken is reported by each start-up call within the bounded wait",
           "[integration][storage]") {
-  NatsServer nats("", kStore);
-  NatsConn conn(nats.url());
-  auto one = connect(nats);
-  auto two = connect(nats);
-  Hog hog(conn.get(), kStore);
+  Taken t;
   const auto start = std::chrono::steady_clock::now();
-  Startup startup(conn.get(), *one, *two);
+  Startup startup(t.conn.get(), *t.one, *t.two);
   Status bucket = startup.bucket.get(), dlq = startup.dlq.get(), plan = startup.plan.get();
   const auto took = std::chrono::steady_clock::now() - start;
   INFO(bucket.str() << "\n" << dlq.str() << "\n" << plan.str());
