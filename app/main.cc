@@ -162,6 +162,59 @@ int dlq_list_command(const std::string& server, const std::string& flow, const s
   return 0;
 }
 
+// weir sink status|pause|resume (docs/admin-api.md#sinks): GET /sinks as a table (or JSON),
+// or one POST /sinks/{flow}/{sink}/pause|resume.
+int sink_command(const std::string& server, const std::string& action, const std::vector<std::string>& args,
+                 bool as_json) {
+  auto seg = [](const std::string& s) { return weir::flows::url_encode(s); };
+  if (action != "status") {
+    if (args.size() != 2) {
+      std::fprintf(stderr, "weir sink %s: usage: weir sink %s FLOW SINK\n", action.c_str(), action.c_str());
+      return 2;
+    }
+    return weir::admin_command(server, "POST", "/sinks/" + seg(args[0]) + "/" + seg(args[1]) + "/" + action);
+  }
+  if (!args.empty() && args.size() != 2) {
+    std::fprintf(stderr, "weir sink status: usage: weir sink status [FLOW SINK]\n");
+    return 2;
+  }
+  weir::AdminReply r = weir::admin_call(server, "GET", "/sinks");
+  if (r.status != 200) return weir::admin_command(server, "GET", "/sinks");
+  auto all = nlohmann::json::parse(r.body, nullptr, false);
+  if (!all.is_array()) {
+    std::fprintf(stderr, "weir sink status: the answer is not a JSON array\n");
+    return 1;
+  }
+  nlohmann::json shown = nlohmann::json::array();
+  for (const auto& s : all) {
+    if (args.empty() || (s.value("flow", "") == args[0] && s.value("sink", "") == args[1])) shown.push_back(s);
+  }
+  if (!args.empty() && shown.empty()) {
+    std::fprintf(stderr, "weir sink status: flow %s has no sink %s here\n", args[0].c_str(), args[1].c_str());
+    return 2;
+  }
+  if (as_json) {
+    std::printf("%s\n", shown.dump(2).c_str());
+    return 0;
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto ago = [&](const nlohmann::json& v, bool future) -> std::string {
+    if (!v.is_number_integer()) return "-";
+    const int64_t d = future ? v.get<int64_t>() - now : now - v.get<int64_t>();
+    return (future ? "in " : "") + std::to_string(std::max<int64_t>(d, 0) / 1000) + "s" + (future ? "" : " ago");
+  };
+  std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", "FLOW", "SINK", "STATE", "SINCE", "NEXT PROBE", "LAST ERROR");
+  for (const auto& s : shown) {
+    const std::string err = s["last_error"].is_string() ? s["last_error"].get<std::string>() : "-";
+    const std::string probe = s.value("probing", false) ? "on the wire" : ago(s["next_probe"], true);
+    std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", s.value("flow", "").c_str(), s.value("sink", "").c_str(),
+                s.value("state", "").c_str(), ago(s["since"], false).c_str(), probe.c_str(), err.c_str());
+  }
+  return 0;
+}
+
 // weir table ACTION ARGS: one admin call under /tables (docs/admin-api.md#tables).
 int table_command(const std::string& server, const std::string& action, const std::vector<std::string>& args,
                   const std::string& key_column) {
@@ -327,9 +380,19 @@ int main(int argc, char** argv) {
   table->add_option("args", table_args, "NAME [KEY [JSON]] or NAME FILE");
   table->add_option("--key", table_key,
                     "import: the column rows are keyed by (default: the `key` a running flow declares)");
+  auto* sink = app.add_subcommand(
+      "sink", "sinks' circuits (docs/admin-api.md#sinks): status [FLOW SINK] | pause FLOW SINK | resume FLOW SINK");
+  std::string sink_action;
+  std::vector<std::string> sink_args;
+  bool sink_json = false;
+  sink->add_option("action", sink_action, "status, pause or resume")
+      ->required()
+      ->check(CLI::IsMember({"status", "pause", "resume"}));
+  sink->add_option("names", sink_args, "FLOW SINK");
+  sink->add_flag("--json", sink_json, "status: print JSON instead of a table");
   std::string token_env, client_config;
   std::vector<CLI::Option*> server_options;
-  for (auto* sc : {deploy, promote, rollback, status, dlq, table}) {
+  for (auto* sc : {deploy, promote, rollback, status, dlq, table, sink}) {
     server_options.push_back(sc->add_option("--server", server,
                                             "admin API of a running weir (default: the config's admin.listen, "
                                             "else http://127.0.0.1:8081)"));
@@ -402,6 +465,7 @@ int main(int argc, char** argv) {
   }
 
   if (app.got_subcommand(table)) return table_command(server, table_action, table_args, table_key);
+  if (app.got_subcommand(sink)) return sink_command(server, sink_action, sink_args, sink_json);
 
   // weir run
   weir::RuntimeConfig config;

@@ -13,6 +13,7 @@
 // carrying a FlowError. The language is documented in docs/flow-language.md.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -115,12 +116,32 @@ using SourceSpec = std::variant<HttpSourceSpec, MqttSourceSpec, NatsSourceSpec, 
 
 // ---- Sinks (`to:`), one or more, by name ---------------------------------------------
 
+// A sink's retry schedule (`retry:`; docs/adr/0295-durable-retry-schedule.md): after the
+// k-th failed attempt of an event the next waits backoff[k-1] (the last step repeats), and
+// an event failing for give_up_after since its first failure is dead-lettered.
+struct RetrySpec {
+  std::vector<Millis> backoff{std::chrono::seconds(1), std::chrono::seconds(5),  std::chrono::seconds(30),
+                              std::chrono::minutes(2), std::chrono::minutes(10), std::chrono::minutes(30),
+                              std::chrono::hours(1)};
+  Millis give_up_after{std::chrono::hours(72)};
+  // The wait after `failed` failed attempts (1-based), before jitter.
+  Millis after(uint64_t failed) const {
+    if (backoff.empty()) return Millis(1000);
+    const size_t i = failed == 0 ? 0 : static_cast<size_t>(std::min<uint64_t>(failed, backoff.size()) - 1);
+    return backoff[i];
+  }
+};
+// `retries: N` on a sink: an attempt cap for those who want one (dead-lettered after N + 1
+// attempts); unset, only `retry.give_up_after` ends an event's retries.
+inline constexpr int kNoRetryCap = -1;
+
 struct HttpSinkSpec {
   std::string url;
   std::string method = "POST";
   std::map<std::string, std::string> headers;
   Millis timeout{5000};
-  int retries = 8;
+  int retries = kNoRetryCap;
+  RetrySpec retry;
   int max_connections = 8;
 };
 
@@ -150,7 +171,7 @@ struct MqttSinkSpec {
   bool retain = false;
   std::string client_id;
   std::string username_env, password_env;
-  int retries = 8;
+  int retries = kNoRetryCap;
 };
 
 struct NatsSinkSpec {

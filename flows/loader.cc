@@ -329,6 +329,35 @@ class Loader {
     return ok;
   }
 
+  // `retry: {backoff: [1s, 5s, ...], give_up_after: 72h}` (docs/adr/0295): either key may be
+  // left out (its default stays).
+  void retry_schedule(const SrcNode& n, const std::string& what, RetrySpec* out) {
+    if (!is_map(n, what)) return;
+    check_keys(n, what, schema::kHttpSinkRetry);
+    if (const SrcNode* b = n.get("backoff")) {
+      if (!b->is_seq() || b->items.empty() || b->items.size() > 32) {
+        error(*b, what + ".backoff must be a list of 1 to 32 durations such as [1s, 5s, 30s, 2m, 1h], got " +
+                      b->describe());
+      } else {
+        std::vector<Millis> steps;
+        for (size_t i = 0; i < b->items.size(); ++i) {
+          const SrcNode& item = b->items[i];
+          std::optional<Millis> d;
+          if (item.is_scalar()) d = parse_duration(item.text);
+          if (!d || d->count() <= 0 || *d > std::chrono::hours(24)) {
+            error(item, what + ".backoff[" + std::to_string(i) +
+                            "] must be a positive duration of at most 24h such as 500ms, 5s, 2m or 1h, got " +
+                            (item.is_scalar() ? quote(item.text) : item.describe()));
+            return;
+          }
+          steps.push_back(*d);
+        }
+        out->backoff = std::move(steps);
+      }
+    }
+    get_duration(n, "give_up_after", what, &out->give_up_after);
+  }
+
   bool get_string_list(const SrcNode& n, const std::string& what, std::vector<std::string>* out) {
     if (!n.is_seq()) {
       error(n, what + " must be a list of strings, got " + n.describe());
@@ -762,6 +791,7 @@ void Loader::sinks(const SrcNode& to) {
       get_string_map(n, "headers", w, &s.headers);
       get_duration(n, "timeout", w, &s.timeout);
       get_int_into(n, "retries", w, 0, 1000, &s.retries);
+      if (const SrcNode* r = n.get("retry")) retry_schedule(*r, w + ".retry", &s.retry);
       get_int_into(n, "max_connections", w, 1, 1024, &s.max_connections);
       spec.kind = s;
     } else if (kind == "mqtt") {

@@ -29,7 +29,9 @@ inline constexpr std::string_view kPollSourceOauth2[] = {"token_url", "client_id
                                                          "insecure_http"};
 inline constexpr std::string_view kExecSource[] = {"command", "format", "max_line", "env"};
 // Sinks (`to: {<name>: {<kind>: {...}}}`); `flow: {}` takes no keys.
-inline constexpr std::string_view kHttpSink[] = {"url", "method", "headers", "timeout", "retries", "max_connections"};
+inline constexpr std::string_view kHttpSink[] = {"url",     "method", "headers",        "timeout",
+                                                 "retries", "retry",  "max_connections"};
+inline constexpr std::string_view kHttpSinkRetry[] = {"backoff", "give_up_after"};
 inline constexpr std::string_view kMqttSink[] = {"broker",    "topic",        "qos",          "retain",
                                                  "client_id", "username_env", "password_env", "retries"};
 inline constexpr std::string_view kMqttSinkTopic[] = {"expr"};  // `topic: {expr: …}`
@@ -64,6 +66,7 @@ inline constexpr Section kSections[] = {
     {"from.poll.oauth2", kPollSourceOauth2},
     {"from.exec", kExecSource},
     {"to.<name>.http", kHttpSink},
+    {"to.<name>.http.retry", kHttpSinkRetry},
     {"to.<name>.mqtt", kMqttSink},
     {"to.<name>.mqtt.topic", kMqttSinkTopic},
     {"to.<name>.nats", kNatsSink},

@@ -1276,6 +1276,7 @@ const char* HttpSink::client() const {
 int HttpSink::max_in_flight() const { return std::max(1, impl_->client.spec.max_connections); }
 
 int HttpSink::max_retries() const { return impl_->client.spec.retries; }
+flows::RetrySpec HttpSink::retry_policy() const { return impl_->client.spec.retry; }
 
 void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> done) {
   Client& c = impl_->client;

@@ -27,7 +27,7 @@ struct NatsSinkOptions {
   std::string creds_file;
   std::chrono::milliseconds flush_timeout{5000};
   int max_in_flight = 256;
-  int retries = 8;
+  int retries = flows::kNoRetryCap;  // no attempt cap: the retry schedule (ADR 0295) governs
 };
 
 Result<std::unique_ptr<weir::Sink>> make_nats_sink(const flows::NatsSinkSpec& spec, std::string flow,

@@ -459,6 +459,31 @@ bool Admin::handle_flows(HttpRequest& req, const Responder& respond) {
     on_worker(respond, [this](const Responder& respond) { respond(reply(service_.flows())); });
     return true;
   }
+  if (path == "/sinks" && method == "GET") {
+    on_worker(respond, [this](const Responder& respond) { respond(reply(service_.sinks())); });
+    return true;
+  }
+  if (path.substr(0, 7) == "/sinks/") {
+    // /sinks/{flow}/{sink}/pause|resume (docs/admin-api.md)
+    std::string rest(path.substr(7));
+    const size_t a = rest.find('/');
+    const size_t b = a == std::string::npos ? a : rest.find('/', a + 1);
+    const std::string action = b == std::string::npos ? "" : rest.substr(b + 1);
+    if (a == std::string::npos || b == std::string::npos || a == 0 || b == a + 1 ||
+        (action != "pause" && action != "resume")) {
+      respond(HttpResponse::error(404, "no such call: use GET /sinks or POST /sinks/{flow}/{sink}/pause|resume"));
+      return true;
+    }
+    if (method != "POST") {
+      respond(HttpResponse::error(405, "pause and resume are POST calls"));
+      return true;
+    }
+    std::string flow = rest.substr(0, a), sink = rest.substr(a + 1, b - a - 1);
+    on_worker(respond, [this, flow, sink, pause = action == "pause"](const Responder& respond) {
+      respond(reply(service_.control_sink(flow, sink, pause)));
+    });
+    return true;
+  }
   if (path.substr(0, kFlowsPrefix.size()) != kFlowsPrefix) return false;
   std::string rest(path.substr(kFlowsPrefix.size()));
   std::string name = rest.substr(0, rest.find('/'));

@@ -33,6 +33,13 @@ class AdminBackend {
   virtual ControlResult promote(const std::string& name, int64_t version, int64_t expected_active) = 0;
   virtual ControlResult rollback(const std::string& name) = 0;
   virtual nlohmann::json status() const = 0;
+  // GET /sinks: every sink stage's circuit here (docs/adr/0294-sink-circuit-breaker.md).
+  virtual nlohmann::json sinks() const { return nlohmann::json::array(); }
+  // POST /sinks/{flow}/{sink}/pause|resume.
+  virtual ControlResult control_sink(const std::string& flow, const std::string& sink, bool pause) {
+    (void)flow, (void)sink, (void)pause;
+    return ControlResult::failed(Outcome::kNotSupported, "sinks cannot be paused here");
+  }
 };
 
 // An HTTP status and its JSON body.
@@ -53,6 +60,10 @@ class AdminService {
   AdminAnswer flows() const { return {200, backend_.flows()}; }
   AdminAnswer flow(const std::string& name) const;  // 404 for a flow that does not run here
   AdminAnswer status() const { return {200, backend_.status()}; }
+  AdminAnswer sinks() const { return {200, backend_.sinks()}; }
+  AdminAnswer control_sink(const std::string& flow, const std::string& sink, bool pause) {
+    return answer(backend_.control_sink(flow, sink, pause));
+  }
   AdminAnswer deploy(const std::string& name, const std::string& body, const std::string& target);
   AdminAnswer promote(const std::string& name, int64_t version, int64_t expected_active);
   AdminAnswer rollback(const std::string& name);

@@ -74,6 +74,7 @@ struct Family {
   const char* help;
   std::atomic<T> StageMetrics::*field;
   bool ingress_only = false;
+  bool sink_only = false;
 };
 
 template <typename T, size_t N>
@@ -82,6 +83,7 @@ void render_families(std::string& out, const Family<T> (&families)[N], const std
     out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.type + "\n";
     for (const auto& s : stages) {
       if (f.ingress_only && s.stage != "ingress") continue;
+      if (f.sink_only && s.stage.rfind("sink:", 0) != 0) continue;
       out += std::string(f.name) + "{" + labels(s) + "} " + std::to_string((s.*f.field).load()) + "\n";
     }
   }
@@ -106,6 +108,9 @@ const Family<uint64_t> kCounters[] = {
      &StageMetrics::corrupt},
     {"weir_ingress_rejected_total", "counter",
      "Events refused by backpressure (backlog or pending cap; 503 at http-in).", &StageMetrics::rejected, true},
+    {"weir_sink_transitions_total", "counter",
+     "Times the sink's circuit changed state (closed, open, paused; ADR 0294).", &StageMetrics::sink_transitions, false,
+     true},
 };
 
 const Family<int64_t> kGauges[] = {
@@ -122,6 +127,13 @@ const Family<int64_t> kGauges[] = {
     {"weir_flow_backlog_drain_rate", "gauge",
      "Stream messages per second that left the flow's stream, smoothed over the backlog refreshes.",
      &StageMetrics::backlog_drain_rate, true},
+    {"weir_sink_state", "gauge",
+     "The sink's circuit: 0 closed (delivering), 1 open (receiver failing: events wait, one probe at a time), 2 "
+     "paused by hand (ADR 0294).",
+     &StageMetrics::sink_state, false, true},
+    {"weir_sink_open_milliseconds_total", "counter",
+     "Time the sink's circuit spent open or paused since start, in milliseconds.", &StageMetrics::sink_open_ms, false,
+     true},
 };
 
 }  // namespace

@@ -50,6 +50,11 @@ struct StageMetrics {
   // the stage's durable consumer was starved and created again (ADR 0235)
   std::atomic<uint64_t> consumer_recreated{0};
   std::atomic<uint64_t> corrupt{0};  // deliveries refused by their Weir-Sum (ADR 0286)
+  // sink stages only: the circuit (ADR 0294) — 0 closed, 1 open, 2 paused; its transitions;
+  // the time it spent open or paused, in ms
+  std::atomic<int64_t> sink_state{0};
+  std::atomic<uint64_t> sink_transitions{0};
+  std::atomic<int64_t> sink_open_ms{0};
   Histogram latency;
 };
 

@@ -259,6 +259,21 @@ std::optional<nlohmann::json> FlowHost::flow(const std::string& name) const {
   return std::nullopt;
 }
 
+nlohmann::json FlowHost::sinks() const {
+  nlohmann::json out = nlohmann::json::array();
+  ReaderLock lock(running_mu_);
+  for (const auto& f : running_) f->describe_sinks(out);
+  return out;
+}
+
+ControlResult FlowHost::control_sink(const std::string& flow, const std::string& sink, bool pause) {
+  ReaderLock lock(running_mu_);
+  for (const auto& f : running_) {
+    if (f->name() == flow) return f->control_sink(sink, pause);
+  }
+  return ControlResult::failed(Outcome::kNotFound, "no flow " + flow + " runs on this instance");
+}
+
 nlohmann::json FlowHost::status() const {
   Bus* bus = bus_.load();
   nlohmann::json listen;
@@ -267,6 +282,7 @@ nlohmann::json FlowHost::status() const {
     listen = {{"http", listen_http_}, {"admin", listen_admin_}};
   }
   nlohmann::json j = {{"flows", flows()},
+                      {"sinks", sinks()},
                       {"nats", bus ? redact_urls(bus->url()) : ""},
                       {"connected", bus && bus->connected()},
                       {"rss_bytes", process_rss_bytes()},

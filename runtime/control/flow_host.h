@@ -66,6 +66,8 @@ class FlowHost final : public AdminBackend {
   ControlResult promote(const std::string& name, int64_t version, int64_t expected_active) override;
   ControlResult rollback(const std::string& name) override;
   nlohmann::json status() const override;
+  nlohmann::json sinks() const override;
+  ControlResult control_sink(const std::string& flow, const std::string& sink, bool pause) override;
 
  private:
   bool clustered() const { return cluster_ != nullptr; }

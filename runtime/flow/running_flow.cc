@@ -361,6 +361,36 @@ bool RunningFlow::healthy(std::string* why) const {
   return true;
 }
 
+nlohmann::json sink_view_json(const std::string& flow, const std::string& sink, const SinkHealthView& v) {
+  nlohmann::json j = {{"flow", flow},
+                      {"sink", sink},
+                      {"state", sink_state_name(v.state)},
+                      {"probing", v.probing},
+                      {"consecutive_failures", v.consecutive_failures},
+                      {"transitions", v.transitions},
+                      {"open_seconds", static_cast<double>(v.not_closed.count()) / 1000.0}};
+  j["since"] = v.since_ms > 0 ? nlohmann::json(v.since_ms) : nlohmann::json(nullptr);
+  j["next_probe"] = v.next_probe_ms > 0 ? nlohmann::json(v.next_probe_ms) : nlohmann::json(nullptr);
+  j["last_error"] = v.last_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.last_error);
+  return j;
+}
+
+void RunningFlow::describe_sinks(nlohmann::json& out) const {
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& s : sinks_) out.push_back(sink_view_json(name(), s->name(), s->health()->view(now)));
+}
+
+ControlResult RunningFlow::control_sink(const std::string& sink, bool pause) {
+  for (const auto& s : sinks_) {
+    if (s->name() != sink) continue;
+    const bool changed = pause ? s->pause() : s->resume();
+    auto j = sink_view_json(name(), sink, s->health()->view(std::chrono::steady_clock::now()));
+    j["changed"] = changed;
+    return ControlResult::done(j);
+  }
+  return ControlResult::failed(Outcome::kNotFound, "flow " + name() + " has no sink " + sink + " on this instance");
+}
+
 nlohmann::json RunningFlow::describe() const {
   nlohmann::json sinks = nlohmann::json::array();
   for (const auto& s : flow_->sinks()) sinks.push_back(s.name);

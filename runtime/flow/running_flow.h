@@ -106,6 +106,10 @@ class RunningFlow {
   bool healthy(std::string* why) const;
   // GET /flows/{name}: versions, hash, source, sinks, counters, the registry's view.
   nlohmann::json describe() const;
+  // GET /sinks: each sink stage's circuit (docs/adr/0294-sink-circuit-breaker.md), appended to `out`.
+  void describe_sinks(nlohmann::json& out) const;
+  // POST /sinks/{flow}/{sink}/pause|resume: kNotFound when the flow has no such sink stage here.
+  ControlResult control_sink(const std::string& sink, bool pause);
 
   // Standalone deploy (ADR 0043): compiles `body` as the next version, replaces the flow
   // file atomically, pauses (up to `pause_timeout`) and switches to it.

@@ -6,6 +6,7 @@
 #include "runtime/base/log.h"
 #include "runtime/base/trace.h"
 #include "runtime/base/trace_export.h"
+#include "runtime/base/wall_clock.h"
 
 namespace weir {
 namespace {
@@ -531,10 +532,53 @@ void FlowStage::finish_batch(Batch& b, const std::vector<char>& ok) {
 
 // ---- SinkStage -----------------------------------------------------------------------
 
+namespace {
+
+// The retry headers of a sink's retry copy (layout::kHeaderAttempts, …); zeros on an
+// event's first copy.
+struct RetryMarks {
+  uint64_t attempts = 0;      // attempts made before this copy
+  int64_t failing_since = 0;  // ms since the epoch
+  int64_t retry_at = 0;       // ms since the epoch
+};
+
+int64_t header_number(const BusMessage& m, const char* name) {
+  std::string_view v = m.header(name);
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string_view::npos) return 0;
+  return std::atoll(std::string(v).c_str());
+}
+
+RetryMarks retry_marks(const BusMessage& m) {
+  RetryMarks r;
+  r.attempts = static_cast<uint64_t>(header_number(m, layout::kHeaderAttempts));
+  r.failing_since = header_number(m, layout::kHeaderFailingSince);
+  r.retry_at = header_number(m, layout::kHeaderRetryAt);
+  return r;
+}
+
+// Up to a tenth more than `d`: events that failed together are not retried in one burst.
+std::chrono::milliseconds with_jitter(std::chrono::milliseconds d) {
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::uniform_int_distribution<int64_t> extra(0, std::max<int64_t>(d.count() / 10, 0));
+  return d + std::chrono::milliseconds(extra(rng));
+}
+
+std::string duration_text(std::chrono::milliseconds d) {
+  const int64_t ms = d.count();
+  if (ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+}  // namespace
+
 struct SinkStage::InFlight {
   std::unique_ptr<BusMessage> msg;
   std::string id;
-  uint64_t attempt = 1;
+  uint64_t attempt = 1;       // this attempt: the copies' attempts before it and this copy's deliveries
+  int64_t failing_since = 0;  // ms since the epoch of the event's first failed attempt; 0: none yet
+  bool probe = false;         // sent as the open circuit's probe
   Clock::time_point started;
   Clock::time_point progressed;  // the last in-progress ack (keep_alive); under the stage's mu_
   std::string traceparent;       // the sink span's, only while export is on (ADR 0141)
@@ -551,7 +595,9 @@ SinkStage::SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string f
       stage_("sink:" + sink_name_),
       version_(version),
       sink_(std::move(sink)),
-      options_(options) {}
+      options_(options),
+      retry_(sink_->retry_policy()),
+      health_(std::make_shared<SinkHealth>(flow_, sink_name_)) {}
 
 SinkStage::~SinkStage() { stop(); }
 
@@ -562,8 +608,6 @@ Status SinkStage::start() {
   co.durable = layout::sink_consumer(flow_, sink_name_);
   co.filter_subject = layout::output_subject(flow_, sink_name_);
   co.max_ack_pending = std::max(1024, sink_->max_in_flight() * 8);
-  // A message waits at most for one request ahead of it in the sink's own queue, then is in
-  // flight for one request: AckWait is the sink's timeout twice plus margin.
   co.ack_wait = options_.sink_ack_wait;
   co.request_expires = options_.fetch_wait;
   co.recreated = &metrics_.consumer_recreated;
@@ -575,14 +619,21 @@ Status SinkStage::start() {
   consumer_ = std::move(c.value());
   if (Status s = consumer_->start([this](std::unique_ptr<BusMessage> m) { on_message(std::move(m)); }); !s) return s;
   started_ = true;
-  // Up to twice max_in_flight() requested or in hand: the sink has all its slots busy and
-  // as many more queued behind them, and the next batch (one pool's worth) is requested as
-  // soon as that many completed — so a freed slot never waits for a pull round trip. With
-  // only max_in_flight() in the window the slots emptied while each request was on its way
-  // (closed loop: 5.3k/s against 7.9k/s before the stages moved to the delivery pool).
-  const int max = std::max(1, sink_->max_in_flight());
-  consumer_->set_window(2 * max, max);
+  set_window_for(health_->state(), false);
   return Status::ok();
+}
+
+// Closed: up to twice max_in_flight() requested or in hand — the sink has all its slots
+// busy and as many more queued behind them, and the next batch (one pool's worth) is
+// requested as soon as that many completed, so a freed slot never waits for a pull round
+// trip (closed loop: 5.3k/s against 7.9k/s with max_in_flight() alone). Open or paused:
+// nothing new (ADR 0294), or one event when the probe is due and none is in hand.
+void SinkStage::set_window_for(SinkState s, bool fetch_probe) {
+  const int max = std::max(1, sink_->max_in_flight());
+  const int want = s == SinkState::kClosed ? 2 * max : (fetch_probe ? 1 : 0);
+  if (want == window_ || stopping_.load()) return;
+  window_ = want;
+  consumer_->set_window(want, want == 0 ? 1 : (s == SinkState::kClosed ? max : 1));
 }
 
 void SinkStage::request_stop() {
@@ -601,6 +652,21 @@ void SinkStage::stop_within(std::chrono::milliseconds budget) {
   if (stopped_.exchange(true)) return;
   const auto deadline = Clock::now() + budget;
   request_stop();
+  size_t parked = 0;
+  {
+    // What waits for the circuit goes back to JetStream with the rest that arrived while
+    // stopping (after the consumer stopped), so the drain waits only for the wire.
+    MutexLock lock(mu_);
+    parked = waiting_.size();
+    for (auto& f : waiting_) {
+      holding_.erase(f.get());
+      returned_.push_back(std::move(f->msg));
+      --in_flight_;
+      metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+    }
+    waiting_.clear();
+  }
+  if (parked > 0) consumer_->release(static_cast<int>(parked));
   {
     UniqueLock lock(mu_);
     lock.wait_until(cv_, deadline, [&]() REQUIRES(mu_) { return in_flight_ == 0; });
@@ -629,8 +695,23 @@ void SinkStage::stop_within(std::chrono::milliseconds budget) {
   }
 }
 
+bool SinkStage::pause() {
+  const bool changed = health_->pause(Clock::now());
+  if (changed && consumer_) consumer_->kick();
+  return changed;
+}
+
+bool SinkStage::resume() {
+  const bool changed = health_->resume(Clock::now());
+  if (changed && consumer_) consumer_->kick();
+  return changed;
+}
+
 void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
-  if (!m) return;
+  if (!m) {
+    pump();
+    return;
+  }
   bool taken = false;
   {
     // Decided under mu_ with stop's flag: a message taken here is waited for by stop().
@@ -650,30 +731,101 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
   metrics_.lag.store(static_cast<int64_t>(m->pending()), std::memory_order_relaxed);
   auto f = std::make_shared<InFlight>();
   f->id = event_id_of(*m);
-  f->attempt = m->deliveries();
   f->started = Clock::now();
-  metrics_.received.fetch_add(1, std::memory_order_relaxed);
   metrics_.in_flight.fetch_add(1, std::memory_order_relaxed);
-  if (f->attempt > static_cast<uint64_t>(options_.max_deliver)) {
+  const RetryMarks marks = retry_marks(*m);
+  // A retry copy is delivered once before it is due and naked until then (below): that
+  // delivery is no failure. What is left counts toward max_deliver: deliveries that ended
+  // without a receiver's answer, the crashes and wedges of ADR 0081 (ADR 0295).
+  const uint64_t deliveries = m->deliveries();
+  const uint64_t unanswered = deliveries - (marks.retry_at > 0 && deliveries > 1 ? 1 : 0);
+  f->attempt = marks.attempts + unanswered;
+  f->failing_since = marks.failing_since;
+  if (const int64_t wait_ms = marks.retry_at - wall_ms(); wait_ms > 0 && deliveries == 1) {
+    // Not due: back into JetStream until it is, where it waits without a timer here.
+    const auto delay = std::chrono::milliseconds(wait_ms);
+    if (!m->nak(delay)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+    consumer_->deferred(delay);
+    f->msg = std::move(m);
+    finish(f);
+    return;
+  }
+  metrics_.received.fetch_add(1, std::memory_order_relaxed);
+  if (unanswered > static_cast<uint64_t>(options_.max_deliver)) {
     // Before the sink sees it again: a delivery that crashes or wedges the process
     // must not be retried forever (ADR 0081).
     metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-    std::string reason = poison_reason(f->attempt, options_.max_deliver);
+    std::string reason = poison_reason(unanswered, options_.max_deliver);
     f->attempt -= 1;  // the attempts that were made
     f->msg = std::move(m);
     hold(f.get());
     dead_letter(f, std::move(reason));
     return;
   }
-  Delivery d{f->id, std::string(m->data()), f->attempt, trace::child_traceparent(m->header(trace::kHeaderTraceparent)),
-             std::string(m->header(trace::kHeaderTracestate))};
+  f->msg = std::move(m);
+  hold(f.get());
+  if (health_->held()) {
+    wait(std::move(f));
+    pump();  // this one may be the probe that was asked for
+    return;
+  }
+  send(f);
+}
+
+void SinkStage::send(const std::shared_ptr<InFlight>& f) {
+  const BusMessage& m = *f->msg;
+  Delivery d{f->id, std::string(m.data()), f->attempt, trace::child_traceparent(m.header(trace::kHeaderTraceparent)),
+             std::string(m.header(trace::kHeaderTracestate))};
   if (trace::exporter() != nullptr) {
     f->traceparent = d.traceparent;
     f->start_ns = trace::now_ns();
   }
-  f->msg = std::move(m);
-  hold(f.get());
   sink_->deliver(std::move(d), [this, f](DeliveryResult r) { on_result(f, std::move(r)); });
+}
+
+void SinkStage::wait(std::shared_ptr<InFlight> f) {
+  f->probe = false;
+  MutexLock lock(mu_);
+  const uint64_t seq = f->msg->stream_sequence();
+  auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                         [&](const std::shared_ptr<InFlight>& w) { return w->msg->stream_sequence() > seq; });
+  waiting_.insert(at, std::move(f));
+}
+
+void SinkStage::pump() {
+  if (stopping_.load() || !consumer_) return;
+  const SinkState state = health_->state();
+  if (state == SinkState::kClosed) {
+    std::deque<std::shared_ptr<InFlight>> go;
+    {
+      MutexLock lock(mu_);
+      go.swap(waiting_);
+    }
+    set_window_for(state, false);
+    for (const auto& f : go) send(f);
+    return;
+  }
+  if (state == SinkState::kOpen && health_->take_probe(Clock::now())) {
+    std::shared_ptr<InFlight> probe;
+    {
+      MutexLock lock(mu_);
+      if (!waiting_.empty()) {
+        probe = std::move(waiting_.front());
+        waiting_.pop_front();
+      }
+    }
+    if (probe) {
+      probe->probe = true;
+      set_window_for(state, false);
+      send(probe);
+      return;
+    }
+    // Nothing in hand: one event is asked for and becomes the probe when it comes.
+    health_->return_probe(Clock::now());
+    set_window_for(state, true);
+    return;
+  }
+  if (state == SinkState::kPaused || window_ != 1) set_window_for(state, false);
 }
 
 void SinkStage::hold(InFlight* f) {
@@ -684,12 +836,27 @@ void SinkStage::hold(InFlight* f) {
 void SinkStage::keep_alive() {
   const auto every = std::max<std::chrono::milliseconds>(options_.sink_ack_wait / 4, std::chrono::milliseconds(100));
   const auto now = Clock::now();
-  MutexLock lock(mu_);
-  for (InFlight* f : holding_) {
-    if (now - std::max(f->started, f->progressed) < every) continue;
-    f->progressed = now;
-    if (!f->msg->in_progress()) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+  bool due = false;
+  {
+    MutexLock lock(mu_);
+    for (InFlight* f : holding_) {
+      if (now - std::max(f->started, f->progressed) < every) continue;
+      f->progressed = now;
+      if (!f->msg->in_progress()) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+    }
+    // The circuit's work for the consumer's thread: a probe that is due, or events held
+    // while it was open that may go now.
+    if (!stopping_.load()) {
+      const SinkState s = health_->state();
+      const auto next = health_->next_probe();
+      due = (s == SinkState::kOpen && next && now >= *next) || (s == SinkState::kClosed && !waiting_.empty());
+    }
   }
+  const SinkHealthView v = health_->view(now);
+  metrics_.sink_state.store(static_cast<int64_t>(v.state), std::memory_order_relaxed);
+  metrics_.sink_transitions.store(v.transitions, std::memory_order_relaxed);
+  metrics_.sink_open_ms.store(v.not_closed.count(), std::memory_order_relaxed);
+  if (due) consumer_->kick();
 }
 
 void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
@@ -724,30 +891,86 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
       x->record(std::move(s));
     }
   }
+  const auto now = Clock::now();
   switch (r.kind) {
     case DeliveryResult::Kind::kOk:
       if (!f->msg->ack(&metrics_.ack_failures)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
       metrics_.acked.fetch_add(1, std::memory_order_relaxed);
+      if (health_->answered(now, f->probe)) consumer_->kick();  // closed: what waits goes now
       finish(f);
       return;
-    case DeliveryResult::Kind::kRetry: {
-      metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-      if (f->attempt > static_cast<uint64_t>(sink_->max_retries())) {
-        dead_letter(f, "gave up after " + std::to_string(f->attempt) + " attempts: " + r.reason);
-        return;
-      }
-      auto delay = r.retry_after ? std::min(*r.retry_after, std::chrono::milliseconds(600'000))
-                                 : retry_backoff(f->attempt);
-      if (!f->msg->nak(delay)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
-      consumer_->deferred(delay);
-      finish(f);
-      return;
-    }
     case DeliveryResult::Kind::kDead:
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+      if (health_->answered(now, f->probe)) consumer_->kick();
       dead_letter(f, r.reason);
       return;
+    case DeliveryResult::Kind::kRetry: break;
   }
+  metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+  if (stopping_.load()) {
+    // Abandoned by the sink's stop (or failing while the stage stops): back to JetStream
+    // for the next instance, without a verdict on the receiver.
+    const auto delay = retry_backoff(1);
+    if (!f->msg->nak(delay)) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+    finish(f);
+    return;
+  }
+  if (f->failing_since == 0) f->failing_since = wall_ms();
+  const bool held = health_->failed(now, r.reason, r.retry_after, f->probe);
+  const int cap = sink_->max_retries();
+  if (cap != flows::kNoRetryCap && f->attempt > static_cast<uint64_t>(cap)) {
+    dead_letter(f, "gave up after " + std::to_string(f->attempt) + " attempts (retries " + std::to_string(cap) +
+                       "): " + r.reason);
+    return;
+  }
+  if (wall_ms() - f->failing_since >= retry_.give_up_after.count()) {
+    dead_letter(f, "gave up after failing for " + duration_text(retry_.give_up_after) + " (give_up_after, " +
+                       std::to_string(f->attempt) + " attempts): " + r.reason);
+    return;
+  }
+  if (held) {
+    // The receiver is away: the event waits here for the circuit, not on its own schedule.
+    f->attempt += 1;
+    wait(f);
+    return;
+  }
+  const auto delay = r.retry_after ? std::min(*r.retry_after, std::chrono::milliseconds(600'000))
+                                   : with_jitter(retry_.after(f->attempt));
+  retry_later(f, delay, r.reason);
+}
+
+void SinkStage::retry_later(const std::shared_ptr<InFlight>& f, std::chrono::milliseconds delay,
+                            const std::string& reason) {
+  const BusMessage& m = *f->msg;
+  Headers h;
+  h.reserve(9);
+  if (auto tp = m.header(trace::kHeaderTraceparent); !tp.empty())
+    h.emplace_back(trace::kHeaderTraceparent, std::string(tp));
+  if (auto ts = m.header(trace::kHeaderTracestate); !ts.empty())
+    h.emplace_back(trace::kHeaderTracestate, std::string(ts));
+  h.emplace_back(layout::kHeaderId, f->id);
+  // Its own dedup key: the copy must not be taken for the output it repeats.
+  h.emplace_back(layout::kHeaderMsgId, f->id + "#" + sink_name_ + "#" + std::to_string(f->attempt));
+  if (auto v = m.header(layout::kHeaderVersion); !v.empty()) h.emplace_back(layout::kHeaderVersion, std::string(v));
+  if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
+  h.emplace_back(layout::kHeaderAttempts, std::to_string(f->attempt));
+  h.emplace_back(layout::kHeaderFailingSince, std::to_string(f->failing_since));
+  h.emplace_back(layout::kHeaderRetryAt, std::to_string(wall_ms() + delay.count()));
+  log::debug("sink delivery failed, retried later", {{"flow", flow_},
+                                                     {"sink", sink_name_},
+                                                     {"id", f->id},
+                                                     {"attempt", std::to_string(f->attempt)},
+                                                     {"reason", reason},
+                                                     {"retry_in", duration_text(delay)}});
+  consumer_->publish(layout::output_subject(flow_, sink_name_), m.data(), h, options_.publish_timeout,
+                     [this, f, delay](const Status& s, const PubAck&) {
+                       // Stored: the copy carries the event on. Not stored: this one is naked for the
+                       // same wait instead (its count then holds that failure, ADR 0295).
+                       bool taken = s ? f->msg->ack(&metrics_.ack_failures) : f->msg->nak(delay);
+                       if (!taken) metrics_.ack_failures.fetch_add(1, std::memory_order_relaxed);
+                       consumer_->deferred(delay);
+                       finish(f);
+                     });
 }
 
 // NOLINTNEXTLINE(performance-unnecessary-value-param)

@@ -43,6 +43,7 @@
 #include "runtime/flow/dlq.h"
 #include "runtime/base/metrics.h"
 #include "runtime/flow/own_naks.h"
+#include "runtime/flow/sink_health.h"
 #include "runtime/ports/sink.h"
 #include "runtime/base/thread_annotations.h"
 
@@ -190,9 +191,26 @@ class SinkStage {
   // drain_timeout: the runtime's drain shares one drain_timeout among all stages.
   void stop_within(std::chrono::milliseconds budget);
   bool healthy() const { return started_.load() && !stopping_.load() && consumer_->healthy(); }
+  // The sink's circuit (docs/adr/0294-sink-circuit-breaker.md): shown by GET /sinks and
+  // paused or resumed by hand through pause()/resume() (any thread).
+  const std::shared_ptr<SinkHealth>& health() const { return health_; }
+  const std::string& name() const { return sink_name_; }
+  bool pause();
+  bool resume();
 
  private:
   struct InFlight;
+  // The consumer's thread: hands waiting events to the sink when the circuit is closed,
+  // sends the probe when one is due, and sets the window the circuit allows.
+  void pump();
+  void send(const std::shared_ptr<InFlight>& f);
+  // Keeps a delivery in hand (un-acked, kept alive) until the circuit lets it go.
+  void wait(std::shared_ptr<InFlight> f);
+  // A retryable failure while the sink is closed: a copy of the event that carries its
+  // attempts goes back into the stream, due after `delay`, and this one is acked
+  // (docs/adr/0295-durable-retry-schedule.md).
+  void retry_later(const std::shared_ptr<InFlight>& f, std::chrono::milliseconds delay, const std::string& reason);
+  void set_window_for(SinkState s, bool fetch_probe);
   // On the consumer's pool thread: hands a message to the sink (the window keeps at most
   // max_in_flight() in hand, so every message that arrives has a free slot).
   void on_message(std::unique_ptr<BusMessage> m);
@@ -211,8 +229,13 @@ class SinkStage {
   int64_t version_;
   std::unique_ptr<Sink> sink_;
   StageOptions options_;
+  flows::RetrySpec retry_;
+  std::shared_ptr<SinkHealth> health_;
   std::unique_ptr<PullConsumer> consumer_;  // set by start(), destroyed with the stage
+  int window_ = -1;                         // the window last set by set_window_for (consumer's thread)
   Mutex mu_;
+  // Deliveries held while the circuit is open or paused, oldest (stream order) first.
+  std::deque<std::shared_ptr<InFlight>> waiting_ GUARDED_BY(mu_);
   std::condition_variable cv_;
   int in_flight_ GUARDED_BY(mu_) = 0;
   std::unordered_set<InFlight*> holding_ GUARDED_BY(mu_);              // handed to the sink or the DLQ, not finished

@@ -78,6 +78,11 @@ inline constexpr const char* kHeaderVersion = "Weir-Version";
 inline constexpr const char* kHeaderIngestUs = "Weir-Ingest-Us";
 // The body's CRC-32C, 8 hex digits: set on every publish, checked on every delivery (ADR 0286).
 inline constexpr const char* kHeaderSum = "Weir-Sum";
+// A sink's retry copy (docs/adr/0295-durable-retry-schedule.md): the attempts made before
+// it, when the event first failed (ms since the epoch) and when the copy is due.
+inline constexpr const char* kHeaderAttempts = "Weir-Attempts";
+inline constexpr const char* kHeaderFailingSince = "Weir-Failing-Since";
+inline constexpr const char* kHeaderRetryAt = "Weir-Retry-At";
 }  // namespace layout
 
 struct BusOptions {

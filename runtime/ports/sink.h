@@ -3,7 +3,9 @@
 // The runtime's sink stage receives events from the sink's durable consumer, calls
 // `deliver` for each, bounded by `max_in_flight()`, and acts on the result:
 //   kOk    → ack on the bus;
-//   kRetry → nak with a backoff delay (or `retry_after`), dead-letter past `retries`;
+//   kRetry → tried again on the retry schedule (or after `retry_after`), dead-lettered past
+//            `retries` or `give_up_after`; counts toward the sink's circuit breaker
+//            (docs/adr/0294, 0295);
 //   kDead  → dead-letter at once with `reason`.
 // Lifecycle: constructed from a validated spec, `start()` once, `deliver()` from the sink
 // loop's thread, `weir-sinks` or `weir-delivery` (ADR 0258, 0272; a thread of cnats' delivery pool when the Bus's
@@ -19,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "flows/flow.h"
 #include "runtime/base/status.h"
 
 namespace weir {
@@ -51,7 +54,10 @@ class Sink {
   virtual Status start() = 0;
   virtual void stop() = 0;
   virtual int max_in_flight() const = 0;
+  // `retries: N`, or flows::kNoRetryCap: the attempt cap (dead-lettered after N + 1 attempts).
   virtual int max_retries() const = 0;
+  // The waits between an event's attempts and when it is given up (docs/adr/0295).
+  virtual flows::RetrySpec retry_policy() const { return {}; }
   virtual void deliver(Delivery delivery, std::function<void(DeliveryResult)> done) = 0;
 };
 

@@ -72,8 +72,8 @@ TEST_CASE("admin API: metrics match the traffic, the token guards all but health
   WeirProcess weir({
       .nats_url = nats.url(),
       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/orders"))},
-                {"refunds.yaml", http_flow("refunds", "/in/refunds", sink.url("/refunds"), "retries: 8",
-                                           "hmac: { secret_env: REFUNDS_SECRET }")}},
+                {"refunds.yaml", http_flow("refunds", "/in/refunds", sink.url("/refunds"),
+                                           "retries: 8, " WEIR_TEST_RETRY, "hmac: { secret_env: REFUNDS_SECRET }")}},
       .config = "nats: { url: \"{NATS}\" }\n"
                 "data_dir: {DATA}\n"
                 "http: { listen: \"{HTTP}\" }\n"
@@ -525,10 +525,10 @@ TEST_CASE("dlq retention: at dlq.max_bytes the stage holds the event (metric, /r
           "[integration][admin][dlq]") {
   NatsServer nats;
   SinkProcess sink({"--status", "500"});
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/full"), "retries: 0, timeout: 2s")}},
-       .config = "dlq: { max_age: 0, max_bytes: 4KiB }\n"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/full"),
+                                                      "retries: 0, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                    .config = "dlq: { max_age: 0, max_bytes: 4KiB }\n"});
   weir.start();
   INFO(weir.describe());
   constexpr int kEvents = 12;
@@ -577,7 +577,7 @@ TEST_CASE("shutdown: sink stages drain in parallel within drain_timeout, SIGTERM
     SinkProcess slow({"--delay-ms", "60000"});
     std::map<std::string, std::string> flows;
     for (std::string n : {"a", "b", "c", "d"}) {
-      flows[n + ".yaml"] = http_flow(n, "/in/" + n, slow.url("/" + n), "retries: 8, timeout: 10s");
+      flows[n + ".yaml"] = http_flow(n, "/in/" + n, slow.url("/" + n), "retries: 8, " WEIR_TEST_RETRY ", timeout: 10s");
     }
     WeirProcess weir({.nats_url = nats.url(), .flows = flows, .config = "drain_timeout: 3s\n"});
     weir.start();

@@ -38,7 +38,8 @@ TEST_CASE("a stalled flow's ingress answers 503 at the backlog bound and drains 
   constexpr int64_t kStream = 1 << 20, kBound = 256 << 10;
   WeirOptions o{
       .nats_url = nats.url(),
-      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
+      .flows = {{"orders.yaml",
+                 http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
       .config = "nats: { stream_max_bytes: 1MiB }\nhttp: { max_body: 64KiB }\nbacklog: { max_bytes: 256KiB }\n"};
   WeirProcess weir(o);
   weir.start();
@@ -112,7 +113,8 @@ TEST_CASE(
   NatsServer nats;
   SinkProcess sink;
   WeirOptions o{.nats_url = nats.url(),
-                .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/out"), "retries: 8, timeout: 2s")}},
+                .flows = {{"full.yaml", http_flow("full", "/in/full", sink.url("/out"),
+                                                  "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
                 .config =
                     "nats: { stream_max_bytes: 256KiB }\nhttp: { max_body: 16KiB }\n"
                     "backlog: { max_bytes: 128KiB }\nmax_deliver: 2\n"};
@@ -244,7 +246,7 @@ TEST_CASE("backlog.max_delay: a flow slower than its senders is held near rate x
   SinkProcess sink({"--delay-ms", "20"});
   WeirOptions o{.nats_url = nats.url(),
                 .flows = {{"slow.yaml", http_flow("slow", "/in/slow", sink.url("/out"),
-                                                  "retries: 8, timeout: 5s, max_connections: 4")}},
+                                                  "retries: 8, " WEIR_TEST_RETRY ", timeout: 5s, max_connections: 4")}},
                 .config = "backlog: { max_delay: 500ms }\n"};
   WeirProcess weir(o);
   weir.start();

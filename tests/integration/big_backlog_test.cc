@@ -138,7 +138,7 @@ TEST_CASE("big events retried by their sink are counted by the attempts made, no
   });
   WeirOptions o{.nats_url = nats.url(),
                 .flows = {{"big.yaml", http_flow("big", "/in/big", receiver.url("/out"),
-                                                 "retries: 2, timeout: 2s, max_connections: 16")}},
+                                                 "retries: 2, " WEIR_TEST_RETRY ", timeout: 2s, max_connections: 16")}},
                 .config = "http: { max_body: 1MiB }\n"};
   WeirProcess weir(o);
   weir.start();

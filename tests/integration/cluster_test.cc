@@ -99,7 +99,8 @@ TEST_CASE("two clustered instances share the work and kill -9 of one loses no ac
           "[integration][cluster]") {
   NatsServer nats;
   SinkProcess sink({"--reserve", "30000"});
-  const std::string flow = http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s");
+  const std::string flow = http_flow("orders", "/in/orders", sink.url("/out"),
+                                     "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s");
   WeirProcess a({.nats_url = nats.url(), .flows = {{"orders.yaml", flow}}, .args = kCluster});
   WeirProcess b({.nats_url = nats.url(), .flows = {{"orders.yaml", flow}}, .args = kCluster});
   a.spawn();
@@ -156,7 +157,8 @@ TEST_CASE("on a three-node NATS cluster with R3 streams stopping the stream lead
           "[integration][cluster][r3]") {
   NatsCluster nats;
   SinkProcess sink({"--reserve", "30000"});
-  const std::string flow = http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s");
+  const std::string flow = http_flow("orders", "/in/orders", sink.url("/out"),
+                                     "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s");
   const std::string config = "nats: { replicas: 3 }\n";
   WeirProcess a({.nats_url = nats.urls(), .flows = {{"orders.yaml", flow}}, .config = config, .args = kCluster});
   WeirProcess b({.nats_url = nats.urls(), .flows = {{"orders.yaml", flow}}, .config = config, .args = kCluster});

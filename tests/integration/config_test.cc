@@ -213,9 +213,10 @@ TEST_CASE("environment references NAME and NAME:-default are substituted at load
 TEST_CASE("SIGTERM finishes deliveries in flight before it exits", "[integration][config]") {
   NatsServer nats;
   SinkProcess sink({"--delay-ms", "800"});
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 8, timeout: 5s, max_connections: 8")}}});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                           "retries: 8, " WEIR_TEST_RETRY ", timeout: 5s, max_connections: 8")}}});
   weir.start();
   INFO(weir.describe());
   std::set<std::string> ids;
@@ -327,18 +328,18 @@ TEST_CASE("SIGTERM drains and exits 0, nothing acknowledged is lost", "[integrat
 TEST_CASE("every documented weir.yaml key loads, and sizes and durations in every spelling", "[integration][config]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 3, timeout: 1500ms")}},
-       .config = "nats:    { url: \"{NATS}\" }\n"
-                 "data_dir: {DATA}\n"
-                 "http:    { listen: \"{HTTP}\", max_body: 200, read_timeout: 1m }\n"
-                 "admin:   { listen: \"{ADMIN}\" }\n"
-                 "flows:   {FLOWS}\n"
-                 "cluster: { name: \"\", lease_ttl: 3s }\n"
-                 "log:     { level: info, format: text }\n",
-       .env = {},
-       .use_flags = false});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 3, " WEIR_TEST_RETRY ", timeout: 1500ms")}},
+                    .config = "nats:    { url: \"{NATS}\" }\n"
+                              "data_dir: {DATA}\n"
+                              "http:    { listen: \"{HTTP}\", max_body: 200, read_timeout: 1m }\n"
+                              "admin:   { listen: \"{ADMIN}\" }\n"
+                              "flows:   {FLOWS}\n"
+                              "cluster: { name: \"\", lease_ttl: 3s }\n"
+                              "log:     { level: info, format: text }\n",
+                    .env = {},
+                    .use_flags = false});
   weir.start();
   INFO(weir.describe());
   // max_body: 200 is a plain number of bytes.
@@ -395,21 +396,22 @@ TEST_CASE("a malformed whsec_ secret is a start-up error naming its variable, no
   SinkProcess sink;
   for (const std::string bad : {"whsec_SECRETVALUE!", "whsec_", "whsec_SECRETV"}) {
     INFO(bad);
-    std::string out = expect_exit_2(
-        {.nats_url = nats.url(),
-         .flows = {{"standard.yaml", http_flow("standard", "/in/standard", sink.url("/s"), "retries: 8",
-                                               "hmac: { secret_env: SW_SECRET, scheme: "
-                                               "standard }")}},
-         .env = {{"SW_SECRET", bad}}});
+    std::string out = expect_exit_2({.nats_url = nats.url(),
+                                     .flows = {{"standard.yaml", http_flow("standard", "/in/standard", sink.url("/s"),
+                                                                           "retries: 8, " WEIR_TEST_RETRY,
+                                                                           "hmac: { secret_env: SW_SECRET, scheme: "
+                                                                           "standard }")}},
+                                     .env = {{"SW_SECRET", bad}}});
     CHECK(contains(out, "SW_SECRET"));
     CHECK(contains(out, "no Standard Webhooks secret"));
     CHECK_FALSE(contains(out, "SECRETV"));
   }
   // A well-formed one starts.
-  WeirProcess good({.nats_url = nats.url(),
-                    .flows = {{"standard.yaml", http_flow("standard", "/in/standard", sink.url("/s"), "retries: 8",
-                                                          "hmac: { secret_env: SW_SECRET, scheme: standard }")}},
-                    .env = {{"SW_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}});
+  WeirProcess good(
+      {.nats_url = nats.url(),
+       .flows = {{"standard.yaml", http_flow("standard", "/in/standard", sink.url("/s"), "retries: 8, " WEIR_TEST_RETRY,
+                                             "hmac: { secret_env: SW_SECRET, scheme: standard }")}},
+       .env = {{"SW_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}});
   good.start();
   CHECK(good.terminate() == std::optional<int>(0));
 }

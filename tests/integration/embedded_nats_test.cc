@@ -187,9 +187,9 @@ TEST_CASE("weir run without --nats spawns nats-server, serves end to end and sto
 
 TEST_CASE("weir run with embedded NATS keeps acknowledged events across a kill -9 restart", "[integration][embedded]") {
   SinkProcess sink({"--status", "503"});  // holds every event in the stream
-  WeirProcess weir(
-      {.nats_url = "",
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 100, timeout: 2s")}}});
+  WeirProcess weir({.nats_url = "",
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 100, " WEIR_TEST_RETRY ", timeout: 2s")}}});
   weir.start();
   INFO(weir.describe());
   std::set<std::string> ids;

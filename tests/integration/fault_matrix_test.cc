@@ -101,9 +101,9 @@ TEST_CASE("kill -9 of nats-server under load, restarted on the same store and po
           "[integration][faults][matrix]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}}});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}}});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(1000));
   std::vector<Posters*> all{&posters};
@@ -140,7 +140,8 @@ TEST_CASE("kill -9 of nats-server under load, restarted on the same store and po
 TEST_CASE("kill -9 of the R3 stream leader under load loses no acked event", "[integration][faults][matrix][r3]") {
   NatsCluster nats;
   SinkProcess sink;
-  const std::string flow = http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s");
+  const std::string flow = http_flow("orders", "/in/orders", sink.url("/out"),
+                                     "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s");
   WeirProcess weir({.nats_url = nats.urls(),
                     .flows = {{"orders.yaml", flow}},
                     // The default max_deliver (5): the flow stage's naks after failed
@@ -204,7 +205,8 @@ TEST_CASE("weir frozen (SIGSTOP) past AckWait: its peer takes over, late work is
           "[integration][faults][matrix][cluster]") {
   NatsServer nats;
   SinkProcess sink;
-  const std::string flow = http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s");
+  const std::string flow = http_flow("orders", "/in/orders", sink.url("/out"),
+                                     "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s");
   WeirProcess a({.nats_url = nats.url(), .flows = {{"orders.yaml", flow}}, .args = kCluster});
   WeirProcess b({.nats_url = nats.url(), .flows = {{"orders.yaml", flow}}, .args = kCluster});
   a.spawn();
@@ -251,10 +253,10 @@ TEST_CASE("a sink failing 10 % of deliveries at random gets every event, re-send
           "[integration][faults][matrix][sink]") {
   NatsServer nats;
   SinkProcess sink({"--fail-percent", "10", "--fail-status", "503"});
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
-       .config = kSinkRetriesGovern});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                    .config = kSinkRetriesGovern});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(1000));
   std::vector<Posters*> all{&posters};
@@ -277,10 +279,10 @@ TEST_CASE("a sink that resets the connection half-way through its answer gets ev
           "[integration][faults][matrix][sink]") {
   NatsServer nats;
   SinkProcess sink({"--reset-percent", "20"});
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
-       .config = kSinkRetriesGovern});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                    .config = kSinkRetriesGovern});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(1000));
   std::vector<Posters*> all{&posters};
@@ -304,10 +306,11 @@ TEST_CASE("a sink slower than its timeout: retried with the same key, weir's mem
           "[integration][faults][matrix][sink][rss]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir({.nats_url = nats.url(),
-                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
-                                                        "retries: 100, timeout: 500ms, max_connections: 8")}},
-                    .config = kSinkRetriesGovern});
+  WeirProcess weir(
+      {.nats_url = nats.url(),
+       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                           "retries: 100, " WEIR_TEST_RETRY ", timeout: 500ms, max_connections: 8")}},
+       .config = kSinkRetriesGovern});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(1000));
   std::vector<Posters*> all{&posters};
@@ -368,10 +371,10 @@ TEST_CASE("JetStream's disk full: 503 and never 2xx while it is, nothing acked i
   SinkProcess sink;
   // The sink refuses for as long as the disk is full (20 s and more on a slow or sanitized
   // weir): at the default max_deliver 5 events were dead-lettered, not lost (ASan job).
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 50, timeout: 2s")}},
-       .config = kSinkRetriesGovern});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 50, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                    .config = kSinkRetriesGovern});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(1000));
   std::vector<Posters*> all{&posters};

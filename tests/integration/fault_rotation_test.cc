@@ -120,11 +120,11 @@ TEST_CASE("two minutes of rotating faults lose nothing acked and keep weir's mem
   const auto length = std::chrono::seconds(env ? std::atoi(env) : 120);
   NatsServer nats;
   SinkProcess sink({"--reserve", "100000"});
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 50, timeout: 1s")}},
-       // A sink gets min(retries + 1, max_deliver) attempts: let its 50 retries govern.
-       .config = "max_deliver: 1000\n"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 50, " WEIR_TEST_RETRY ", timeout: 1s")}},
+                    // A sink gets min(retries + 1, max_deliver) attempts: let its 50 retries govern.
+                    .config = "max_deliver: 1000\n"});
   weir.start();
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(2000));
   auto more_acks = [&](size_t n, std::chrono::milliseconds timeout) {

@@ -14,9 +14,9 @@ using weir::testing::wait_until;
 TEST_CASE("kill -9 of weir twice under load loses no acknowledged event", "[integration][faults]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}}});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}}});
   weir.start();
 
   Posters posters(weir.ingress_url("/in/orders"), 8);
@@ -63,9 +63,9 @@ TEST_CASE("kill -9 of weir twice under load loses no acknowledged event", "[inte
 TEST_CASE("a 3 s nats-server outage answers 503 with Retry-After and loses nothing acked", "[integration][faults]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}}});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}}});
   weir.start();
 
   Posters posters(weir.ingress_url("/in/orders"), 4, std::chrono::microseconds(2000));

@@ -42,9 +42,9 @@ TEST_CASE("an event deeper than max_depth found in a flow's stream is dead-lette
           "[integration][dlq]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"deep.yaml", http_flow("deep", "/in/deep", sink.url("/out"), "retries: 2, timeout: 2s")}}});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"deep.yaml", http_flow("deep", "/in/deep", sink.url("/out"),
+                                                      "retries: 2, " WEIR_TEST_RETRY ", timeout: 2s")}}});
   weir.start();
   INFO(weir.describe());
 
@@ -94,10 +94,10 @@ TEST_CASE("an event failing its sink more than max_deliver times is dead-lettere
   NatsServer nats;
   SinkProcess sink({"--status", "500"});
   // The sink would retry 8 times; max_deliver 3 ends it after the third attempt.
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
-       .config = "max_deliver: 3\n"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                        "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                    .config = "max_deliver: 3\n"});
   weir.start();
   INFO(weir.describe());
   for (int i = 0; i < 3; ++i) {
@@ -189,11 +189,12 @@ TEST_CASE("every dead letter is logged once with its flow, stage, id and reason,
           "[integration][dlq]") {
   NatsServer nats;
   SinkProcess sink({"--status", "500"});
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"few.yaml", http_flow("few", "/in/few", sink.url("/few"), "retries: 1, timeout: 2s")},
-                 {"many.yaml", http_flow("many", "/in/many", sink.url("/many"), "retries: 8, timeout: 2s")}},
-       .config = "max_deliver: 3\n"});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"few.yaml", http_flow("few", "/in/few", sink.url("/few"),
+                                                     "retries: 1, " WEIR_TEST_RETRY ", timeout: 2s")},
+                              {"many.yaml", http_flow("many", "/in/many", sink.url("/many"),
+                                                      "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                    .config = "max_deliver: 3\n"});
   weir.start();
   INFO(weir.describe());
 

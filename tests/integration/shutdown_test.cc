@@ -54,10 +54,10 @@ struct Frozen {
 TEST_CASE("SIGTERM with publishes stuck in a frozen NATS answers them 503 and exits 0", "[integration][faults]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirOptions o{
-      .nats_url = nats.url(),
-      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
-      .config = "http: { ack_timeout: 30s }\ndrain_timeout: 1s\n"};
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                    "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                .config = "http: { ack_timeout: 30s }\ndrain_timeout: 1s\n"};
   WeirProcess weir(o);
   weir.start();
   INFO(weir.describe());
@@ -104,10 +104,10 @@ TEST_CASE("SIGTERM with publishes stuck in a frozen NATS answers them 503 and ex
 TEST_CASE("a publish nats-server never acknowledges is answered 503 once, after ack_timeout", "[integration][faults]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirOptions o{
-      .nats_url = nats.url(),
-      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
-      .config = "http: { ack_timeout: 1s }\n"};
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                    "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                .config = "http: { ack_timeout: 1s }\n"};
   WeirProcess weir(o);
   weir.start();
   INFO(weir.describe());
@@ -137,10 +137,10 @@ TEST_CASE("past backlog.max_pending events waiting for a PubAck, ingress answers
           "[integration][backpressure]") {
   NatsServer nats;
   SinkProcess sink;
-  WeirOptions o{
-      .nats_url = nats.url(),
-      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"), "retries: 8, timeout: 2s")}},
-      .config = "http: { ack_timeout: 10s }\nbacklog: { max_pending: 2 }\n"};
+  WeirOptions o{.nats_url = nats.url(),
+                .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                    "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                .config = "http: { ack_timeout: 10s }\nbacklog: { max_pending: 2 }\n"};
   WeirProcess weir(o);
   weir.start();
   INFO(weir.describe());

@@ -181,8 +181,8 @@ TEST_CASE("a restart with other settings updates the streams and consumers it fi
   SinkProcess sink;
   auto flows = [&](const std::string& connections) {
     return std::map<std::string, std::string>{
-        {"orders.yaml",
-         http_flow("orders", "/in/orders", sink.url("/orders"), "retries: 8, max_connections: " + connections)}};
+        {"orders.yaml", http_flow("orders", "/in/orders", sink.url("/orders"),
+                                  "retries: 8, " WEIR_TEST_RETRY ", max_connections: " + connections)}};
   };
   {
     WeirProcess weir({.nats_url = nats.url(), .flows = flows("8"), .config = "nats: { stream_max_bytes: 64MiB }\n"});

@@ -129,9 +129,9 @@ TEST_CASE("trace context: a dead-lettered event keeps its trace id", "[integrati
   NatsServer nats;
   // The first delivery is answered 400: dead at once.
   SinkProcess sink({"--record", "50", "--fail-first", "1", "--fail-status", "400"});
-  WeirProcess weir(
-      {.nats_url = nats.url(),
-       .flows = {{"dead.yaml", http_flow("dead", "/in/dead", sink.url("/out"), "retries: 2, timeout: 2s")}}});
+  WeirProcess weir({.nats_url = nats.url(),
+                    .flows = {{"dead.yaml", http_flow("dead", "/in/dead", sink.url("/out"),
+                                                      "retries: 2, " WEIR_TEST_RETRY ", timeout: 2s")}}});
   weir.start();
   INFO(weir.describe());
 
