@@ -51,7 +51,9 @@ std::string allocator_name() {
   return "ThreadSanitizer's allocator";
 #else
 #if WEIR_MIMALLOC
-  void* probe = std::malloc(64);
+  // calloc: GCC 12 takes a malloc'd block handed on as `const void*` for a read of
+  // uninitialised memory (-Wmaybe-uninitialized, an error here).
+  void* probe = std::calloc(1, 64);
   const bool ours = mi_is_in_heap_region(probe);
   std::free(probe);
   if (ours) {
@@ -215,6 +217,29 @@ int sink_command(const std::string& server, const std::string& action, const std
   return 0;
 }
 
+// `weir dlq replay`: one POST /dlq/replay (docs/admin-api.md, ADR 0298). Prints the answer;
+// when a flow's backlog bound left dead letters in the stream, says so on stderr and that
+// the same command replays them once the flow drains (exit 0: what could go back went).
+int dlq_replay_command(const std::string& server, const nlohmann::json& body) {
+  weir::AdminReply r = weir::admin_call(server, "POST", "/dlq/replay", body.dump());
+  if (r.status == 0) {
+    std::fprintf(stderr, "weir: cannot reach %s: %s\n", server.c_str(), r.error.c_str());
+    return 1;
+  }
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  std::fprintf(r.status < 300 ? stdout : stderr, "%s\n", j.is_discarded() ? r.body.c_str() : j.dump(2).c_str());
+  if (r.status < 300 && j.is_object() && j.value("remaining", 0) > 0) {
+    std::fprintf(stderr, "weir: %d dead letters remain: ", j.value("remaining", 0));
+    const char* sep = "";
+    for (const auto& [flow, why] : j.value("held", nlohmann::json::object()).items()) {
+      std::fprintf(stderr, "%sflow %s: %s", sep, flow.c_str(), why.is_string() ? why.get<std::string>().c_str() : "");
+      sep = "; ";
+    }
+    std::fprintf(stderr, ". Run the same command again once it drains.\n");
+  }
+  return weir::admin_exit_code(r);
+}
+
 // weir table ACTION ARGS: one admin call under /tables (docs/admin-api.md#tables).
 int table_command(const std::string& server, const std::string& action, const std::vector<std::string>& args,
                   const std::string& key_column) {
@@ -356,13 +381,29 @@ int main(int argc, char** argv) {
   status->add_option("--interval-ms", status_interval, "sampling interval for rates (0: no rates)")
       ->capture_default_str();
   status->add_flag("--json", status_json, "print JSON instead of a table");
-  auto* dlq = app.add_subcommand("dlq", "dead letters: list | show ID | replay");
-  std::string dlq_action, dlq_id, dlq_flow;
+  auto* dlq = app.add_subcommand(
+      "dlq",
+      "dead letters: list | show ID | replay [--flow F] [--sink S] [--since T] [--until T] [--reason TEXT] "
+      "[--dry-run] [ID...]");
+  std::string dlq_action, dlq_flow, dlq_sink, dlq_since, dlq_until, dlq_reason;
+  std::vector<std::string> dlq_ids;
+  bool dlq_dry_run = false;
   dlq->add_option("action", dlq_action, "list, show or replay")
       ->required()
       ->check(CLI::IsMember({"list", "show", "replay"}));
-  dlq->add_option("id", dlq_id, "event id (show, replay)");
-  dlq->add_option("--flow", dlq_flow, "only this flow");
+  dlq->add_option("id", dlq_ids, "event id (show: one; replay: only these, any number)");
+  auto* dlq_flow_opt = dlq->add_option("--flow", dlq_flow, "only this flow");
+  auto* dlq_sink_opt = dlq->add_option("--sink", dlq_sink,
+                                       "replay: only dead letters of this sink (in any flow unless --flow)");
+  auto* dlq_since_opt = dlq->add_option(
+      "--since", dlq_since,
+      "replay: only those dead-lettered at or after this time (RFC 3339, e.g. 2026-01-02T15:04:05Z, "
+      "or epoch milliseconds)");
+  auto* dlq_until_opt = dlq->add_option("--until", dlq_until,
+                                        "replay: only those dead-lettered before this time (as --since)");
+  auto* dlq_reason_opt = dlq->add_option("--reason", dlq_reason,
+                                         "replay: only those whose reason contains this text (case-sensitive)");
+  dlq->add_flag("--dry-run", dlq_dry_run, "replay: count what would be replayed (per flow and stage), change nothing");
   int dlq_page = 1000;
   dlq->add_option("--page-size", dlq_page, "dead letters per GET /dlq request (list and show read every page)")
       ->check(CLI::Range(1, 1000))
@@ -450,18 +491,44 @@ int main(int argc, char** argv) {
   if (app.got_subcommand(rollback)) return weir::admin_command(server, "POST", "/flows/" + rollback_flow + "/rollback");
   if (app.got_subcommand(status)) return status_command(server, status_interval, status_json);
   if (app.got_subcommand(dlq)) {
-    if (dlq_action == "list") return dlq_list_command(server, dlq_flow, "", dlq_page);
-    if (dlq_action == "show") {
-      if (dlq_id.empty()) {
-        std::fprintf(stderr, "weir dlq show: give the event id\n");
+    const bool replay_only = dlq_sink_opt->count() || dlq_since_opt->count() || dlq_until_opt->count() ||
+                             dlq_reason_opt->count() || dlq_dry_run;
+    if (dlq_action != "replay" && replay_only) {
+      std::fprintf(stderr, "weir dlq %s: --sink, --since, --until, --reason and --dry-run are for replay\n",
+                   dlq_action.c_str());
+      return 2;
+    }
+    if (dlq_action == "list") {
+      if (!dlq_ids.empty()) {
+        std::fprintf(stderr, "weir dlq list: takes no id (weir dlq show ID)\n");
         return 2;
       }
-      return dlq_list_command(server, dlq_flow, dlq_id, dlq_page);
+      return dlq_list_command(server, dlq_flow, "", dlq_page);
     }
+    if (dlq_action == "show") {
+      if (dlq_ids.size() != 1) {
+        std::fprintf(stderr, "weir dlq show: give one event id\n");
+        return 2;
+      }
+      return dlq_list_command(server, dlq_flow, dlq_ids[0], dlq_page);
+    }
+    // Each flag given becomes its key, even empty: the server checks them all (a 400 names what
+    // was wrong), so a filter mistyped as "" never turns into "replay everything".
+    // A time of digits only is epoch milliseconds, as GET /dlq's `at`.
+    auto when = [](const std::string& t) {
+      return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos && t.size() <= 18
+                 ? nlohmann::json(std::stoll(t))
+                 : nlohmann::json(t);
+    };
     nlohmann::json body = nlohmann::json::object();
-    if (!dlq_flow.empty()) body["flow"] = dlq_flow;
-    if (!dlq_id.empty()) body["ids"] = {dlq_id};
-    return weir::admin_command(server, "POST", "/dlq/replay", body.dump());
+    if (dlq_flow_opt->count()) body["flow"] = dlq_flow;
+    if (dlq_sink_opt->count()) body["sink"] = dlq_sink;
+    if (!dlq_ids.empty()) body["ids"] = dlq_ids;
+    if (dlq_since_opt->count()) body["since"] = when(dlq_since);
+    if (dlq_until_opt->count()) body["until"] = when(dlq_until);
+    if (dlq_reason_opt->count()) body["reason"] = dlq_reason;
+    if (dlq_dry_run) body["dry_run"] = true;
+    return dlq_replay_command(server, body);
   }
 
   if (app.got_subcommand(table)) return table_command(server, table_action, table_args, table_key);

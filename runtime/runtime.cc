@@ -399,6 +399,7 @@ struct Runtime::Impl {
     bp.max_pending = config.backlog.max_pending;
     bp.max_delay = config.backlog.max_delay;
     backlog = std::make_unique<BacklogMonitor>(*bus, metrics, bp);
+    dlq->set_backlog(backlog.get());  // replay stops at a flow's backlog bound (ADR 0298)
     return bus->ensure_dlq_stream(config.dlq.max_age, config.dlq.max_bytes);
   }
 

@@ -13,6 +13,7 @@
 
 #include "flows/text.h"
 #include "runtime/admin/dashboard.h"
+#include "runtime/admin/replay_request.h"
 #include "runtime/base/log.h"
 
 namespace weir {
@@ -61,32 +62,6 @@ std::optional<uint64_t> whole_number(const std::string& s, uint64_t lo, uint64_t
   uint64_t v = std::stoull(s);
   if (v < lo || v > hi) return std::nullopt;
   return v;
-}
-
-// POST /dlq/replay's body (docs/admin-api.md): empty or {} (all), {"flow": F}, {"ids": [...]} or
-// both (dead letters of F among those ids). Anything else is refused with why — a
-// filter that is ignored would replay every dead letter.
-std::optional<std::string> parse_replay_filter(const std::string& body, std::optional<std::string>* flow,
-                                               std::vector<std::string>* ids) {
-  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return "the body must be a JSON object";
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() != "flow" && it.key() != "ids") return "unknown key \"" + it.key() + "\" (expected flow or ids)";
-  }
-  if (j.contains("flow")) {
-    if (!j["flow"].is_string() || j["flow"].get<std::string>().empty()) return "flow must be a flow name (a string)";
-    *flow = j["flow"].get<std::string>();
-  }
-  if (j.contains("ids")) {
-    if (!j["ids"].is_array()) return "ids must be an array of event ids";
-    if (j["ids"].empty()) return "ids must name at least one event id (send {} to replay all)";
-    for (const auto& id : j["ids"]) {
-      if (!id.is_string() || id.get<std::string>().empty()) return "ids must hold event ids (non-empty strings)";
-      ids->push_back(id.get<std::string>());
-    }
-  }
-  return std::nullopt;
 }
 
 // Guard rails against a browser on the operator's machine (docs/adr/0100): a page from
@@ -578,16 +553,14 @@ void Admin::list_dead_letters(DeadLetters& dlq, const HttpRequest& req, const Re
 }
 
 void Admin::replay_dead_letters(DeadLetters& dlq, const HttpRequest& req, const Responder& respond) {
-  std::optional<std::string> flow;
-  std::vector<std::string> ids;
-  if (auto bad = parse_replay_filter(req.body(), &flow, &ids)) {
-    respond(HttpResponse::error(
-        400, "malformed replay filter: " + *bad + "; send {}, {\"flow\": F}, {\"ids\": [ID, ...]} or both keys"));
+  ReplayRequest request;
+  if (auto bad = parse_replay_request(req.body(), &request)) {
+    respond(HttpResponse::error(400, "malformed replay filter: " + *bad));
     return;
   }
-  on_worker(respond, [dlq = &dlq, flow, ids](const Responder& respond) {
-    auto r = dlq->replay(flow, ids);
-    if (r) respond(json_reply(200, {{"replayed", r.value()}}));
+  on_worker(respond, [dlq = &dlq, request](const Responder& respond) {
+    auto r = dlq->replay(request.filter, request.dry_run);
+    if (r) respond(json_reply(200, replay_answer(r.value(), request.dry_run)));
     else respond(HttpResponse::error(503, r.status().message()));
   });
 }

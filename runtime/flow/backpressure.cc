@@ -65,6 +65,23 @@ bool FlowBacklog::full(std::string* why) const {
   return false;
 }
 
+bool FlowBacklog::has_room(int64_t bytes, std::string* why) const {
+  if (options_.max_bytes > 0 && backlog_bytes() + bytes > options_.max_bytes) {
+    if (why) *why = "flow backlog full (" + std::to_string(options_.max_bytes) + " bytes not yet delivered)";
+    return false;
+  }
+  if (options_.max_messages > 0 && backlog_messages() + 1 > options_.max_messages) {
+    if (why) *why = "flow backlog full (" + std::to_string(options_.max_messages) + " events not yet delivered)";
+    return false;
+  }
+  return true;
+}
+
+void FlowBacklog::add_stored(int64_t bytes) {
+  stored_bytes_.fetch_add(bytes, std::memory_order_acq_rel);
+  stored_msgs_.fetch_add(1, std::memory_order_acq_rel);
+}
+
 void FlowBacklog::completed(int64_t bytes, bool stored) {
   // Stored before leaving in flight: a check in between counts it twice, never zero times.
   if (stored) {

@@ -85,6 +85,12 @@ class FlowBacklog {
   // At its size bounds (max_bytes or max_messages), with `why` as admit() says it: a chained
   // flow writing into this stream waits (FlowStage::set_output_full, ADR 0080).
   bool full(std::string* why) const;
+  // Dead-letter replay writes into the stream without going through ingress (ADR 0298): it
+  // asks whether `bytes` more stay within the size bounds (not the pending cap, not the delay
+  // bound) and, once the write is stored, adds it so the estimate counts it before the next
+  // refresh. One writer at a time; `why` as admit() says it.
+  bool has_room(int64_t bytes, std::string* why) const;
+  void add_stored(int64_t bytes);
   // Stream messages removed (delivered/acked) per second, smoothed; 0 while stalled.
   double drain_rate() const { return drain_rate_.load(std::memory_order_relaxed); }
   // The message bound from max_delay in force now; 0 = none (off, stalled, or no rate yet).

@@ -208,35 +208,93 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
   return page;
 }
 
-Result<size_t> DeadLetters::replay(const std::optional<std::string>& flow, const std::vector<std::string>& ids) {
+bool ReplayFilter::matches(std::string_view f, std::string_view stage, std::string_view id, int64_t at_ms,
+                           std::string_view why) const {
+  if (flow && f != *flow) return false;
+  if (sink && stage != "sink:" + *sink) return false;
+  if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) return false;
+  if (since_ms && at_ms < *since_ms) return false;
+  if (until_ms && at_ms >= *until_ms) return false;
+  if (reason && why.find(*reason) == std::string_view::npos) return false;
+  return true;
+}
+
+Result<ReplayResult> DeadLetters::replay(const ReplayFilter& filter, bool dry_run) {
   auto bounds = bus_.stream_bounds(layout::dlq_stream());
   if (!bounds) return bounds.status();
-  // Plain variables, not a structured binding: lambdas below capture them (clang 14 cannot
-  // capture a binding).
+  ReplayResult out;
   const uint64_t first = bounds.value().first, last = bounds.value().second;
-  size_t replayed = 0;
-  for (uint64_t seq = first; seq != 0 && seq <= last; ++seq) {
-    auto m = bus_.get_message(layout::dlq_stream(), seq);
-    if (!m) continue;
-    std::string id = header_of(m.value(), layout::kHeaderId);
-    if (flow && header_of(m.value(), kFlow) != *flow) continue;
-    if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) continue;
-    std::string subject = header_of(m.value(), kSubject);
-    if (subject.empty()) continue;
-    Headers h = {{layout::kHeaderId, id}, {layout::kHeaderMsgId, id + "#replay" + std::to_string(seq)}};
+  if (first == 0) return out;
+  // Select first, in batches (what GET /dlq does), keeping only sequences and subjects: a
+  // dry run and the real run choose by the same test, so their counts agree when nothing
+  // changed in between. Dead letters that arrive during the call are not selected.
+  struct Selected {
+    uint64_t seq;
+    std::string subject;
+  };
+  std::vector<Selected> selected;
+  Status scanned = bus_.read_stream(
+      layout::dlq_stream(), layout::dlq_subjects(), first, kScanBatch, kReplayScanTimeout, [&](StoredMessage&& m) {
+        if (m.sequence > last) return false;
+        std::string subject = header_of(m, kSubject);
+        if (subject.empty()) return true;  // nowhere to put it back
+        std::string f = header_of(m, kFlow), stage = header_of(m, kStage);
+        if (!filter.matches(f, stage, header_of(m, layout::kHeaderId), m.time_ns / 1'000'000, header_of(m, kReason))) {
+          return true;
+        }
+        ++out.by_stage[f][stage];
+        ++out.matched;
+        if (!dry_run) selected.push_back({m.sequence, std::move(subject)});
+        return true;
+      });
+  if (!scanned) return scanned;
+  if (dry_run) return out;
+
+  // A flow stream's backlog bound (ADR 0080) holds for replay too: ingress stops below the
+  // stream's size so the flow's outputs always fit, and a bulk replay must not take that
+  // room. Once a stream has no room, its later dead letters stay (in order) for a later call.
+  std::map<std::string, std::shared_ptr<FlowBacklog>> backlogs;
+  for (const Selected& sel : selected) {
+    const std::string target = layout::flow_of_subject(sel.subject);
+    if (out.held.count(target)) {
+      ++out.remaining;
+      continue;
+    }
+    auto m = bus_.get_message(layout::dlq_stream(), sel.seq);
+    if (!m) continue;  // replayed by another call or expired meanwhile
+    const std::string id = header_of(m.value(), layout::kHeaderId);
+    Headers h = {{layout::kHeaderId, id}, {layout::kHeaderMsgId, id + "#replay" + std::to_string(sel.seq)}};
     // A replayed event stays in its trace.
     for (const char* name : {trace::kHeaderTraceparent, trace::kHeaderTracestate}) {
       if (std::string v = header_of(m.value(), name); !v.empty()) h.emplace_back(name, std::move(v));
     }
+    FlowBacklog* backlog = nullptr;
+    const int64_t bytes = stored_size(sel.subject, m->data, h);
+    if (backlog_ && !target.empty()) {
+      auto& b = backlogs[target];
+      if (!b) b = backlog_->watch(layout::flow_stream(target), nullptr);
+      backlog = b.get();
+      std::string why;
+      if (!backlog->has_room(bytes, &why)) {
+        out.held[target] = why;
+        ++out.remaining;
+        continue;
+      }
+    }
     std::promise<Status> done;
-    bus_.publish(subject, m->data, h, std::chrono::seconds(5),
+    bus_.publish(sel.subject, m->data, h, std::chrono::seconds(5),
                  [&done](const Status& s, const PubAck&) { done.set_value(s); });
     Status s = done.get_future().get();
     if (!s) return Status(s);
-    if (Status d = bus_.delete_message(layout::dlq_stream(), seq); !d) return d;
-    ++replayed;
+    if (backlog) backlog->add_stored(bytes);
+    if (Status d = bus_.delete_message(layout::dlq_stream(), sel.seq); !d) return d;
+    ++out.replayed;
   }
-  return replayed;
+  if (!out.held.empty()) {
+    log::info("replay stopped at a flow's backlog bound",
+              {{"replayed", std::to_string(out.replayed)}, {"remaining", std::to_string(out.remaining)}});
+  }
+  return out;
 }
 
 }  // namespace weir

@@ -14,12 +14,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/flow/backpressure.h"
 #include "runtime/nats/bus.h"
 #include "runtime/base/status.h"
 #include "runtime/base/thread_annotations.h"
@@ -58,6 +61,32 @@ struct DeadLetterPage {
   std::string last_id;
 };
 
+// Which dead letters POST /dlq/replay selects (docs/adr/0298-bulk-replay.md). Every field
+// that is set must match (AND); none set selects every dead letter.
+struct ReplayFilter {
+  std::optional<std::string> flow;    // the dead letter's flow, exactly
+  std::optional<std::string> sink;    // died at this sink's stage ("sink:<name>"), in any flow unless `flow`
+  std::vector<std::string> ids;       // its event id is one of these; empty: any id
+  std::optional<int64_t> since_ms;    // dead-lettered at or after (its `at`, ms since the epoch)
+  std::optional<int64_t> until_ms;    // dead-lettered before (half-open: [since, until))
+  std::optional<std::string> reason;  // a case-sensitive substring of its reason
+
+  // `stage` as the dead letter records it ("flow", "source", "sink:<name>"); `at_ms` its `at`.
+  bool matches(std::string_view flow, std::string_view stage, std::string_view id, int64_t at_ms,
+               std::string_view reason) const;
+};
+
+// What a replay did, or (dry run) would do.
+struct ReplayResult {
+  size_t matched = 0;    // dead letters the filter selects that can be replayed
+  size_t replayed = 0;   // put back and removed from the dead-letter stream (0 in a dry run)
+  size_t remaining = 0;  // matched but left in the stream: their flow's backlog is at its bound
+  // flow → stage → how many matched (the dry run's breakdown).
+  std::map<std::string, std::map<std::string, size_t>> by_stage;
+  // flow whose stream replay stopped writing into → why (its backlog bound).
+  std::map<std::string, std::string> held;
+};
+
 class DeadLetters {
  public:
   static constexpr size_t kMaxPage = 1000;
@@ -65,6 +94,8 @@ class DeadLetters {
   // and gives up past kListTimeout (503).
   static constexpr size_t kScanBatch = 256;
   static constexpr std::chrono::milliseconds kListTimeout{5000};
+  // POST /dlq/replay selects from the whole stream in one read; past this it is 503.
+  static constexpr std::chrono::milliseconds kReplayScanTimeout{30000};
 
   explicit DeadLetters(Bus& bus) : bus_(bus) {}
   // Writes one dead letter; `done` after its PubAck. Only then may the input be acked.
@@ -75,9 +106,15 @@ class DeadLetters {
   // One page; not_found when `after_id` names no stored dead letter. A few round trips
   // per page (Bus::read_stream), not one per dead letter.
   Result<DeadLetterPage> list(const DeadLetterQuery& query);
-  // Puts dead letters back into the stage they died in and removes them from the stream.
-  // Selects all, or those of `flow`, or those whose id is in `ids`. Returns how many.
-  Result<size_t> replay(const std::optional<std::string>& flow, const std::vector<std::string>& ids);
+  // Puts the dead letters `filter` selects back into the stage they died in (the subject
+  // they were read from) and removes them from the stream, oldest first; `dry_run` counts
+  // them and changes nothing. A flow stream whose backlog is at its bound (ADR 0080) takes
+  // no more: its dead letters stay and are counted in `remaining` (ADR 0298); the call can
+  // be repeated once it drains. Reads the stream in batches, then one get, publish and
+  // delete per replayed dead letter; an error midway leaves what was replayed replayed.
+  Result<ReplayResult> replay(const ReplayFilter& filter, bool dry_run);
+  // The flows' backlogs that replay respects; set once at start, before any replay.
+  void set_backlog(BacklogMonitor* backlog) { backlog_ = backlog; }
 
   // True while the last write to the stream failed, less than kHoldingFor ago (full at
   // max_bytes, or NATS away): stages hold their dead letters-to-be and retry them about
@@ -92,6 +129,7 @@ class DeadLetters {
   void record(const Status& s);
 
   Bus& bus_;
+  BacklogMonitor* backlog_ = nullptr;  // null: no bound (tests without a monitor)
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> refused_{0};
   std::atomic<bool> holding_{false};

@@ -65,6 +65,9 @@ std::string input_subject(std::string_view flow);
 std::string output_subject(std::string_view flow, std::string_view sink);
 std::string flow_consumer(std::string_view flow);                         // <flow>
 std::string sink_consumer(std::string_view flow, std::string_view sink);  // <flow>-to-<sink>
+// The flow whose stream holds `subject` (<flow> for weir.<flow>.in|out.<sink>), or "" when
+// it is no flow subject of this namespace: where a dead-letter replay writes (ADR 0298).
+std::string flow_of_subject(std::string_view subject);
 std::string dlq_stream();
 std::string dlq_subjects();  // <prefix>.dlq.>
 std::string dlq_subject(std::string_view flow, std::string_view stage);

@@ -38,6 +38,16 @@ std::string flow_consumer(std::string_view flow) { return std::string(flow); }
 std::string sink_consumer(std::string_view flow, std::string_view sink) {
   return std::string(flow) + "-to-" + std::string(sink);
 }
+std::string flow_of_subject(std::string_view subject) {
+  const std::string prefix = subject_prefix() + ".";
+  if (subject.substr(0, prefix.size()) != prefix) return {};
+  std::string_view rest = subject.substr(prefix.size());
+  const size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot + 1 == rest.size()) return {};
+  std::string_view flow = rest.substr(0, dot);
+  if (flow == "dlq") return {};
+  return std::string(flow);
+}
 std::string dlq_stream() { return stream_prefix() + "dlq"; }
 std::string dlq_subjects() { return subject_prefix() + ".dlq.>"; }
 std::string dlq_subject(std::string_view flow, std::string_view stage) {

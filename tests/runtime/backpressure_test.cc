@@ -164,3 +164,32 @@ TEST_CASE("backlog: each refresh sets the delay bound and drain rate gauges", "[
   CHECK(m.backlog_delay_bound.load() == 0);
   CHECK(m.backlog_events.load() == 10);
 }
+
+TEST_CASE("backlog: replay room uses the size bounds only and counts what replay stored", "[backpressure][replay]") {
+  std::atomic<int64_t> pending{0};
+  BackpressureOptions o;
+  o.max_messages = 10;
+  o.max_bytes = 10000;
+  o.max_pending = 1;
+  o.max_delay = 100ms;
+  FlowBacklog b("s", o, pending, nullptr);
+  read(b, 4, 4, t0);
+  pending = 1;  // the ingress pending cap is reached: it does not hold replay back
+  std::string why;
+  int n = 0;
+  while (b.has_room(100, &why)) {
+    b.add_stored(100);
+    ++n;
+  }
+  CHECK(n == 6);  // 4 in the stream + 6 replayed = max_events
+  CHECK(why.find("10 events") != std::string::npos);
+  // A refresh that sees them in the stream keeps the count (nothing counted twice or lost).
+  read(b, 10, 10, t0 + 1s);
+  CHECK(b.backlog_messages() == 10);
+  CHECK_FALSE(b.has_room(100, &why));
+  // A message larger than the byte room left is refused by the byte bound.
+  read(b, 0, 10, t0 + 2s);
+  CHECK(b.has_room(100, &why));
+  CHECK_FALSE(b.has_room(10001, &why));
+  CHECK(why.find("10000 bytes") != std::string::npos);
+}
