@@ -29,7 +29,8 @@ inline constexpr std::string_view kPollSourceOauth2[] = {"token_url", "client_id
                                                          "insecure_http"};
 inline constexpr std::string_view kExecSource[] = {"command", "format", "max_line", "env"};
 // Sinks (`to: {<name>: {<kind>: {...}}}`); `flow: {}` takes no keys.
-inline constexpr std::string_view kHttpSink[] = {"url", "method", "headers", "timeout", "retries", "max_connections"};
+inline constexpr std::string_view kHttpSink[] = {"url",     "method",          "headers", "timeout",
+                                                 "retries", "max_connections", "rate"};
 inline constexpr std::string_view kMqttSink[] = {"broker",    "topic",        "qos",          "retain",
                                                  "client_id", "username_env", "password_env", "retries"};
 inline constexpr std::string_view kMqttSinkTopic[] = {"expr"};  // `topic: {expr: …}`
