@@ -143,6 +143,11 @@ struct HttpSinkSpec {
   int retries = kNoRetryCap;
   RetrySpec retry;
   int max_connections = 8;
+  // `rate: 200/s` (also /min, /h): deliveries per second this instance sends at most, with
+  // a burst of TokenBucket::default_burst (runtime/base/token_bucket.h); 0 = no limit.
+  // `rate` is the text as written, for logs. docs/adr/0296-per-instance-rate-limits.md.
+  double rate_per_s = 0;
+  std::string rate;
 };
 
 class Expression;

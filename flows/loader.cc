@@ -3,9 +3,11 @@
 // problem so that one run reports all of them.
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <tuple>
 #include <set>
 #include <sstream>
@@ -59,6 +61,68 @@ const char* reserved_subject(std::string_view subject, bool source) {
     return "starts with a wildcard, which would match weir's own subjects too; name its first token";
   }
   return nullptr;
+}
+
+// An HTTP sink's `rate:` — "<number>/s", "/min" or "/h" — as deliveries per second, or
+// the reason it is not one. The number is a plain decimal (digits with at most one point:
+// `0.5/s` is one every 2 s); signs, exponents and words are refused so that a typo cannot
+// read as some other rate. Bounds: at most 1,000,000/s (the token bucket's interval is
+// whole nanoseconds, runtime/base/token_bucket.h) and at least one a day.
+constexpr double kMaxRatePerSecond = 1e6;
+constexpr double kMinRatePerSecond = 1.0 / 86400;
+
+std::optional<double> parse_rate(std::string_view text, std::string* why) {
+  const size_t slash = text.find('/');
+  std::string_view number = text.substr(0, slash);
+  while (!number.empty() && number.back() == ' ') number.remove_suffix(1);
+  bool digits = false;
+  int points = 0;
+  for (char c : number) {
+    if (c >= '0' && c <= '9') {
+      digits = true;
+    } else if (c == '.') {
+      ++points;
+    } else {
+      digits = false;
+      break;
+    }
+  }
+  if (!digits || points > 1) {
+    *why = "must be a positive number per unit such as 200/s, 30/min, 1000/h or 0.5/s";
+    return std::nullopt;
+  }
+  if (slash == std::string_view::npos) {
+    *why = "needs a unit: N/s, N/min or N/h (e.g. 200/s)";
+    return std::nullopt;
+  }
+  std::string_view unit = text.substr(slash + 1);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  double per = 0;  // seconds per unit
+  if (unit == "s") {
+    per = 1;
+  } else if (unit == "min") {
+    per = 60;
+  } else if (unit == "h") {
+    per = 3600;
+  } else {
+    *why = "has an unknown unit \"/" + std::string(unit) + "\"; use /s, /min or /h";
+    return std::nullopt;
+  }
+  const double n = std::strtod(std::string(number).c_str(), nullptr);
+  if (!(n > 0)) {
+    *why = "must be more than 0 (leave `rate` out for no limit)";
+    return std::nullopt;
+  }
+  const double per_s = n / per;
+  if (per_s > kMaxRatePerSecond) {
+    *why = "must be at most 1000000/s";
+    return std::nullopt;
+  }
+  if (per_s < kMinRatePerSecond) {
+    *why = "must be at least one a day (e.g. 1/h or 0.05/h)";
+    return std::nullopt;
+  }
+  return per_s;
 }
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -309,6 +373,21 @@ class Loader {
       return false;
     }
     *out = *s;
+    return true;
+  }
+
+  bool get_rate(const SrcNode& map, const char* key, const std::string& what, double* per_s, std::string* text) {
+    const SrcNode* n = map.get(key);
+    if (n == nullptr) return false;
+    std::string why = "must be a rate such as 200/s, 30/min or 1000/h";
+    std::optional<double> r;
+    if (n->is_scalar()) r = parse_rate(n->text, &why);
+    if (!r) {
+      error(*n, what + "." + key + " " + why + ", got " + (n->is_scalar() ? quote(n->text) : n->describe()));
+      return false;
+    }
+    *per_s = *r;
+    *text = n->text;
     return true;
   }
 
@@ -793,6 +872,7 @@ void Loader::sinks(const SrcNode& to) {
       get_int_into(n, "retries", w, 0, 1000, &s.retries);
       if (const SrcNode* r = n.get("retry")) retry_schedule(*r, w + ".retry", &s.retry);
       get_int_into(n, "max_connections", w, 1, 1024, &s.max_connections);
+      get_rate(n, "rate", w, &s.rate_per_s, &s.rate);
       spec.kind = s;
     } else if (kind == "mqtt") {
       if (!is_map(n, w)) continue;

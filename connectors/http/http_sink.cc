@@ -29,6 +29,7 @@
 #include "runtime/base/redact.h"
 #include "runtime/base/retry_after.h"
 #include "runtime/base/thread_annotations.h"
+#include "runtime/base/token_bucket.h"
 
 namespace weir::connectors {
 namespace {
@@ -290,6 +291,12 @@ struct Client {
   std::optional<std::chrono::steady_clock::time_point> abandon_at;  // set once stopping
   std::vector<Work> to_start;                                       // taken from `pending` under mu, launched after
   std::vector<Work> refused;  // taken from `pending` while stopping, finished after
+  // `rate:` (ADR 0296): a delivery leaves `pending` for the pool only with a token. Work
+  // that finds none stays in `pending` (the stage's window bounds it; the stage keeps it
+  // alive with in-progress acks, ADR 0293) and rate_at is when the next token is there:
+  // the loop's chores timer takes the client again then.
+  std::optional<TokenBucket> bucket;
+  std::optional<std::chrono::steady_clock::time_point> rate_at;
 
   Status configure();
   Slot* make_slot();
@@ -423,6 +430,8 @@ class Loop {
   std::chrono::steady_clock::time_point next_overdue_check_{};
   // The earliest end of a native request's timeout (arm_chores); service() expires them.
   std::optional<std::chrono::steady_clock::time_point> native_deadline_;
+  // The earliest Client::rate_at (arm_chores); service() takes those clients again.
+  std::optional<std::chrono::steady_clock::time_point> rate_due_;
   bool busy_ = false;  // in one of the loop's handlers (service() ends each)
   bool kick_ = false;  // curl asked to run at once (timeout 0): service() calls it
 };
@@ -452,6 +461,14 @@ Status Client::configure() {
     return Status::invalid("http sink " + sink + ": timeout must be positive");
   }
   pool_size = spec.max_connections;
+  bucket.reset();
+  if (spec.rate_per_s != 0) {
+    // The loader allows 1/day … 1e6/s (flows/loader.cc); a spec built another way is checked here.
+    if (!(spec.rate_per_s >= 1.0 / 86400 && spec.rate_per_s <= 1e6)) {
+      return Status::invalid("http sink " + sink + ": rate must be between one a day and 1000000/s");
+    }
+    bucket.emplace(spec.rate_per_s);
+  }
 
   bool user_content_type = false;
   static_headers.clear();
@@ -1051,6 +1068,7 @@ void Loop::take(std::vector<Client*>& turn) {
     }
     MutexLock lock(c->mu);
     c->queued = false;
+    c->rate_at.reset();
     if (c->state != Client::State::kRunning) {
       if (!c->stopping) {
         c->stopping = true;
@@ -1061,6 +1079,10 @@ void Loop::take(std::vector<Client*>& turn) {
       continue;
     }
     while (!c->pending.empty() && c->active + static_cast<int>(c->to_start.size()) < c->pool_size) {
+      if (c->bucket && !c->bucket->try_take(now)) {
+        c->rate_at = c->bucket->next_token(now);
+        break;
+      }
       c->to_start.push_back(std::move(c->pending.front()));
       c->pending.pop_front();
     }
@@ -1080,9 +1102,15 @@ void Loop::answered(Client* c) {
 
 void Loop::service() {
   busy_ = true;
-  if (native_deadline_) {
+  if (native_deadline_ || rate_due_) {
     const auto now = std::chrono::steady_clock::now();
-    if (now >= *native_deadline_) {
+    if (rate_due_ && now >= *rate_due_) {
+      rate_due_.reset();
+      for (Client* c : clients_) {
+        if (c->rate_at && *c->rate_at <= now) refill(c);  // a token is there: take its work again
+      }
+    }
+    if (native_deadline_ && now >= *native_deadline_) {
       native_deadline_.reset();
       for (Client* c : clients_) {
         if (!c->native || c->active == 0) continue;
@@ -1156,7 +1184,9 @@ void Loop::reap(std::chrono::steady_clock::time_point now) {
 void Loop::arm_chores(std::chrono::steady_clock::time_point now) {
   std::optional<std::chrono::steady_clock::time_point> at;
   native_deadline_.reset();
+  rate_due_.reset();
   for (Client* c : clients_) {
+    if (c->rate_at && (!rate_due_ || *c->rate_at < *rate_due_)) rate_due_ = c->rate_at;
     if (c->stopping && c->active > 0 && (!at || *c->abandon_at < *at)) at = c->abandon_at;
     if (c->active > 0 && (!at || next_overdue_check_ < *at)) at = next_overdue_check_;
     if (c->native && c->active > 0) {
@@ -1167,6 +1197,7 @@ void Loop::arm_chores(std::chrono::steady_clock::time_point now) {
     }
   }
   if (native_deadline_ && (!at || *native_deadline_ < *at)) at = native_deadline_;
+  if (rate_due_ && (!at || *rate_due_ < *at)) at = rate_due_;
   if (!at || (chores_at_ && *chores_at_ <= *at && *chores_at_ > now)) return;
   chores_at_ = at;
   chores_.expires_at(*at);
@@ -1234,6 +1265,7 @@ Status HttpSink::start() {
                                   {"sink", c.sink},
                                   {"url", c.where},
                                   {"max_connections", std::to_string(c.pool_size)},
+                                  {"rate", c.spec.rate.empty() ? "none" : c.spec.rate},
                                   {"client", client()}});
   return Status::ok();
 }

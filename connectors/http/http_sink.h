@@ -24,6 +24,13 @@
 // are the sum of the running sinks' pools, so each sink keeps its connections alive between
 // requests. Easy handles and header lists are reused.
 //
+// Rate: with `rate:` (spec.rate_per_s) a delivery goes from the FIFO to the pool only with
+// a token of the sink's TokenBucket (runtime/base/token_bucket.h; burst: 100 ms of the rate,
+// at least 2); the rest wait in the FIFO and the loop's timer takes them when the next
+// token is due. Waiting is not a failure (no retry, no dead letter) and never blocks
+// deliver(); the stage's window (max_in_flight) bounds how many wait here, the rest wait in
+// JetStream. Per sink and per process: N instances deliver up to N × rate (ADR 0296).
+//
 // Results: 2xx → ok; 5xx, 408, 429, timeouts and transport errors → retry (with
 // `Retry-After` when given, read by runtime/base/retry_after.h); any other status → dead,
 // reason "HTTP <code> ...". Reasons name the URL without userinfo or query and never

@@ -482,6 +482,58 @@ TEST_CASE("sinks: http, mqtt, nats, flow", "[loader][sinks]") {
         "3:10: to.x must have exactly one key, found 2");
 }
 
+TEST_CASE("http sink rate: per second, minute or hour, decimals allowed, unset is no limit", "[loader][sinks]") {
+  auto rate_of = [](const std::string& rate) {
+    auto f = must_load(kHead + "to: { out: { http: { url: \"http://127.0.0.1:1/x\", rate: " + rate + " } } }\n");
+    return std::get<HttpSinkSpec>(f->sinks()[0].kind);
+  };
+  CHECK(rate_of("200/s").rate_per_s == 200);
+  CHECK(rate_of("200/s").rate == "200/s");
+  CHECK(rate_of("30/min").rate_per_s == Approx(0.5));
+  CHECK(rate_of("1000/h").rate_per_s == Approx(1000.0 / 3600));
+  CHECK(rate_of("0.5/s").rate_per_s == Approx(0.5));
+  CHECK(rate_of("\"2.5 / s\"").rate_per_s == Approx(2.5));
+  CHECK(rate_of("1000000/s").rate_per_s == 1e6);
+  CHECK(rate_of("1/h").rate_per_s == Approx(1.0 / 3600));
+  CHECK(std::get<HttpSinkSpec>(must_load(kHead + kSink)->sinks()[0].kind).rate_per_s == 0);
+  // JSON spells it as a string too.
+  auto j = load_flow_text(
+      R"({"flow": "f", "from": {"http": {"path": "/in"}},
+          "to": {"out": {"http": {"url": "http://127.0.0.1:1/x", "rate": "50/s"}}}})",
+      "t.json", env_options());
+  REQUIRE(j.flow);
+  CHECK(std::get<HttpSinkSpec>(j.flow->sinks()[0].kind).rate_per_s == 50);
+}
+
+TEST_CASE("http sink rate: bad rates are file:line errors naming the key", "[loader][sinks][errors]") {
+  auto rate_problem = [](const std::string& rate) {
+    LoadResult r = load(kHead + "to: { out: { http: { url: \"http://127.0.0.1:1/x\",\n  rate: " + rate + " } } }\n");
+    CHECK(r.flow == nullptr);
+    REQUIRE(r.diagnostics.size() == 1);
+    return r.diagnostics[0].str();
+  };
+  CHECK(rate_problem("fast") ==
+        "t.yaml:4:9: to.out.http.rate must be a positive number per unit such as 200/s, 30/min, 1000/h or 0.5/s, "
+        "got \"fast\"");
+  CHECK(rate_problem("0/s") ==
+        "t.yaml:4:9: to.out.http.rate must be more than 0 (leave `rate` out for no limit), got \"0/s\"");
+  CHECK(rate_problem("0.0/min").find("must be more than 0") != std::string::npos);
+  CHECK(rate_problem("-5/s").find("t.yaml:4:9: to.out.http.rate must be a positive number per unit") == 0);
+  CHECK(rate_problem("10/day") ==
+        "t.yaml:4:9: to.out.http.rate has an unknown unit \"/day\"; use /s, /min or /h, got "
+        "\"10/day\"");
+  CHECK(rate_problem("200") ==
+        "t.yaml:4:9: to.out.http.rate needs a unit: N/s, N/min or N/h (e.g. 200/s), got \"200\"");
+  CHECK(rate_problem("1e3/s").find("must be a positive number per unit") != std::string::npos);
+  CHECK(rate_problem("1.2.3/s").find("must be a positive number per unit") != std::string::npos);
+  CHECK(rate_problem("/s").find("must be a positive number per unit") != std::string::npos);
+  CHECK(rate_problem("2000000/s").find("must be at most 1000000/s") != std::string::npos);
+  CHECK(rate_problem("0.01/h").find("must be at least one a day") != std::string::npos);
+  CHECK(rate_problem("[1, 2]") ==
+        "t.yaml:4:9: to.out.http.rate must be a rate such as 200/s, 30/min or 1000/h, got a list");
+  CHECK(rate_problem("{ n: 5 }").find("to.out.http.rate must be a rate such as 200/s") != std::string::npos);
+}
+
 TEST_CASE("tables in a flow file", "[loader][tables]") {
   std::string base = "flow: f\nfrom: { http: { path: /in } }\n" + kSink;
   // Relative to the file's folder; CSV and JSON.
