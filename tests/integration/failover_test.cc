@@ -1,4 +1,4 @@
-// Failover within 2 s (spec §1 guarantee 9, docs/adr/0297-two-second-failover.md): an
+// Failover within 2 s (guarantee 9, docs/adr/0297-two-second-failover.md): an
 // acked event in flight on an instance that dies (kill -9) is delivered by a peer of its
 // cluster within 2 s, at the sink stage and at the flow stage; while an instance lives,
 // what it holds past AckWait (1.5 s) is kept alive with in-progress acks, so a slow
