@@ -66,10 +66,6 @@ struct SpanScope {
 };
 }  // namespace
 
-std::chrono::milliseconds flow_ack_wait(const StageOptions& o) {
-  return 2 * o.publish_timeout + std::chrono::seconds(2);
-}
-
 int flow_batch_for(const StageOptions& o, std::chrono::nanoseconds per_event) {
   const int floor = std::max(1, o.batch);
   const int most = std::max(1, o.batches_in_flight);
@@ -185,11 +181,13 @@ Status FlowStage::start() {
   co.durable = layout::flow_consumer(name_);
   co.filter_subject = input_subject_;
   co.max_ack_pending = 4096;
-  // A batch is run in milliseconds, then waits for its outputs' PubAcks (up to one
-  // publish timeout; the DLQ's as long). AckWait must outlast that with margin, or a slow
-  // server gets the batch redelivered while it is still being finished; it is also how
-  // long a crashed instance's batch takes to reach the others (ADR 0082).
-  co.ack_wait = flow_ack_wait(options_);
+  // How long a crashed instance's batch takes to reach the others: short, and what this
+  // stage holds longer than a quarter of it (a batch waiting for PubAcks or a dead letter,
+  // a slow flow, a pause, a gate) is kept alive by keep_alive() on every tick, so a slow
+  // server does not get a batch redelivered while it is being finished
+  // (docs/adr/0297-two-second-failover.md).
+  co.ack_wait = options_.flow_ack_wait;
+  co.on_tick = [this] { keep_alive(); };
   co.request_expires = options_.fetch_wait;
   co.loop = ConsumerLoop::kFlows;  // the flow loop, when the Bus has it on (ADR 0220)
   co.recreated = &metrics_.consumer_recreated;
@@ -238,6 +236,7 @@ void FlowStage::on_message(std::unique_ptr<BusMessage> m) {
       apply_window();
     }
     MutexLock lock(flow_mu_);
+    if (held_.empty()) held_progressed_ = Clock::now();
     held_.push_back(std::move(m));
     // On the flow loop a read event's messages are one burst, ended by a nullptr: they
     // run as one batch then (one Batch, one round of acks).
@@ -313,8 +312,9 @@ struct FlowStage::Batch {
   Mutex mu;
   size_t remaining GUARDED_BY(mu);  // outputs not completed, +1 while launching
   std::vector<char> ok GUARDED_BY(mu);
-  uint64_t dropped = 0;        // stage thread only, read after the last completion
-  Clock::duration run_time{};  // of its slices (run_slices), stage thread only
+  uint64_t dropped = 0;          // stage thread only, read after the last completion
+  Clock::duration run_time{};    // of its slices (run_slices), stage thread only
+  Clock::time_point progressed;  // the last in-progress ack (keep_alive); under the stage's live_mu_
 
   // +1: not finished before every output is launched.
   explicit Batch(size_t n) : remaining(n + 1), ok(n, 1) {}
@@ -339,6 +339,10 @@ void FlowStage::start_batch(std::vector<std::unique_ptr<BusMessage>> batch, std:
   b->msgs = std::move(batch);
   b->flow = std::move(flow);
   b->started = Clock::now();
+  {
+    MutexLock lock(live_mu_);
+    live_.insert(b.get());
+  }
   metrics_.received.fetch_add(n, std::memory_order_relaxed);
   metrics_.in_flight.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
   std::string version = std::to_string(b->flow->version());
@@ -428,6 +432,34 @@ void FlowStage::emit_output(const std::shared_ptr<Batch>& b, size_t i, const std
                      [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); });
 }
 
+void FlowStage::keep_alive() {
+  const auto every = keep_alive_after(options_.flow_ack_wait);
+  const auto now = Clock::now();
+  uint64_t failed = 0;
+  {
+    // Held while paused, gated or stopping (a promote's barrier, a stale membership): all
+    // of them at once, from the oldest one's arrival.
+    MutexLock lock(flow_mu_);
+    if (held_.empty() || now - held_progressed_ < every) {
+      if (held_.empty()) held_progressed_ = now;
+    } else {
+      held_progressed_ = now;
+      for (auto& m : held_) failed += m->in_progress() ? 0 : 1;
+    }
+  }
+  {
+    // Started: running (a slow flow runs in slices between ticks), waiting for its
+    // outputs' PubAcks or its dead letters' (ADR 0297).
+    MutexLock lock(live_mu_);
+    for (Batch* b : live_) {
+      if (now - std::max(b->started, b->progressed) < every) continue;
+      b->progressed = now;
+      for (auto& m : b->msgs) failed += m->in_progress() ? 0 : 1;
+    }
+  }
+  if (failed) metrics_.ack_failures.fetch_add(failed, std::memory_order_relaxed);
+}
+
 // JetStream's delivery count less the redeliveries this process's own naks caused after
 // publishes nobody answered (OwnNaks): at least 1, the delivery in hand.
 uint64_t FlowStage::counted_deliveries(const BusMessage& m) const {
@@ -504,6 +536,10 @@ void FlowStage::finish_batch(Batch& b, const std::vector<char>& ok) {
   // Publish before ack: only inputs whose outputs are all persisted are acked. `ok` and
   // `dropped` are final: every completion happened before this, under b.mu.
   const size_t n = b.msgs.size();
+  {
+    MutexLock lock(live_mu_);
+    live_.erase(&b);  // before its messages are acked: keep_alive() reads them under live_mu_
+  }
   uint64_t acked = 0, ack_failures = 0;
   for (size_t i = 0; i < n; ++i) {
     if (ok[i] == kStored) {
@@ -608,6 +644,9 @@ Status SinkStage::start() {
   co.durable = layout::sink_consumer(flow_, sink_name_);
   co.filter_subject = layout::output_subject(flow_, sink_name_);
   co.max_ack_pending = std::max(1024, sink_->max_in_flight() * 8);
+  // How long a dead instance's deliveries wait for a peer: what the stage holds longer
+  // than a quarter of it is kept alive (keep_alive(), docs/adr/0293-in-progress-acks.md,
+  // docs/adr/0297-two-second-failover.md).
   co.ack_wait = options_.sink_ack_wait;
   co.request_expires = options_.fetch_wait;
   co.recreated = &metrics_.consumer_recreated;
@@ -834,7 +873,7 @@ void SinkStage::hold(InFlight* f) {
 }
 
 void SinkStage::keep_alive() {
-  const auto every = std::max<std::chrono::milliseconds>(options_.sink_ack_wait / 4, std::chrono::milliseconds(100));
+  const auto every = keep_alive_after(options_.sink_ack_wait);
   const auto now = Clock::now();
   bool due = false;
   {

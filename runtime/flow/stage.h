@@ -27,6 +27,7 @@
 // same thread). pause/resume/stop come from other threads and only post to it or wait.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <chrono>
@@ -49,10 +50,22 @@
 
 namespace weir {
 
-// A sink consumer's AckWait: deliveries the stage holds are kept alive with in-progress acks
-// every quarter of it (docs/adr/0293-in-progress-acks.md), so it bounds how long a peer
-// waits for the deliveries of an instance that died, not how long a receiver may take.
-inline constexpr std::chrono::milliseconds kSinkAckWait{5000};
+// The consumers' AckWaits. What a stage holds is kept alive with in-progress acks once it
+// has been held a quarter of AckWait (keep_alive_after), so AckWait bounds how long a peer
+// waits for what an instance that died had in hand, not how long a flow, its PubAcks or a
+// receiver may take: 1.5 s, which nats-server 2.9.10 redelivers ~1.5 s after the last
+// receipt or in-progress ack, so a peer has it within 2 s of a kill -9
+// (docs/adr/0297-two-second-failover.md; before it 0082's 12 s and 0293's 5 s).
+inline constexpr std::chrono::milliseconds kFlowAckWait{1500};
+inline constexpr std::chrono::milliseconds kSinkAckWait{1500};
+
+// How long a stage holds a message (since it came or since its last in-progress ack)
+// before it sends one: a quarter of AckWait, at least the consumer's ~100 ms tick. With the
+// tick's lateness a message is refreshed every ~475 ms at 1.5 s, so a loop stalled ~1 s
+// still costs no redelivery (ADR 0297).
+constexpr std::chrono::milliseconds keep_alive_after(std::chrono::milliseconds ack_wait) {
+  return std::max(ack_wait / 4, std::chrono::milliseconds(100));
+}
 
 struct StageOptions {
   // Messages per pull request. The flow stage starts with `batch` and, while its inputs
@@ -68,6 +81,7 @@ struct StageOptions {
   std::chrono::milliseconds fetch_wait{2000};
   std::chrono::milliseconds publish_timeout{5000};
   std::chrono::milliseconds drain_timeout{10000};
+  std::chrono::milliseconds flow_ack_wait{kFlowAckWait};
   std::chrono::milliseconds sink_ack_wait{kSinkAckWait};
   // Poison events (ADR 0081): a message delivered more than `max_deliver` times is
   // dead-lettered before it is handled again, so an event that crashes or wedges the
@@ -139,6 +153,10 @@ class FlowStage {
   void dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, const std::string& id, std::string reason,
                          uint64_t deliveries);
   uint64_t counted_deliveries(const BusMessage& m) const;
+  // On the consumer's tick: an in-progress ack for each message held (not started, or in a
+  // batch not yet acked) longer than keep_alive_after(AckWait) since it came or since its
+  // last one (docs/adr/0297-two-second-failover.md).
+  void keep_alive();
   // Batches started on the flow loop, not yet all launched (run_slices); flow loop only.
   struct Slice {
     std::shared_ptr<Batch> b;
@@ -162,6 +180,12 @@ class FlowStage {
   int batch_ GUARDED_BY(flow_mu_) = 0;                                  // the pull request size now (flow_batch_for)
   std::chrono::nanoseconds per_event_ GUARDED_BY(flow_mu_){0};          // run time per event, smoothed
   std::vector<std::unique_ptr<BusMessage>> held_ GUARDED_BY(flow_mu_);  // received, not started
+  // held_'s last in-progress ack, or the last tick that found it empty (keep_alive).
+  std::chrono::steady_clock::time_point held_progressed_ GUARDED_BY(flow_mu_);
+  // Batches started and not yet acked or naked, kept alive by keep_alive(); a batch leaves
+  // before its messages are acked (finish_batch), so no in-progress ack follows an ack.
+  Mutex live_mu_;
+  std::unordered_set<Batch*> live_ GUARDED_BY(live_mu_);
   // One message at a time after a start and while redeliveries come (ADR 0081).
   std::atomic<bool> careful_{true};
   OwnNaks own_naks_;                               // redeliveries the poison rule does not count (ADR 0225)
@@ -245,16 +269,13 @@ class SinkStage {
   std::atomic<bool> stopped_{false};
 };
 
-// The flow consumer's AckWait: twice the publish timeout a batch waits at most for its
-// outputs' and dead letters' PubAcks, plus 2 s for running the batch (ADR 0082).
-std::chrono::milliseconds flow_ack_wait(const StageOptions& options);
-
 // The flow stage's pull request size for a measured run time per event (0: none yet):
 // the largest multiple of options.batch, at most options.max_batch, whose window
 // (batches_in_flight of them) runs within options.window_run_budget. When not even
 // options.batch fits, as many as fit, at least 1: a slow flow does not hold more than its
-// budget's worth in hand (ADR 0262, 0288). The budget is a quarter of what AckWait allows
-// for running (ADR 0262).
+// budget's worth in hand (ADR 0262, 0288). The budget was set as a quarter of what the
+// 12 s AckWait of ADR 0082 allowed for running (ADR 0262); held batches are kept alive
+// with in-progress acks since ADR 0297.
 int flow_batch_for(const StageOptions& options, std::chrono::nanoseconds per_event);
 
 // Backoff before re-sending attempt `attempt` (1-based) when the sink gave no Retry-After.

@@ -608,7 +608,7 @@ TEST_CASE("shutdown: sink stages drain in parallel within drain_timeout, SIGTERM
     slow.control({{"delay_ms", 0}});
     weir.start();
     std::set<std::string> want{"stuck-a", "stuck-b", "stuck-c", "stuck-d"};
-    // (abandoned deliveries are nakked; were a nak lost, the sink AckWait: 5 s, ADR 0293)
+    // (abandoned deliveries are nakked; were a nak lost, the sink AckWait: 1.5 s, ADR 0297)
     CHECK(wait_until([&] { return missing(want, slow.ids()).empty(); }, 40s, 100ms));
   }
   SECTION("SIGTERM while NATS cannot be reached yet") {

@@ -224,8 +224,9 @@ TEST_CASE("weir frozen (SIGSTOP) past AckWait: its peer takes over, late work is
   // Clients of the frozen instance keep trying (their requests time out): when it
   // wakes, it answers and publishes what it read before and during the freeze.
   std::set<std::string> acked_before = acked_ids(all);
-  // The flow consumer's AckWait is 12 s (2 × publish timeout + 2 s, ADR 0082): the freeze
-  // lasts past it, so the survivor must get b's unacknowledged batches redelivered.
+  // The freeze lasts well past the flow consumer's AckWait (1.5 s, ADR 0297; 12 s when this
+  // test was written, ADR 0082): a frozen instance sends no in-progress acks, so the
+  // survivor must get b's unacknowledged batches redelivered.
   std::this_thread::sleep_until(stopped_at + 13s);
   check_all_delivered(acked_before, sink, 30s, "acked before the freeze, delivered while b is frozen");
   int64_t taken_over_ms = ms_since(stopped_at);

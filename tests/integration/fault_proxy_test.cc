@@ -175,7 +175,7 @@ TEST_CASE("connections cut at random byte offsets between weir and nats-server l
   const auto cutting_took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
 
   // Every acknowledged event must arrive; redeliveries of what was lost on a cut connection
-  // wait for their AckWait (the sink's: 5 s, ADR 0293).
+  // wait for their AckWait (1.5 s, ADR 0297).
   std::set<std::string> acked_ids;
   {
     std::lock_guard lock(acked_mu);

@@ -81,6 +81,21 @@ JsConsumerConfig js_consumer_config(const std::string& url, const std::string& s
   return out;
 }
 
+void js_set_consumer_ack_wait(const std::string& url, const std::string& stream, const std::string& consumer,
+                              std::chrono::milliseconds ack_wait) {
+  Js c(url);
+  jsConsumerInfo* ci = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  check(js_GetConsumerInfo(&ci, c.js, stream.c_str(), consumer.c_str(), nullptr, &jerr), jerr,
+        "consumer info " + stream + "/" + consumer);
+  ci->Config->AckWait = std::chrono::duration_cast<std::chrono::nanoseconds>(ack_wait).count();
+  jsConsumerInfo* updated = nullptr;
+  natsStatus s = js_UpdateConsumer(&updated, c.js, stream.c_str(), ci->Config, nullptr, &jerr);
+  if (updated) jsConsumerInfo_Destroy(updated);
+  jsConsumerInfo_Destroy(ci);
+  check(s, jerr, "update consumer " + stream + "/" + consumer);
+}
+
 std::vector<std::string> js_set_stream_subjects(const std::string& url, const std::string& stream,
                                                 const std::vector<std::string>& subjects) {
   Js c(url);

@@ -26,6 +26,10 @@ struct JsConsumerConfig {
   int64_t max_ack_pending = 0;
 };
 JsConsumerConfig js_consumer_config(const std::string& url, const std::string& stream, const std::string& consumer);
+// Sets a durable consumer's AckWait (the rest of its configuration unchanged), as an older
+// weir would have left it.
+void js_set_consumer_ack_wait(const std::string& url, const std::string& stream, const std::string& consumer,
+                              std::chrono::milliseconds ack_wait);
 
 // Replaces a stream's subjects (the rest of its configuration unchanged); returns the old
 // ones. A publish to a subject no stream has any more gets "no responders".

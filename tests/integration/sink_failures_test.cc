@@ -317,10 +317,11 @@ TEST_CASE("a sink slower than the timeout is retried with the same key", "[integ
             << "), all delivered " << recovered_ms << " ms after the sink answered in time\n";
 }
 
-// A sink consumer's AckWait is 5 s (kSinkAckWait); deliveries the stage holds longer are
-// kept alive with in-progress acks (docs/adr/0293-in-progress-acks.md). Two events, one
-// connection, a receiver that takes 6 s: the second waits 6 s in the stage, then takes 6 s.
-// Without the in-progress acks JetStream redelivers it at 5 s and the receiver gets it twice.
+// A sink consumer's AckWait is 1.5 s (kSinkAckWait, docs/adr/0297-two-second-failover.md);
+// deliveries the stage holds longer are kept alive with in-progress acks
+// (docs/adr/0293-in-progress-acks.md). Two events, one connection, a receiver that takes
+// 6 s: the second waits 6 s in the stage, then takes 6 s. Without the in-progress acks
+// JetStream redelivers both after AckWait and the receiver gets them twice.
 TEST_CASE("a delivery held longer than the sink's AckWait is kept alive, not sent twice", "[integration][sink]") {
   NatsServer nats;
   SinkProcess sink({"--delay-ms", "6000"});
@@ -332,7 +333,7 @@ TEST_CASE("a delivery held longer than the sink's AckWait is kept alive, not sen
   INFO(weir.describe());
   const auto t0 = std::chrono::steady_clock::now();
   auto posted = post_events(weir, "/in/orders", "held", 2);
-  // Both answered (the second ~12 s in): a redelivery of the second, due at ~5 s, would
+  // Both answered (the second ~12 s in): a redelivery of the second, due at ~1.5 s, would
   // have been sent by then, right after it.
   CHECK(wait_until([&] { return stage_counter(weir, "weir_events_acked_total", "sink:out") == 2; }, 30s, 100ms));
   const int64_t took_ms = ms_since(t0);

@@ -46,7 +46,8 @@ TEST_CASE("an acked message delivered once is forgotten and one delivered more o
 
 TEST_CASE("a message not handed over before is capped by what could have failed elsewhere", "[ledger]") {
   DeliveryLedger ledger;
-  // Stored 30 s ago with a 12 s AckWait: at most 3 deliveries before this one's process.
+  // Stored 3 s ago with a 1.5 s AckWait (ADR 0297): at most 3 deliveries before this one's
+  // process.
   CHECK(ledger.hand(1, 93, 3) == 3);
   CHECK(ledger.hand(1, 94) == 4);  // known now: one more per delivery handed over
   CHECK(ledger.hand(2, 2, 3) == 2);
