@@ -445,8 +445,33 @@ TEST_CASE("sinks: http, mqtt, nats, flow", "[loader][sinks]") {
   const auto& dh = std::get<HttpSinkSpec>(d->sinks()[0].kind);
   CHECK(dh.method == "POST");
   CHECK(dh.timeout.count() == 5000);
-  CHECK(dh.retries == 8);
+  CHECK(dh.retries == weir::flows::kNoRetryCap);  // no cap: the retry schedule governs (ADR 0295)
+  CHECK(dh.retry.backoff.size() == 7);
+  CHECK(dh.retry.backoff.front().count() == 1000);
+  CHECK(dh.retry.backoff.back().count() == 3'600'000);
+  CHECK(dh.retry.give_up_after.count() == 72LL * 3'600'000);
+  CHECK(dh.retry.after(1).count() == 1000);
+  CHECK(dh.retry.after(3).count() == 30'000);
+  CHECK(dh.retry.after(50).count() == 3'600'000);  // the last step repeats
   CHECK(dh.max_connections == 8);
+  // A schedule of its own.
+  auto r = must_load(kHead +
+                     "to: { h: { http: { url: \"http://x/\", retry: { backoff: [500ms, 2m], give_up_after: "
+                     "24h } } } }\n");
+  const auto& rh = std::get<HttpSinkSpec>(r->sinks()[0].kind);
+  REQUIRE(rh.retry.backoff.size() == 2);
+  CHECK(rh.retry.backoff[1].count() == 120'000);
+  CHECK(rh.retry.give_up_after.count() == 24LL * 3'600'000);
+  auto keeps = must_load(kHead + "to: { h: { http: { url: \"http://x/\", retry: { give_up_after: 1h } } } }\n");
+  CHECK(std::get<HttpSinkSpec>(keeps->sinks()[0].kind).retry.backoff.size() == 7);
+  for (const char* bad :
+       {"retry: { backoff: [] }", "retry: { backoff: 5s }", "retry: { backoff: [1s, soon] }",
+        "retry: { backoff: [25h] }", "retry: { give_up_after: 0s }", "retry: { backof: [1s] }", "retry: 3"}) {
+    INFO(bad);
+    auto msgs = problems(kHead + "to: { h: { http: { url: \"http://x/\", " + bad + " } } }\n");
+    REQUIRE_FALSE(msgs.empty());
+    CHECK(msgs[0].find("retry") != std::string::npos);
+  }
   auto dm = must_load(kHead + "to: { m: { mqtt: { broker: \"tcp://h:1\", topic: t } } }\n");
   CHECK(std::get<MqttSinkSpec>(dm->sinks()[0].kind).client_id == "weir-f-m");
   CHECK(std::get<MqttSinkSpec>(dm->sinks()[0].kind).qos == 1);

@@ -181,7 +181,7 @@ TEST_CASE("admin: a network deploy reads no environment variable and never echoe
       "flow: plain\n"
       "from: { http: { path: /in/plain } }\n"
       "to:\n"
-      "  out: { http: { url: \"${SINK_URL}/plain\", retries: 8, timeout: 2s } }\n";
+      "  out: { http: { url: \"${SINK_URL}/plain\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } }\n";
   WeirProcess weir({.nats_url = nats.url(),
                     .flows = {{"plain.yaml", base}},
                     .env = {{"SINK_URL", sink.url("")}, {"LEAKY_SECRET", kSecret}}});
@@ -258,7 +258,7 @@ TEST_CASE("credentials in the NATS URL and exec arguments stay out of logs and s
                   ", format: json, env: [SHOWN_VAR] } }\n"
                   "to:\n"
                   "  out: { http: { url: \"" +
-                  sink.url("/env") + "\", retries: 8, timeout: 2s } }\n"}};
+                  sink.url("/env") + "\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } }\n"}};
   o.config = "admin: { token_env: WEIR_ADMIN_TOKEN }\n";
   o.env = {{"WEIR_ADMIN_TOKEN", kToken}, {"SHOWN_VAR", "shown"}, {"HIDDEN_SECRET", kSecret}};
   WeirProcess weir(o);

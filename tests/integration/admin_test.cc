@@ -258,7 +258,7 @@ std::string failing_flow(const std::string& name, const std::string& path, const
   return "flow: " + name + "\nfrom: { http: { path: " + path +
          " } }\nsteps:\n  - set: { n: number(this.n) }\nto:\n"
          "  out: { http: { url: \"" +
-         sink_url + "\", retries: 8, timeout: 2s } }\n";
+         sink_url + "\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } }\n";
 }
 
 json dlq_items(const HttpReply& r) {
@@ -414,7 +414,7 @@ TEST_CASE("dlq: a malformed replay filter is a 400 and replays nothing, GET /dlq
     weir::testing::write_file(files.file("good.yaml"),
                               "flow: good\nfrom: { http: { path: /in/good } }\n"
                               "steps:\n  - set: { x: number( }\nto: { out: { http: { url: \"" +
-                                  sink.url("/good") + "\", retries: 8, timeout: 2s } } }\n");
+                                  sink.url("/good") + "\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } } }\n");
     auto invalid = run_cli({"deploy", files.file("good.yaml"), "--server", server, "--config", weir.config_path()},
                            env);
     INFO(invalid.output);
@@ -512,7 +512,7 @@ TEST_CASE("deploy: a flow with table files gets an answer that says why", "[inte
       "  tiers: { file: tiers.csv, key: id }\nsteps:\n"
       "  - lookup: { table: tiers, key: this.id, as: tier }\n"
       "to: { out: { http: { url: \"" +
-      sink.url("/good") + "\", retries: 8, timeout: 2s } } }\n";
+      sink.url("/good") + "\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } } }\n";
   // (from: and to: as the running version has them: a live deploy checks that first.)
   auto tables = weir.admin("PUT", "/flows/good", with_table);
   INFO(tables.body);

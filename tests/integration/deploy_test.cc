@@ -57,7 +57,7 @@ TEST_CASE("deploy: a new flow starts at once on a standalone weir and runs after
   std::string v2 =
       "flow: fresh\nfrom: { http: { path: \"/in/fresh\" } }\nsteps:\n  - set: { v: 2 }\n"
       "to: { out: { http: { url: \"" +
-      sink.url("/fresh") + "\", retries: 8, timeout: 2s } } }\n";
+      sink.url("/fresh") + "\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } } }\n";
   REQUIRE(weir.admin("PUT", "/flows/fresh", v2).status == 201);
   REQUIRE(weir.post("/in/fresh", R"({"id": "f2"})").status == 202);
   REQUIRE(wait_until([&] { return delivered_with_id(sink, "f2").has_value(); }, 10s, 10ms));
@@ -98,7 +98,7 @@ TEST_CASE("deploy: a new flow starts at once on a standalone weir and runs after
                             "  tiers: { kv: deploy_tiers, key: customer }\nsteps:\n"
                             "  - lookup: { table: tiers, key: this.customer, as: tier }\n"
                             "to: { out: { http: { url: \"" +
-                                sink.url("/tiered") + "\", retries: 8, timeout: 2s } } }\n");
+                                sink.url("/tiered") + "\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } } }\n");
   INFO(kv_flow.body);
   REQUIRE(kv_flow.status == 201);
   REQUIRE(weir.post("/in/tiered", R"({"id": "t1", "customer": "c1"})").status == 202);
@@ -134,7 +134,7 @@ TEST_CASE("deploy in a cluster: a new flow stored, then promoted, starts on ever
   std::string fresh =
       "flow: fresh\nfrom: { http: { path: /in/fresh } }\nsteps:\n  - set: { v: 1 }\n"
       "to: { out: { http: { url: \"" +
-      sink.url("/fresh") + "\", retries: 8, timeout: 2s } } }\n";
+      sink.url("/fresh") + "\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } } }\n";
   // Stored, not started: the answer says to promote.
   auto stored = a.admin("PUT", "/flows/fresh", fresh);
   INFO(stored.body);

@@ -151,7 +151,7 @@ TEST_CASE("an expression that amplifies one event's data is dead-lettered, weir 
       "from: { http: { path: /in } }\n"
       "steps:\n  - set: { ys: \"this.xs.map(i => {a: this.xs})\" }\n"
       "to: { out: { http: { url: \"" +
-      sink.url("/out") + "\", retries: 8, timeout: 2s } } }\n";
+      sink.url("/out") + "\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } } }\n";
   WeirProcess weir({.nats_url = nats.url(), .flows = {{"amp.yaml", flow}}});
   weir.start();
 

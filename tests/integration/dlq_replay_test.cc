@@ -32,8 +32,10 @@ std::string two_sink_flow(const std::string& name, const std::string& base, bool
          "        to: two\n"
          "      - to: one\n";
   }
-  f += "to:\n  one: { http: { url: \"" + base + "/" + name + "/one\", retries: 8, timeout: 2s } }\n";
-  if (with_two) f += "  two: { http: { url: \"" + base + "/" + name + "/two\", retries: 8, timeout: 2s } }\n";
+  f += "to:\n  one: { http: { url: \"" + base + "/" + name +
+       "/one\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } }\n";
+  if (with_two)
+    f += "  two: { http: { url: \"" + base + "/" + name + "/two\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s } }\n";
   return f;
 }
 

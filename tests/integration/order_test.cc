@@ -18,7 +18,7 @@ TEST_CASE("events posted one after another reach a one-connection sink in the or
   std::string flow =
       "flow: seq\nfrom: { http: { path: /in/seq } }\nsteps:\n  - set: { seen: true }\n"
       "to: { out: { http: { url: \"" +
-      sink.url("/out") + "\", retries: 8, timeout: 2s, max_connections: 1 } } }\n";
+      sink.url("/out") + "\", retries: 8, " WEIR_TEST_RETRY ", timeout: 2s, max_connections: 1 } } }\n";
   WeirProcess weir({.nats_url = nats.url(), .flows = {{"seq.yaml", flow}}});
   weir.start();
   INFO(weir.describe());
