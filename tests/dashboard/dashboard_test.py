@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """The dashboard in a real browser (docs/dashboard.md).
 
-Starts nats-server, two weir-sinks and weir (admin token on) on free loopback ports,
+Starts nats-server, weir-sinks and weir (admin token on) on free loopback ports,
 posts a small bounded load, and drives headless Chromium through Selenium:
 - the page asks for the token; a wrong one is refused, the right one opens the page;
 - the numbers move while the load runs, and once it stops the totals the page shows
   equal what GET /metrics says;
 - a dead letter is opened in the dead-letter browser and replayed from the page, and
   the receiver gets it;
+- the sinks' circuits (docs/adr/0294-sink-circuit-breaker.md): a sink whose receiver is
+  down (nothing listens on its port yet) shows open, down since when, and its next probe;
+  a healthy one shows closed; Pause on the page makes GET /sinks say paused and the page
+  show it, the receiver started meanwhile gets nothing; Resume closes it and the events
+  that waited reach the receiver;
 - hostile content (a flow name at its length limit, dead letters whose reason and event
   carry <img onerror> and <script>) is shown as text: no element made of it, nothing run,
   no alert.
@@ -21,6 +26,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -50,6 +56,7 @@ IMG_BODY = '<img src=x onerror="window.__pwned=1">'
 SCRIPT_BODY = "<script>window.__pwned=2;alert(2)</script>"
 LOAD_PER_S = 50           # events/s posted to the orders flow while the load runs
 LOAD_SECONDS = 12
+OUTAGE_EVENTS = 6         # retryable failures in a row open a sink at 5 (ADR 0294)
 
 
 def check(cond, what):
@@ -129,8 +136,8 @@ class Stack:
             return f.read().decode(errors="replace")[-4000:]
 
 
-def start_sink(stack, binary, name, extra):
-    p = stack.spawn([binary, "--listen", "127.0.0.1:0"] + extra, name + ".log", stdout=subprocess.PIPE)
+def start_sink(stack, binary, name, extra, listen="127.0.0.1:0"):
+    p = stack.spawn([binary, "--listen", listen] + extra, name + ".log", stdout=subprocess.PIPE)
     line = p.stdout.readline().decode()
     return "http://" + json.loads(line)["listen"]
 
@@ -158,8 +165,16 @@ def main():
         good_sink = start_sink(stack, args.sink, "sink-good", [])
         flaky_sink = start_sink(stack, args.sink, "sink-flaky", ["--status", "500"])
 
+        # The outage flow's receiver: nothing listens on this port until the test starts a
+        # weir-sink there, so every delivery is refused and the sink's circuit opens.
+        outage_port = free_port()
+        outage_url = "http://127.0.0.1:%d" % outage_port
+
         flows = os.path.join(tmp, "flows")
         os.makedirs(flows)
+        with open(os.path.join(flows, "outage.yaml"), "w") as f:
+            f.write("flow: outage\nfrom: { http: { path: /in/outage } }\n"
+                    "to:\n  out: { http: { url: \"%s/outage\", timeout: 2s } }\n" % outage_url)
         with open(os.path.join(flows, "orders.yaml"), "w") as f:
             f.write("flow: orders\nfrom: { http: { path: /in/orders } }\n"
                     "steps:\n  - set: { total: number(this.n) * 2 }\n"
@@ -207,6 +222,14 @@ def main():
 
         loader = threading.Thread(target=load, daemon=True)
         loader.start()
+
+        # The outage flow's events: refused by a receiver that is not there, they open its
+        # sink and wait in JetStream.
+        outage_ids = ["out-%d" % i for i in range(OUTAGE_EVENTS)]
+        for id_ in outage_ids:
+            code, _ = request("POST", ingress + "/in/outage", json.dumps({"id": id_}),
+                              headers={"Content-Type": "application/json", "Idempotency-Key": id_})
+            check(code == 202, "POST /in/outage answered %s" % code)
 
         # Dead letters: the flaky receiver answers 500 and the sink has no retries.
         for i in range(3):
@@ -296,6 +319,54 @@ def main():
         # The sink table names the flaky sink's last error (from its dead letters).
         wait.until(lambda d: "HTTP 500" in cell("flaky", "last_error", "sinks"))
 
+        # Circuits. The outage sink is open: down since when, and when the next probe goes.
+        def sinks_api():
+            code, body = request("GET", admin + "/sinks", token=TOKEN)
+            check(code == 200, "GET /sinks answered %s: %s" % (code, body[:200]))
+            return {(x["flow"], x["sink"]): x for x in json.loads(body)}
+
+        def sink_cell(flow, key):
+            return driver.find_element(By.CSS_SELECTOR,
+                                       '#sinks tr[data-flow="%s"][data-sink="out"] td[data-k="%s"]' % (flow, key)).text
+
+        wait_until(lambda: sinks_api()[("outage", "out")]["state"] == "open", 20, "the outage sink open")
+        wait.until(lambda d: sink_cell("outage", "circuit") == "open" and
+                   re.search(r"receiver down since .+ \(\d+ s\), next probe in \d+ s",
+                             sink_cell("outage", "circuit_detail")))
+        down = sinks_api()[("outage", "out")]
+        check(down["since"] is not None and (down["next_probe"] is not None or down["probing"]) and
+              down["last_error"], "GET /sinks: the open sink's since, next probe and last error: %r" % down)
+        check(settled(lambda: sink_cell("outage", "last_error")) != "", "the open sink's last error shown")
+        check(settled(lambda: sink_cell("orders", "circuit")) == "closed", "the healthy sink shown closed")
+        check(sinks_api()[("orders", "out")]["state"] == "closed", "GET /sinks: the healthy sink closed")
+        settled(lambda: driver.execute_script("arguments[0].scrollIntoView()", driver.find_element(By.ID, "sinks")))
+        shot("dashboard-sinks.png")
+        driver.execute_script("window.scrollTo(0, 0)")
+        # Pause from the page: the API says paused, the row says paused and offers Resume.
+        def press(flow, label):
+            button = driver.find_element(By.CSS_SELECTOR,
+                                         '#sinks tr[data-flow="%s"][data-sink="out"] td[data-k="action"] button' % flow)
+            check(button.text == label, "the %s sink's button says %r, not %r" % (flow, button.text, label))
+            button.click()
+        settled(lambda: press("outage", "Pause"))
+        wait_until(lambda: sinks_api()[("outage", "out")]["state"] == "paused", 10, "GET /sinks: outage paused")
+        wait.until(lambda d: sink_cell("outage", "circuit") == "paused" and
+                   "paused by hand" in sink_cell("outage", "circuit_detail") and
+                   "paused outage / out" in d.find_element(By.ID, "sinks-action").text)
+        check(settled(lambda: driver.find_element(
+            By.CSS_SELECTOR, '#sinks tr[data-flow="outage"] td[data-k="action"] button').text) == "Resume",
+            "a paused sink offers Resume")
+        # The receiver comes up while the sink is paused: nothing reaches it until Resume.
+        outage_sink = start_sink(stack, args.sink, "sink-outage", [], listen="127.0.0.1:%d" % outage_port)
+        check(outage_sink == outage_url, "the outage receiver listens on %s, not %s" % (outage_url, outage_sink))
+        check(sinks_api()[("outage", "out")]["state"] == "paused", "GET /sinks: still paused")
+        check(json.loads(request("GET", outage_sink + "/ids")[1]) == [], "a paused sink delivered")
+        settled(lambda: press("outage", "Resume"))
+        wait_until(lambda: sinks_api()[("outage", "out")]["state"] == "closed", 10, "GET /sinks: outage closed")
+        wait.until(lambda d: sink_cell("outage", "circuit") == "closed")
+        wait_until(lambda: set(json.loads(request("GET", outage_sink + "/ids")[1])) == set(outage_ids), 20,
+                   "the events that waited delivered after Resume")
+
         # Dead letters: filter by flow, open one, replay it from the page.
         select = driver.find_element(By.ID, "dlq-flow")
         wait.until(lambda d: any(o.get_attribute("value") == "flaky" for o in
@@ -330,6 +401,8 @@ def main():
         # markup. All of it shows as text; nothing of it runs or becomes an element.
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, '#flows tr[data-flow="%s"]' % HOSTILE_FLOW)) == 1)
         check(settled(lambda: cell(HOSTILE_FLOW, "name")) == HOSTILE_FLOW, "the long flow name shown whole")
+        check(settled(lambda: sink_cell(HOSTILE_FLOW, "flow")) == HOSTILE_FLOW, "the long flow name shown whole "
+              "in the sinks")
         wait.until(lambda d: any(o.get_attribute("value") == HOSTILE_FLOW for o in
                                  select.find_elements(By.TAG_NAME, "option")))
         settled(lambda: select.find_element(By.CSS_SELECTOR, 'option[value="%s"]' % HOSTILE_FLOW).click())
@@ -347,7 +420,8 @@ def main():
         check(IMG_REASON in driver.find_element(By.ID, "detail-fields").text, "the detail's reason shown as text")
         check(driver.find_element(By.ID, "detail-fields").find_elements(By.CSS_SELECTOR, "img, script") == [] and
               driver.find_element(By.ID, "detail-event").find_elements(By.CSS_SELECTOR, "img, script") == [] and
-              driver.find_elements(By.CSS_SELECTOR, "#dlq img, #dlq script, #flows img, #flows script") == [],
+              driver.find_elements(By.CSS_SELECTOR, "#dlq img, #dlq script, #flows img, #flows script, "
+                                                    "#sinks img, #sinks script") == [],
               "no element made of the hostile text")
         shot("dashboard-hostile.png")
         # Give an onerror a moment to fire, had an <img src=x> been made (an image error
@@ -364,6 +438,7 @@ def main():
         if args.chart_samples:
             wait_until(lambda: len(driver.find_element(By.CSS_SELECTOR, "#chart polyline.in").get_attribute(
                 "points").split()) >= args.chart_samples, args.chart_samples + 30, "the chart to fill")
+            driver.execute_script("window.scrollTo(0, 0)")
             shot("dashboard-flows.png")
         # Load over: once delivery settles, the page's totals equal /metrics.
         stop_load.set()
@@ -385,7 +460,9 @@ def main():
         # After the load the rates fall to 0.
         wait.until(lambda d: float(cell("orders", "in")) == 0)
         shot("dashboard-idle.png")
-        print("dashboard test: %d orders posted and delivered, 3 dead letters replayed from the page" % len(posted))
+        print("dashboard test: %d orders posted and delivered, 3 dead letters replayed from the page, "
+              "a sink seen open, paused and resumed from the page with its %d waiting events delivered"
+              % (len(posted), len(outage_ids)))
 
         driver.quit()
         driver = None

@@ -1,5 +1,6 @@
 // The weir dashboard. Polls the admin API of the weir that serves it once a second
 // (GET /status and GET /status/metrics), keeps five minutes of totals for the rate chart,
+// shows each sink's circuit and pauses / resumes it (POST /sinks/{flow}/{sink}/pause|resume),
 // and browses / replays dead letters (GET /dlq, POST /dlq/replay). Nothing is fetched
 // from anywhere else. The admin token (when the API asks for one) is kept in this tab's
 // sessionStorage. Every value from the API reaches the page through textContent, never
@@ -18,6 +19,7 @@ const state = {
   dlqCursor: null,             // Link rel=next of the shown list
   dlqItems: [],
   selected: new Set(),
+  sinkPending: new Set(),      // "flow|sink" whose pause / resume call is on its way
   timer: null,
   dlqTimer: null,
 };
@@ -126,9 +128,11 @@ function render(status, metrics) {
 
   const totals = { in: 0, out: 0, err: 0, dead: 0, any: false };
   const flowsBody = $('flows').tBodies[0];
-  const sinksBody = $('sinks').tBodies[0];
   flowsBody.replaceChildren();
-  sinksBody.replaceChildren();
+  // The sinks' circuits (ADR 0294), from /status "sinks": "flow|sink" -> the sink's JSON.
+  const circuits = new Map();
+  for (const c of status.sinks || []) circuits.set(c.flow + '|' + c.sink, c);
+  const sinkRows = [];
   const flowNames = [];
   for (const f of status.flows || []) {
     flowNames.push(f.name);
@@ -182,31 +186,28 @@ function render(status, metrics) {
 
     for (const name of sinkNames) {
       const s = get(f.name, 'sink:' + name);
-      if (!s) continue;   // a `flow: {}` sink has no stage
+      const circuit = circuits.get(f.name + '|' + name);
+      if (!s && !circuit) continue;   // a `flow: {}` sink has no stage
       const p = getPrev(f.name, 'sink:' + name);
-      const out = rate(s, p, 'acked', dt), errs = rate(s, p, 'errors', dt), dead = rate(s, p, 'dead', dt);
+      const m = s || {};
+      const out = s ? rate(s, p, 'acked', dt) : null, errs = s ? rate(s, p, 'errors', dt) : null;
+      const dead = s ? rate(s, p, 'dead', dt) : null;
       let health = 'healthy', cls = 'ok';
       if (errs > 0 && !(out > 0)) { health = 'failing'; cls = 'bad'; }
       else if (errs > 0) { health = 'retrying'; cls = 'warn'; }
-      const r = el('tr');
-      r.dataset.flow = f.name;
-      r.dataset.sink = name;
-      r.dataset.delivered = String(s.acked || 0);
-      const lat = s.latency_ms || {};
-      const sinkCells = [
-        ['flow', f.name], ['sink', name], ['out', num(out, 1), 'num'], ['errors', num(errs, 1), 'num'],
-        ['dead', num(dead, 1), 'num'], ['lag', num(s.lag), 'num'], ['in_flight', num(s.in_flight), 'num'],
-        ['p50', num(lat.p50, 2), 'num'], ['p90', num(lat.p90, 2), 'num'], ['p99', num(lat.p99, 2), 'num'],
-        ['state', health, cls], ['last_error', state.lastReason.get(f.name + '|sink:' + name) || '', 'reason'],
-      ];
-      for (const [k, v, c] of sinkCells) {
-        const td = el('td', v, c);
-        td.dataset.k = k;
-        r.append(td);
-      }
-      sinksBody.append(r);
+      const lat = m.latency_ms || {};
+      sinkRows.push({
+        flow: f.name, sink: name, circuit, delivered: m.acked || 0,
+        cells: [
+          ['out', num(out, 1), 'num'], ['errors', num(errs, 1), 'num'], ['dead', num(dead, 1), 'num'],
+          ['lag', num(m.lag), 'num'], ['in_flight', num(m.in_flight), 'num'], ['p50', num(lat.p50, 2), 'num'],
+          ['p90', num(lat.p90, 2), 'num'], ['p99', num(lat.p99, 2), 'num'], ['health', health, cls],
+        ],
+        reason: state.lastReason.get(f.name + '|sink:' + name) || '',
+      });
     }
   }
+  renderSinks(sinkRows);
   updateFlowFilter(flowNames);
   renderCluster(status);
   state.prev = { t: now, stages };
@@ -214,6 +215,129 @@ function render(status, metrics) {
     state.history.push({ in: totals.in, out: totals.out, err: totals.err, dead: totals.dead });
     if (state.history.length > HISTORY) state.history.shift();
     drawChart();
+  }
+}
+
+// ---- sinks -----------------------------------------------------------------------
+
+// The circuit, what it means and its button come first: they stay in sight on a narrow window.
+const SINK_KEYS = ['flow', 'sink', 'circuit', 'circuit_detail', 'action', 'out', 'errors', 'dead', 'lag',
+                   'in_flight', 'p50', 'p90', 'p99', 'health', 'transitions', 'last_error'];
+
+// The sink rows are updated in place while the list of sinks stays the same, so a Pause /
+// Resume button is not replaced under the pointer between the press and the release.
+function renderSinks(rows) {
+  const body = $('sinks').tBodies[0];
+  const keys = rows.map((r) => r.flow + '|' + r.sink);
+  const have = Array.from(body.rows).map((tr) => tr.dataset.flow + '|' + tr.dataset.sink);
+  if (keys.join('\n') !== have.join('\n')) {
+    body.replaceChildren();
+    for (const r of rows) body.append(sinkRow(r.flow, r.sink));
+  }
+  rows.forEach((r, i) => {
+    const tr = body.rows[i];
+    tr.dataset.delivered = String(r.delivered);
+    for (const [k, v, c] of r.cells) setCell(tr, k, v, c);
+    setCircuit(tr, r.circuit, r.reason);
+  });
+}
+
+function sinkRow(flow, sink) {
+  const tr = el('tr');
+  tr.dataset.flow = flow;
+  tr.dataset.sink = sink;
+  for (const k of SINK_KEYS) {
+    const td = el('td');
+    td.dataset.k = k;
+    tr.append(td);
+  }
+  setCell(tr, 'flow', flow);
+  setCell(tr, 'sink', sink);
+  const button = el('button', 'Pause');
+  button.addEventListener('click', () => controlSink(flow, sink, button.dataset.action));
+  tr.querySelector('td[data-k="action"]').append(button);
+  return tr;
+}
+
+function setCell(tr, k, text, cls) {
+  const td = tr.querySelector('td[data-k="' + k + '"]');
+  const t = text === undefined || text === null ? '' : String(text);
+  if (td.textContent !== t) td.textContent = t;
+  const c = cls || '';
+  if (td.className !== c) td.className = c;
+}
+
+function clock(ms) { return new Date(ms).toLocaleTimeString(); }
+function secondsSince(ms) { return Math.max(0, Math.round((Date.now() - ms) / 1000)); }
+
+// What the circuit says in words (docs/dashboard.md): open — since when the receiver is
+// down and when the next probe goes, or that one is on the wire.
+function circuitDetail(c) {
+  if (c.state === 'open') {
+    let text = 'receiver down' + (c.since ? ' since ' + clock(c.since) + ' (' + secondsSince(c.since) + ' s)' : '');
+    if (c.probing) text += ', probe on the wire';
+    else if (c.next_probe) {
+      const inS = Math.ceil((c.next_probe - Date.now()) / 1000);
+      text += inS > 0 ? ', next probe in ' + inS + ' s' : ', next probe due';
+    }
+    return text;
+  }
+  if (c.state === 'paused') {
+    return 'paused by hand' + (c.since ? ' since ' + clock(c.since) + ' (' + secondsSince(c.since) + ' s)' : '') +
+        ', events wait';
+  }
+  return c.since ? 'delivering since ' + clock(c.since) : 'delivering';
+}
+
+function setCircuit(tr, c, reason) {
+  const button = tr.querySelector('td[data-k="action"] button');
+  if (!c) {
+    tr.dataset.circuit = '';
+    setCell(tr, 'circuit', '–');
+    setCell(tr, 'circuit_detail', '');
+    setCell(tr, 'transitions', '–', 'num');
+    setCell(tr, 'last_error', reason, 'reason');
+    button.hidden = true;
+    return;
+  }
+  tr.dataset.circuit = c.state;
+  setCell(tr, 'circuit', c.state, 'circuit ' + (c.state === 'closed' ? 'closed' : c.state === 'paused' ? 'paused' : 'open'));
+  setCell(tr, 'circuit_detail', circuitDetail(c), 'detail');
+  setCell(tr, 'transitions', num(c.transitions), 'num');
+  // The receiver's last retryable failure; else the newest dead letter's reason.
+  setCell(tr, 'last_error', c.last_error || reason, 'reason');
+  const action = c.state === 'paused' ? 'resume' : 'pause';
+  button.hidden = false;
+  button.dataset.action = action;
+  const label = action === 'pause' ? 'Pause' : 'Resume';
+  if (button.textContent !== label) button.textContent = label;
+  button.disabled = state.sinkPending.has(tr.dataset.flow + '|' + tr.dataset.sink);
+}
+
+// Pause or resume one sink (no body: the admin's browser guard asks a content type only of
+// writes with one); the answer is the sink's new circuit, shown at once.
+async function controlSink(flow, sink, action) {
+  const key = flow + '|' + sink;
+  if (action !== 'pause' && action !== 'resume') return;
+  state.sinkPending.add(key);
+  const rowOf = () => Array.from($('sinks').tBodies[0].rows).find((tr) =>
+      tr.dataset.flow === flow && tr.dataset.sink === sink);
+  const before = rowOf();
+  if (before) before.querySelector('td[data-k="action"] button').disabled = true;
+  try {
+    const r = await api('/sinks/' + encodeURIComponent(flow) + '/' + encodeURIComponent(sink) + '/' + action,
+                        { method: 'POST' });
+    state.sinkPending.delete(key);
+    const tr = rowOf();
+    if (tr) setCircuit(tr, r.body, tr.querySelector('td[data-k="last_error"]').textContent);
+    $('sinks-action').textContent = (action === 'pause' ? 'paused ' : 'resumed ') + flow + ' / ' + sink +
+        (r.body.changed ? '' : ' (no change: it already was)');
+  } catch (e) {
+    state.sinkPending.delete(key);
+    if (e instanceof Unauthorized) { showLogin('the token was refused'); return; }
+    $('sinks-action').textContent = action + ' ' + flow + ' / ' + sink + ' failed: ' + e.message;
+    const tr = rowOf();
+    if (tr) tr.querySelector('td[data-k="action"] button').disabled = false;
   }
 }
 
