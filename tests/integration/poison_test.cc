@@ -224,7 +224,7 @@ TEST_CASE("every dead letter is logged once with its flow, stage, id and reason,
                     .flows = {{"few.yaml", http_flow("few", "/in/few", sink.url("/few"),
                                                      "retries: 1, " WEIR_TEST_RETRY ", timeout: 2s")},
                               {"many.yaml", http_flow("many", "/in/many", sink.url("/many"),
-                                                      "retries: 8, " WEIR_TEST_RETRY ", timeout: 2s")}},
+                                                      "retries: 2, " WEIR_TEST_RETRY ", timeout: 2s")}},
                     .config = "max_deliver: 3\n"});
   weir.start();
   INFO(weir.describe());
@@ -232,7 +232,7 @@ TEST_CASE("every dead letter is logged once with its flow, stage, id and reason,
   const std::string marker = "body-marker-7f3a";
   js_publish(nats.url(), "weir.few.in", "not-json", "{\"id\": \"not-json\", " + marker);
   REQUIRE(weir.post("/in/few", json{{"m", marker}}.dump(), {"Idempotency-Key: gave-up"}).status == 202);
-  REQUIRE(weir.post("/in/many", json{{"m", marker}}.dump(), {"Idempotency-Key: poison"}).status == 202);
+  REQUIRE(weir.post("/in/many", json{{"m", marker}}.dump(), {"Idempotency-Key: capped"}).status == 202);
 
   REQUIRE(wait_until([&] { return dlq(weir).size() >= 3; }, 30s, 100ms));
   const auto lines_for = [&](const std::string& id) {
@@ -248,7 +248,7 @@ TEST_CASE("every dead letter is logged once with its flow, stage, id and reason,
   const std::map<std::string, std::pair<std::string, std::string>> expected = {
       {"not-json", {"stage=flow", "not valid JSON at byte 20"}},
       {"gave-up", {"stage=sink:out", "gave up after 2 attempts"}},
-      {"poison", {"stage=sink:out", "failed 3 deliveries"}},
+      {"capped", {"stage=sink:out", "gave up after 3 attempts (retries 2)"}},
   };
   // Plain variables, not a structured binding, in what the lambda captures (clang 14).
   for (const auto& entry : expected) {
@@ -266,7 +266,7 @@ TEST_CASE("every dead letter is logged once with its flow, stage, id and reason,
     CHECK(lines[0].find(" warn ") != std::string::npos);
     CHECK(lines[0].find(want.first) != std::string::npos);
     CHECK(lines[0].find(want.second) != std::string::npos);
-    CHECK(lines[0].find(id == "poison" ? "flow=many" : "flow=few") != std::string::npos);
+    CHECK(lines[0].find(id == "capped" ? "flow=many" : "flow=few") != std::string::npos);
   }
   CHECK(weir.log().find(marker) == std::string::npos);
 }
