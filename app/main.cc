@@ -66,6 +66,29 @@ std::string allocator_name() {
 }
 
 // `weir status`: GET /status twice, `interval` apart, for rates; a table or JSON.
+// Sinks' circuits (GET /sinks, /status "sinks") as a table: state, since, next probe, last
+// error (docs/admin-api.md#sinks).
+void print_sinks(const nlohmann::json& sinks) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto ago = [&](const nlohmann::json& v, bool future) -> std::string {
+    if (!v.is_number_integer()) return "-";
+    const int64_t d = future ? v.get<int64_t>() - now : now - v.get<int64_t>();
+    return (future ? "in " : "") + std::to_string(std::max<int64_t>(d, 0) / 1000) + "s" + (future ? "" : " ago");
+  };
+  std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", "FLOW", "SINK", "STATE", "SINCE", "NEXT PROBE", "LAST ERROR");
+  for (const auto& s : sinks) {
+    const std::string err = s.contains("last_error") && s["last_error"].is_string() ? s["last_error"].get<std::string>()
+                                                                                    : "-";
+    const std::string probe = s.value("probing", false) ? "on the wire"
+                                                        : ago(s.value("next_probe", nlohmann::json()), true);
+    std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", s.value("flow", "").c_str(), s.value("sink", "").c_str(),
+                s.value("state", "").c_str(), ago(s.value("since", nlohmann::json()), false).c_str(), probe.c_str(),
+                err.c_str());
+  }
+}
+
 int status_command(const std::string& server, int interval_ms, bool as_json) {
   auto sample = [&](nlohmann::json* out) -> int {
     weir::AdminReply r = weir::admin_call(server, "GET", "/status");
@@ -118,6 +141,7 @@ int status_command(const std::string& server, int interval_ms, bool as_json) {
                 cell(f, "running_version").c_str(), f.contains("phase") ? cell(f, "phase").c_str() : "-", in, out,
                 cell(f, "lag").c_str(), cell(f, "errors").c_str(), cell(f, "dead").c_str());
   }
+  if (second.contains("sinks") && second["sinks"].is_array() && !second["sinks"].empty()) print_sinks(second["sinks"]);
   if (members.contains("leases") && !members["leases"].empty()) {
     std::printf("%-28s %s\n", "LEASE", "HOLDER");
     for (const auto& l : members["leases"]) {
@@ -199,21 +223,7 @@ int sink_command(const std::string& server, const std::string& action, const std
     std::printf("%s\n", shown.dump(2).c_str());
     return 0;
   }
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  auto ago = [&](const nlohmann::json& v, bool future) -> std::string {
-    if (!v.is_number_integer()) return "-";
-    const int64_t d = future ? v.get<int64_t>() - now : now - v.get<int64_t>();
-    return (future ? "in " : "") + std::to_string(std::max<int64_t>(d, 0) / 1000) + "s" + (future ? "" : " ago");
-  };
-  std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", "FLOW", "SINK", "STATE", "SINCE", "NEXT PROBE", "LAST ERROR");
-  for (const auto& s : shown) {
-    const std::string err = s["last_error"].is_string() ? s["last_error"].get<std::string>() : "-";
-    const std::string probe = s.value("probing", false) ? "on the wire" : ago(s["next_probe"], true);
-    std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", s.value("flow", "").c_str(), s.value("sink", "").c_str(),
-                s.value("state", "").c_str(), ago(s["since"], false).c_str(), probe.c_str(), err.c_str());
-  }
+  print_sinks(shown);
   return 0;
 }
 

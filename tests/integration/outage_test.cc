@@ -302,6 +302,10 @@ TEST_CASE("a sink paused and resumed by hand through the admin API and the CLI h
   CHECK(status.code == 0);
   CHECK(status.output.find("paused") != std::string::npos);
   CHECK(sink_metric(weir, "weir_sink_state", "orders") == 2);
+  CliResult whole = run_cli({"status", "--server", server, "--interval-ms", "0"});
+  INFO(whole.output);
+  CHECK(whole.code == 0);
+  CHECK(whole.output.find("paused") != std::string::npos);
 
   CliResult resumed = run_cli({"sink", "resume", "orders", "out", "--server", server});
   INFO(resumed.output);
