@@ -1309,6 +1309,10 @@ int HttpSink::max_in_flight() const { return std::max(1, impl_->client.spec.max_
 
 int HttpSink::max_retries() const { return impl_->client.spec.retries; }
 flows::RetrySpec HttpSink::retry_policy() const { return impl_->client.spec.retry; }
+int64_t HttpSink::queued() const {
+  MutexLock lock(impl_->client.mu);
+  return static_cast<int64_t>(impl_->client.pending.size());
+}
 
 void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> done) {
   Client& c = impl_->client;

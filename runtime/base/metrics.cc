@@ -131,6 +131,9 @@ const Family<int64_t> kGauges[] = {
      "The sink's circuit: 0 closed (delivering), 1 open (receiver failing: events wait, one probe at a time), 2 "
      "paused by hand (ADR 0294).",
      &StageMetrics::sink_state, false, true},
+    {"weir_sink_queued", "gauge",
+     "Deliveries in the sink's own queue: waiting for a connection, or with rate: for a token (ADR 0296).",
+     &StageMetrics::sink_queued, false, true},
     {"weir_sink_open_milliseconds_total", "counter",
      "Time the sink's circuit spent open or paused since start, in milliseconds.", &StageMetrics::sink_open_ms, false,
      true},

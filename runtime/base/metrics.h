@@ -55,6 +55,7 @@ struct StageMetrics {
   std::atomic<int64_t> sink_state{0};
   std::atomic<uint64_t> sink_transitions{0};
   std::atomic<int64_t> sink_open_ms{0};
+  std::atomic<int64_t> sink_queued{0};  // deliveries in the sink's own queue (Sink::queued)
   Histogram latency;
 };
 

@@ -895,6 +895,7 @@ void SinkStage::keep_alive() {
   metrics_.sink_state.store(static_cast<int64_t>(v.state), std::memory_order_relaxed);
   metrics_.sink_transitions.store(v.transitions, std::memory_order_relaxed);
   metrics_.sink_open_ms.store(v.not_closed.count(), std::memory_order_relaxed);
+  metrics_.sink_queued.store(sink_->queued(), std::memory_order_relaxed);
   if (due) consumer_->kick();
 }
 

@@ -60,6 +60,8 @@ double measure(double rate, const std::string& rate_text, size_t events) {
   WeirProcess paced({.nats_url = nats.url(), .flows = {{"paced.yaml", rate_flow(sink, rate_text)}}});
   paced.start();
 
+  // Paced: deliveries wait in the sink's queue for their tokens.
+  CHECK(wait_until([&] { return stage_counter(paced, "weir_sink_queued", "sink:out") > 0; }, 10s, 50ms));
   const size_t steady = acked.size() - kHeld;
   const auto budget = std::chrono::milliseconds(static_cast<int64_t>(1000.0 * acked.size() / rate)) + 30s;
   if (!wait_until([&] { return sink.stat("received") >= static_cast<int64_t>(steady); }, budget, 50ms)) {
