@@ -1,5 +1,7 @@
 #include "flows/flow.h"
 
+#include <algorithm>
+
 #include <mutex>
 
 #include "flows/program.h"
@@ -14,6 +16,12 @@ std::string Diagnostic::str() const {
     if (where.column > 0) s += ":" + std::to_string(where.column);
   }
   return s + ": " + message;
+}
+
+bool Outcome::goes_to(std::string_view name) const {
+  if (kind != Kind::kEmit) return false;
+  if (sink == name) return true;
+  return std::find(also.begin(), also.end(), name) != also.end();
 }
 
 std::string FlowError::str() const {

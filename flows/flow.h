@@ -204,14 +204,19 @@ struct FlowError {
   std::string str() const;  // one line, for logs and dead-letter headers
 };
 
-// What one event became. At most one output per input: branch takes the first arm.
+// What one event became. One output per input, to one sink or (a `to:` list, a fan-out;
+// docs/adr/0299-fan-out.md) to several: branch takes the first arm.
 struct Outcome {
   enum class Kind { kEmit, kDropped, kError };
   Kind kind = Kind::kEmit;
-  std::string sink;  // kEmit: the sink name it routes to
-  Json event;        // kEmit: the output event; kError: the event as it
-                     // was when the step failed (for debugging only)
-  FlowError error;   // kError
+  std::string sink;               // kEmit: the sink name it routes to (a fan-out's first)
+  std::vector<std::string> also;  // kEmit: a fan-out's other sinks, as written (else empty)
+  Json event;                     // kEmit: the output event; kError: the event as it
+                                  // was when the step failed (for debugging only)
+  FlowError error;                // kError
+
+  // kEmit: whether the event goes to `name` (`sink` or one of `also`).
+  bool goes_to(std::string_view name) const;
 };
 
 enum class OnError { kDlq, kDrop };

@@ -621,6 +621,7 @@ class Loader {
   void step(const SrcNode& n, const std::string& what, int index, const std::string& path_prefix, Step* out, bool* ok,
             int depth);
   bool check_sink_ref(const SrcNode& n, const std::string& what, std::string* out);
+  void arm_route(const SrcNode& n, const std::string& what, Arm* arm);
   void tests(const SrcNode& n);
 
   std::string_view src_;
@@ -1009,6 +1010,39 @@ bool Loader::check_sink_ref(const SrcNode& n, const std::string& what, std::stri
   return false;
 }
 
+// An arm's `to:`: one sink, or a list of them (a fan-out, docs/adr/0299-fan-out.md): each
+// known, none twice.
+void Loader::arm_route(const SrcNode& n, const std::string& what, Arm* arm) {
+  if (!n.is_seq()) {
+    if (!n.is_scalar()) {
+      error(n, what + " must be a sink name or a list of sink names (`to: [a, b]`), got " + n.describe());
+      return;
+    }
+    check_sink_ref(n, what, &arm->to);
+    return;
+  }
+  if (n.items.empty()) {
+    error(n, what + " is an empty list; name one sink or several (`to: [a, b]`)");
+    return;
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n.items.size(); ++i) {
+    const std::string iw = what + "[" + std::to_string(i) + "]";
+    std::string name;
+    // An unknown name is reported and still taken as the route: the arm routes, so no
+    // second error says it does not.
+    if (!check_sink_ref(n.items[i], iw, &name) && name.empty()) continue;
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      error(n.items[i], iw + ": sink " + quote(name) + " is named twice in this list");
+      continue;
+    }
+    names.push_back(std::move(name));
+  }
+  if (names.empty()) return;
+  arm->to = names.front();
+  arm->also.assign(names.begin() + 1, names.end());
+}
+
 void Loader::steps(const SrcNode& list, const std::string& what, int top_index, const std::string& path_prefix,
                    std::vector<Step>* out, int depth) {
   if (!list.is_seq()) {
@@ -1128,7 +1162,7 @@ void Loader::step(const SrcNode& n, const std::string& what, int index, const st
       else seen_default = true;
       const std::string arm_prefix = path_prefix + "branch arm " + std::to_string(i) + " > ";
       if (const SrcNode* st = a.get("steps")) steps(*st, aw + ".steps", index, arm_prefix, &arm.steps, depth + 1);
-      if (const SrcNode* to = a.get("to")) check_sink_ref(*to, aw + ".to", &arm.to);
+      if (const SrcNode* to = a.get("to")) arm_route(*to, aw + ".to", &arm);
       out->arms.push_back(std::move(arm));
     }
   } else {

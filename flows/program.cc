@@ -10,7 +10,7 @@ enum class Next { kContinue, kRouted, kDropped, kError };
 
 struct RunState {
   EvalContext ctx;
-  std::string route;
+  const Arm* route = nullptr;  // Next::kRouted: the arm whose `to` the event takes
   const Step* failed = nullptr;
   std::string expression;
   std::string message;
@@ -147,7 +147,7 @@ Next run_steps(const std::vector<Step>& steps, Json& event, RunState& st) {
           Next r = run_steps(arm.steps, event, st);
           if (r != Next::kContinue) return r;
           if (!arm.to.empty()) {
-            st.route = arm.to;
+            st.route = &arm;
             return Next::kRouted;
           }
           break;  // first matching arm wins
@@ -200,7 +200,8 @@ void Program::run(Json event, Outcome* out) const {
       return;
     case Next::kRouted:
       out->kind = Outcome::Kind::kEmit;
-      out->sink = std::move(st.route);
+      out->sink = st.route->to;
+      out->also = st.route->also;
       out->event = std::move(event);
       return;
     case Next::kDropped: out->kind = Outcome::Kind::kDropped; return;

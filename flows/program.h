@@ -24,7 +24,8 @@ struct Step;
 struct Arm {
   Expression when;  // !valid(): the default arm
   std::vector<Step> steps;
-  std::string to;  // "" : continue after the branch
+  std::string to;                 // "" : continue after the branch
+  std::vector<std::string> also;  // `to: [a, b, c]`: to = a, also = b, c (a fan-out)
 };
 
 struct Step {

@@ -319,6 +319,12 @@ struct FlowStage::Batch {
   // +1: not finished before every output is launched.
   explicit Batch(size_t n) : remaining(n + 1), ok(n, 1) {}
 
+  // `more` outputs of one input besides its first (a fan-out), before they are launched.
+  void add_outputs(size_t more) {
+    MutexLock lock(mu);
+    remaining += more;
+  }
+
   // `verdict`: kStored (true), kRefused or kNotAnswered; a refusal outweighs the rest.
   static void complete(const std::shared_ptr<Batch>& b, size_t i, char verdict) {
     std::vector<char> final_ok;
@@ -413,8 +419,8 @@ void FlowStage::dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, con
       d, [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); }, consumer_.get());
 }
 
-// Publishes the output of input i to `sink` (at most once per input); `span_tp` is the
-// flow stage's span, the outputs' parent.
+// Publishes the output of input i to `sink` (at most once per input and sink); `span_tp` is
+// the flow stage's span, the outputs' parent.
 void FlowStage::emit_output(const std::shared_ptr<Batch>& b, size_t i, const std::string& id,
                             const std::string& version, std::string span_tp, const std::string& sink,
                             std::string_view body) {
@@ -511,9 +517,17 @@ void FlowStage::run_input(const std::shared_ptr<Batch>& b, size_t i, const std::
   }
   flows::Outcome outcome = flow.run(std::move(*event));
   switch (outcome.kind) {
-    case flows::Outcome::Kind::kEmit:
-      emit_output(b, i, id, version, std::move(span_tp), outcome.sink, flows::write_json(outcome.event));
+    case flows::Outcome::Kind::kEmit: {
+      const std::string body = flows::write_json(outcome.event);
+      if (!outcome.also.empty()) {
+        // A fan-out (docs/adr/0299-fan-out.md): one output per sink, each on its sink's own
+        // subject and consumer; the input is acked once all of them are stored.
+        b->add_outputs(outcome.also.size());
+        for (const auto& sink : outcome.also) emit_output(b, i, id, version, span_tp, sink, body);
+      }
+      emit_output(b, i, id, version, std::move(span_tp), outcome.sink, body);
       break;
+    }
     case flows::Outcome::Kind::kDropped:
       ++b->dropped;
       Batch::complete(b, i, true);

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "flows/flow.h"
+#include "flows/testing.h"
 #include "flows/schema.h"
 #include "flows/text.h"
 #include "flows/value.h"
@@ -677,8 +678,52 @@ TEST_CASE("routing: unknown sinks and unrouted paths", "[loader][routing]") {
             "true }\n");
   CHECK(one_problem(kHead + kSink + "steps:\n  - branch:\n      - { to: nope }\n") ==
         "6:15: steps[0].branch[0].to: unknown sink \"nope\" (sinks: out)");
-  CHECK(one_problem(kHead + kSink + "steps:\n  - branch:\n      - { to: [out] }\n") ==
-        "6:15: steps[0].branch[0].to must be a string, got a list");
+}
+
+TEST_CASE("routing: a to list fans out, each sink known and named once", "[loader][routing]") {
+  std::string three =
+      "to:\n  a: { nats: { subject: a } }\n  b: { nats: { subject: b } }\n  c: { nats: { subject: c } }\n";
+  auto f = must_load(kHead + three +
+                     "steps:\n  - branch:\n      - { when: this.x, to: a }\n      - { to: [b, a, c] }\n");
+  Outcome one = f->run(Json{{"x", true}});
+  CHECK(one.sink == "a");
+  CHECK(one.also.empty());
+  Outcome all = f->run(Json{{"x", false}});
+  REQUIRE(all.kind == Outcome::Kind::kEmit);
+  CHECK(all.sink == "b");
+  CHECK(all.also == std::vector<std::string>{"a", "c"});
+  CHECK(all.goes_to("a"));
+  CHECK(all.goes_to("c"));
+  CHECK_FALSE(one.goes_to("b"));
+  // A list of one is the sink itself.
+  must_load(kHead + kSink + "steps:\n  - branch:\n      - { to: [out] }\n");
+  CHECK(one_problem(kHead + three + "steps:\n  - branch:\n      - { to: [a, nope] }\n") ==
+        "9:19: steps[0].branch[0].to[1]: unknown sink \"nope\" (sinks: a, b, c)");
+  CHECK(one_problem(kHead + three + "steps:\n  - branch:\n      - { to: [a, b, a] }\n") ==
+        "9:22: steps[0].branch[0].to[2]: sink \"a\" is named twice in this list");
+  CHECK(one_problem(kHead + kSink + "steps:\n  - branch:\n      - { to: [] }\n") ==
+        "6:15: steps[0].branch[0].to is an empty list; name one sink or several (`to: [a, b]`)");
+  CHECK(one_problem(kHead + kSink + "steps:\n  - branch:\n      - { to: { a: 1 } }\n") ==
+        "6:15: steps[0].branch[0].to must be a sink name or a list of sink names (`to: [a, b]`), got a mapping");
+  // A fan-out arm routes like any other: with a default arm every path has a route.
+  CHECK(problems(kHead + three + "steps:\n  - branch:\n      - { when: this.x, to: [a, b] }\n").size() == 1);
+}
+
+TEST_CASE("tests: a fan-out's event is expected at each of its sinks", "[loader][tests][routing]") {
+  auto f = must_load(kHead + "to:\n  a: { nats: { subject: a } }\n  b: { nats: { subject: b } }\n" +
+                     "steps:\n  - branch:\n      - { when: this.one, to: a }\n      - { to: [a, b] }\n");
+  auto run = [&](const char* test_case) { return run_test_case(*f, Json::parse(test_case), 0); };
+  CHECK(run(R"({"input": {"v": 1}, "expect": {"a": {"v": 1}, "b": [{"v": 1}]}})").passed);
+  CHECK(run(R"({"input": {"v": 1}, "expect": {"b": {"v": 1}}})").passed);  // a is not checked
+  auto miss = run(R"({"input": {"one": true}, "expect": {"a": {}, "b": {}}})");
+  CHECK_FALSE(miss.passed);
+  CHECK(miss.detail == "expected an event at b, got emitted to a: {\"one\":true}");
+  auto nothing = run(R"({"input": {"v": 2}, "expect": {"a": {"v": 2}, "b": []}})");
+  CHECK_FALSE(nothing.passed);
+  CHECK(nothing.detail == "expected nothing at b, got emitted to a, b: {\"v\":2}");
+  auto differs = run(R"({"input": {"v": 2}, "expect": {"b": {"v": 3}}})");
+  CHECK_FALSE(differs.passed);
+  CHECK(differs.detail == "event at b differs at .v: expected 3, got 2; got {\"v\":2}");
 }
 
 TEST_CASE("tests: shape is checked at load", "[loader][tests]") {
@@ -696,7 +741,7 @@ TEST_CASE("tests: shape is checked at load", "[loader][tests]") {
   CHECK(one_problem(t("  - { input: {}, expect: dropped, extra: 1 }\n"))
             .find("5:35: unknown key \"extra\" in tests[0]") == 0);
   CHECK(one_problem(t("  - { input: {}, expect: { out: [ {}, {} ] } }\n")) ==
-        "5:33: tests[0].expect.out: a flow emits at most one event per input, this lists 2");
+        "5:33: tests[0].expect.out: a flow sends at most one event per input to a sink, this lists 2");
   CHECK(one_problem(kHead + kSink + "tests: {}\n") == "4:8: tests must be a list of cases, got a mapping");
   CHECK(one_problem(t("  - { input: { a: .nan }, expect: dropped }\n")).find("out of range") != std::string::npos);
 }
