@@ -25,6 +25,9 @@ launcher=$(command -v ccache || true)
 # macro it looks for): tell it they are there, as the fuzz target does.
 flags="-Wthread-safety -Werror=thread-safety -DBOOST_ASIO_HAS_CO_AWAIT=1 -DBOOST_ASIO_HAS_STD_COROUTINE=1"
 mkdir -p "$build"
+# One run at a time per tree (scripts/warm-up.sh may be running it ahead of CTest).
+exec 8> "$build/.lock"
+flock 8
 if [[ -f "$build/build.ninja" ]] && grep -qxF "CMAKE_CXX_FLAGS:STRING=$flags" "$build/CMakeCache.txt" &&
   grep -qxF "WEIR_TESTS:BOOL=ON" "$build/CMakeCache.txt"; then
   # Re-runs CMake only when a CMakeLists.txt or a globbed folder changed. (A tree

@@ -43,6 +43,9 @@ header_filter="^$root/($(IFS='|'; echo "${header_res[*]}"))$"
 
 stamps="$build/tidy-stamps"
 mkdir -p "$stamps"
+# One run at a time per tree (scripts/warm-up.sh may be running it ahead of CTest).
+exec 8> "$stamps/.lock"
+flock 8
 context=$(cat $(git ls-files -- .clang-tidy '*/.clang-tidy' | sort) "$tidy" <(git ls-files -- '*.h' | sort | xargs cat) 2> /dev/null |
   sha256sum | cut -c1-16)
 todo=()

@@ -11,6 +11,7 @@
 # it is kept in build-fuzz/fuzz-artifacts/, with the target's log.
 #   scripts/fuzz.sh          # 30 s per target
 #   scripts/fuzz.sh 300      # longer
+#   scripts/fuzz.sh build    # only build the targets (scripts/warm-up.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -20,9 +21,15 @@ declare -A corpus=([flow_loader]=flows/fuzz [expr]=flows/fuzz [json_ingress]=flo
 declare -A max_len=([flow_loader]=8192 [expr]=8192 [json_ingress]=2097152 [http_request]=2097152 [signature]=2097152 [mqtt_codec]=65536)
 declare -A timeout=([flow_loader]=10 [expr]=10 [json_ingress]=10 [http_request]=60 [signature]=10 [mqtt_codec]=10)  # http: a socket round trip
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_COMPILER=clang++ -DWEIR_FUZZ=ON -DWEIR_SANITIZE=ON -DWEIR_TESTS=ON -DWEIR_BENCH=OFF >&2
-cmake --build "$build" -j2 --target "${targets[@]/#/weir-fuzz-}" >&2
+mkdir -p "$build"
+(
+  # One build at a time per tree (scripts/warm-up.sh may be building it ahead of CTest).
+  flock 8
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++ -DWEIR_FUZZ=ON -DWEIR_SANITIZE=ON -DWEIR_TESTS=ON -DWEIR_BENCH=OFF >&2
+  cmake --build "$build" -j2 --target "${targets[@]/#/weir-fuzz-}" >&2
+) 8> "$build/.lock"
+[ "$seconds" = build ] && exit 0
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -15,6 +15,8 @@
 #     hold under ASan: its quarantine keeps up to 256 MiB of freed memory). The admin, config, tables, trace, deploy
 #     and cluster start-up tests stay out: they exercise the control plane, and the whole
 #     integration suite under ASan does not fit CI's 45 minutes next to the normal suite.
+#   scripts/sanitize.sh asan-build | tsan-build
+#     only the build of that tree (scripts/warm-up.sh builds them ahead of the tests).
 #   scripts/sanitize.sh tsan
 #     build-tsan/: the runtime unit tests (HTTP server, router, admin API with a fake
 #     backend, config, log) and the Bus's pull consumer tests (weir-bus-tests: its own
@@ -53,7 +55,12 @@ build_tree() {
   start=$(date +%s)
   children_cpu
   cpu0=$CPU
-  scripts/setup.sh "$@"
+  mkdir -p "$BUILD_DIR"
+  # One build at a time per tree (scripts/warm-up.sh may be building it ahead of CTest).
+  (
+    flock 8
+    scripts/setup.sh "$@"
+  ) 8> "$BUILD_DIR/.lock"
   children_cpu
   echo "sanitize: $what build took $(($(date +%s) - start)) s wall, $((CPU - cpu0)) s CPU" >&2
 }
@@ -75,13 +82,14 @@ require_tests() {  # require_tests BINARY FILTER
 }
 
 case "$kind" in
-  asan)
-    tests_binary=${2:?scripts/sanitize.sh asan needs the weir-integration-tests binary}
+  asan | asan-build)
+    [ "$kind" = asan ] && tests_binary=${2:?scripts/sanitize.sh asan needs the weir-integration-tests binary}
     build=${ASAN_BUILD_DIR:-build-asan}
     BUILD_DIR=$build BUILD_TYPE=Debug CXXFLAGS="-Og" \
       CMAKE_ARGS="-DWEIR_SANITIZE=ON -DWEIR_WERROR=OFF -DWEIR_BENCH=OFF" \
       build_tree "ASan+UBSan" weir weir-runtime-tests weir-flows-tests weir-connectors-tests weir-cluster-tests \
       weir-connectors-integration-tests
+    [ "$kind" = asan-build ] && exit 0
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     # The MQTT codec reads what a broker sends: its unit tests run here too (the [codec]
     # alternative makes require_tests fail if they ever leave the binary's unit tests).
@@ -115,11 +123,12 @@ case "$kind" in
     fi
     exit $status
     ;;
-  tsan)
+  tsan | tsan-build)
     build=${TSAN_BUILD_DIR:-build-tsan}
     BUILD_DIR=$build BUILD_TYPE=Debug CXXFLAGS="-O1 -fsanitize=thread" LDFLAGS="-fsanitize=thread" \
       CMAKE_ARGS="-DWEIR_WERROR=OFF -DWEIR_BENCH=OFF" \
       build_tree "TSan" weir-runtime-tests weir-bus-tests
+    [ "$kind" = tsan-build ] && exit 0
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
     for t in weir-runtime-tests weir-bus-tests; do
       echo "sanitize: $t under TSan" >&2
@@ -127,7 +136,7 @@ case "$kind" in
     done
     ;;
   *)
-    echo "scripts/sanitize.sh: unknown job '$kind' (asan or tsan)" >&2
+    echo "scripts/sanitize.sh: unknown job '$kind' (asan, tsan, asan-build or tsan-build)" >&2
     exit 2
     ;;
 esac
