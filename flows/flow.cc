@@ -128,4 +128,17 @@ bool EventExpression::eval_string(const Json& event, std::string* out, std::stri
   return true;
 }
 
+bool EventExpression::eval_key(const Json& event, std::string* out, std::string* error) const {
+  EvalContext ctx;
+  ctx.self = &event;
+  Json scratch;
+  const Json* v = compiled_->eval(ctx, scratch);
+  if (v == nullptr) {
+    *error = "failed: " + ctx.error;
+    return false;
+  }
+  *out = v->is_string() ? v->get<std::string>() : v->dump();
+  return true;
+}
+
 }  // namespace weir::flows

@@ -135,6 +135,8 @@ struct RetrySpec {
 // attempts); unset, only `retry.give_up_after` ends an event's retries.
 inline constexpr int kNoRetryCap = -1;
 
+class EventExpression;  // below: an expression over the event a connector evaluates
+
 struct HttpSinkSpec {
   std::string url;
   std::string method = "POST";
@@ -148,6 +150,9 @@ struct HttpSinkSpec {
   // `rate` is the text as written, for logs. docs/adr/0296-per-instance-rate-limits.md.
   double rate_per_s = 0;
   std::string rate;
+  // `order_by: this.customer_id`: events with the same key are delivered one at a time, in
+  // stream order; null = no order (docs/adr/0310-per-key-order.md).
+  std::shared_ptr<const EventExpression> order_by;
 };
 
 class Expression;
@@ -162,6 +167,9 @@ class EventExpression {
   // The value over `event` when it is a string; false with *error (evaluation failed, or
   // the value is not a string).
   bool eval_string(const Json& event, std::string* out, std::string* error) const;
+  // The value over `event` as a key (`order_by:`): a string as it is, any other value as
+  // its JSON text (42, null, true); false with *error when evaluation failed.
+  bool eval_key(const Json& event, std::string* out, std::string* error) const;
 
  private:
   std::string text_;

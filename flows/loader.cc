@@ -477,6 +477,18 @@ class Loader {
     }
   }
 
+  // An expression a connector evaluates per event (the MQTT topic, `order_by`), compiled
+  // here so a typo is a load error with line and column; null after an error.
+  std::shared_ptr<const EventExpression> event_expression(const SrcNode& e, const std::string& what) {
+    if (!e.is_scalar() || (!e.quoted && !resolve_plain_scalar(e.text).is_string())) {
+      error(e, what + " must be an expression (a string), got " + e.describe());
+      return nullptr;
+    }
+    Expression x;
+    if (!compile(e, what, &x)) return nullptr;
+    return std::make_shared<EventExpression>(e.text, std::make_shared<Expression>(std::move(x)));
+  }
+
   // The MQTT sink's topic (docs/adr/0181): text is the topic as written; an expression
   // only when written as one, `topic: {expr: …}`, compiled here so a typo is a load error.
   void mqtt_sink_topic(const SrcNode& n, const std::string& w, MqttSinkSpec* s) {
@@ -493,14 +505,7 @@ class Loader {
           error(*t, w + ".topic needs `expr` (an expression over the event), or write the topic as text");
         return;
       }
-      Expression x;
-      if (!e->is_scalar() || (!e->quoted && !resolve_plain_scalar(e->text).is_string())) {
-        error(*e, w + ".topic.expr must be an expression (a string), got " + e->describe());
-        return;
-      }
-      if (compile(*e, w + ".topic.expr", &x)) {
-        s->topic_expr = std::make_shared<EventExpression>(e->text, std::make_shared<Expression>(std::move(x)));
-      }
+      s->topic_expr = event_expression(*e, w + ".topic.expr");
       return;
     }
     if (!scalar_text(*t, w + ".topic", &s->topic)) return;
@@ -874,6 +879,7 @@ void Loader::sinks(const SrcNode& to) {
       if (const SrcNode* r = n.get("retry")) retry_schedule(*r, w + ".retry", &s.retry);
       get_int_into(n, "max_connections", w, 1, 1024, &s.max_connections);
       get_rate(n, "rate", w, &s.rate_per_s, &s.rate);
+      if (const SrcNode* o = n.get("order_by")) s.order_by = event_expression(*o, w + ".order_by");
       spec.kind = s;
     } else if (kind == "mqtt") {
       if (!is_map(n, w)) continue;

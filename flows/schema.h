@@ -29,8 +29,8 @@ inline constexpr std::string_view kPollSourceOauth2[] = {"token_url", "client_id
                                                          "insecure_http"};
 inline constexpr std::string_view kExecSource[] = {"command", "format", "max_line", "env"};
 // Sinks (`to: {<name>: {<kind>: {...}}}`); `flow: {}` takes no keys.
-inline constexpr std::string_view kHttpSink[] = {"url",     "method", "headers",         "timeout",
-                                                 "retries", "retry",  "max_connections", "rate"};
+inline constexpr std::string_view kHttpSink[] = {"url",   "method",          "headers", "timeout", "retries",
+                                                 "retry", "max_connections", "rate",    "order_by"};
 inline constexpr std::string_view kHttpSinkRetry[] = {"backoff", "give_up_after"};
 inline constexpr std::string_view kMqttSink[] = {"broker",    "topic",        "qos",          "retain",
                                                  "client_id", "username_env", "password_env", "retries"};

@@ -1309,6 +1309,7 @@ int HttpSink::max_in_flight() const { return std::max(1, impl_->client.spec.max_
 
 int HttpSink::max_retries() const { return impl_->client.spec.retries; }
 flows::RetrySpec HttpSink::retry_policy() const { return impl_->client.spec.retry; }
+const flows::EventExpression* HttpSink::order_by() const { return impl_->client.spec.order_by.get(); }
 int64_t HttpSink::queued() const {
   MutexLock lock(impl_->client.mu);
   return static_cast<int64_t>(impl_->client.pending.size());

@@ -74,6 +74,7 @@ class HttpSink : public weir::Sink {
   int max_in_flight() const override;
   int max_retries() const override;
   flows::RetrySpec retry_policy() const override;
+  const flows::EventExpression* order_by() const override;
   int64_t queued() const override;
   void deliver(Delivery delivery, std::function<void(DeliveryResult)> done) override;
   // The HTTP client start() chose (ADR 0270): "weir" (its own HTTP/1.1 client: a plain

@@ -633,6 +633,9 @@ struct SinkStage::InFlight {
   Clock::time_point progressed;  // the last in-progress ack (keep_alive); under the stage's mu_
   std::string traceparent;       // the sink span's, only while export is on (ADR 0141)
   int64_t start_ns = 0;
+  bool keyed = false;  // order_by: `key` is its key (ADR 0310)
+  std::string key;
+  Clock::time_point retry_due;  // keyed, in delayed_: when it is retried in place
 };
 
 SinkStage::SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow, int64_t version,
@@ -647,7 +650,8 @@ SinkStage::SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string f
       sink_(std::move(sink)),
       options_(options),
       retry_(sink_->retry_policy()),
-      health_(std::make_shared<SinkHealth>(flow_, sink_name_)) {}
+      health_(std::make_shared<SinkHealth>(flow_, sink_name_)),
+      order_by_(sink_->order_by()) {}
 
 SinkStage::~SinkStage() { stop(); }
 
@@ -683,7 +687,9 @@ Status SinkStage::start() {
 // nothing new (ADR 0294), or one event when the probe is due and none is in hand.
 void SinkStage::set_window_for(SinkState s, bool fetch_probe) {
   const int max = std::max(1, sink_->max_in_flight());
-  const int want = s == SinkState::kClosed ? 2 * max : (fetch_probe ? 1 : 0);
+  // With order_by a key's later events wait in hand behind its owner: room for them
+  // beyond the sink's own slots, so one busy key does not starve the others (ADR 0310).
+  const int want = s == SinkState::kClosed ? (order_by_ != nullptr ? 8 : 2) * max : (fetch_probe ? 1 : 0);
   if (want == window_ || stopping_.load()) return;
   window_ = want;
   consumer_->set_window(want, want == 0 ? 1 : (s == SinkState::kClosed ? max : 1));
@@ -710,14 +716,18 @@ void SinkStage::stop_within(std::chrono::milliseconds budget) {
     // What waits for the circuit goes back to JetStream with the rest that arrived while
     // stopping (after the consumer stopped), so the drain waits only for the wire.
     MutexLock lock(mu_);
-    parked = waiting_.size();
-    for (auto& f : waiting_) {
+    std::vector<std::shared_ptr<InFlight>> back = keys_.take_waiting();
+    back.insert(back.end(), waiting_.begin(), waiting_.end());
+    back.insert(back.end(), delayed_.begin(), delayed_.end());
+    waiting_.clear();
+    delayed_.clear();
+    parked = back.size();
+    for (auto& f : back) {
       holding_.erase(f.get());
       returned_.push_back(std::move(f->msg));
       --in_flight_;
       metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
     }
-    waiting_.clear();
   }
   if (parked > 0) consumer_->release(static_cast<int>(parked));
   {
@@ -817,12 +827,46 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
   }
   f->msg = std::move(m);
   hold(f.get());
+  if (order_by_ != nullptr && !key_of(f)) return;
+  dispatch(std::move(f));
+}
+
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
+void SinkStage::dispatch(std::shared_ptr<InFlight> f) {
+  if (f->keyed) {
+    MutexLock lock(mu_);
+    if (!keys_.admit(f->key, f)) return;  // behind its key's owner until finish() releases it
+  }
   if (health_->held()) {
     wait(std::move(f));
     pump();  // this one may be the probe that was asked for
     return;
   }
   send(f);
+}
+
+bool SinkStage::key_of(const std::shared_ptr<InFlight>& f) {
+  flows::JsonError jerr;
+  auto event = flows::parse_json(f->msg->data(), options_.max_depth, &jerr);
+  std::string error;
+  if (event && order_by_->eval_key(*event, &f->key, &error)) {
+    f->keyed = true;
+    return true;
+  }
+  if (!event) error = invalid_event_reason(jerr, options_.max_depth);
+  metrics_.errors.fetch_add(1, std::memory_order_relaxed);
+  dead_letter(f, "order_by \"" + order_by_->text() + "\": " + error);
+  return false;
+}
+
+std::vector<std::shared_ptr<SinkStage::InFlight>> SinkStage::take_due_retries(Clock::time_point now) {
+  std::vector<std::shared_ptr<InFlight>> due;
+  MutexLock lock(mu_);
+  auto keep = std::partition(delayed_.begin(), delayed_.end(),
+                             [&](const std::shared_ptr<InFlight>& f) { return f->retry_due > now; });
+  due.assign(std::make_move_iterator(keep), std::make_move_iterator(delayed_.end()));
+  delayed_.erase(keep, delayed_.end());
+  return due;
 }
 
 void SinkStage::send(const std::shared_ptr<InFlight>& f) {
@@ -847,6 +891,7 @@ void SinkStage::wait(std::shared_ptr<InFlight> f) {
 
 void SinkStage::pump() {
   if (stopping_.load() || !consumer_) return;
+  for (auto& f : take_due_retries(Clock::now())) dispatch(std::move(f));  // their keys' owners: they go
   const SinkState state = health_->state();
   if (state == SinkState::kClosed) {
     std::deque<std::shared_ptr<InFlight>> go;
@@ -902,7 +947,9 @@ void SinkStage::keep_alive() {
     if (!stopping_.load()) {
       const SinkState s = health_->state();
       const auto next = health_->next_probe();
-      due = (s == SinkState::kOpen && next && now >= *next) || (s == SinkState::kClosed && !waiting_.empty());
+      due = (s == SinkState::kOpen && next && now >= *next) || (s == SinkState::kClosed && !waiting_.empty()) ||
+            std::any_of(delayed_.begin(), delayed_.end(),
+                        [&](const std::shared_ptr<InFlight>& f) { return f->retry_due <= now; });
     }
   }
   const SinkHealthView v = health_->view(now);
@@ -916,12 +963,16 @@ void SinkStage::keep_alive() {
 void SinkStage::finish(const std::shared_ptr<InFlight>& f) {
   metrics_.latency.observe(Clock::now() - f->started);
   metrics_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  std::optional<std::shared_ptr<InFlight>> next;
   {
     MutexLock lock(mu_);
     holding_.erase(f.get());  // before the message goes: keep_alive() reads it under mu_
+    // Its key's next event goes now (a stop takes those that wait instead).
+    if (f->keyed && !stopping_.load()) next = keys_.release(f->key, f);
   }
   f->msg.reset();  // acked or naked: nothing of it is needed after the stage lets go
   consumer_->release(1);
+  if (next) dispatch(std::move(*next));
   // Notified under the lock: once it is released, stop() may destroy the stage.
   MutexLock lock(mu_);
   --in_flight_;
@@ -990,6 +1041,14 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
   }
   const auto delay = r.retry_after ? std::min(*r.retry_after, std::chrono::milliseconds(600'000))
                                    : with_jitter(retry_.after(f->attempt));
+  if (f->keyed) {
+    // In place, holding its key: the key's later events wait behind it (ADR 0310).
+    f->attempt += 1;
+    f->retry_due = now + delay;
+    MutexLock lock(mu_);
+    delayed_.push_back(f);
+    return;
+  }
   retry_later(f, delay, r.reason);
 }
 

@@ -42,6 +42,7 @@
 #include "flows/json_limits.h"
 #include "runtime/nats/bus.h"
 #include "runtime/flow/dlq.h"
+#include "runtime/flow/key_order.h"
 #include "runtime/base/metrics.h"
 #include "runtime/flow/own_naks.h"
 #include "runtime/flow/sink_health.h"
@@ -245,6 +246,15 @@ class SinkStage {
   // of AckWait since it came or since its last one (docs/adr/0293-in-progress-acks.md).
   void keep_alive();
   void hold(InFlight* f);  // now in holding_ (until finish())
+  // Sends `f`, or keeps it for the circuit (wait()) when the sink is held. With order_by
+  // (docs/adr/0310-per-key-order.md) only its key's owner goes; a later event of the key
+  // waits behind it in keys_ until finish() releases the key.
+  void dispatch(std::shared_ptr<InFlight> f);
+  // order_by's key of f's event into f->key; false when it cannot be had (f is then
+  // dead-lettered with the reason).
+  bool key_of(const std::shared_ptr<InFlight>& f);
+  // Keyed events whose in-place retry is due (consumer's thread; ADR 0310).
+  std::vector<std::shared_ptr<InFlight>> take_due_retries(std::chrono::steady_clock::time_point now);
 
   Bus& bus_;
   DeadLetters& dlq_;
@@ -264,6 +274,11 @@ class SinkStage {
   int in_flight_ GUARDED_BY(mu_) = 0;
   std::unordered_set<InFlight*> holding_ GUARDED_BY(mu_);              // handed to the sink or the DLQ, not finished
   std::vector<std::unique_ptr<BusMessage>> returned_ GUARDED_BY(mu_);  // arrived while stopping
+  const flows::EventExpression* order_by_ = nullptr;                   // the sink's, for its life
+  KeyOrder<std::shared_ptr<InFlight>> keys_ GUARDED_BY(mu_);
+  // Keyed events that failed while the sink was closed, retried in place when due: they
+  // keep their key (a retry copy at the stream's end would let the key's later events pass).
+  std::vector<std::shared_ptr<InFlight>> delayed_ GUARDED_BY(mu_);
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};  // written under mu_
   std::atomic<bool> stopped_{false};

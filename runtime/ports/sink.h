@@ -58,6 +58,9 @@ class Sink {
   virtual int max_retries() const = 0;
   // The waits between an event's attempts and when it is given up (docs/adr/0295).
   virtual flows::RetrySpec retry_policy() const { return {}; }
+  // `order_by`: the key whose events go one at a time, in stream order (ADR 0310); null for
+  // none. Lives as long as the sink.
+  virtual const flows::EventExpression* order_by() const { return nullptr; }
   // Deliveries the sink holds in its own queue (waiting for a connection or, with `rate:`,
   // for a token; ADR 0296) — a gauge, read from any thread. 0 for sinks without a queue.
   virtual int64_t queued() const { return 0; }

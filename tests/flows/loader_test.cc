@@ -853,3 +853,29 @@ TEST_CASE("substitute_env = false: ${NAME} only under kept from: and to: or for 
       env_options({{"SECRET", "v"}}));
   CHECK(local.diagnostics.empty());
 }
+
+// docs/adr/0310-per-key-order.md: `order_by` is an expression over the event, compiled at
+// load; its value (text as is, anything else as JSON) is the key.
+TEST_CASE("http sink order_by: an expression compiled at load", "[loader][sinks][order-by]") {
+  auto sink = [](const std::string& order_by) {
+    return kHead + "to: { out: { http: { url: \"http://127.0.0.1:1/x\", order_by: " + order_by + " } } }\n";
+  };
+  auto f = must_load(sink("this.customer.id"));
+  const auto& h = std::get<HttpSinkSpec>(f->sinks()[0].kind);
+  REQUIRE(h.order_by != nullptr);
+  CHECK(h.order_by->text() == "this.customer.id");
+  std::string key, err;
+  CHECK(h.order_by->eval_key(Json{{"customer", {{"id", "c1"}}}}, &key, &err));
+  CHECK(key == "c1");
+  CHECK(h.order_by->eval_key(Json{{"customer", {{"id", 7}}}}, &key, &err));
+  CHECK(key == "7");
+  CHECK(std::get<HttpSinkSpec>(
+            must_load(kHead + "to: { out: { http: { url: \"http://127.0.0.1:1/x\" } } }\n")->sinks()[0].kind)
+            .order_by == nullptr);
+
+  const std::string bad = one_problem(sink(R"("this.customer +")"));
+  CHECK(bad.find("invalid expression in to.out.http.order_by") != std::string::npos);
+  CHECK(bad.rfind("3:", 0) == 0);  // its line and column
+  CHECK(one_problem(sink("5")).find("to.out.http.order_by must be an expression (a string)") != std::string::npos);
+  CHECK(one_problem(sink("{ expr: this.a }")).find("to.out.http.order_by must be an expression") != std::string::npos);
+}
