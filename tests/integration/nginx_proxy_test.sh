@@ -6,6 +6,7 @@
 # 202 with its Idempotency-Key as id and reaches the receiver; a second post with the same
 # key is stored once; the admin API is not reachable through the proxy.
 #   tests/integration/nginx_proxy_test.sh WEIR WEIR_SINK    # CTest `nginx_proxy` (label integration)
+# Why the page's own block and not a copy: docs/adr/0307-front-door-and-reference-pages.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 weir=${1:?usage: nginx_proxy_test.sh WEIR WEIR_SINK}
