@@ -59,7 +59,7 @@ cat > "$dir/flows/hook.yaml" << YAML
 flow: hook
 from: { http: { path: /in/hook } }
 to:
-  out: { http: { url: "http://$sink_addr/hook" } }
+  out: { http: { url: "http://$sink_addr/hook", max_connections: 1 } }   # stream order (below)
 YAML
 section_block yaml > "$dir/proxy.yaml"
 grep -q 'max_connections_per_client' "$dir/proxy.yaml" || fail "no weir.yaml block under 'Behind a reverse proxy' in $doc"
@@ -125,7 +125,7 @@ await 10 delivered || fail "the event posted through nginx was not delivered: $(
 code=$(post)
 [ "$code" = 202 ] || fail "the repeated POST answered $code"
 # The repeat is stored once: the sink has exactly one delivery of that id once a second
-# event, posted after it, has arrived (one flow, one connection: stream order).
+# event, posted after it, has arrived (one connection to the sink delivers in stream order).
 curl -s "${curl_tls[@]}" -o /dev/null -X POST "$url/in/hook" -H 'Content-Type: application/json' \
   -H 'Idempotency-Key: through-nginx-2' -d '{"id":"through-nginx-2","hello":"again"}'
 await 10 eval 'curl -s "http://$sink_addr/ids" | grep -q "\"through-nginx-2\""' || fail "second event not delivered"
