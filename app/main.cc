@@ -1,4 +1,4 @@
-// weir — the command line (README, Using it). Parses arguments, loads configuration (the
+// weir — the command line (docs/operations.md). Parses arguments, loads configuration (the
 // edge where exceptions are allowed), and hands over to the runtime, the flows
 // library (validate/test) or the admin client (deploy/promote/rollback/status/dlq).
 #include <malloc.h>

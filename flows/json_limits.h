@@ -16,7 +16,7 @@
 
 namespace weir::flows {
 
-// Default for http.max_depth and every other source (README, Configuration).
+// Default for http.max_depth and every other source (docs/configuration.md).
 inline constexpr int kDefaultMaxDepth = 128;
 
 struct JsonError {

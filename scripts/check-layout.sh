@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Asserts the folder dependency table of README.md ("## Layout") literally: every
+# Asserts the folder dependency table of docs/development.md ("## Layout") literally: every
 # `#include "x/…"` in a C++ file of a folder must match a pattern in the last column of
 # the most specific row for that file. Patterns: `x/` (a folder, and everything under it),
 # `x/y.h` (one header), `*` (anything), `<kind>` (the connector's own folder name).
@@ -13,11 +13,11 @@ set -euo pipefail
 set -o noglob   # patterns such as `*` are words here, never file names
 cd "${LAYOUT_ROOT:-$(dirname "$0")/..}"   # LAYOUT_ROOT: another tree (the self-test)
 
-readme=README.md
+table_doc=docs/development.md
 # Rows of the Layout table: "| `folder/` | what | patterns |".
-mapfile -t rows < <(awk '/^## Layout/{on=1; next} /^## /{on=0} on && /^\| `/' "$readme")
+mapfile -t rows < <(awk '/^## Layout/{on=1; next} /^## /{on=0} on && /^\| `/' "$table_doc")
 if ((${#rows[@]} == 0)); then
-  echo "check-layout: no rows found under '## Layout' in $readme" >&2
+  echo "check-layout: no rows found under '## Layout' in $table_doc" >&2
   exit 2
 fi
 
@@ -95,7 +95,7 @@ for i in "${!row_dirs[@]}"; do
         echo "$file:$line: #include \"$inc\" has no folder (write \"${dir%%/*}/…\")"
         violations=$((violations + 1))
       else
-        echo "$file:$line: #include \"$inc\" is not allowed in $dir (README.md, Layout: ${row_pats[$i]})"
+        echo "$file:$line: #include \"$inc\" is not allowed in $dir (docs/development.md, Layout: ${row_pats[$i]})"
         violations=$((violations + 1))
       fi
     done < <(grep -n -o '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$file" | sed -E 's/^([0-9]+):.*"([^"]*)"/\1:\2/')
@@ -116,7 +116,7 @@ for i in "${!row_dirs[@]}"; do
         echo "$file:$line: #include \"$inc\": a <kind> folder never includes another kind's folder ($other); what two kinds share needs a common home (runtime/ for connectors)"
         violations=$((violations + 1))
       elif [[ "$inc" != */* ]] || ! allowed "${row_pats[$i]}" "$file" "$inc"; then
-        echo "$file:$line: #include \"$inc\" is not allowed in $dir (README.md, Layout: ${row_pats[$i]})"
+        echo "$file:$line: #include \"$inc\" is not allowed in $dir (docs/development.md, Layout: ${row_pats[$i]})"
         violations=$((violations + 1))
       fi
     done < <(grep -n -o '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$file" | sed -E 's/^([0-9]+):.*"([^"]*)"/\1:\2/')
@@ -128,7 +128,7 @@ if ((files == 0)); then
   exit 2
 fi
 if ((violations)); then
-  echo "check-layout: $violations include(s) break the dependency table of README.md ($files files checked)" >&2
+  echo "check-layout: $violations include(s) break the dependency table of docs/development.md ($files files checked)" >&2
   exit 1
 fi
-echo "check-layout: $files files follow the dependency table of README.md"
+echo "check-layout: $files files follow the dependency table of docs/development.md"

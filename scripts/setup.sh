@@ -14,6 +14,7 @@ PACKAGES=(
   libboost-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev catch2 libbenchmark-dev
   libmimalloc-dev   # the allocator weir is linked with (docs/adr/0263-mimalloc.md)
   wrk curl jq python3 binutils
+  nginx openssl   # the reverse-proxy example's test (tests/integration/nginx_proxy_test.sh)
   chromium chromium-driver python3-selenium   # the dashboard's browser test (tests/dashboard/)
 )
 

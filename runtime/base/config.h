@@ -1,4 +1,4 @@
-// RuntimeConfig: weir.yaml (README, Configuration) merged with command-line flags.
+// RuntimeConfig: weir.yaml (docs/configuration.md) merged with command-line flags.
 // Loading is an edge: errors are thrown as ConfigError (exit code 2 in main) with
 // "file:line:column: field: message". Every key is optional; unknown keys are errors.
 #pragma once

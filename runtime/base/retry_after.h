@@ -1,7 +1,7 @@
 // Retry-After (RFC 9110 §10.2.3), the one reading for every HTTP connector: the HTTP sink
 // (a 429/503 answer delays the retry) and the poll source (a 429/503 delays the next poll).
 // Here rather than in either connector because connectors/<kind>/ never includes another
-// connector's folder (README.md, Layout).
+// connector's folder (docs/development.md, Layout).
 //
 // Pure apart from curl_getdate (libcurl's HTTP-date parser, loaded on first use: ADR 0161);
 // any thread.

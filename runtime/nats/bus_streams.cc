@@ -169,7 +169,7 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
   cfg.Replicas = options_.stream_replicas;
   cfg.Duplicates = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.dedup_window).count();
   // The flow stream size (nats.stream_max_bytes) bounds flow streams only. The dead-letter
-  // stream keeps every dead letter (dlq.max_bytes 0, README.md "Configuration"): with a byte limit and
+  // stream keeps every dead letter (dlq.max_bytes 0, docs/configuration.md): with a byte limit and
   // DiscardOld, a burst of dead letters would silently push out the oldest.
   cfg.MaxBytes = work_queue ? options_.stream_max_bytes : -1;
   cfg.MaxAge = max_age_ns;

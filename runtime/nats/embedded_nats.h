@@ -1,5 +1,5 @@
 // EmbeddedNats: the nats-server weir spawns when no NATS URL is configured
-// (README.md, "Configuration": nats.url).
+// (docs/configuration.md: nats.url).
 // JetStream on, file store under <data_dir>/jetstream, loopback only, a free port
 // chosen by the server (`-p -1`, read back from its ports file). The child gets
 // PR_SET_PDEATHSIG so it dies with weir even under kill -9; stop() ends it by PID.

@@ -17,7 +17,7 @@ using weir::testing::wait_until;
 
 namespace {
 
-// The delay bound's floor in stream messages, as the README states it (runtime/flow/backpressure.h
+// The delay bound's floor in stream messages, as docs/configuration.md states it (runtime/flow/backpressure.h
 // kMinDelayBound; these tests drive weir from outside only).
 constexpr double kDelayFloor = 512;
 

@@ -1,5 +1,5 @@
 // Configuration errors (exit codes, weir.yaml and flow files, ${NAME} substitution:
-// README, Configuration) and the SIGTERM drain.
+// docs/configuration.md) and the SIGTERM drain.
 #include <signal.h>
 
 #include <catch2/catch.hpp>

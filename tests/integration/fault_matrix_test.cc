@@ -91,7 +91,7 @@ std::string mib(int64_t kb) { return std::to_string(kb / 1024) + "." + std::to_s
 
 const std::vector<std::string> kCluster{"--cluster", "c1"};
 
-// A sink gets at most min(retries + 1, max_deliver) attempts (README "Dead letters"); the
+// A sink gets at most min(retries + 1, max_deliver) attempts (docs/guarantees.md "Dead letters"); the
 // sink fault tests raise max_deliver so that the sink's own retries are what they test.
 const std::string kSinkRetriesGovern = "max_deliver: 1000\n";
 

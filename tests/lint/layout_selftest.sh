@@ -6,7 +6,8 @@ check="$(cd "$(dirname "$0")/../.." && pwd)/scripts/check-layout.sh"
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 cd "$root"
-cat > README.md <<'MD'
+mkdir -p docs
+cat > docs/development.md <<'MD'
 ## Layout
 
 | folder | what | may include |

@@ -1,4 +1,4 @@
-// load_runtime_config (runtime/base/config.h): every key of the README's Configuration
+// load_runtime_config (runtime/base/config.h): every key of docs/configuration.md
 // read with its spelling, defaults for an empty file, and a ConfigError naming file:line
 // and the field for unknown keys and bad values.
 #include <catch2/catch.hpp>

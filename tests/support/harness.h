@@ -1,5 +1,5 @@
 // Integration-test harness: the weir binary and weir-sink as black boxes, driven
-// only through their documented surface (CLI and weir.yaml: README; flow files:
+// only through their documented surface (CLI and weir.yaml: docs/operations.md, docs/configuration.md; flow files:
 // docs/flow-language.md; admin API and ingress answers: docs/admin-api.md).
 //
 // Contract:
