@@ -135,6 +135,17 @@ struct RetrySpec {
 // attempts); unset, only `retry.give_up_after` ends an event's retries.
 inline constexpr int kNoRetryCap = -1;
 
+class EventExpression;
+
+// `sign:` on an HTTP sink (docs/adr/0300-outbound-webhook-signatures.md): which signature
+// headers every request carries and the environment variables holding the secrets, read
+// when the sink starts. Empty `secret_envs`: not signed.
+struct HttpSignSpec {
+  enum class Scheme { kStandard, kGithub };
+  Scheme scheme = Scheme::kStandard;
+  std::vector<std::string> secret_envs;  // `secret_env: A` or `secrets_env: [NEW, OLD]`
+};
+
 struct HttpSinkSpec {
   std::string url;
   std::string method = "POST";
@@ -148,6 +159,10 @@ struct HttpSinkSpec {
   // `rate` is the text as written, for logs. docs/adr/0296-per-instance-rate-limits.md.
   double rate_per_s = 0;
   std::string rate;
+  // `headers: {Name: {expr: …}}`: header values computed per event, compiled by the loader
+  // (docs/adr/0301-http-sink-header-expressions.md); fixed headers stay in `headers`.
+  std::map<std::string, std::shared_ptr<const EventExpression>> header_exprs;
+  HttpSignSpec sign;
 };
 
 class Expression;
