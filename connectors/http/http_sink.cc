@@ -317,7 +317,8 @@ struct Client {
   Status configure();
   Status configure_headers_from_events();
   Status configure_signing();
-  // The event headers of `work`'s event (ADR 0301); false with *why when one cannot be sent.
+  // The headers computed from the event `body` (ADR 0301) into *out; false with *why when
+  // one cannot be sent.
   bool event_headers(const std::string& body, std::vector<std::pair<std::string, std::string>>* out,
                      std::string* why) const;
   // Fills slot->extra_headers for the request about to go: the event headers and, when
