@@ -135,7 +135,16 @@ struct RetrySpec {
 // attempts); unset, only `retry.give_up_after` ends an event's retries.
 inline constexpr int kNoRetryCap = -1;
 
-class EventExpression;  // below: an expression over the event a connector evaluates
+class EventExpression;
+
+// `sign:` on an HTTP sink (docs/adr/0300-outbound-webhook-signatures.md): which signature
+// headers every request carries and the environment variables holding the secrets, read
+// when the sink starts. Empty `secret_envs`: not signed.
+struct HttpSignSpec {
+  enum class Scheme { kStandard, kGithub };
+  Scheme scheme = Scheme::kStandard;
+  std::vector<std::string> secret_envs;  // `secret_env: A` or `secrets_env: [NEW, OLD]`
+};
 
 struct HttpSinkSpec {
   std::string url;
@@ -153,6 +162,10 @@ struct HttpSinkSpec {
   // `order_by: this.customer_id`: events with the same key are delivered one at a time, in
   // stream order; null = no order (docs/adr/0310-per-key-order.md).
   std::shared_ptr<const EventExpression> order_by;
+  // `headers: {Name: {expr: …}}`: header values computed per event, compiled by the loader
+  // (docs/adr/0301-http-sink-header-expressions.md); fixed headers stay in `headers`.
+  std::map<std::string, std::shared_ptr<const EventExpression>> header_exprs;
+  HttpSignSpec sign;
 };
 
 class Expression;

@@ -146,6 +146,22 @@ std::string join(const std::vector<std::string>& items, const char* sep = ", ") 
 
 std::string quote(const std::string& s) { return "\"" + s + "\""; }
 
+// RFC 9110 token characters: what an HTTP header name may hold.
+bool valid_header_name(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0) continue;
+    if (std::string_view("!#$%&'*+-.^_`|~").find(c) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
+bool iequal(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
 std::string dirname_of(const std::string& path) {
   auto slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -525,6 +541,125 @@ class Loader {
     }
   }
 
+  // ---- HTTP sink: header expressions and signing ---------------------------------------
+
+  // `headers:` of an HTTP sink (docs/adr/0301): a fixed value as text, or `{expr: …}`
+  // compiled here, so a typo is a load error with its line and column.
+  void http_sink_headers(const SrcNode& n, const std::string& w, HttpSinkSpec* s) {
+    const SrcNode* h = n.get("headers");
+    if (h == nullptr) return;
+    const std::string what = w + ".headers";
+    if (!is_map(*h, what)) return;
+    for (size_t i = 0; i < h->keys.size(); ++i) {
+      const std::string& name = h->keys[i].text;
+      const SrcNode& v = h->items[i];
+      const std::string wn = what + "." + name;
+      if (!valid_header_name(name)) {
+        error(h->keys[i], what + ": " + quote(name) + " is not a header name (letters, digits and !#$%&'*+-.^_`|~)");
+        continue;
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (iequal(h->keys[j].text, name)) {
+          error(h->keys[i],
+                what + ": " + quote(name) + " repeats " + quote(h->keys[j].text) + " (header names ignore case)");
+        }
+      }
+      if (!v.is_map()) {
+        std::string text;
+        if (scalar_text(v, wn, &text, true)) s->headers[name] = text;
+        continue;
+      }
+      check_keys(v, wn, schema::kHttpSinkHeaderExpr);
+      const SrcNode* e = v.get("expr");
+      if (e == nullptr) {
+        if (v.keys.empty()) error(v, wn + " needs `expr` (an expression over the event), or write the value as text");
+        continue;
+      }
+      if (!e->is_scalar() || (!e->quoted && !resolve_plain_scalar(e->text).is_string())) {
+        error(*e, wn + ".expr must be an expression (a string), got " + e->describe());
+        continue;
+      }
+      Expression x;
+      if (compile(*e, wn + ".expr", &x)) {
+        s->header_exprs[name] = std::make_shared<EventExpression>(e->text, std::make_shared<Expression>(std::move(x)));
+      }
+    }
+  }
+
+  // `sign: {scheme, secret_env | secrets_env}` (docs/adr/0300). The secrets themselves are
+  // read when the sink starts: `weir validate` needs none of them.
+  void http_sink_sign(const SrcNode& n, const std::string& w, HttpSinkSpec* s) {
+    const SrcNode* g = n.get("sign");
+    if (g == nullptr) return;
+    const std::string what = w + ".sign";
+    if (!is_map(*g, what)) return;
+    check_keys(*g, what, schema::kHttpSinkSign);
+    std::string scheme = "standard";
+    if (get_string(*g, "scheme", what, &scheme)) {
+      if (scheme == "standard") {
+        s->sign.scheme = HttpSignSpec::Scheme::kStandard;
+      } else if (scheme == "github") {
+        s->sign.scheme = HttpSignSpec::Scheme::kGithub;
+      } else {
+        error(*g->get("scheme"), what + ".scheme must be standard or github, got " + quote(scheme));
+        return;
+      }
+    }
+    const SrcNode* one = g->get("secret_env");
+    const SrcNode* many = g->get("secrets_env");
+    if ((one != nullptr) == (many != nullptr)) {
+      error(*g, what + " needs one of `secret_env` (an environment variable) or `secrets_env` (a list of them, " +
+                    "the new secret first, while the receiver rotates)");
+      return;
+    }
+    std::vector<std::string> envs;
+    const SrcNode& list = one != nullptr ? *one : *many;
+    const std::string lw = what + (one != nullptr ? ".secret_env" : ".secrets_env");
+    if (one != nullptr) {
+      std::string env;
+      if (!scalar_text(*one, lw, &env)) return;
+      envs.push_back(env);
+    } else if (!get_string_list(*many, lw, &envs)) {
+      return;
+    }
+    if (envs.empty() || envs.size() > 4) {
+      error(list, lw + " must name 1 to 4 environment variables, got " + std::to_string(envs.size()));
+      return;
+    }
+    for (size_t i = 0; i < envs.size(); ++i) {
+      if (!valid_identifier(envs[i])) {
+        error(list, lw + ": " + quote(envs[i]) + " must name an environment variable (letters, digits, _)");
+        return;
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (envs[j] == envs[i]) {
+          error(list, lw + " names " + envs[i] + " twice");
+          return;
+        }
+      }
+    }
+    if (s->sign.scheme == HttpSignSpec::Scheme::kGithub && envs.size() > 1) {
+      error(list, lw + ": scheme github has one signature header (X-Hub-Signature-256), so it signs with one " +
+                      "secret; to rotate, let the receiver accept both, then change secret_env " +
+                      "(docs/adr/0300-outbound-webhook-signatures.md)");
+      return;
+    }
+    // A header of the same name beside the signature would confuse every receiver.
+    const std::vector<std::string_view> signed_names = s->sign.scheme == HttpSignSpec::Scheme::kGithub
+                                                           ? std::vector<std::string_view>{"X-Hub-Signature-256"}
+                                                           : std::vector<std::string_view>{"webhook-id",
+                                                                                           "webhook-timestamp",
+                                                                                           "webhook-signature"};
+    if (const SrcNode* h = n.get("headers"); h != nullptr && h->is_map()) {
+      for (const SrcNode& key : h->keys) {
+        for (std::string_view sn : signed_names) {
+          if (iequal(key.text, sn)) error(key, w + ".headers." + key.text + " is set by `sign`; remove it here");
+        }
+      }
+    }
+    s->sign.secret_envs = std::move(envs);
+  }
+
   // ---- expressions ----------------------------------------------------------------
 
   bool compile(const SrcNode& n, const std::string& what, Expression* out) {
@@ -873,13 +1008,14 @@ void Loader::sinks(const SrcNode& to) {
                 w + ".method must be POST, PUT or PATCH (the event is the body), got " + quote(n.get("method")->text));
         }
       }
-      get_string_map(n, "headers", w, &s.headers);
+      http_sink_headers(n, w, &s);
       get_duration(n, "timeout", w, &s.timeout);
       get_int_into(n, "retries", w, 0, 1000, &s.retries);
       if (const SrcNode* r = n.get("retry")) retry_schedule(*r, w + ".retry", &s.retry);
       get_int_into(n, "max_connections", w, 1, 1024, &s.max_connections);
       get_rate(n, "rate", w, &s.rate_per_s, &s.rate);
       if (const SrcNode* o = n.get("order_by")) s.order_by = event_expression(*o, w + ".order_by");
+      http_sink_sign(n, w, &s);
       spec.kind = s;
     } else if (kind == "mqtt") {
       if (!is_map(n, w)) continue;

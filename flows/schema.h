@@ -29,9 +29,11 @@ inline constexpr std::string_view kPollSourceOauth2[] = {"token_url", "client_id
                                                          "insecure_http"};
 inline constexpr std::string_view kExecSource[] = {"command", "format", "max_line", "env"};
 // Sinks (`to: {<name>: {<kind>: {...}}}`); `flow: {}` takes no keys.
-inline constexpr std::string_view kHttpSink[] = {"url",   "method",          "headers", "timeout", "retries",
-                                                 "retry", "max_connections", "rate",    "order_by"};
+inline constexpr std::string_view kHttpSink[] = {"url",   "method",          "headers", "timeout",  "retries",
+                                                 "retry", "max_connections", "rate",    "order_by", "sign"};
 inline constexpr std::string_view kHttpSinkRetry[] = {"backoff", "give_up_after"};
+inline constexpr std::string_view kHttpSinkHeaderExpr[] = {"expr"};  // `headers: {Name: {expr: …}}`
+inline constexpr std::string_view kHttpSinkSign[] = {"scheme", "secret_env", "secrets_env"};
 inline constexpr std::string_view kMqttSink[] = {"broker",    "topic",        "qos",          "retain",
                                                  "client_id", "username_env", "password_env", "retries"};
 inline constexpr std::string_view kMqttSinkTopic[] = {"expr"};  // `topic: {expr: …}`
@@ -67,6 +69,8 @@ inline constexpr Section kSections[] = {
     {"from.exec", kExecSource},
     {"to.<name>.http", kHttpSink},
     {"to.<name>.http.retry", kHttpSinkRetry},
+    {"to.<name>.http.headers.<header>", kHttpSinkHeaderExpr},
+    {"to.<name>.http.sign", kHttpSinkSign},
     {"to.<name>.mqtt", kMqttSink},
     {"to.<name>.mqtt.topic", kMqttSinkTopic},
     {"to.<name>.nats", kNatsSink},

@@ -30,6 +30,13 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 fi
 
+# The reference webhook verifiers signing_test.cc checks weir's signatures with, as the lock
+# file pins them (the test runs the same `npm ci` when they are missing). Node and npm are
+# on the machine (/usr/bin/node), not Debian packages here.
+if command -v npm >/dev/null && [ ! -d tests/integration/npm/node_modules ]; then
+  npm ci --no-audit --no-fund --prefix tests/integration/npm >&2
+fi
+
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >&2
 targets=()

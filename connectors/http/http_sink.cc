@@ -23,7 +23,10 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "connectors/http/http1_connection.h"
+#include "connectors/http/signature.h"
 #include "runtime/loop/io_loop.h"
 #include "runtime/base/log.h"
 #include "runtime/base/redact.h"
@@ -180,6 +183,9 @@ namespace http_sink_detail {
 struct Work {
   Delivery delivery;
   std::function<void(DeliveryResult)> done;
+  // Headers computed from the event by deliver() (`headers: {Name: {expr: …}}`; ADR 0301):
+  // name and value, the value checked for control characters.
+  std::vector<std::pair<std::string, std::string>> event_headers = {};
 };
 
 void finish(Work& work, DeliveryResult result) {
@@ -211,6 +217,10 @@ struct Slot final : http1::Connection::Owner {
   std::string idempotency_header;
   std::string traceparent_header;  // ADR 0140: the sink span's context, per request
   std::string tracestate_header;
+  // Per request beyond the three above: event headers (ADR 0301) and signature headers
+  // (ADR 0300), as curl or the native head spells them, and curl's list nodes for them.
+  std::vector<std::string> extra_headers;
+  std::vector<curl_slist> extra_nodes;
   std::string response_head;                       // first bytes of the body, for dead reasons
   std::string retry_after;                         // raw Retry-After of the last response
   bool busy = false;                               // handed to curl
@@ -298,7 +308,22 @@ struct Client {
   std::optional<TokenBucket> bucket;
   std::optional<std::chrono::steady_clock::time_point> rate_at;
 
+  // `headers: {Name: {expr: …}}` (ADR 0301), fixed after start(); evaluated by deliver().
+  std::vector<std::pair<std::string, std::shared_ptr<const flows::EventExpression>>> expr_headers;
+  // `sign:` (ADR 0300): the secrets read from the environment at start(), the first
+  // (newest) first; empty when the sink does not sign. Never logged.
+  std::vector<std::string> sign_secrets;
+
   Status configure();
+  Status configure_headers_from_events();
+  Status configure_signing();
+  // The headers computed from the event `body` (ADR 0301) into *out; false with *why when
+  // one cannot be sent.
+  bool event_headers(const std::string& body, std::vector<std::pair<std::string, std::string>>* out,
+                     std::string* why) const;
+  // Fills slot->extra_headers for the request about to go: the event headers and, when
+  // signing, the signature headers with this attempt's timestamp.
+  void per_request_headers(Slot* slot) const;
   Slot* make_slot();
   void launch(CURLM* multi, Work work);
   void complete(CURLM* multi, Slot* slot, CURLcode code);
@@ -487,11 +512,118 @@ Status Client::configure() {
     // "Name;" is curl's spelling of a header with an empty value ("Name:" would remove it).
     static_headers.push_back(value.empty() ? name + ";" : name + ": " + value);
   }
+  if (Status st = configure_headers_from_events(); !st) return st;
+  if (Status st = configure_signing(); !st) return st;
+  for (const auto& [name, expr] : expr_headers) user_content_type = user_content_type || iequals(name, "Content-Type");
   if (!user_content_type) static_headers.insert(static_headers.begin(), "Content-Type: application/json");
   // Otherwise curl waits up to a second for "100 Continue" before sending a large body.
   static_headers.push_back("Expect:");
   native = use_native_client();
   return Status::ok();
+}
+
+Status Client::configure_headers_from_events() {
+  expr_headers.clear();
+  for (const auto& [name, expr] : spec.header_exprs) {
+    if (!expr) continue;
+    if (!is_token(name)) return Status::invalid("http sink " + sink + ": bad header name '" + name + "'");
+    if (iequals(name, "Idempotency-Key")) {
+      log::warn("http sink: Idempotency-Key is set from the event id; the configured one is ignored",
+                {{"flow", flow}, {"sink", sink}});
+      continue;
+    }
+    expr_headers.emplace_back(name, expr);
+  }
+  return Status::ok();
+}
+
+// The secrets are read here, once: a missing or unusable one is a start error naming the
+// variable, never its value (ADR 0300).
+Status Client::configure_signing() {
+  sign_secrets.clear();
+  const bool standard = spec.sign.scheme == flows::HttpSignSpec::Scheme::kStandard;
+  if (!standard && spec.sign.secret_envs.size() > 1) {
+    return Status::invalid("http sink " + sink + ": sign scheme github signs with one secret");
+  }
+  for (const std::string& env : spec.sign.secret_envs) {
+    const std::string what = "http sink " + sink + ": sign: environment variable " + env;
+    const char* value = std::getenv(env.c_str());
+    if (value == nullptr) return Status::invalid(what + " is not set");
+    const std::string_view secret(value);
+    if (secret.empty()) return Status::invalid(what + " is empty");
+    if (standard) {
+      // Without the prefix weir's http-in takes the bytes as they are and the reference
+      // libraries base64-decode them: only the prefixed form means one key to both.
+      if (secret.substr(0, 6) != "whsec_") {
+        return Status::invalid(what +
+                               " must hold a Standard Webhooks secret: whsec_ followed by the base64 of the key");
+      }
+      std::string why;
+      if (!valid_standard_webhook_secret(secret, &why)) return Status::invalid(what + ": " + why);
+    }
+    sign_secrets.emplace_back(secret);
+  }
+  return Status::ok();
+}
+
+bool Client::event_headers(const std::string& body, std::vector<std::pair<std::string, std::string>>* out,
+                           std::string* why) const {
+  if (expr_headers.empty()) return true;
+  const auto event = nlohmann::json::parse(body, nullptr, false);
+  if (event.is_discarded()) {
+    *why = "header expressions: the event is not JSON";
+    return false;
+  }
+  // Beyond this a receiver answers 431, or cuts the header; the reason says so at once.
+  constexpr size_t kMaxValue = 8192;
+  out->reserve(expr_headers.size());
+  for (const auto& [name, expr] : expr_headers) {
+    std::string value, error;
+    const std::string what = "header " + name + ": expression `" + expr->text() + "` ";
+    if (!expr->eval_string(event, &value, &error)) {
+      *why = what + error;
+      return false;
+    }
+    // Values are not quoted in reasons: a header may carry what a dead-letter reader should not see.
+    if (!is_header_value(value)) {
+      *why = what + "gave a value with control characters (CR, LF, ...), which a header cannot carry";
+      return false;
+    }
+    if (value.size() > kMaxValue) {
+      *why = what + "gave " + std::to_string(value.size()) + " bytes, more than the " + std::to_string(kMaxValue) +
+             " a header value may have here";
+      return false;
+    }
+    out->emplace_back(name, std::move(value));
+  }
+  return true;
+}
+
+void Client::per_request_headers(Slot* slot) const {
+  std::vector<std::string>& out = slot->extra_headers;
+  out.clear();
+  for (const auto& [name, value] : slot->work.event_headers) {
+    // "Name;" is curl's spelling of a header with an empty value ("Name:" would remove it).
+    out.push_back(value.empty() && !native ? name + ";" : name + ": " + value);
+  }
+  if (sign_secrets.empty()) return;
+  const Delivery& d = slot->work.delivery;
+  if (spec.sign.scheme == flows::HttpSignSpec::Scheme::kGithub) {
+    out.push_back("X-Hub-Signature-256: " + github_signature(sign_secrets.front(), d.body));
+    return;
+  }
+  // Signed afresh for every attempt: a re-send carries its own time, so it is not refused
+  // as too old by a receiver's five-minute window; webhook-id stays the event id.
+  const std::string timestamp = std::to_string(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  std::string signatures;
+  for (const std::string& secret : sign_secrets) {
+    if (!signatures.empty()) signatures.push_back(' ');
+    signatures += standard_webhook_signature(secret, d.event_id, timestamp, d.body);
+  }
+  out.push_back("webhook-id: " + d.event_id);
+  out.push_back("webhook-timestamp: " + timestamp);
+  out.push_back("webhook-signature: " + signatures);
 }
 
 bool Client::use_native_client() {
@@ -593,6 +725,20 @@ Slot* Client::make_slot() {
   return slots.back().get();
 }
 
+// Hangs slot->extra_headers (ADR 0300, 0301) behind the last of the request's dynamic
+// header nodes. The strings are complete before the nodes point into them.
+static void link_extra_headers(Slot* slot, curl_slist* dynamic) {
+  curl_slist* tail = dynamic;
+  while (tail->next != nullptr) tail = tail->next;
+  slot->extra_nodes.resize(slot->extra_headers.size());
+  for (size_t i = 0; i < slot->extra_nodes.size(); ++i) {
+    slot->extra_nodes[i].data = slot->extra_headers[i].data();
+    slot->extra_nodes[i].next = nullptr;
+    tail->next = &slot->extra_nodes[i];
+    tail = tail->next;
+  }
+}
+
 void Client::launch(CURLM* multi, Work work) {
   const std::string& id = work.delivery.event_id;
   if (id.empty() || !is_header_value(id)) {
@@ -613,6 +759,7 @@ void Client::launch(CURLM* multi, Work work) {
   slot->work = std::move(work);
   slot->response_head.clear();
   slot->retry_after.clear();
+  per_request_headers(slot);
   if (native) {
     send_native(slot);
     slot->busy = true;
@@ -625,6 +772,8 @@ void Client::launch(CURLM* multi, Work work) {
   curl_slist* dynamic = &slot->header_nodes[slot->header_nodes.size() - 3];
   dynamic[0].data = slot->idempotency_header.data();
   dynamic[0].next = nullptr;
+  dynamic[1].next = nullptr;
+  dynamic[2].next = nullptr;
   const Delivery& d = slot->work.delivery;
   if (!d.traceparent.empty() && is_header_value(d.traceparent)) {
     slot->traceparent_header.assign("traceparent: ").append(d.traceparent);
@@ -637,6 +786,7 @@ void Client::launch(CURLM* multi, Work work) {
       dynamic[2].data = slot->tracestate_header.data();
     }
   }
+  link_extra_headers(slot, dynamic);
   if (slot->resent) {
     slot->resent = false;
     curl_easy_setopt(slot->easy, CURLOPT_FRESH_CONNECT, 0L);
@@ -774,6 +924,7 @@ void Client::send_native(Slot* slot) {
       h.append("tracestate: ").append(d.tracestate).append("\r\n");
     }
   }
+  for (const std::string& line : slot->extra_headers) h.append(line).append("\r\n");
   h.append("Content-Length: ").append(std::to_string(d.body.size())).append("\r\n\r\n");
   if (!slot->conn) slot->conn = std::make_shared<http1::Connection>(home->io(), native_to, kReasonBodyBytes + 1);
   slot->conn->send(slot, h, d.body);
@@ -1318,6 +1469,14 @@ int64_t HttpSink::queued() const {
 void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> done) {
   Client& c = impl_->client;
   const char* refused = nullptr;
+  std::vector<std::pair<std::string, std::string>> event_headers;
+  // On the caller's thread, not the loop's; a header that cannot be computed makes this
+  // delivery dead with the reason, as the MQTT sink does for its topic (ADR 0301).
+  if (std::string why; !c.event_headers(delivery.body, &event_headers, &why)) {
+    Work work{std::move(delivery), std::move(done)};
+    finish(work, DeliveryResult::dead(std::move(why)));
+    return;
+  }
   {
     MutexLock lock(c.mu);
     if (c.state == Client::State::kRunning && !c.loop) {
@@ -1325,7 +1484,7 @@ void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> do
       if (!c.loop) refused = "curl_multi_init failed";
     }
     if (refused == nullptr && c.state == Client::State::kRunning) {
-      c.pending.push_back(Work{std::move(delivery), std::move(done)});
+      c.pending.push_back(Work{std::move(delivery), std::move(done), std::move(event_headers)});
       // Already queued: the loop takes this one with the others in its next turn.
       if (!c.queued) {
         c.queued = true;

@@ -165,3 +165,25 @@ TEST_CASE("test: --cases file, per-flow cases, load failures exit 2", "[cli]") {
   std::ostringstream out5;
   CHECK(test_command({}, "", out5) == 2);
 }
+
+// docs/adr/0301: an HTTP sink's header expression is compiled by validate; a typo is an
+// error at its line and column inside the expression, exit 2.
+TEST_CASE("validate: a bad http sink header expression names its line and column", "[cli][sinks]") {
+  TempDir dir;
+  const std::string file = dir.write("hooks.yaml",
+                                     "flow: hooks\n"
+                                     "from: { http: { path: /in } }\n"
+                                     "to:\n"
+                                     "  out:\n"
+                                     "    http:\n"
+                                     "      url: \"http://127.0.0.1:1/x\"\n"
+                                     "      headers:\n"
+                                     "        X-Fixed: abc\n"
+                                     "        X-Event-Type: { expr: \"'order.' + this.type +\" }\n");
+  std::ostringstream out, err;
+  CHECK(validate_command({file}, out, err) == 2);
+  INFO(out.str() << err.str());
+  CHECK(err.str() == file +
+                         ":9:54: invalid expression in to.out.http.headers.X-Event-Type.expr: expected a value, found "
+                         "end of expression\n");
+}

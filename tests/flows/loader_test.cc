@@ -304,6 +304,74 @@ TEST_CASE("mqtt sink topic: text, or an expression when written as one", "[loade
   CHECK(one_problem(sink("out/#")).find("has + or #") != std::string::npos);
 }
 
+// docs/adr/0301: HTTP sink headers are fixed text or `{expr: …}`, compiled at load.
+TEST_CASE("http sink headers: fixed values beside expressions compiled at load", "[loader][sinks]") {
+  auto sink = [](const std::string& headers) {
+    return kHead + "to: { h: { http: { url: \"http://h/x\", headers: " + headers + " } } }\n";
+  };
+  auto f = must_load(sink(R"({ X-Fixed: abc, X-Empty: "", X-Event-Type: { expr: "'order.' + this.type" } })"));
+  const auto& h = std::get<HttpSinkSpec>(f->sinks()[0].kind);
+  CHECK(h.headers.size() == 2);
+  CHECK(h.headers.at("X-Fixed") == "abc");
+  CHECK(h.headers.at("X-Empty").empty());
+  REQUIRE(h.header_exprs.size() == 1);
+  const auto& e = h.header_exprs.at("X-Event-Type");
+  REQUIRE(e != nullptr);
+  CHECK(e->text() == "'order.' + this.type");
+  std::string out, err;
+  CHECK(e->eval_string(Json{{"type", "paid"}}, &out, &err));
+  CHECK(out == "order.paid");
+
+  // A typo in an expression: a load error at its place inside the expression.
+  CHECK(one_problem(sink(R"({ X-T: { expr: "this.type +" } })")) ==
+        "3:75: invalid expression in to.h.http.headers.X-T.expr: expected a value, found end of expression");
+  CHECK(one_problem(sink("{ X-T: { exp: this.t } }")).find("unknown key \"exp\" in to.h.http.headers.X-T") !=
+        std::string::npos);
+  CHECK(one_problem(sink("{ X-T: {} }")).find("to.h.http.headers.X-T needs `expr`") != std::string::npos);
+  CHECK(one_problem(sink("{ X-T: { expr: 5 } }")).find("to.h.http.headers.X-T.expr must be an expression") !=
+        std::string::npos);
+  CHECK(one_problem(sink("{ \"X T\": a }")).find("\"X T\" is not a header name") != std::string::npos);
+  CHECK(one_problem(sink("{ X-A: a, x-a: { expr: this.a } }")).find("\"x-a\" repeats \"X-A\"") != std::string::npos);
+}
+
+// docs/adr/0300: `sign:` names the scheme and the variables; the secrets are read at start.
+TEST_CASE("http sink sign: scheme and secret variables, misuse is a load error", "[loader][sinks]") {
+  auto sink = [](const std::string& sign, const std::string& more = "") {
+    return kHead + "to: { h: { http: { url: \"http://h/x\", sign: " + sign + more + " } } }\n";
+  };
+  auto d = must_load(kHead + kSink);
+  CHECK(std::get<HttpSinkSpec>(d->sinks()[0].kind).sign.secret_envs.empty());
+
+  auto s = must_load(sink("{ scheme: standard, secret_env: HOOK_SECRET }"));
+  const auto& ss = std::get<HttpSinkSpec>(s->sinks()[0].kind).sign;
+  CHECK(ss.scheme == HttpSignSpec::Scheme::kStandard);
+  CHECK(ss.secret_envs == std::vector<std::string>{"HOOK_SECRET"});
+  auto r = must_load(sink("{ secrets_env: [NEW_SECRET, OLD_SECRET] }"));  // standard by default
+  const auto& rs = std::get<HttpSinkSpec>(r->sinks()[0].kind).sign;
+  CHECK(rs.scheme == HttpSignSpec::Scheme::kStandard);
+  CHECK(rs.secret_envs == std::vector<std::string>{"NEW_SECRET", "OLD_SECRET"});
+  auto g = must_load(sink("{ scheme: github, secret_env: GH }"));
+  CHECK(std::get<HttpSinkSpec>(g->sinks()[0].kind).sign.scheme == HttpSignSpec::Scheme::kGithub);
+
+  CHECK(one_problem(sink("{ scheme: svix, secret_env: A }")) ==
+        "3:55: to.h.http.sign.scheme must be standard or github, got \"svix\"");
+  CHECK(one_problem(sink("{ scheme: standard }")).find("to.h.http.sign needs one of `secret_env`") !=
+        std::string::npos);
+  CHECK(one_problem(sink("{ secret_env: A, secrets_env: [B] }")).find("needs one of") != std::string::npos);
+  CHECK(one_problem(sink("{ secrets_env: [] }")).find("must name 1 to 4 environment variables") != std::string::npos);
+  CHECK(one_problem(sink("{ secrets_env: [A, A] }")).find("names A twice") != std::string::npos);
+  CHECK(one_problem(sink("{ secret_env: \"not a name\" }")).find("must name an environment variable") !=
+        std::string::npos);
+  CHECK(one_problem(sink("{ scheme: github, secrets_env: [A, B] }"))
+            .find("scheme github has one signature header (X-Hub-Signature-256)") != std::string::npos);
+  CHECK(one_problem(sink("{ secret_env: A, key: x }")).find("unknown key \"key\" in to.h.http.sign") !=
+        std::string::npos);
+  CHECK(one_problem(sink("{ secret_env: A }", ", headers: { Webhook-Signature: x }"))
+            .find("to.h.http.headers.Webhook-Signature is set by `sign`") != std::string::npos);
+  CHECK(one_problem(sink("{ scheme: github, secret_env: A }", ", headers: { X-Hub-Signature-256: { expr: this.s } }"))
+            .find("is set by `sign`") != std::string::npos);
+}
+
 TEST_CASE("source: nats, timer, poll, exec, flow", "[loader][sources]") {
   auto n = must_load("flow: f\nfrom: { nats: { subject: orders.in } }\n" + kSink);
   CHECK(std::get<NatsSourceSpec>(n->source()).subject == "orders.in");

@@ -6,11 +6,13 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <ctime>
 #include <unistd.h>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -19,6 +21,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "connectors/http/signature.h"
 #include "runtime/http/http_server.h"
 #include "tests/support/scripted_http_server.h"
 #include "tests/support/support.h"
@@ -1020,4 +1023,158 @@ TEST_CASE("http sink: every delivery comes back under failures and resets and ti
   CHECK(ok + retry == kTotal);
   CHECK(ok > 0);
   CHECK(retry > 0);
+}
+
+namespace {
+
+// The HTTP sink spec of a one-sink flow file, as the loader builds it (header expressions
+// are compiled there, docs/adr/0301).
+HttpSinkSpec loaded_spec(const std::string& url, const std::string& extra) {
+  const std::string text = "flow: f\nfrom: { http: { path: /in } }\nto: { out: { http: { url: \"" + url + "\", " +
+                           extra + " } } }\n";
+  weir::flows::LoadOptions options;
+  options.env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  const auto loaded = weir::flows::load_flow_text(text, "t.yaml", options);
+  for (const auto& d : loaded.diagnostics) UNSCOPED_INFO(d.str());
+  REQUIRE(loaded.flow);
+  return std::get<HttpSinkSpec>(loaded.flow->sinks()[0].kind);
+}
+
+// Sets an environment variable for one test and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const char* value) : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str())) old_ = old;
+    if (value == nullptr) {
+      ::unsetenv(name_.c_str());
+    } else {
+      ::setenv(name_.c_str(), value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+// docs/adr/0301: headers computed per event; one that gives no sendable string is dead.
+TEST_CASE("http sink: header expressions are sent per event, a failing one is a dead delivery", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
+  HttpSink sink(loaded_spec(server.url("/h"), R"(headers: { X-Type: { expr: "'order.' + this.type" }, )"
+                                              R"(X-Blank: { expr: "''" }, X-Fixed: abc })"),
+                "f", "out");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  sink.deliver(delivery("ok-1", R"({"type":"paid"})"), results.callback("ok-1"));
+  sink.deliver(delivery("no-type", R"({"kind":1})"), results.callback("no-type"));
+  sink.deliver(delivery("crlf", R"({"type":"a\r\nX-Evil: 1"})"), results.callback("crlf"));
+  sink.deliver(delivery("not-json", "{"), results.callback("not-json"));
+  REQUIRE(results.wait_for(4));
+  CHECK(results.only("ok-1").kind == Kind::kOk);
+  const DeliveryResult no_type = results.only("no-type");
+  CHECK(no_type.kind == Kind::kDead);
+  CHECK(no_type.reason.rfind("header X-Type: expression `'order.' + this.type` ", 0) == 0);
+  const DeliveryResult crlf = results.only("crlf");
+  CHECK(crlf.kind == Kind::kDead);
+  CHECK(crlf.reason.find("control characters") != std::string::npos);
+  CHECK(crlf.reason.find("X-Evil") == std::string::npos);  // the value is never quoted
+  CHECK(results.only("not-json").kind == Kind::kDead);
+  const auto reqs = server.requests();
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs[0].header("X-Type") == "order.paid");
+  CHECK(reqs[0].has_header("X-Blank"));
+  CHECK(reqs[0].header("X-Blank").empty());
+  CHECK(reqs[0].header("X-Fixed") == "abc");
+  CHECK(reqs[0].header("Idempotency-Key") == "ok-1");
+}
+
+// docs/adr/0300. What the signatures verify against is checked by the reference libraries
+// in tests/integration/signing_test.cc; here: which headers, per attempt, and start errors.
+TEST_CASE("http sink: sign adds the scheme's headers, signed again for each attempt", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
+  const std::string secret_new = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  const std::string secret_old = "whsec_c2lnbmluZy10ZXN0LW9sZC1rZXktMzJieXRlcyE=";
+  ScopedEnv a("WEIR_TEST_SIGN_NEW", secret_new.c_str());
+  ScopedEnv b("WEIR_TEST_SIGN_OLD", secret_old.c_str());
+  ScopedEnv c("WEIR_TEST_SIGN_GH", "It's a Secret to Everybody");
+
+  SECTION("standard, two secrets") {
+    HttpSink sink(loaded_spec(server.url("/s"), "sign: { secrets_env: [WEIR_TEST_SIGN_NEW, WEIR_TEST_SIGN_OLD] }"), "f",
+                  "out");
+    REQUIRE(sink.start().is_ok());
+    Results results;
+    sink.deliver(delivery("evt-s", R"({"n":1})"), results.callback("evt-s"));
+    REQUIRE(results.wait_for(1));
+    const auto reqs = server.requests();
+    REQUIRE(reqs.size() == 1);
+    const ScriptedRequest& r = reqs[0];
+    CHECK(r.header("webhook-id") == "evt-s");
+    const std::string ts = r.header("webhook-timestamp");
+    const std::string sig = r.header("webhook-signature");
+    const auto space = sig.find(' ');
+    REQUIRE(space != std::string::npos);
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::string why;
+    CHECK(weir::connectors::verify_standard_webhook(secret_new, "evt-s", ts, r.body, sig.substr(0, space), now, &why));
+    CHECK(weir::connectors::verify_standard_webhook(secret_old, "evt-s", ts, r.body, sig.substr(space + 1), now, &why));
+    CHECK_FALSE(
+        weir::connectors::verify_standard_webhook(secret_new, "evt-s", ts, r.body, sig.substr(space + 1), now, &why));
+  }
+
+  SECTION("github, one secret") {
+    HttpSink sink(loaded_spec(server.url("/g"), "sign: { scheme: github, secret_env: WEIR_TEST_SIGN_GH }"), "f", "out");
+    REQUIRE(sink.start().is_ok());
+    Results results;
+    sink.deliver(delivery("evt-g", "Hello, World!"), results.callback("evt-g"));
+    REQUIRE(results.wait_for(1));
+    const auto reqs = server.requests();
+    REQUIRE(reqs.size() == 1);
+    // GitHub's published test vector for this secret and body.
+    CHECK(reqs[0].header("X-Hub-Signature-256") ==
+          "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17");
+    CHECK_FALSE(reqs[0].has_header("webhook-signature"));
+  }
+}
+
+TEST_CASE("http sink: a missing, empty or malformed signing secret is a start error that never quotes it",
+          "[http_sink]") {
+  const std::string url = "http://127.0.0.1:9/x";
+  SECTION("unset") {
+    ScopedEnv e("WEIR_TEST_SIGN_SECRET", nullptr);
+    HttpSink sink(loaded_spec(url, "sign: { secret_env: WEIR_TEST_SIGN_SECRET }"), "f", "out");
+    const auto st = sink.start();
+    REQUIRE_FALSE(st.is_ok());
+    CHECK(st.message() == "http sink out: sign: environment variable WEIR_TEST_SIGN_SECRET is not set");
+  }
+  SECTION("empty") {
+    ScopedEnv e("WEIR_TEST_SIGN_SECRET", "");
+    HttpSink sink(loaded_spec(url, "sign: { scheme: github, secret_env: WEIR_TEST_SIGN_SECRET }"), "f", "out");
+    const auto st = sink.start();
+    REQUIRE_FALSE(st.is_ok());
+    CHECK(st.message() == "http sink out: sign: environment variable WEIR_TEST_SIGN_SECRET is empty");
+  }
+  SECTION("standard without whsec_, or with a broken key") {
+    for (const char* secret : {"plain-secret-value", "whsec_bad*key", "whsec_"}) {
+      INFO(secret);
+      ScopedEnv e("WEIR_TEST_SIGN_SECRET", secret);
+      HttpSink sink(loaded_spec(url, "sign: { secret_env: WEIR_TEST_SIGN_SECRET }"), "f", "out");
+      const auto st = sink.start();
+      REQUIRE_FALSE(st.is_ok());
+      CHECK(st.message().find("WEIR_TEST_SIGN_SECRET") != std::string::npos);
+      const std::string key = std::string(secret).substr(6);  // what follows whsec_ (or would)
+      if (!key.empty()) CHECK(st.message().find(key) == std::string::npos);
+    }
+  }
 }
