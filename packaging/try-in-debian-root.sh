@@ -32,6 +32,7 @@ deb=$(realpath "$deb")
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 root=$(mktemp -d /var/tmp/weir-debian12.XXXXXX)
+chmod 0755 "$root"   # it becomes /, which the weir user must traverse
 mounted=()
 cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
@@ -65,8 +66,10 @@ in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DE
 
 step "apt install ./$(basename "$deb")"
 in_root apt-get update -q >/dev/null
-in_root apt-get install -y -q --no-install-recommends "/tmp/$(basename "$deb")" 2>&1 |
-  grep -E '^(Setting up|The following NEW packages)|^  ' || true
+in_root apt-get install -y -q --no-install-recommends "/tmp/$(basename "$deb")" >"$root/tmp/apt.log" 2>&1 ||
+  { cat "$root/tmp/apt.log"; exit 1; }
+sed -n '/^The following NEW packages/,/^[0-9]* upgraded/p' "$root/tmp/apt.log"
+grep '^Setting up weir' "$root/tmp/apt.log"
 in_root dpkg -s weir | grep -E '^(Package|Status|Version|Depends):'
 
 step "what postinst made"
@@ -94,10 +97,11 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", 9090), H).serve_forever()
 PY
   receiver=$!
-  # As weir.service runs it: secrets from /etc/weir/env, the weir user, /var/lib/weir.
+  # As weir.service runs it: secrets from /etc/weir/env, the weir user, /var/lib/weir, and
+  # the PATH of systemd, which has /usr/sbin (nats-server) where a user PATH on Debian does not.
   chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin /bin/sh -c \
     "set -a; . /etc/weir/env; set +a; cd /var/lib/weir && exec setpriv --reuid=weir --regid=weir --init-groups --reset-env \
-     env WEIR_ADMIN_TOKEN=\$WEIR_ADMIN_TOKEN /usr/bin/weir run --config /etc/weir/weir.yaml" >"$log" 2>&1 &
+     env PATH=/usr/sbin:/usr/bin:/sbin:/bin WEIR_ADMIN_TOKEN=\$WEIR_ADMIN_TOKEN /usr/bin/weir run --config /etc/weir/weir.yaml" >"$log" 2>&1 &
   weir=$!
   token=$(sed -n "s/^WEIR_ADMIN_TOKEN=//p" "$root/etc/weir/env")
   for _ in $(seq 600); do
@@ -106,10 +110,12 @@ PY
     sleep 0.1
   done
   echo "readyz: $(curl -s http://127.0.0.1:8081/readyz)"
-  ps -o user=,pid=,args= -p "$weir,$(pgrep -d, -P $weir)" | sed "s/^/process: /"
+  # Numeric: ps runs outside the root, where the uid of weir may belong to another name.
+  ps -o uid=,pid=,args= -p "$weir,$(pgrep -d, -P $weir)" | sed "s/^ */process: uid /"
   echo "POST /in/hook:"
   curl -s -i -X POST http://127.0.0.1:8080/in/hook -H "Content-Type: application/json" \
     -d "{\"id\":\"try-1\",\"hello\":\"debian\"}" | tr -d "\r" | sed "s/^/  /"
+  echo
   for _ in $(seq 200); do [ -s "$received" ] && break; sleep 0.05; done
   echo "the receiver got: $(cat "$received")"
   echo "metrics without the token: HTTP $(curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:8081/metrics)"
@@ -124,7 +130,7 @@ PY
 '
 
 step "apt purge weir"
-in_root apt-get purge -y -q weir >/dev/null
+in_root apt-get purge -y -q weir >"$root/tmp/purge.log" 2>&1 || { cat "$root/tmp/purge.log"; exit 1; }
 for p in /etc/weir /var/lib/weir /usr/bin/weir; do
   if [ -e "$root$p" ]; then echo "still there: $p"; else echo "gone: $p"; fi
 done
