@@ -27,6 +27,7 @@
 #include "runtime/nats/loop_publisher.h"
 #include "runtime/base/metrics.h"
 #include "runtime/base/redact.h"
+#include "runtime/base/service_notify.h"
 #include "runtime/flow/state_store.h"
 #include "runtime/base/thread_annotations.h"
 #include "runtime/base/trace_export.h"
@@ -361,6 +362,8 @@ struct Runtime::Impl {
     connecting.reset();  // both threads are done
     if (!connected) return connected.status();
     ingress_pub = std::move(connected.value());
+    // weir_nats_connected (docs/metrics.md): the alert "NATS unreachable" reads it.
+    metrics.set_nats_probe([this] { return bus->connected() && ingress_pub->connected(); });
     log::startup("http-in's NATS connection up");
     return planned;
   }
@@ -468,6 +471,8 @@ struct Runtime::Impl {
       print_ready_banner(ingress_server->address(), admin_server->address(), nats_url, routes);
     }
     std::fflush(stdout);
+    // /readyz answers 200 from here on (docs/adr/0304-readiness-notification.md).
+    service::notify("READY=1\nSTATUS=ready: " + std::to_string(started_flows) + " flows");
   }
 
   int run() {
@@ -528,6 +533,7 @@ struct Runtime::Impl {
 
   void drain() {
     auto started = std::chrono::steady_clock::now();
+    service::notify("STOPPING=1\nSTATUS=draining");  // before the listeners stop (ADR 0304)
     host->begin_drain();
     router.set_draining();
     if (ingress_server) ingress_server->stop_accepting();
@@ -549,6 +555,7 @@ struct Runtime::Impl {
     // they exist, and every later publish at once (tests/integration/shutdown_test.cc).
     if (bus) bus->shutdown();
     if (ingress_pub) ingress_pub->shutdown();
+    metrics.set_nats_probe(nullptr);  // before the connections it reads go
     ingress_server.reset();
     host->stop_all();
     if (clustered()) cluster->stop();  // its watches call into the running flows

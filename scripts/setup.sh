@@ -16,6 +16,8 @@ PACKAGES=(
   wrk curl jq python3 binutils
   nginx openssl   # the reverse-proxy example's test (tests/integration/nginx_proxy_test.sh)
   chromium chromium-driver python3-selenium   # the dashboard's browser test (tests/dashboard/)
+  lintian systemd file dpkg-dev   # the package test: lintian, systemd-analyze, dpkg-shlibdeps (tests/package/)
+  prometheus                      # promtool for the alert rules (tests/monitoring/); its server: below
 )
 
 missing=()
@@ -28,6 +30,11 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+  # The prometheus package is here for its promtool: where its postinst started the
+  # server (a booted systemd), stop and disable it, or it holds port 9090 (the demo sink's).
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus.service >&2 || true
+  fi
 fi
 
 # The reference webhook verifiers signing_test.cc checks weir's signatures with, as the lock

@@ -127,6 +127,12 @@ const Family<int64_t> kGauges[] = {
     {"weir_flow_backlog_drain_rate", "gauge",
      "Stream messages per second that left the flow's stream, smoothed over the backlog refreshes.",
      &StageMetrics::backlog_drain_rate, true},
+    {"weir_flow_backlog_max_bytes", "gauge",
+     "The flow's backlog bound in bytes (backlog.max_bytes or its default); 0 = none.",
+     &StageMetrics::backlog_max_bytes, true},
+    {"weir_flow_backlog_max_events", "gauge",
+     "The flow's backlog bound in stream messages (backlog.max_events); 0 = none.", &StageMetrics::backlog_max_events,
+     true},
     {"weir_sink_state", "gauge",
      "The sink's circuit: 0 closed (delivering), 1 open (receiver failing: events wait, one probe at a time), 2 "
      "paused by hand (ADR 0294).",
@@ -141,6 +147,11 @@ const Family<int64_t> kGauges[] = {
 
 }  // namespace
 
+void Metrics::set_nats_probe(std::function<bool()> probe) {
+  MutexLock lock(mu_);
+  nats_probe_ = std::move(probe);
+}
+
 std::string Metrics::render_prometheus() const {
   std::string out;
   out.reserve(8192);
@@ -151,6 +162,10 @@ std::string Metrics::render_prometheus() const {
       "# HELP weir_ingress_pending_publishes Source events waiting for their PubAck.\n"
       "# TYPE weir_ingress_pending_publishes gauge\nweir_ingress_pending_publishes " +
       std::to_string(ingress_pending.load()) + "\n";
+  out +=
+      "# HELP weir_nats_connected 1 while weir's NATS connections are up, 0 while one is away.\n"
+      "# TYPE weir_nats_connected gauge\nweir_nats_connected " +
+      std::string(nats_probe_ && nats_probe_() ? "1" : "0") + "\n";
   out +=
       "# HELP weir_stage_latency_seconds Time an event spends in the stage.\n# TYPE weir_stage_latency_seconds "
       "histogram\n";

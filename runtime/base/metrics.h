@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 
 #include "runtime/base/thread_annotations.h"
@@ -45,6 +46,10 @@ struct StageMetrics {
   // only the size bounds apply) and the stream messages removed per second it comes from
   std::atomic<int64_t> backlog_delay_bound{0};
   std::atomic<int64_t> backlog_drain_rate{0};
+  // the size bounds in force (backlog.max_bytes, backlog.max_events; 0 = none), beside the
+  // backlog they bound, so an alert can say "near the bound" whatever the config
+  std::atomic<int64_t> backlog_max_bytes{0};
+  std::atomic<int64_t> backlog_max_events{0};
   // acks/naks the connection refused (e.g. past the reconnect buffer): a redelivery follows
   std::atomic<uint64_t> ack_failures{0};
   // the stage's durable consumer was starved and created again (ADR 0235)
@@ -67,10 +72,14 @@ class Metrics {
   uint64_t acked(const std::string& flow, const std::string& stage) const;
   // Events sources handed to JetStream and still waiting for their PubAck (whole process).
   std::atomic<int64_t> ingress_pending{0};
+  // Whether weir's NATS connections are up, asked at each render as weir_nats_connected
+  // (1 up, 0 one of them away); without a probe (before they exist) it is 0.
+  void set_nats_probe(std::function<bool()> probe);
 
  private:
   mutable Mutex mu_;
   std::deque<StageMetrics> stages_ GUARDED_BY(mu_);  // for insertion; deque keeps addresses stable
+  std::function<bool()> nats_probe_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

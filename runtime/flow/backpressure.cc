@@ -143,6 +143,8 @@ void FlowBacklog::refreshed(int64_t stream_bytes, int64_t stream_msgs, int64_t s
     metrics_->backlog_events.store(backlog_messages(), std::memory_order_relaxed);
     metrics_->backlog_delay_bound.store(delay_bound(), std::memory_order_relaxed);
     metrics_->backlog_drain_rate.store(std::llround(drain_rate()), std::memory_order_relaxed);
+    metrics_->backlog_max_bytes.store(options_.max_bytes, std::memory_order_relaxed);
+    metrics_->backlog_max_events.store(options_.max_messages, std::memory_order_relaxed);
   }
 }
 

@@ -41,7 +41,9 @@ struct ChildEnvironment {
     gomaxprocs = inherited != nullptr ? inherited : std::to_string(default_gomaxprocs());
     entry = "GOMAXPROCS=" + gomaxprocs;
     for (char** e = environ; *e != nullptr; ++e) {
-      if (!std::string_view(*e).starts_with("GOMAXPROCS=")) envp.push_back(*e);
+      const std::string_view var(*e);
+      // NOTIFY_SOCKET is weir's own line to systemd (ADR 0304): the server is not the service.
+      if (!var.starts_with("GOMAXPROCS=") && !var.starts_with("NOTIFY_SOCKET=")) envp.push_back(*e);
     }
     envp.push_back(entry.data());
     envp.push_back(nullptr);
