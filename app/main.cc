@@ -357,11 +357,11 @@ int main(int argc, char** argv) {
   // validate / test
   auto* validate = app.add_subcommand("validate", "check flow files; errors as file:line:column: message");
   std::vector<std::string> files;
-  validate->add_option("files", files, "flow files")->required();
+  validate->add_option("files", files, "flow files or directories of them")->required();
   auto* test = app.add_subcommand("test", "run the test cases of flow files");
   std::vector<std::string> test_files;
   std::string cases_file;
-  test->add_option("files", test_files, "flow files")->required();
+  test->add_option("files", test_files, "flow files or directories of them")->required();
   test->add_option("--cases", cases_file, "a file of extra cases");
 
   // admin clients

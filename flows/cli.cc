@@ -1,5 +1,7 @@
 #include "flows/cli.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -10,16 +12,57 @@
 
 namespace weir::flows {
 
-int validate_command(const std::vector<std::string>& files, std::ostream& out, std::ostream& err) {
-  if (files.empty()) {
-    err << "usage: weir validate FILE...\n";
+namespace {
+
+// The flow files `weir validate` / `weir test` read: a file as given; a directory's
+// *.yaml, *.yml and *.json in name order (the files `weir run --flows DIR` loads).
+// false after printing why a path cannot be read.
+bool expand_paths(const std::vector<std::string>& paths, std::vector<std::string>* files, std::ostream& err) {
+  namespace fs = std::filesystem;
+  bool ok = true;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) {
+      files->push_back(p);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(p, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (e.is_regular_file(ec) && (ext == ".yaml" || ext == ".yml" || ext == ".json")) {
+        found.push_back(e.path().string());
+      }
+    }
+    if (ec) {
+      err << p << ": cannot read the directory: " << ec.message() << "\n";
+      ok = false;
+      continue;
+    }
+    if (found.empty()) err << p << ": warning: no flow files (*.yaml, *.yml, *.json) in this directory\n";
+    std::sort(found.begin(), found.end());
+    files->insert(files->end(), found.begin(), found.end());
+  }
+  return ok;
+}
+
+}  // namespace
+
+int validate_command(const std::vector<std::string>& paths, std::ostream& out, std::ostream& err) {
+  if (paths.empty()) {
+    err << "usage: weir validate FILE|DIR...\n";
     return 2;
   }
-  bool all_ok = true;
+  std::vector<std::string> files;
+  bool all_ok = expand_paths(paths, &files, err);
   for (const auto& file : files) {
     LoadResult r = load_flow_file(file);
     if (r.flow) {
       out << "ok " << file << " (flow " << r.flow->name() << ")\n";
+      // Valid, yet `weir run` would refuse to start it here: say so now.
+      for (const auto& d : unset_secret_variables(*r.flow, process_env())) {
+        err << d.where.file << ":" << d.where.line << ":" << d.where.column << ": warning: " << d.message
+            << " (weir run refuses to start until it is)\n";
+      }
       continue;
     }
     all_ok = false;
@@ -30,8 +73,9 @@ int validate_command(const std::vector<std::string>& files, std::ostream& out, s
 
 namespace {
 
-// Reads a --cases file into a JSON list of cases. False after printing its problems.
-bool load_cases(const std::string& path, Json* cases, std::ostream& out) {
+// Reads a --cases file into a JSON list of cases, and `*nodes` the same list as written
+// (for checks against each flow's sinks). False after printing its problems.
+bool load_cases(const std::string& path, Json* cases, SrcNode* nodes, std::ostream& out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     out << path << ": cannot read the cases file\n";
@@ -61,22 +105,42 @@ bool load_cases(const std::string& path, Json* cases, std::ostream& out) {
       if (diags.empty() && !to_plain_json(*list, cases, &err, &where)) {
         diags.push_back({{path, where->line, where->column}, err});
       }
+      *nodes = *list;
     }
   }
   for (const auto& d : diags) out << d.str() << "\n";
   return diags.empty();
 }
 
+// The cases of a --cases file meant for `flow` (no `flow:`, or its name), checked against
+// the flow's sinks: an expectation at a sink the flow does not have is an error, never a
+// case that passes because nothing arrives there. False after printing the problems.
+bool check_cases_for(const Flow& flow, const SrcNode& list, const std::string& path, std::ostream& out) {
+  SrcNode mine = list;
+  mine.items.clear();
+  for (const auto& c : list.items) {
+    const SrcNode* f = c.get("flow");
+    if (f == nullptr || (f->is_scalar() && f->text == flow.name())) mine.items.push_back(c);
+  }
+  std::vector<std::string> sinks;
+  for (const auto& s : flow.sinks()) sinks.push_back(s.name);
+  auto found = check_test_cases(mine, path, sinks, true);
+  for (const auto& d : found) out << d.str() << " (flow " << flow.name() << ")\n";
+  return found.empty();
+}
+
 }  // namespace
 
-int test_command(const std::vector<std::string>& files, const std::string& cases_file, std::ostream& out) {
-  if (files.empty()) {
-    out << "usage: weir test FILE... [--cases FILE]\n";
+int test_command(const std::vector<std::string>& paths, const std::string& cases_file, std::ostream& out) {
+  if (paths.empty()) {
+    out << "usage: weir test FILE|DIR... [--cases FILE]\n";
     return 2;
   }
   Json shared_cases;
-  bool load_failed = false;
-  if (!cases_file.empty() && !load_cases(cases_file, &shared_cases, out)) return 2;
+  SrcNode case_nodes;
+  std::vector<std::string> files;
+  bool load_failed = !expand_paths(paths, &files, out);
+  if (!cases_file.empty() && !load_cases(cases_file, &shared_cases, &case_nodes, out)) return 2;
   int passed = 0, failed = 0;
   for (const auto& file : files) {
     LoadResult r = load_flow_file(file);
@@ -87,6 +151,10 @@ int test_command(const std::vector<std::string>& files, const std::string& cases
     }
     const Flow& flow = *r.flow;
     out << flow.name() << " (" << file << ")\n";
+    if (!cases_file.empty() && !check_cases_for(flow, case_nodes, cases_file, out)) {
+      load_failed = true;
+      continue;
+    }
     Json cases = Json::array();
     if (cases_file.empty()) {
       cases = flow.tests();

@@ -4,6 +4,7 @@
 
 #include "flows/expr_impl.h"
 #include "flows/tables.h"
+#include "flows/text.h"
 #include "flows/value.h"
 
 namespace weir::flows {
@@ -832,13 +833,23 @@ class Parser {
         return fail(t.pos, t.text + " is a method: write list." + t.text + "(x => ...)");
       }
       int fn = find_builtin(t.text);
-      if (fn < 0) return fail(t.pos, "unknown function '" + t.text + "'");
+      if (fn < 0) {
+        std::string near = did_you_mean(t.text, builtin_function_names(), false);
+        return fail(t.pos, "unknown function '" + t.text + "'" + (near.empty() ? "" : " (" + near + ")"));
+      }
       std::vector<Ix> a;
       if (!args(&a)) return false;
       return call(fn, a, t.pos, toks_[p_ - 1].end, t, out);
     }
     if (at(Tok::kArrow)) {
       return fail(t.pos, "a lambda (x => ...) is only allowed as the argument of map() or filter()");
+    }
+    if (p_ == 1 && at(Tok::kEnd)) {
+      // The whole expression is one bare word: most often a constant meant as text
+      // (`label: fixed`), sometimes a field without `this.`; say how to write either.
+      return fail(t.pos, "unknown name '" + t.text + "': for the text " + t.text +
+                             " write a string literal, quoted once for YAML and once for the expression: \"'" + t.text +
+                             "'\"; for the event's field write this." + t.text);
     }
     return fail(t.pos, "unknown name '" + t.text + "' (the event is this, as in this." + t.text + ")");
   }

@@ -108,6 +108,18 @@ void FlowBuilder::fill(Flow& f, std::string name, std::string text, std::string 
   f.program_ = std::move(program);
 }
 
+std::vector<Diagnostic> unset_secret_variables(
+    const Flow& flow, const std::function<std::optional<std::string>(const std::string&)>& env) {
+  std::vector<Diagnostic> out;
+  for (const SecretVariable& s : flow.secret_variables()) {
+    std::optional<std::string> v = env(s.variable);
+    if (v && (s.empty_allowed || !v->empty())) continue;
+    out.push_back(Diagnostic{
+        s.where, "environment variable " + s.variable + " (" + s.setting + ") is " + (v ? "empty" : "not set")});
+  }
+  return out;
+}
+
 EventExpression::EventExpression(std::string text, std::shared_ptr<const Expression> compiled)
     : text_(std::move(text)), compiled_(std::move(compiled)) {}
 

@@ -244,6 +244,15 @@ enum class OnError { kDlq, kDrop };
 
 class Program;  // compiled steps; private to the library
 
+// A setting that names the environment variable holding a secret (`hmac.secret_env`,
+// `bearer.token_env`, `username_env`, `oauth2.client_secret_env`, …) and where it is written.
+struct SecretVariable {
+  std::string variable;        // GITHUB_SECRET
+  std::string setting;         // from.http.hmac.secret_env
+  Location where;              // of the variable's name in the flow file
+  bool empty_allowed = false;  // MQTT user names and passwords may be empty
+};
+
 class Flow {
  public:
   const std::string& name() const { return name_; }
@@ -257,6 +266,8 @@ class Flow {
   const std::vector<SinkSpec>& sinks() const { return sinks_; }
   OnError on_error() const { return on_error_; }
   const Json& tests() const { return tests_; }  // the `tests:` list, as written
+  // Every secret variable the flow's connectors read when they start, in file order.
+  const std::vector<SecretVariable>& secret_variables() const { return secret_variables_; }
 
   // Runs the steps over one event. Never throws for data reasons: a type error is
   // Outcome::Kind::kError. Thread-safe.
@@ -285,8 +296,15 @@ class Flow {
   std::vector<SinkSpec> sinks_;
   OnError on_error_ = OnError::kDlq;
   Json tests_;
+  std::vector<SecretVariable> secret_variables_;
   std::unique_ptr<Program> program_;
 };
+
+// The secret variables of `flow` that `env` leaves unset (or empty, where a value is
+// required), one "file:line:column" diagnostic each that names the variable and the
+// setting, never a value: `weir validate` warns with them, `weir run` refuses to start.
+std::vector<Diagnostic> unset_secret_variables(
+    const Flow& flow, const std::function<std::optional<std::string>(const std::string&)>& env);
 
 struct LoadResult {
   std::shared_ptr<const Flow> flow;     // null when diagnostics is not empty

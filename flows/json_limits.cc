@@ -1,5 +1,6 @@
 #include "flows/json_limits.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -599,6 +600,84 @@ std::optional<Json> parse_payload(std::string_view payload, int max_depth, std::
     *too_deep = "payload is " + err.message + " inside the event (http.max_depth " + std::to_string(max_depth) + ")";
   }
   return parsed;
+}
+
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes body[begin, end) into *out ('+' is a space, WHATWG URL §5.1). False
+// with *error at the first bad escape or where the decoded text stops being UTF-8.
+bool form_decode(std::string_view body, size_t begin, size_t end, std::string* out, JsonError* error) {
+  out->clear();
+  for (size_t i = begin; i < end; ++i) {
+    const char c = body[i];
+    if (c == '+') {
+      *out += ' ';
+    } else if (c != '%') {
+      *out += c;
+    } else if (i + 2 < end && hex_value(body[i + 1]) >= 0 && hex_value(body[i + 2]) >= 0) {
+      *out += static_cast<char>(hex_value(body[i + 1]) * 16 + hex_value(body[i + 2]));
+      i += 2;
+    } else {
+      error->byte = i + 1;
+      error->message = "a '%' not followed by two hex digits";
+      return false;
+    }
+  }
+  if (!valid_utf8(*out)) {
+    error->byte = begin + 1;
+    error->message = "a field that is not UTF-8 once percent-decoded";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Json> parse_form(std::string_view body, int max_depth, JsonError* error) {
+  Json out = Json::object();
+  std::string name, value;
+  size_t payload_at = 0;
+  size_t start = 0;
+  while (start <= body.size()) {
+    size_t end = body.find('&', start);
+    if (end == std::string_view::npos) end = body.size();
+    if (end > start) {
+      size_t eq = body.find('=', start);
+      if (eq == std::string_view::npos || eq > end) eq = end;
+      if (!form_decode(body, start, eq, &name, error)) return std::nullopt;
+      if (!form_decode(body, std::min(eq + 1, end), end, &value, error)) return std::nullopt;
+      if (name == "payload") payload_at = std::min(eq + 1, end) + 1;
+      auto it = out.find(name);
+      if (it == out.end()) {
+        out[name] = value;
+      } else {
+        if (!it->is_array()) *it = Json::array({std::move(*it)});
+        it->push_back(value);
+      }
+    }
+    start = end + 1;
+  }
+  // GitHub sends its JSON as `payload=<json>` when the hook's content type is the form.
+  if (auto p = out.find("payload"); p != out.end() && p->is_string()) {
+    std::string too_deep;
+    auto parsed = parse_payload(p->get_ref<const std::string&>(), max_depth, &too_deep);
+    if (parsed) {
+      *p = std::move(*parsed);
+    } else if (!too_deep.empty()) {
+      error->too_deep = true;
+      error->byte = payload_at;
+      error->message = too_deep;
+      return std::nullopt;
+    }
+  }
+  return out;
 }
 
 int json_depth(const Json& value, int limit) {

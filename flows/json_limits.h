@@ -58,6 +58,14 @@ std::string write_json(const nlohmann::json& value);
 // When it is JSON but too deep, nullopt with *too_deep set to the reason (dead-letter it).
 std::optional<nlohmann::json> parse_payload(std::string_view payload, int max_depth, std::string* too_deep);
 
+// An `application/x-www-form-urlencoded` body as a JSON object (docs/connectors.md, http):
+// each `name=value` pair percent-decoded (`+` is a space); a name given more than once
+// becomes an array of its values in order; a lone `payload` whose value is JSON (GitHub's
+// form deliveries) is that JSON, within max_depth - 1 levels. nullopt with *error (its
+// byte 1-based in `body`) for a bad `%` escape, text that is not UTF-8 once decoded, or a
+// payload nested too deep (error->too_deep).
+std::optional<nlohmann::json> parse_form(std::string_view body, int max_depth, JsonError* error);
+
 // Nesting depth of a DOM, counted without recursion; stops counting past `limit`
 // (returns limit + 1 then). For values that did not come from parse_json.
 int json_depth(const nlohmann::json& value, int limit);

@@ -125,19 +125,6 @@ std::optional<double> parse_rate(std::string_view text, std::string* why) {
   return per_s;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
@@ -289,14 +276,12 @@ class Loader {
       for (std::string_view a : allowed) ok = ok || k.text == a;
       if (ok) continue;
       std::vector<std::string> names(allowed.begin(), allowed.end());
-      std::string hint;
-      for (const auto& a : names) {
-        if (edit_distance(k.text, a) <= 2) {
-          hint = " (did you mean " + quote(a) + "?)";
-          break;
-        }
+      // A near miss names the one key meant (docs/connectors.md); otherwise the whole list.
+      if (std::string near = did_you_mean(k.text, names, true); !near.empty()) {
+        error(k, "unknown key " + quote(k.text) + " in " + what + " (" + near + ")");
+      } else {
+        error(k, "unknown key " + quote(k.text) + " in " + what + "; expected one of: " + join(names));
       }
-      error(k, "unknown key " + quote(k.text) + " in " + what + hint + "; expected one of: " + join(names));
     }
   }
 
@@ -372,7 +357,7 @@ class Loader {
     if (n->is_scalar()) d = parse_duration(n->text);
     if (!d || d->count() <= 0) {
       error(*n, what + "." + key + " must be a positive duration such as 250ms, 2s, 1m or 1h, got " +
-                    (n->is_scalar() ? quote(n->text) : n->describe()));
+                    (n->is_scalar() ? quote(n->text) + ": " + duration_hint(n->text) : n->describe()));
       return false;
     }
     *out = *d;
@@ -442,7 +427,7 @@ class Loader {
           if (!d || d->count() <= 0 || *d > std::chrono::hours(24)) {
             error(item, what + ".backoff[" + std::to_string(i) +
                             "] must be a positive duration of at most 24h such as 500ms, 5s, 2m or 1h, got " +
-                            (item.is_scalar() ? quote(item.text) : item.describe()));
+                            (item.is_scalar() ? quote(item.text) + ": " + duration_hint(item.text) : item.describe()));
             return;
           }
           steps.push_back(*d);
@@ -469,9 +454,16 @@ class Loader {
 
   void check_env_name(const SrcNode& map, const char* key, const std::string& what, std::string* out) {
     if (!get_string(map, key, what, out)) return;
+    const SrcNode& at = *map.get(key);
     if (!valid_identifier(*out)) {
-      error(*map.get(key), what + "." + key + " must name an environment variable (letters, digits, _)");
+      error(at, what + "." + key + " must name an environment variable (letters, digits, _)");
+      return;
     }
+    // MQTT takes an empty user name or password; the other secrets must have a value (the
+    // connectors' own checks at start, which Flow::secret_variables lets run ahead of them).
+    const std::string_view k(key);
+    secrets_.push_back(SecretVariable{*out, what + "." + key, Location{file_, at.line, at.column},
+                                      k == "username_env" || k == "password_env"});
   }
 
   // `schemes` without "://" (schema::kMqttSourceSchemes, …).
@@ -771,6 +763,7 @@ class Loader {
   std::vector<size_t> line_starts_;
   std::string flow_name_;
   std::vector<SinkSpec> sinks_;
+  std::vector<SecretVariable> secrets_;
   std::unique_ptr<Program> program_;
 };
 
@@ -1392,6 +1385,7 @@ std::shared_ptr<const Flow> Loader::load(const SrcNode& root) {
   auto flow = std::make_shared<Flow>();
   FlowBuilder::fill(*flow, flow_name_, std::string(src_), file_, std::move(src), std::move(sinks_), on_error,
                     std::move(tests_json), std::move(program_));
+  FlowBuilder::set_secret_variables(*flow, std::move(secrets_));
   return flow;
 }
 

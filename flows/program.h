@@ -73,6 +73,9 @@ struct FlowBuilder {
   // `text`: the file's bytes, hashed on the first Flow::content_hash().
   static void fill(Flow& f, std::string name, std::string text, std::string file, SourceSpec source,
                    std::vector<SinkSpec> sinks, OnError on_error, Json tests, std::unique_ptr<Program> program);
+  static void set_secret_variables(Flow& f, std::vector<SecretVariable> secrets) {
+    f.secret_variables_ = std::move(secrets);
+  }
 };
 
 }  // namespace weir::flows

@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -91,7 +92,7 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   std::string_view unit;
   if (!split_number(text, &n, &unit)) return std::nullopt;
   double ms = 0;
-  if (unit.empty() || unit == "ms") ms = n;
+  if (unit == "ms") ms = n;
   else if (unit == "us") ms = n / 1000.0;
   else if (unit == "s") ms = n * 1000.0;
   else if (unit == "m") ms = n * 60'000.0;
@@ -99,6 +100,60 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   else return std::nullopt;
   if (ms > 1e15) return std::nullopt;
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
+}
+
+std::string duration_hint(std::string_view text) {
+  double n = 0;
+  std::string_view unit;
+  if (split_number(text, &n, &unit) && unit.empty()) {
+    std::string number(text);
+    while (!number.empty() && std::isspace(static_cast<unsigned char>(number.back()))) number.pop_back();
+    while (!number.empty() && std::isspace(static_cast<unsigned char>(number.front()))) number.erase(0, 1);
+    return "a duration needs a unit: write " + number + "s or " + number + "ms (units: " + std::string(kDurationUnits) +
+           ")";
+  }
+  return "units: " + std::string(kDurationUnits);
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> before(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      // Two neighbours swapped ("hmca") is one edit (optimal string alignment).
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], before[j - 2] + 1);
+    }
+    before.swap(prev);
+    prev.swap(cur);
+  }
+  return prev[b.size()];
+}
+
+std::vector<std::string> closest_names(std::string_view word, const std::vector<std::string>& candidates) {
+  // Short words take fewer edits: "ab" is no typo of "xy", nor "nope" of "now".
+  const size_t limit = word.size() <= 2 ? 0 : word.size() <= 5 ? 1 : 2;
+  std::vector<std::pair<size_t, std::string>> near;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d <= limit) near.emplace_back(d, c);
+  }
+  std::stable_sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (auto& n : near) out.push_back(std::move(n.second));
+  return out;
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates, bool quoted) {
+  std::vector<std::string> near = closest_names(word, candidates);
+  if (near.empty()) return "";
+  std::string out = "did you mean ";
+  for (size_t i = 0; i < near.size(); ++i) {
+    if (i > 0) out += i + 1 == near.size() ? " or " : ", ";
+    out += quoted ? "\"" + near[i] + "\"" : near[i];
+  }
+  return out + "?";
 }
 
 std::optional<int64_t> parse_size(std::string_view text) {

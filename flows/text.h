@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace weir::flows {
 
@@ -22,8 +23,24 @@ EnvLookup process_env();
 // `$$` stands for a literal `$`.
 std::optional<std::string> substitute_env(std::string_view text, const EnvLookup& env, std::string* error);
 
-// "250ms", "3s", "1.5s", "1m", "1h", "100us"; a bare number is milliseconds.
+// "250ms", "3s", "1.5s", "1m", "1h", "100us". A number needs its unit: "5" is refused
+// (it was once milliseconds, which made `timeout: 5` a silent 5 ms), and so is "0" (a setting
+// where 0 means "no limit" checks for it first; runtime/base/config.cc's dlq.max_age).
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+// The units parse_duration accepts, for messages.
+inline constexpr std::string_view kDurationUnits = "us, ms, s, m, h";
+// A hint for a text parse_duration refused: for a bare number, "needs a unit: write 5s or
+// 5ms (units: us, ms, s, m, h)"; otherwise "units: us, ms, s, m, h".
+std::string duration_hint(std::string_view text);
+
+// Edit distance (insert, delete, substitute, swap two neighbours), for "did you mean" hints.
+size_t edit_distance(std::string_view a, std::string_view b);
+// The candidates within a distance that still reads as a typo of `word` (none for 1–2
+// letters, 1 edit up to 5 letters, 2 beyond), nearest first (ties in the given order).
+std::vector<std::string> closest_names(std::string_view word, const std::vector<std::string>& candidates);
+// "did you mean X?" / "did you mean X or Y?" (each in double quotes when `quoted`), or ""
+// when no candidate is near.
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates, bool quoted);
 
 // Lowercase hex SHA-256 of `bytes` ("" only if OpenSSL fails).
 std::string sha256_hex(std::string_view bytes);

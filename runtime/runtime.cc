@@ -13,6 +13,8 @@
 #include <future>
 #include <thread>
 
+#include "flows/flow.h"
+#include "flows/text.h"
 #include "runtime/admin/admin.h"
 #include "runtime/flow/backpressure.h"
 #include "runtime/banner.h"
@@ -475,6 +477,19 @@ struct Runtime::Impl {
     service::notify("READY=1\nSTATUS=ready: " + std::to_string(started_flows) + " flows");
   }
 
+  // A secret variable missing is found before any listener, nats-server or consumer starts
+  // (each connector would refuse it at its start, with half of weir up); `weir validate`
+  // warns about the same variables. false: each named on stderr.
+  static bool secrets_set(const FlowList& loaded) {
+    std::string unset;
+    for (const auto& f : loaded) {
+      for (const auto& d : flows::unset_secret_variables(*f, flows::process_env())) unset += d.str() + "\n";
+    }
+    if (unset.empty()) return true;
+    std::fprintf(stderr, "%sweir: not started: set the environment variables above\n", unset.c_str());
+    return false;
+  }
+
   int run() {
     const log::Format format = configure_logging();
     if (!set_cluster_layout()) return 2;
@@ -486,6 +501,7 @@ struct Runtime::Impl {
       return 2;
     }
     if (loaded->empty()) log::warn("no flows found", {{"dir", config.flows}});
+    if (!secrets_set(loaded.value())) return 2;
     log::startup("flows compiled");
     SignalWatch watch;
     signals = &watch;

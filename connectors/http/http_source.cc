@@ -15,6 +15,14 @@
 namespace weir::connectors {
 namespace {
 
+// The media type without parameters, lower case.
+std::string media_type(std::string_view ct) {
+  std::string base(ct.substr(0, ct.find(';')));
+  for (char& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  while (!base.empty() && base.back() == ' ') base.pop_back();
+  return base;
+}
+
 bool content_type_is_json(std::string_view ct) {
   if (ct.empty()) return true;  // most webhook senders omit nothing, but curl -d does
   auto semi = ct.find(';');
@@ -106,7 +114,12 @@ class HttpSource final : public Source {
     }
     IngestEvent ev;
     std::string& body = req.mutable_body();
-    if (content_type_is_json(req.header("Content-Type"))) {
+    const std::string type = media_type(req.header("Content-Type"));
+    const bool form = type == "application/x-www-form-urlencoded";
+    // `curl -d '{"a":1}'` labels JSON as a form: a form-typed body that opens an object or
+    // an array and is valid JSON is taken as JSON (docs/adr/0308-form-bodies.md).
+    if (content_type_is_json(req.header("Content-Type")) ||
+        (form && !body.empty() && (body[0] == '{' || body[0] == '[') && flows::check_json(body, options_.max_depth))) {
       flows::JsonError err;
       if (!flows::check_json(body, options_.max_depth, &err)) {
         // Too deep is refused before anything is stored: nothing downstream may walk it.
@@ -117,8 +130,21 @@ class HttpSource final : public Source {
         return;
       }
       ev.body = std::move(body);
+    } else if (form) {
+      // A form (curl -d, GitHub's default): an object of its fields, `payload` as JSON when
+      // it is JSON, within the same depth limit (flows/json_limits.h, parse_form).
+      flows::JsonError err;
+      auto form = flows::parse_form(body, options_.max_depth, &err);
+      if (!form) {
+        std::string msg = err.too_deep
+                              ? "body's " + err.message
+                              : "body is not valid form data at byte " + std::to_string(err.byte) + ": " + err.message;
+        respond(HttpResponse::error(400, msg));
+        return;
+      }
+      ev.body = flows::write_json(*form);
     } else {
-      // Not JSON: the event is the text, with its content type, as a JSON object.
+      // Neither JSON nor a form: the event is the text, with its content type, as a JSON object.
       ev.body = nlohmann::json{{"body", body}, {"content_type", std::string(req.header("Content-Type"))}}.dump(
           -1, ' ', false, nlohmann::json::error_handler_t::replace);
     }

@@ -52,7 +52,8 @@ class Reader {
   std::chrono::milliseconds duration(const YAML::Node& n, const std::string& field) const {
     auto s = str(n, field);
     auto d = flows::parse_duration(s);
-    if (!d || d->count() <= 0) fail(n, field, "\"" + s + "\" is not a duration (write 250ms, 3s, 1m, 1h)");
+    if (!d || d->count() <= 0)
+      fail(n, field, "\"" + s + "\" is not a duration (write 250ms, 3s, 1m, 1h; " + flows::duration_hint(s) + ")");
     return *d;
   }
 

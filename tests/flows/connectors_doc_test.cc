@@ -76,17 +76,17 @@ TEST_CASE("docs/connectors.md documents every key the flow loader accepts, and n
 
 TEST_CASE("the loader checks keys against the schema table the docs test reads", "[docs]") {
   // Every key of from.http in the table loads; one more does not, and the error lists the
-  // table's keys.
+  // table's keys (a key near one of them names that one alone: teaching_errors_test.cc).
   const std::string ok =
       "flow: f\nfrom: { http: { path: /in/f, hmac: { secret_env: S, header: X-Sig, scheme: github },"
       " bearer: { token_env: T } } }\nto: { out: { http: { url: \"http://127.0.0.1:9/x\" } } }\n";
   CHECK(weir::flows::load_flow_text(ok, "f.yaml").diagnostics.empty());
   std::string bad = ok;
-  bad.replace(bad.find("path:"), 5, "paths: /x, path:");
+  bad.replace(bad.find("path:"), 5, "endpoint: /x, path:");
   auto r = weir::flows::load_flow_text(bad, "f.yaml");
   REQUIRE(r.diagnostics.size() == 1);
   std::string message = r.diagnostics[0].str();
-  CHECK(message.find("unknown key \"paths\" in from.http") != std::string::npos);
+  CHECK(message.find("unknown key \"endpoint\" in from.http") != std::string::npos);
   for (std::string_view key : weir::flows::schema::kHttpSource)
     CHECK(message.find(std::string(key)) != std::string::npos);
 }

@@ -241,7 +241,7 @@ TEST_CASE("compile errors carry an offset", "[expr][errors]") {
   CHECK(e.message.find("expected a value") != std::string::npos);
   CHECK(e.offset == 8);
   e = compile_err("numbr(this.a)");
-  CHECK(e.message == "unknown function 'numbr'");
+  CHECK(e.message == "unknown function 'numbr' (did you mean number?)");
   CHECK(e.offset == 0);
   e = compile_err("this.a == foo");
   CHECK(e.message.find("unknown name 'foo'") != std::string::npos);

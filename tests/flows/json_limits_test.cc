@@ -292,3 +292,27 @@ TEST_CASE("the quick JSON scan never says yes where nlohmann says no, and builds
   CHECK(quick_yes > 1000);  // the mutations also leave valid JSON the scan must take
   CHECK(quick_built > 1000);
 }
+
+TEST_CASE("parse_form: fields decoded, repeats as arrays, payload as JSON, errors with their byte", "[json][form]") {
+  using weir::flows::parse_form;
+  weir::flows::JsonError err;
+  auto f = parse_form("a=1&b=x+y%20z&b=2&c&=e&&d=%E2%82%AC", 128, &err);
+  REQUIRE(f);
+  CHECK(*f == nlohmann::json::parse(R"({"a":"1","b":["x y z","2"],"c":"","":"e","d":"€"})"));
+  CHECK(*parse_form("", 128, &err) == nlohmann::json::object());
+  // GitHub's payload field: JSON when it is JSON, text otherwise.
+  CHECK(*parse_form("payload=%7B%22n%22%3A%5B1%5D%7D", 128, &err) == nlohmann::json::parse(R"({"payload":{"n":[1]}})"));
+  CHECK(*parse_form("payload=not+json", 128, &err) == nlohmann::json::parse(R"({"payload":"not json"})"));
+  // Errors.
+  CHECK_FALSE(parse_form("a=1&b=%4", 128, &err));
+  CHECK(err.byte == 7);
+  CHECK(err.message == "a '%' not followed by two hex digits");
+  CHECK_FALSE(parse_form("a=%C3%28", 128, &err));
+  CHECK(err.message == "a field that is not UTF-8 once percent-decoded");
+  err = {};
+  CHECK_FALSE(parse_form("x=1&payload=%5B%5B%5B%5D%5D%5D", 3, &err));  // depth 3 inside the object: 4
+  CHECK(err.too_deep);
+  CHECK(err.byte == 13);
+  INFO(err.message);
+  CHECK(err.message.find("payload is JSON nested deeper than 2 levels inside the event (http.max_depth 3)") == 0);
+}

@@ -49,7 +49,9 @@ TEST_CASE("parse_duration", "[text]") {
   CHECK(parse_duration("1m") == milliseconds(60000));
   CHECK(parse_duration("1h") == milliseconds(3600000));
   CHECK(parse_duration("1500us") == milliseconds(2));  // rounded to the nearest ms
-  CHECK(parse_duration("100") == milliseconds(100));   // bare number: ms
+  CHECK_FALSE(parse_duration("100"));                  // a number needs its unit (flows/text.h)
+  CHECK_FALSE(parse_duration("0"));
+  CHECK(parse_duration("0ms") == milliseconds(0));
   CHECK(parse_duration(" 2s ") == milliseconds(2000));
   CHECK(parse_duration("2 s") == milliseconds(2000));
   CHECK_FALSE(parse_duration(""));

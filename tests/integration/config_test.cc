@@ -72,6 +72,30 @@ TEST_CASE("a flow error while the NATS connections are being opened exits 2 at o
   }
 }
 
+// A secret variable a flow names but the environment lacks: weir run says which, where,
+// and exits 2 before any listener or the embedded nats-server starts (flows/flow.h,
+// unset_secret_variables; `weir validate` warns about the same).
+TEST_CASE("an unset secret variable stops weir run before anything starts", "[integration][config][secrets]") {
+  const std::string flow =
+      "flow: hook\nfrom: { http: { path: /in/hook, hmac: { secret_env: WEIR_ITEST_UNSET_HOOK_SECRET } } }\n"
+      "steps: []\nto: { out: { http: { url: \"http://127.0.0.1:9/out\" } } }\n";
+  REQUIRE(std::getenv("WEIR_ITEST_UNSET_HOOK_SECRET") == nullptr);
+  WeirProcess weir({.flows = {{"hook.yaml", flow}}});  // embedded nats-server: none may start
+  weir.spawn();
+  auto code = weir.process().wait_exit(15s);
+  INFO(weir.describe());
+  REQUIRE(code.has_value());
+  CHECK(*code == 2);
+  const std::string out = weir.log();
+  INFO(out);
+  CHECK(contains(out,
+                 "hook.yaml:2:53: environment variable WEIR_ITEST_UNSET_HOOK_SECRET "
+                 "(from.http.hmac.secret_env) is not set"));
+  CHECK(contains(out, "weir: not started: set the environment variables above"));
+  CHECK_FALSE(contains(out, "listening"));
+  CHECK_FALSE(contains(out, "embedded nats-server started"));
+}
+
 TEST_CASE("configuration errors exit 2 naming the file, the line and the field", "[integration][config]") {
   NatsServer nats;
 

@@ -100,6 +100,11 @@ TEST_CASE("config: unknown keys and bad values are errors naming the place", "[c
   CHECK(error_of(dir.file("b4.yaml")).find("http.max_connection_age") != std::string::npos);
   write_file(dir.file("d.yaml"), "http: { read_timeout: soon }\n");
   CHECK(error_of(dir.file("d.yaml")).find("http.read_timeout") != std::string::npos);
+  // A number without its unit is refused (flows/text.h), the message naming the units.
+  write_file(dir.file("d2.yaml"), "http: { read_timeout: 10 }\n");
+  CHECK(error_of(dir.file("d2.yaml"))
+            .find("http.read_timeout: \"10\" is not a duration (write 250ms, 3s, 1m, 1h; a "
+                  "duration needs a unit: write 10s or 10ms (units: us, ms, s, m, h))") != std::string::npos);
   write_file(dir.file("e.yaml"), "log: { format: xml }\n");
   CHECK(error_of(dir.file("e.yaml")).find("log.format") != std::string::npos);
   write_file(dir.file("f.yaml"), "backlog: { max_delay: short }\n");
