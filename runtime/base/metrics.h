@@ -67,6 +67,9 @@ class Metrics {
   uint64_t acked(const std::string& flow, const std::string& stage) const;
   // Events sources handed to JetStream and still waiting for their PubAck (whole process).
   std::atomic<int64_t> ingress_pending{0};
+  // SIGHUP reloads by outcome (docs/adr/0306-reload-on-sighup.md).
+  std::atomic<uint64_t> reloads_ok{0};
+  std::atomic<uint64_t> reloads_failed{0};
 
  private:
   mutable Mutex mu_;
