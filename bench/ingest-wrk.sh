@@ -15,6 +15,10 @@
 #
 #   bench/ingest-wrk.sh [seconds=10] [connections=32] [repetitions=3]
 #   BUILD=build-x bench/ingest-wrk.sh 5 32 1
+#   TLS=1 bench/ingest-wrk.sh 10 32 3     # http-in over TLS (ADR 0305), keep-alive as ever
+# With TLS=1 weir's http-in takes a certificate made here by openssl (P-256, self-signed)
+# and wrk posts over https (one handshake per connection, then keep-alive); the sink and
+# the HTTP ceiling stay plain. The JSON says "tls": true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
@@ -26,6 +30,10 @@ for tool in weir weir-sink weir-jsbench; do
 done
 command -v wrk >/dev/null || { echo "ingest-wrk: wrk missing (apt-get install wrk)" >&2; exit 2; }
 command -v nats-server >/dev/null || { echo "ingest-wrk: nats-server missing" >&2; exit 2; }
+tls=${TLS:-0}
+if [ "$tls" = 1 ]; then
+  command -v openssl >/dev/null || { echo "ingest-wrk: openssl missing" >&2; exit 2; }
+fi
 
 work=$(mktemp -d /tmp/weir-ingest-wrk.XXXXXX)
 pids=()
@@ -70,7 +78,16 @@ to:
 EOF
 http_port=$(free_port)
 admin_port=$(free_port)
-"$build/weir" run --nats "$nats_url" --flows "$work/flows" --data-dir "$work/data" \
+scheme=http
+config_args=()
+if [ "$tls" = 1 ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=localhost \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$work/tls.key" -out "$work/tls.pem" 2>/dev/null
+  printf 'http: { tls: { cert_file: %s, key_file: %s } }\n' "$work/tls.pem" "$work/tls.key" > "$work/weir.yaml"
+  config_args=(--config "$work/weir.yaml")
+  scheme=https
+fi
+"$build/weir" run "${config_args[@]}" --nats "$nats_url" --flows "$work/flows" --data-dir "$work/data" \
   --http "127.0.0.1:$http_port" --admin "127.0.0.1:$admin_port" > "$work/weir.log" 2>&1 &
 pids+=($!)
 weir_pid=$!
@@ -79,7 +96,7 @@ for _ in $(seq 1 1000); do
   sleep 0.01
 done
 curl -sf "http://127.0.0.1:$admin_port/readyz" >/dev/null || { log "weir not ready"; cat "$work/weir.log" >&2; exit 1; }
-log "weir pid $weir_pid on 127.0.0.1:$http_port"
+log "weir pid $weir_pid on $scheme://127.0.0.1:$http_port"
 
 wrk_json() { grep '^WRKJSON ' | sed 's/^WRKJSON //'; }
 sink_stat() { curl -s "$sink/stats" | jq -r "$1"; }
@@ -101,7 +118,7 @@ for rep in $(seq 1 "$reps"); do
   curl -s -X POST "$sink/reset" >/dev/null
   cpu0=$(cpu_ticks "$weir_pid")
   WRK_ACKED_IDS="$work/acked.ids" wrk -t2 -c"$conns" -d"${seconds}s" -s bench/wrk/post.lua \
-    "http://127.0.0.1:$http_port/in/pass" > "$work/wrk.out"
+    "$scheme://127.0.0.1:$http_port/in/pass" > "$work/wrk.out"
   wrk_weir=$(wrk_json < "$work/wrk.out")
   sort -u "$work/acked.ids" > "$work/acked.sorted"
   acked=$(wc -l < "$work/acked.sorted")
@@ -149,12 +166,12 @@ for rep in $(seq 1 "$reps"); do
 done
 
 rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$weir_pid/status")
-echo "$results" | jq --arg conns "$conns" --arg secs "$seconds" --argjson rss "$rss_kb" \
+echo "$results" | jq --arg conns "$conns" --arg secs "$seconds" --argjson rss "$rss_kb" --argjson tls "$([ "$tls" = 1 ] && echo true || echo false)" \
   --arg machine "$(uname -m) $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)" '
   def med: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def agg(f): [.[] | f] as $v | {median: ($v | med), min: ($v | min), max: ($v | max)};
   {scenario: "wrk -t2 -c\($conns) -d\($secs)s POST ~300 B JSON → weir http-in → pass-through flow → http sink → weir-sink",
-   machine: $machine, repetitions: length,
+   machine: $machine, repetitions: length, tls: $tls,
    ingest_per_s: agg(.ingest_per_s), delivered_per_s: agg(.delivered_per_s),
    http_ceiling_per_s: agg(.http_ceiling_per_s), js_publish_per_s: agg(.js_publish_per_s),
    ratio_ingest_over_http: agg(.ratios.ingest_over_http), ratio_delivered_over_http: agg(.ratios.delivered_over_http),

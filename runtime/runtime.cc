@@ -46,6 +46,8 @@ const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : "SIGINT";
 // SIGTERM/SIGINT, taken by a thread of its own from the start (blocked in every thread by
 // main), so a signal during start-up (NATS still coming up, flows starting) stops weir
 // cleanly too (exit 0). Its destructor ends the thread when no signal came.
+// SIGHUP (docs/adr/0306-reload-on-sighup.md) runs the reload set by on_reload(), on this
+// thread, one at a time; before one is set (start-up) it is logged and ignored.
 class SignalWatch {
  public:
   SignalWatch() : thread_([this] { watch(); }) {}
@@ -66,6 +68,11 @@ class SignalWatch {
     lock.wait(cv_, [&] { return taken(); });
     return signal_.load();
   }
+  // Set once serving (the reload needs the running flows); cleared by the destructor's join.
+  void on_reload(std::function<void()> reload) {
+    MutexLock lock(reload_mu_);
+    reload_ = std::move(reload);
+  }
 
  private:
   void watch() {
@@ -74,9 +81,21 @@ class SignalWatch {
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);  // main blocks them too; sigwait needs it here
     int sig = 0;
-    sigwait(&set, &sig);
+    while (sigwait(&set, &sig) == 0 && sig == SIGHUP && !over_.load()) {
+      std::function<void()> reload;
+      {
+        MutexLock lock(reload_mu_);
+        reload = reload_;
+      }
+      if (reload) {
+        reload();
+      } else {
+        log::warn("SIGHUP ignored: weir is not serving yet", {});
+      }
+    }
     if (over_.load()) return;
     {
       MutexLock lock(mu_);
@@ -91,6 +110,8 @@ class SignalWatch {
   std::condition_variable cv_;
   std::atomic<int> signal_{0};
   std::atomic<bool> over_{false};
+  Mutex reload_mu_;
+  std::function<void()> reload_ GUARDED_BY(reload_mu_);
   std::thread thread_;  // last: starts once the rest is built
 };
 
@@ -260,6 +281,10 @@ struct Runtime::Impl {
                    config_name(), config.admin.listen.c_str());
       return false;
     }
+    if (!token->empty() && !config.admin.tls.enabled() && !is_loopback_listen(config.admin.listen)) {
+      log::warn("the admin token travels in clear text: admin.listen is off loopback without admin.tls",
+                {{"listen", config.admin.listen}});
+    }
     return true;
   }
 
@@ -276,6 +301,8 @@ struct Runtime::Impl {
     ao.max_connections = static_cast<size_t>(config.admin.max_connections);
     ao.max_connections_per_client = static_cast<size_t>(config.admin.max_connections_per_client);
     ao.check_header = admin->header_check();  // the token before the body (docs/admin-api.md)
+    ao.tls_cert_file = config.admin.tls.cert_file;
+    ao.tls_key_file = config.admin.tls.key_file;
     auto as = HttpServer::create(io, ao, admin->handler());
     if (!as) {
       log::error("cannot start the admin API", {{"error", as.status().message()}});
@@ -291,6 +318,8 @@ struct Runtime::Impl {
     io_opts.max_connections = static_cast<size_t>(config.http.max_connections);
     io_opts.max_connections_per_client = static_cast<size_t>(config.http.max_connections_per_client);
     io_opts.max_connection_age = config.http.max_connection_age;
+    io_opts.tls_cert_file = config.http.tls.cert_file;
+    io_opts.tls_key_file = config.http.tls.key_file;
     auto is = HttpServer::create(io, io_opts,
                                  [this](HttpRequest& req, Responder r) { router.handle(req, std::move(r)); });
     if (!is) {
@@ -301,6 +330,9 @@ struct Runtime::Impl {
     // The bound addresses, once, machine-readable (the `listening` line tests and scripts read).
     host->set_listen(ingress_server->address(), admin_server->address());
     log::info("listening", {{"http", ingress_server->address()}, {"admin", admin_server->address()}});
+    if (ingress_server->tls() || admin_server->tls()) {  // ADR 0305
+      log::info("TLS", {{"http", ingress_server->tls() ? "on" : "off"}, {"admin", admin_server->tls() ? "on" : "off"}});
+    }
     log::startup("listeners bound");
     return Status::ok();
   }
@@ -529,10 +561,40 @@ struct Runtime::Impl {
       return exit_code_for(s);
     }
     announce_ready(format);
+    watch.on_reload([this] { reload(); });
     const int sig = watch.wait();
     log::info("signal received, draining", {{"signal", signal_name(sig)}});
     drain();
     return 0;
+  }
+
+  // SIGHUP (docs/adr/0306-reload-on-sighup.md), on the signal thread: the listeners'
+  // certificates read again, then the flows dir. One log line and one count for the outcome.
+  void reload() {
+    log::info("SIGHUP: reloading", {{"flows", config.flows}});
+    std::vector<std::string> errors;
+    int certificates = 0;
+    for (HttpServer* s : {ingress_server.get(), admin_server.get()}) {
+      if (!s || !s->tls()) continue;
+      if (Status st = s->reload_tls(); !st) {
+        errors.push_back(st.message() + " (the certificate in use stays)");
+      } else {
+        ++certificates;
+      }
+    }
+    std::string summary = "nothing changed";
+    if (Status st = host->reload(&summary); !st) errors.push_back(st.message());
+    std::string error;
+    for (const auto& e : errors) error += (error.empty() ? "" : "\n") + e;
+    if (errors.empty()) {
+      ++metrics.reloads_ok;
+      log::info("reload done", {{"result", "ok"}, {"flows", summary}, {"certificates", std::to_string(certificates)}});
+    } else {
+      ++metrics.reloads_failed;
+      log::error(
+          "reload failed",
+          {{"result", "failed"}, {"flows", summary}, {"certificates", std::to_string(certificates)}, {"error", error}});
+    }
   }
 
   // Let answers to requests already taken go out (their PubAcks are on the way); those

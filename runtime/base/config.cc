@@ -117,10 +117,24 @@ void read_nats(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
   }
 }
 
+// `tls: { cert_file, key_file }`: both, each a file weir can read now (the files are
+// read again, and their contents checked, when the listener starts and on SIGHUP).
+void read_tls(Reader& r, const YAML::Node& n, const std::string& where, TlsFiles& out) {
+  r.check_keys(n, where, {"cert_file", "key_file"});
+  for (const char* key : {"cert_file", "key_file"}) {
+    const std::string field = where + "." + key;
+    if (!n[key]) r.fail(n, field, "is required (tls needs both cert_file and key_file)");
+    std::string path = r.str(n[key], field);
+    if (path.empty()) r.fail(n[key], field, "must name a PEM file");
+    if (!std::ifstream(path)) r.fail(n[key], field, "cannot read " + path);
+    (std::string(key) == "cert_file" ? out.cert_file : out.key_file) = std::move(path);
+  }
+}
+
 void read_http(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
   r.check_keys(n, "http",
                {"listen", "max_body", "max_header", "read_timeout", "ack_timeout", "max_depth", "max_connections",
-                "max_connections_per_client", "max_connection_age"});
+                "max_connections_per_client", "max_connection_age", "tls"});
   if (n["listen"]) c.http.listen = r.str(n["listen"], "http.listen");
   if (n["max_body"]) c.http.max_body = r.size(n["max_body"], "http.max_body");
   if (n["max_header"]) c.http.max_header = r.size(n["max_header"], "http.max_header");
@@ -139,6 +153,7 @@ void read_http(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
   if (n["max_connection_age"]) {
     c.http.max_connection_age = r.duration(n["max_connection_age"], "http.max_connection_age");
   }
+  if (n["tls"]) read_tls(r, n["tls"], "http.tls", c.http.tls);
 }
 
 std::string not_env_name(const std::string& v) {
@@ -160,7 +175,7 @@ std::string not_host(const std::string& v) {
 void read_admin(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
   r.check_keys(n, "admin",
                {"listen", "token_env", "max_connections", "max_connections_per_client", "allow_exec", "allow_env",
-                "allow_hosts"});
+                "allow_hosts", "tls"});
   if (n["listen"]) c.admin.listen = r.str(n["listen"], "admin.listen");
   if (n["token_env"]) c.admin.token_env = r.str(n["token_env"], "admin.token_env");
   if (n["max_connections"])
@@ -179,6 +194,7 @@ void read_admin(Reader& r, const YAML::Node& n, RuntimeConfig& c) {
     if (c.admin.allow_hosts.empty())
       r.fail(n["allow_hosts"], "admin.allow_hosts", "must name at least one host (leave it out to allow any)");
   }
+  if (n["tls"]) read_tls(r, n["tls"], "admin.tls", c.admin.tls);
 }
 
 void read_cluster(Reader& r, const YAML::Node& n, RuntimeConfig& c) {

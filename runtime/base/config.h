@@ -16,6 +16,14 @@ struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A listener's certificate (docs/configuration.md, ADR 0305): both PEM files, or neither
+// (plain HTTP). Re-read on SIGHUP (ADR 0306).
+struct TlsFiles {
+  std::string cert_file;  // the certificate chain, leaf first
+  std::string key_file;   // its private key (unencrypted PEM)
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 struct RuntimeConfig {
   struct Nats {
     std::string url;  // empty: spawn the embedded nats-server
@@ -41,6 +49,7 @@ struct RuntimeConfig {
     int max_connections_per_client = 0;
     // A keep-alive connection older than this is closed after its next answer.
     std::chrono::milliseconds max_connection_age{300000};
+    TlsFiles tls;  // set: http-in speaks HTTPS only
   } http;
   struct Admin {
     std::string listen = "127.0.0.1:8081";
@@ -54,6 +63,7 @@ struct RuntimeConfig {
     bool allow_exec = false;
     std::vector<std::string> allow_env;
     std::vector<std::string> allow_hosts;
+    TlsFiles tls;  // set: the admin API speaks HTTPS only
   } admin;
   std::string flows = "./flows";
   struct Cluster {

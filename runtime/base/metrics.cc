@@ -162,6 +162,9 @@ std::string Metrics::render_prometheus() const {
       "# HELP weir_ingress_pending_publishes Source events waiting for their PubAck.\n"
       "# TYPE weir_ingress_pending_publishes gauge\nweir_ingress_pending_publishes " +
       std::to_string(ingress_pending.load()) + "\n";
+  out += "# HELP weir_reloads_total SIGHUP reloads by outcome.\n# TYPE weir_reloads_total counter\n";
+  out += "weir_reloads_total{result=\"ok\"} " + std::to_string(reloads_ok.load()) + "\n";
+  out += "weir_reloads_total{result=\"failed\"} " + std::to_string(reloads_failed.load()) + "\n";
   out +=
       "# HELP weir_nats_connected 1 while weir's NATS connections are up, 0 while one is away.\n"
       "# TYPE weir_nats_connected gauge\nweir_nats_connected " +

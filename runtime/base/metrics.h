@@ -75,6 +75,9 @@ class Metrics {
   // Whether weir's NATS connections are up, asked at each render as weir_nats_connected
   // (1 up, 0 one of them away); without a probe (before they exist) it is 0.
   void set_nats_probe(std::function<bool()> probe);
+  // SIGHUP reloads by outcome (docs/adr/0306-reload-on-sighup.md).
+  std::atomic<uint64_t> reloads_ok{0};
+  std::atomic<uint64_t> reloads_failed{0};
 
  private:
   mutable Mutex mu_;

@@ -408,6 +408,120 @@ ControlResult FlowHost::check_flows_dir(const std::string& name, const std::stri
   return ControlResult::done({});
 }
 
+Status FlowHost::reload(std::string* summary) {
+  if (clustered()) {
+    return Status::conflict("this instance is in cluster " + config_.cluster.name +
+                            ": the registry decides which flows run, not the flows dir (weir deploy, weir promote)");
+  }
+  MutexLock life(lifecycle_mu_);  // no deploy starts a flow and no drain begins meanwhile
+  if (draining_.load() || !serving_.load()) return Status::unavailable("weir is starting or shutting down");
+  auto loaded = load();  // every file compiled, the set checked together
+  if (!loaded) return loaded.status();
+  // The plan, checked whole before anything changes.
+  struct Change {
+    RunningFlow* flow;
+    std::string text;
+  };
+  std::vector<Change> changed;
+  FlowList added;
+  std::vector<std::string> removed;
+  std::string errors;
+  FlowList staying;  // running flows that stay, as started
+  {
+    ReaderLock lock(running_mu_);
+    for (const auto& fr : running_) {
+      auto it = std::find_if(loaded->begin(), loaded->end(), [&](const auto& f) { return f->name() == fr->name(); });
+      if (it == loaded->end()) {
+        removed.push_back(fr->name());
+        continue;
+      }
+      staying.push_back(fr->started_flow());
+      auto text = read_text_file((*it)->file());
+      if (!text) {
+        errors += text.status().message() + "\n";
+        continue;
+      }
+      if (text.value() == fr->running_text()) continue;
+      // As a deploy: a running flow switches its steps only (ADR 0042).
+      if (Status s = same_wiring(fr->running_text(), text.value()); !s) {
+        errors += (*it)->file() + ": cannot switch to this version live: " + s.message() + "\n";
+        continue;
+      }
+      changed.push_back({fr.get(), std::move(text.value())});
+    }
+  }
+  // New flows, those without a chained source first (a chain's upstream must run first).
+  for (int chained = 0; chained < 2; ++chained) {
+    for (const auto& f : loaded.value()) {
+      if (find(f->name()) || std::holds_alternative<flows::FlowSourceSpec>(f->source()) != (chained == 1)) continue;
+      FlowList before = staying;
+      before.insert(before.end(), added.begin(), added.end());
+      if (Status s = check_new_flow(*f, before); !s) {
+        errors += f->file() + ": " + s.message() + "\n";
+        continue;
+      }
+      added.push_back(f);
+    }
+  }
+  // A flow that stays must not read a removed flow's sink.
+  for (const auto& f : staying) {
+    const auto* c = std::get_if<flows::FlowSourceSpec>(&f->source());
+    if (c && std::find(removed.begin(), removed.end(), c->flow) != removed.end()) {
+      errors += f->file() + ": from.flow: reads flow " + c->flow + ", whose file is gone (remove both, or neither)\n";
+    }
+  }
+  if (!errors.empty()) {
+    errors.pop_back();
+    return Status::invalid(errors);
+  }
+  if (!added.empty() || !changed.empty()) {
+    if (Status s = tables_->wait_loaded(kTablesWait); !s) return Status::unavailable(s.message());
+  }
+  // Apply: removals first (their paths and chained sinks free), then switches, then starts.
+  std::string failed;
+  for (const auto& name : removed) {
+    std::unique_ptr<RunningFlow> gone;
+    {
+      WriterLock lock(running_mu_);
+      auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& f) { return f->name() == name; });
+      gone = std::move(*it);
+      running_.erase(it);
+    }
+    // As the drain does for every flow: its source stops taking events, the stage and sinks
+    // finish what they hold; what is left stays in its stream for a later start.
+    gone->stop_source();
+    gone->request_stop();
+    std::vector<std::thread> stoppers;
+    gone->stop_within(stoppers, config_.drain_timeout);
+    for (auto& t : stoppers) t.join();
+    log::info("flow removed", {{"flow", name}, {"by", "reload"}});
+  }
+  for (auto& c : changed) {
+    if (Status s = c.flow->switch_to_file(c.text, config_.drain_timeout); !s) {
+      log::error("flow not switched", {{"flow", c.flow->name()}, {"by", "reload"}, {"error", s.message()}});
+      failed += c.flow->name() + ": " + s.message() + "; ";
+      continue;
+    }
+    log::info("flow replaced", {{"flow", c.flow->name()},
+                                {"file", c.flow->path()},
+                                {"version", std::to_string(c.flow->version())},
+                                {"by", "reload"}});
+  }
+  for (const auto& f : added) {
+    auto text = read_text_file(f->file());
+    if (Status s = text ? start(f, text.value(), false) : text.status(); !s) {
+      log::error("cannot start flow", {{"flow", f->name()}, {"by", "reload"}, {"error", s.message()}});
+      failed += f->name() + ": " + s.message() + "; ";
+      continue;
+    }
+    log::info("flow started", {{"flow", f->name()}, {"file", f->file()}, {"by", "reload"}});
+  }
+  *summary = "added " + std::to_string(added.size()) + ", changed " + std::to_string(changed.size()) + ", removed " +
+             std::to_string(removed.size());
+  if (!failed.empty()) return Status::unavailable(failed.substr(0, failed.size() - 2));
+  return Status::ok();
+}
+
 ControlResult FlowHost::promote(const std::string& name, int64_t version, int64_t expected_active) {
   if (!clustered()) return no_versions(name);
   // A flow no instance runs yet is promoted too: its first active version starts it

@@ -54,6 +54,12 @@ class FlowHost final : public AdminBackend {
   void stop_sources() EXCLUDES(running_mu_);
   void stop_stages(std::chrono::steady_clock::time_point deadline) EXCLUDES(running_mu_);
   void end_drain() RELEASE(lifecycle_mu_);
+  // SIGHUP (docs/adr/0306-reload-on-sighup.md): the flows dir read again and the running
+  // flows made to match it — removed flows stop, changed ones switch as a deploy does, new
+  // ones start — each change logged. Every file is compiled and checked first: any error
+  // (with the refusals of a deploy) and nothing changes. Standalone only (clustered, the
+  // registry decides what runs). `*summary`: what changed ("added a, changed b, …").
+  Status reload(std::string* summary) EXCLUDES(lifecycle_mu_, running_mu_);
   // At destruction: stops every part at once; then clear() drops the flows.
   void stop_all() EXCLUDES(running_mu_);
   void clear() EXCLUDES(running_mu_);

@@ -436,6 +436,17 @@ ControlResult RunningFlow::replace_file(const std::string& body, std::chrono::mi
   return ControlResult::created({{"flow", name()}, {"version", version}, {"file", path_}});
 }
 
+Status RunningFlow::switch_to_file(const std::string& text, std::chrono::milliseconds pause_timeout) {
+  const int64_t version = version_.load() + 1;
+  if (Status s = versions_->load(version, text); !s) return s;
+  if (!stage_->pause(pause_timeout)) {
+    versions_->resume(version_.load());
+    return Status::unavailable("the running batch did not finish in time; the old version runs on");
+  }
+  versions_->resume(version);
+  return Status::ok();
+}
+
 void RunningFlow::stop_source() {
   if (source_) source_->stop();
 }

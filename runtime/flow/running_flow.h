@@ -114,6 +114,9 @@ class RunningFlow {
   // Standalone deploy (ADR 0043): compiles `body` as the next version, replaces the flow
   // file atomically, pauses (up to `pause_timeout`) and switches to it.
   ControlResult replace_file(const std::string& body, std::chrono::milliseconds pause_timeout);
+  // Reload (ADR 0306): `text`, already in the flow file, as the next version — the switch
+  // of replace_file without writing the file. invalid or unavailable, saying why.
+  Status switch_to_file(const std::string& text, std::chrono::milliseconds pause_timeout);
 
   // Drain, in order: stop_source(); request_stop(); stop_within() (one thread per stage,
   // appended to `stoppers`, sinks bounded by `sink_budget`). stop() does it all at once.

@@ -7,14 +7,21 @@
 #include <atomic>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <nlohmann/json.hpp>
 
 #include "runtime/base/log.h"
+#include "runtime/base/thread_annotations.h"
 
 namespace weir {
 
@@ -69,6 +76,51 @@ bool is_loopback_listen(std::string_view listen) {
 }
 
 namespace {
+
+using TlsStream = beast::ssl_stream<tcp::socket>;
+template <class Stream>
+constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
+
+// TLS 1.2's suites (docs/adr/0305-tls-listeners.md): ECDHE key exchange and AEAD ciphers
+// only, as Mozilla's "intermediate" server profile; TLS 1.3 keeps OpenSSL's default suites
+// (all of them AEAD with forward secrecy).
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+// A server context with the listener's certificate: invalid naming the file when it does
+// not load (no file contents are quoted).
+Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const std::string& server, const std::string& cert,
+                                                             const std::string& key) {
+  using ctx_t = asio::ssl::context;
+  auto ctx = std::make_shared<ctx_t>(ctx_t::tls_server);
+  ctx->set_options(ctx_t::default_workarounds | ctx_t::no_sslv2 | ctx_t::no_sslv3 | ctx_t::no_tlsv1 |
+                   ctx_t::no_tlsv1_1 | ctx_t::no_compression | ctx_t::single_dh_use);
+  SSL_CTX* native = ctx->native_handle();
+  SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
+  SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION);
+  SSL_CTX_set_cipher_list(native, kTls12Ciphers);
+  // An encrypted key fails to load instead of OpenSSL asking for its passphrase on the
+  // terminal (a service has none).
+  ctx->set_password_callback([](std::size_t, ctx_t::password_purpose) { return std::string(); });
+  const std::string what = server + " TLS: ";
+  boost::system::error_code ec;
+  ctx->use_certificate_chain_file(cert, ec);
+  if (ec) {
+    ERR_clear_error();
+    return Status::invalid(what + "cannot load cert_file " + cert + ": " + ec.message());
+  }
+  ctx->use_private_key_file(key, ctx_t::pem, ec);
+  if (ec) {
+    ERR_clear_error();
+    return Status::invalid(what + "cannot load key_file " + key + " (an unencrypted PEM key): " + ec.message());
+  }
+  if (SSL_CTX_check_private_key(native) != 1) {
+    ERR_clear_error();
+    return Status::invalid(what + "key_file " + key + " is not the key of cert_file " + cert);
+  }
+  return ctx;
+}
 
 // The request line and header of a Beast request, as HttpRequest sees them; the body is
 // the subclass's.
@@ -186,33 +238,85 @@ class Deadline : public std::enable_shared_from_this<Deadline> {
   bool stopped_ = false;
 };
 
-// A session's socket with its deadline; the deadline stops when this goes.
+inline tcp::socket& lowest(tcp::socket& s) { return s; }
+inline tcp::socket& lowest(TlsStream& s) { return s.next_layer(); }
+
+// A session's stream (the socket, or TLS over it) with its deadline on the socket; the
+// deadline stops when this goes. `tls` is the TLS stream's context (null for a socket).
+template <class Stream>
 struct Connection {
-  explicit Connection(tcp::socket s) : socket(std::move(s)), deadline(std::make_shared<Deadline>(socket)) {
+  Connection(tcp::socket s, asio::ssl::context* tls)
+      : stream(make(std::move(s), tls)), deadline(std::make_shared<Deadline>(socket())) {
     // Synchronous operations on it (write_answer's first try) return would_block instead
     // of waiting; Asio's asynchronous ones do not change.
     boost::system::error_code ignored;
-    socket.non_blocking(true, ignored);
+    socket().non_blocking(true, ignored);
   }
   ~Connection() { deadline->stop(); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
-  tcp::socket socket;
+  tcp::socket& socket() { return lowest(stream); }
+  Stream stream;
   std::shared_ptr<Deadline> deadline;
+
+ private:
+  static Stream make(tcp::socket s, asio::ssl::context* tls) {
+    if constexpr (kIsTls<Stream>) {
+      return Stream(std::move(s), *tls);
+    } else {
+      (void)tls;
+      return s;
+    }
+  }
 };
+
+// TLS: the server handshake within `timeout`; false (the socket closed) when it fails — a
+// client that sends plain HTTP fails at its first bytes. Plain: nothing to do.
+template <class Stream>
+awaitable<bool> handshake(Connection<Stream>& c, std::chrono::milliseconds timeout) {
+  if constexpr (kIsTls<Stream>) {
+    boost::system::error_code ec;
+    c.deadline->expires_after(timeout);
+    co_await c.stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      c.socket().close(ec);
+      co_return false;
+    }
+  } else {
+    (void)c;
+    (void)timeout;
+  }
+  co_return true;
+}
+
+// After the last answer: plain, the send side is shut; TLS, close_notify is sent and the
+// peer's awaited, bounded (a peer that never sends its own is closed at the deadline).
+template <class Stream>
+awaitable<void> shutdown_send(Connection<Stream>& c, boost::system::error_code& ec) {
+  if constexpr (kIsTls<Stream>) {
+    c.deadline->expires_after(std::chrono::milliseconds(500));
+    co_await c.stream.async_shutdown(asio::redirect_error(use_awaitable, ec));
+  } else {
+    c.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+}
 
 // Writes an answer: what the socket takes now (an answer is a few hundred bytes, so
 // usually all of it), the rest asynchronously. Asio's async_write posts its completion
 // even when its first send wrote everything, and every posted completion costs the io
 // thread one more loop turn (an epoll_wait) per request (ADR 0262).
-awaitable<void> write_answer(Connection& stream, http::response<http::string_body>& res,
+// TLS writes asynchronously only: a synchronous TLS write stopped by would_block would
+// leave a record half sent.
+template <class Stream>
+awaitable<void> write_answer(Connection<Stream>& c, http::response<http::string_body>& res,
                              boost::system::error_code& ec) {
   http::response_serializer<http::string_body> sr{res};
-  http::write(stream.socket, sr, ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+  if constexpr (!kIsTls<Stream>) {
+    http::write(c.stream, sr, ec);
+    if (ec != asio::error::would_block && ec != asio::error::try_again) co_return;
     ec = {};
-    co_await http::async_write(stream.socket, sr, asio::redirect_error(use_awaitable, ec));
   }
+  co_await http::async_write(c.stream, sr, asio::redirect_error(use_awaitable, ec));
 }
 
 class BeastServer final : public HttpServer, public std::enable_shared_from_this<BeastServer> {
@@ -224,6 +328,7 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
   }
 
   Status listen() {
+    if (Status s = reload_tls(); !s) return s;  // the certificate first: a bad one binds nothing
     auto colon = options_.listen.rfind(':');
     if (colon == std::string::npos) return Status::invalid("listen address must be host:port, got " + options_.listen);
     std::string host = options_.listen.substr(0, colon);
@@ -255,6 +360,17 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
 
   std::string address() const override { return address_; }
   size_t open_connections() const override { return connections_.load(); }
+
+  bool tls() const override { return !options_.tls_cert_file.empty(); }
+
+  Status reload_tls() override {
+    if (!tls()) return Status::ok();
+    auto ctx = make_tls_context(options_.name, options_.tls_cert_file, options_.tls_key_file);
+    if (!ctx) return ctx.status();
+    MutexLock lock(tls_mu_);
+    tls_ = std::move(ctx.value());
+    return Status::ok();
+  }
 
   void stop_accepting() override {
     asio::post(ioc_, [self = shared_from_this()] {
@@ -295,38 +411,68 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
         }
         ++refusing_;
         const char* why = all_full ? "too many open connections" : "too many open connections from this client";
-        asio::co_spawn(
-            ioc_,
-            [self = shared_from_this(), s = std::move(socket), why]() mutable {
-              return self->refuse(std::move(s), why);
-            },
-            asio::detached);
+        if (auto ctx = tls_context()) {
+          asio::co_spawn(
+              ioc_,
+              [self = shared_from_this(), s = std::move(socket), why, ctx]() mutable {
+                return self->refuse<TlsStream>(std::move(s), why, ctx);
+              },
+              asio::detached);
+        } else {
+          asio::co_spawn(
+              ioc_,
+              [self = shared_from_this(), s = std::move(socket), why]() mutable {
+                return self->refuse<tcp::socket>(std::move(s), why, nullptr);
+              },
+              asio::detached);
+        }
         continue;
       }
       ++connections_;
       ++per_client_[client];
-      asio::co_spawn(
-          ioc_,
-          [self = shared_from_this(), s = std::move(socket), client = std::move(client)]() mutable {
-            return self->session(std::move(s), std::move(client));
-          },
-          asio::detached);
+      // Each connection keeps the context it started with: a reload_tls() meanwhile gives
+      // the next one the new certificate.
+      if (auto ctx = tls_context()) {
+        asio::co_spawn(
+            ioc_,
+            [self = shared_from_this(), s = std::move(socket), client = std::move(client), ctx]() mutable {
+              return self->session<TlsStream>(std::move(s), std::move(client), ctx);
+            },
+            asio::detached);
+      } else {
+        asio::co_spawn(
+            ioc_,
+            [self = shared_from_this(), s = std::move(socket), client = std::move(client)]() mutable {
+              return self->session<tcp::socket>(std::move(s), std::move(client), nullptr);
+            },
+            asio::detached);
+      }
     }
+  }
+
+  std::shared_ptr<asio::ssl::context> tls_context() {
+    MutexLock lock(tls_mu_);
+    return tls_;
   }
 
   // A connection past max_connections: 503 with Retry-After, closed without reading the
   // request (the drain in reject_and_close only keeps the answer from being reset).
-  awaitable<void> refuse(tcp::socket socket, const char* why) {
-    Connection stream(std::move(socket));
-    HttpResponse r = HttpResponse::error(503, why);
-    r.headers.emplace_back("Retry-After", "1");
-    co_await reject_and_close(stream, std::move(r));
+  // Over TLS the refusal follows a handshake (bounded as the answer's write is).
+  template <class Stream>
+  awaitable<void> refuse(tcp::socket socket, const char* why, std::shared_ptr<asio::ssl::context> tls) {
+    Connection<Stream> stream(std::move(socket), tls.get());
+    if (co_await handshake(stream, std::chrono::seconds(2))) {
+      HttpResponse r = HttpResponse::error(503, why);
+      r.headers.emplace_back("Retry-After", "1");
+      co_await reject_and_close(stream, std::move(r));
+    }
     --refusing_;
   }
 
   // Writes an error answer, then closes politely: shut the send side and drain what the
   // client is still sending, so it reads our answer instead of a reset (platform notes).
-  awaitable<void> reject_and_close(Connection& stream, HttpResponse r) {
+  template <class Stream>
+  awaitable<void> reject_and_close(Connection<Stream>& stream, HttpResponse r) {
     http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
     res.set(http::field::content_type, r.content_type);
     for (auto& [k, v] : r.headers) res.set(k, v);
@@ -336,20 +482,23 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
     boost::system::error_code ec;
     stream.deadline->expires_after(std::chrono::seconds(2));
     co_await write_answer(stream, res, ec);
-    stream.socket.shutdown(tcp::socket::shutdown_send, ec);
-    char sink[4096];
-    stream.deadline->expires_after(std::chrono::milliseconds(500));
-    for (int i = 0; i < 256 && !ec; ++i) {
-      co_await stream.socket.async_read_some(asio::buffer(sink), asio::redirect_error(use_awaitable, ec));
+    co_await shutdown_send(stream, ec);
+    if constexpr (!kIsTls<Stream>) {  // TLS: the shutdown read up to the peer's close_notify
+      char sink[4096];
+      stream.deadline->expires_after(std::chrono::milliseconds(500));
+      for (int i = 0; i < 256 && !ec; ++i) {
+        co_await stream.socket().async_read_some(asio::buffer(sink), asio::redirect_error(use_awaitable, ec));
+      }
     }
-    stream.socket.close(ec);
+    stream.socket().close(ec);
   }
 
   // Reads one request into `parser`. Returns 0 when it is complete, -1 when the
   // connection should just close (client gone, slow client), or the status to reject
   // it with (`*why` says why) before closing; `*early` holds check_header's answer
   // instead when it refused the request (the status is then its status).
-  awaitable<int> read_request(Connection& stream, beast::flat_buffer& buffer,
+  template <class Stream>
+  awaitable<int> read_request(Connection<Stream>& stream, beast::flat_buffer& buffer,
                               http::request_parser<http::string_body>& parser, std::string* why,
                               std::optional<HttpResponse>* early) {
     boost::system::error_code ec;
@@ -375,7 +524,7 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
         *why = "request headers too large";
         co_return 431;
       }
-      size_t n = co_await stream.socket.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+      size_t n = co_await stream.stream.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
       if (ec) co_return -1;  // closed, reset or too slow
       buffer.commit(n);
     }
@@ -386,7 +535,7 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
     put_buffered(buffer, parser, ec);
     if (ec == http::error::need_more) {  // cannot happen after a complete header block; Beast's word rules
       ec = {};
-      co_await http::async_read_header(stream.socket, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      co_await http::async_read_header(stream.stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     }
     if (!ec) {
       // 3. Framing.
@@ -403,7 +552,7 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
       if (!parser.is_done()) put_buffered(buffer, parser, ec);
       if (ec == http::error::need_more) ec = {};
       if (!ec && !parser.is_done()) {
-        co_await http::async_read(stream.socket, buffer, parser, asio::redirect_error(use_awaitable, ec));
+        co_await http::async_read(stream.stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
       }
     }
     if (!ec) co_return 0;
@@ -476,9 +625,11 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
     }
   };
 
-  awaitable<void> session(tcp::socket socket, std::string client) {
+  template <class Stream>
+  awaitable<void> session(tcp::socket socket, std::string client, std::shared_ptr<asio::ssl::context> tls) {
     ConnectionCount count{connections_, per_client_, std::move(client)};
-    Connection stream(std::move(socket));
+    Connection<Stream> stream(std::move(socket), tls.get());
+    if (!co_await handshake(stream, options_.read_timeout)) co_return;
     const auto born = std::chrono::steady_clock::now();
     // Bounded: Beast holds a chunk-size line (with its extensions) and the trailer section
     // whole and counts them against neither header_limit nor body_limit; body bytes and
@@ -501,14 +652,14 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
         co_return;
       }
       if (rejected < 0) {
-        stream.socket.close(ec);
+        stream.socket().close(ec);
         co_return;
       }
       stream.deadline->expires_never();
       BeastRequest request(parser.release());
-      auto slot = std::make_shared<ResponseSlot>(stream.socket.get_executor());
+      auto slot = std::make_shared<ResponseSlot>(stream.socket().get_executor());
       {
-        auto ex = stream.socket.get_executor();
+        auto ex = stream.socket().get_executor();
         Responder respond = [slot, ex, &ioc = ioc_](HttpResponse r) {
           // On the io thread (http-in's PubAcks, ADR 0130): no post, no wake-up.
           if (ioc.get_executor().running_in_this_thread()) {
@@ -545,8 +696,8 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
       stream.deadline->expires_after(options_.read_timeout);
       co_await write_answer(stream, res, ec);
       if (ec || !keep) {
-        stream.socket.shutdown(tcp::socket::shutdown_send, ec);
-        stream.socket.close(ec);
+        if (!ec || !kIsTls<Stream>) co_await shutdown_send(stream, ec);
+        stream.socket().close(ec);
         co_return;
       }
     }
@@ -568,6 +719,9 @@ class BeastServer final : public HttpServer, public std::enable_shared_from_this
   static constexpr size_t kMaxRefusing = 64;
   size_t refusing_ = 0;
   bool accepted_any_ = false;  // io thread: for the start-up timeline's "first accept"
+  // The TLS context new connections take (null: plain HTTP); replaced by reload_tls().
+  Mutex tls_mu_;
+  std::shared_ptr<asio::ssl::context> tls_ GUARDED_BY(tls_mu_);
 };
 
 // Keeps the shared_ptr-owned server alive behind the unique_ptr the API hands out.
@@ -578,6 +732,8 @@ class ServerHandle final : public HttpServer {
   std::string address() const override { return s_->address(); }
   void stop_accepting() override { s_->stop_accepting(); }
   size_t open_connections() const override { return s_->open_connections(); }
+  bool tls() const override { return s_->tls(); }
+  Status reload_tls() override { return s_->reload_tls(); }
 
  private:
   std::shared_ptr<BeastServer> s_;

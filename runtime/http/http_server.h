@@ -24,6 +24,11 @@
 // `check_header`, when set, sees each request once its header is read and before its
 // body is: an answer it returns is sent (Connection: close) and the body is never read
 // (the admin token, docs/admin-api.md).
+// TLS (docs/adr/0305-tls-listeners.md): with a certificate and key the listener speaks
+// HTTPS only (TLS 1.2 and 1.3, the ciphers of ADR 0305), through the same session code as
+// plain HTTP. The handshake has `read_timeout`; a client that does not speak TLS (a plain
+// HTTP request) is closed as soon as OpenSSL sees it. reload_tls() re-reads the files: the
+// next connection gets the new certificate, open ones keep theirs.
 #pragma once
 
 #include <chrono>
@@ -86,6 +91,9 @@ struct HttpServerOptions {
   // Before the body is read: nullopt reads on; an answer refuses the request (closed).
   // The HttpRequest's body is empty here. Called on the io thread.
   std::function<std::optional<HttpResponse>(const HttpRequest& header)> check_header;
+  // Both set: HTTPS (PEM files: the certificate chain, leaf first, and its unencrypted key).
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // True when the host of a listen address ("host:port") is a loopback address (127/8,
@@ -110,6 +118,10 @@ class HttpServer {
   virtual std::string address() const = 0;  // host:port actually bound
   virtual void stop_accepting() = 0;        // thread-safe
   virtual size_t open_connections() const = 0;
+  virtual bool tls() const = 0;
+  // Re-reads the certificate and key (thread-safe). invalid, naming the file, when they do
+  // not load or do not match: the certificate in use stays. ok without TLS.
+  virtual Status reload_tls() = 0;
 };
 
 }  // namespace weir

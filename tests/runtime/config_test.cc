@@ -157,3 +157,30 @@ TEST_CASE("config: admin.allow_exec, allow_env and allow_hosts are off by defaul
     CHECK(why.find(says) != std::string::npos);
   }
 }
+
+TEST_CASE("config: http.tls and admin.tls take both files, each readable", "[config][tls]") {
+  TempDir dir;
+  write_file(dir.file("c.pem"), "certificate");
+  write_file(dir.file("k.pem"), "key");
+  write_file(dir.file("empty.yaml"), "");
+  CHECK_FALSE(load_runtime_config(dir.file("empty.yaml")).http.tls.enabled());
+  write_file(dir.file("ok.yaml"), "http: { tls: { cert_file: " + dir.file("c.pem") + ", key_file: " +
+                                      dir.file("k.pem") + " } }\nadmin: { tls: { cert_file: " + dir.file("c.pem") +
+                                      ", key_file: " + dir.file("k.pem") + " } }\n");
+  auto c = load_runtime_config(dir.file("ok.yaml"));
+  CHECK(c.http.tls.enabled());
+  CHECK(c.http.tls.cert_file == dir.file("c.pem"));
+  CHECK(c.http.tls.key_file == dir.file("k.pem"));
+  CHECK(c.admin.tls.cert_file == dir.file("c.pem"));
+  CHECK(c.admin.tls.key_file == dir.file("k.pem"));
+
+  write_file(dir.file("half.yaml"), "http:\n  tls: { cert_file: " + dir.file("c.pem") + " }\n");
+  CHECK(error_of(dir.file("half.yaml")) ==
+        dir.file("half.yaml") + ":2:8: http.tls.key_file: is required (tls needs both cert_file and key_file)");
+  write_file(dir.file("gone.yaml"),
+             "admin:\n  tls: { cert_file: /nonexistent/c.pem, key_file: " + dir.file("k.pem") + " }\n");
+  CHECK(error_of(dir.file("gone.yaml")) ==
+        dir.file("gone.yaml") + ":2:21: admin.tls.cert_file: cannot read /nonexistent/c.pem");
+  write_file(dir.file("extra.yaml"), "http: { tls: { cert_file: a, key_file: b, ca_file: c } }\n");
+  CHECK(error_of(dir.file("extra.yaml")).find("http.tls.ca_file: unknown key") != std::string::npos);
+}
