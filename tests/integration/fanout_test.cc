@@ -31,7 +31,7 @@ std::string fanout_flow(const std::string& erp_url, const std::string& audit_url
          erp_url + "\"" + sink_extra + " } }\n  audit: { http: { url: \"" + audit_url + "\"" + sink_extra + " } }\n";
 }
 
-double p99_ms(const SinkProcess& s) { return s.stats().at("e2e_ms").at("p99").get<double>(); }
+double e2e_ms(const SinkProcess& s, const char* quantile) { return s.stats().at("e2e_ms").at(quantile).get<double>(); }
 
 bool has_all(const std::set<std::string>& seen, const std::set<std::string>& want) {
   return std::includes(seen.begin(), seen.end(), want.begin(), want.end());
@@ -111,7 +111,8 @@ TEST_CASE("fan-out with one receiver down 30 s: the other gets every event on ti
   REQUIRE(reference_ids.size() == 250);
   REQUIRE(
       wait_until([&] { return has_all(erp.ids(), reference_ids) && has_all(audit->ids(), reference_ids); }, 30s, 50ms));
-  const double reference_p99 = p99_ms(erp);
+  const double reference_p90 = e2e_ms(erp, "p90");
+  const double reference_p99 = e2e_ms(erp, "p99");
   Seen at_erp, at_audit;
   at_erp.add(erp);
   at_audit.add(*audit);
@@ -129,7 +130,9 @@ TEST_CASE("fan-out with one receiver down 30 s: the other gets every event on ti
   }
   // erp had each of them meanwhile: no wait for audit's circuit or retries.
   REQUIRE(wait_until([&] { return has_all(erp.ids(), outage_ids); }, 10s, 20ms));
-  const double outage_p99 = p99_ms(erp);
+  const double outage_p90 = e2e_ms(erp, "p90");
+  const double outage_p99 = e2e_ms(erp, "p99");
+  const double outage_max = e2e_ms(erp, "max");
   const double down_for = std::chrono::duration<double>(Clock::now() - down_at).count();
   CHECK(sink_view(weir, "orders", "audit").value("state", "") == "open");
   CHECK(sink_view(weir, "orders", "erp").value("state", "") == "closed");
@@ -147,11 +150,17 @@ TEST_CASE("fan-out with one receiver down 30 s: the other gets every event on ti
   CHECK(at_erp.ids == all);
   CHECK(at_audit.ids == all);
   CHECK(dead_letters(weir) == 0);
-  std::cout << "fan-out outage: " << all.size() << " events; erp e2e p99 " << reference_p99 << " ms before, "
-            << outage_p99 << " ms during audit's " << down_for << " s outage; audit all delivered " << drained_after
+  std::cout << "fan-out outage: " << all.size() << " events; erp e2e p90/p99 " << reference_p90 << "/" << reference_p99
+            << " ms before, " << outage_p90 << "/" << outage_p99 << " ms (max " << outage_max << " ms) during audit's "
+            << down_for << " s outage; audit all delivered " << drained_after
             << " s after it came back; duplicates erp " << at_erp.duplicates << ", audit " << at_audit.duplicates
             << ", lost 0\n";
-  // On time: erp's tail during the outage is the reference tail, within the machine's noise.
-  CHECK(outage_p99 <= std::max(2 * reference_p99, reference_p99 + 25.0));
+  // On time: erp's latencies during the outage are the reference's, within the machine's
+  // noise. Were erp held by audit's retries or circuit, most of its events would wait (the
+  // circuit opens within a second and stays open 30 s), so p90 shows it; p99 is reported,
+  // not asserted: 1 % of 750 events is 8, so one stall of about a second anywhere on the
+  // path (once in a full CI run: p99 758 ms) moves it while the coupling it guards against
+  // would not hide in 8 events.
+  CHECK(outage_p90 <= std::max(2 * reference_p90, reference_p90 + 25.0));
   CHECK(at_erp.duplicates == 0);
 }
