@@ -13,6 +13,8 @@ posts a small bounded load, and drives headless Chromium through Selenium:
   a healthy one shows closed; Pause on the page makes GET /sinks say paused and the page
   show it, the receiver started meanwhile gets nothing; Resume closes it and the events
   that waited reach the receiver;
+- a fan-out's sinks (docs/adr/0299-fan-out.md) are a row each: the one whose receiver is
+  up closed with every event delivered, the one whose port nobody listens on open;
 - hostile content (a flow name at its length limit, dead letters whose reason and event
   carry <img onerror> and <script>) is shown as text: no element made of it, nothing run,
   no alert.
@@ -182,6 +184,14 @@ def main():
         with open(os.path.join(flows, "flaky.yaml"), "w") as f:
             f.write("flow: flaky\nfrom: { http: { path: /in/flaky } }\n"
                     "to:\n  out: { http: { url: \"%s/flaky\", retries: 0, timeout: 2s } }\n" % flaky_sink)
+        # A fan-out: each event to a receiver (erp) and to a port nobody listens on (audit).
+        fan_sink = start_sink(stack, args.sink, "sink-fan", [])
+        with open(os.path.join(flows, "fanned.yaml"), "w") as f:
+            f.write("flow: fanned\nfrom: { http: { path: /in/fanned } }\n"
+                    "steps:\n  - branch:\n      - { to: [erp, audit] }\n"
+                    "to:\n  erp: { http: { url: \"%s/erp\", timeout: 2s } }\n"
+                    "  audit: { http: { url: \"http://127.0.0.1:%d/audit\", timeout: 2s } }\n"
+                    % (fan_sink, free_port()))
         # number() of a string that is no number is a flow error: a dead letter whose
         # reason quotes the string.
         with open(os.path.join(flows, "hostile.yaml"), "w") as f:
@@ -230,6 +240,12 @@ def main():
             code, _ = request("POST", ingress + "/in/outage", json.dumps({"id": id_}),
                               headers={"Content-Type": "application/json", "Idempotency-Key": id_})
             check(code == 202, "POST /in/outage answered %s" % code)
+
+        fan_ids = ["fan-%d" % i for i in range(OUTAGE_EVENTS)]
+        for id_ in fan_ids:
+            code, _ = request("POST", ingress + "/in/fanned", json.dumps({"id": id_}),
+                              headers={"Content-Type": "application/json", "Idempotency-Key": id_})
+            check(code == 202, "POST /in/fanned answered %s" % code)
 
         # Dead letters: the flaky receiver answers 500 and the sink has no retries.
         for i in range(3):
@@ -339,6 +355,15 @@ def main():
         check(settled(lambda: sink_cell("outage", "last_error")) != "", "the open sink's last error shown")
         check(settled(lambda: sink_cell("orders", "circuit")) == "closed", "the healthy sink shown closed")
         check(sinks_api()[("orders", "out")]["state"] == "closed", "GET /sinks: the healthy sink closed")
+        # A fan-out's sinks are a row each: erp delivered every event, audit waits for its receiver.
+        def fan_cell(sink, key):
+            return driver.find_element(By.CSS_SELECTOR, '#sinks tr[data-flow="fanned"][data-sink="%s"] '
+                                       'td[data-k="%s"]' % (sink, key)).text
+        wait_until(lambda: set(json.loads(request("GET", fan_sink + "/ids")[1])) == set(fan_ids), 20,
+                   "the fan-out's erp receiver to have every event")
+        wait_until(lambda: sinks_api()[("fanned", "audit")]["state"] == "open", 20, "the fan-out's audit sink open")
+        check(sinks_api()[("fanned", "erp")]["state"] == "closed", "GET /sinks: the fan-out's erp sink closed")
+        wait.until(lambda d: fan_cell("audit", "circuit") == "open" and fan_cell("erp", "circuit") == "closed")
         settled(lambda: driver.execute_script("arguments[0].scrollIntoView()", driver.find_element(By.ID, "sinks")))
         shot("dashboard-sinks.png")
         driver.execute_script("window.scrollTo(0, 0)")
@@ -461,8 +486,8 @@ def main():
         wait.until(lambda d: float(cell("orders", "in")) == 0)
         shot("dashboard-idle.png")
         print("dashboard test: %d orders posted and delivered, 3 dead letters replayed from the page, "
-              "a sink seen open, paused and resumed from the page with its %d waiting events delivered"
-              % (len(posted), len(outage_ids)))
+              "a sink seen open, paused and resumed from the page with its %d waiting events delivered, "
+              "a fan-out's two sinks shown apart" % (len(posted), len(outage_ids)))
 
         driver.quit()
         driver = None
