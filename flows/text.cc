@@ -141,6 +141,7 @@ std::vector<std::string> closest_names(std::string_view word, const std::vector<
   }
   std::stable_sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;
+  out.reserve(near.size());
   for (auto& n : near) out.push_back(std::move(n.second));
   return out;
 }

@@ -408,6 +408,16 @@ ControlResult FlowHost::check_flows_dir(const std::string& name, const std::stri
   return ControlResult::done({});
 }
 
+struct FlowHost::ReloadPlan {
+  struct Change {
+    RunningFlow* flow;
+    std::string text;
+  };
+  std::vector<Change> changed;
+  FlowList added;
+  std::vector<std::string> removed;
+};
+
 Status FlowHost::reload(std::string* summary) {
   if (clustered()) {
     return Status::conflict("this instance is in cluster " + config_.cluster.name +
@@ -417,22 +427,26 @@ Status FlowHost::reload(std::string* summary) {
   if (draining_.load() || !serving_.load()) return Status::unavailable("weir is starting or shutting down");
   auto loaded = load();  // every file compiled, the set checked together
   if (!loaded) return loaded.status();
-  // The plan, checked whole before anything changes.
-  struct Change {
-    RunningFlow* flow;
-    std::string text;
-  };
-  std::vector<Change> changed;
-  FlowList added;
-  std::vector<std::string> removed;
+  ReloadPlan plan;
+  if (Status s = plan_reload(loaded.value(), &plan); !s) return s;
+  if (!plan.added.empty() || !plan.changed.empty()) {
+    if (Status s = tables_->wait_loaded(kTablesWait); !s) return Status::unavailable(s.message());
+  }
+  Status applied = apply_reload(plan);
+  *summary = "added " + std::to_string(plan.added.size()) + ", changed " + std::to_string(plan.changed.size()) +
+             ", removed " + std::to_string(plan.removed.size());
+  return applied;
+}
+
+Status FlowHost::plan_reload(const FlowList& loaded, ReloadPlan* plan) const {
   std::string errors;
   FlowList staying;  // running flows that stay, as started
   {
     ReaderLock lock(running_mu_);
     for (const auto& fr : running_) {
-      auto it = std::find_if(loaded->begin(), loaded->end(), [&](const auto& f) { return f->name() == fr->name(); });
-      if (it == loaded->end()) {
-        removed.push_back(fr->name());
+      auto it = std::find_if(loaded.begin(), loaded.end(), [&](const auto& f) { return f->name() == fr->name(); });
+      if (it == loaded.end()) {
+        plan->removed.push_back(fr->name());
         continue;
       }
       staying.push_back(fr->started_flow());
@@ -447,39 +461,38 @@ Status FlowHost::reload(std::string* summary) {
         errors += (*it)->file() + ": cannot switch to this version live: " + s.message() + "\n";
         continue;
       }
-      changed.push_back({fr.get(), std::move(text.value())});
+      plan->changed.push_back({fr.get(), std::move(text.value())});
     }
   }
   // New flows, those without a chained source first (a chain's upstream must run first).
   for (int chained = 0; chained < 2; ++chained) {
-    for (const auto& f : loaded.value()) {
+    for (const auto& f : loaded) {
       if (find(f->name()) || std::holds_alternative<flows::FlowSourceSpec>(f->source()) != (chained == 1)) continue;
       FlowList before = staying;
-      before.insert(before.end(), added.begin(), added.end());
+      before.insert(before.end(), plan->added.begin(), plan->added.end());
       if (Status s = check_new_flow(*f, before); !s) {
         errors += f->file() + ": " + s.message() + "\n";
         continue;
       }
-      added.push_back(f);
+      plan->added.push_back(f);
     }
   }
   // A flow that stays must not read a removed flow's sink.
   for (const auto& f : staying) {
     const auto* c = std::get_if<flows::FlowSourceSpec>(&f->source());
-    if (c && std::find(removed.begin(), removed.end(), c->flow) != removed.end()) {
+    if (c && std::find(plan->removed.begin(), plan->removed.end(), c->flow) != plan->removed.end()) {
       errors += f->file() + ": from.flow: reads flow " + c->flow + ", whose file is gone (remove both, or neither)\n";
     }
   }
-  if (!errors.empty()) {
-    errors.pop_back();
-    return Status::invalid(errors);
-  }
-  if (!added.empty() || !changed.empty()) {
-    if (Status s = tables_->wait_loaded(kTablesWait); !s) return Status::unavailable(s.message());
-  }
-  // Apply: removals first (their paths and chained sinks free), then switches, then starts.
+  if (errors.empty()) return Status::ok();
+  errors.pop_back();
+  return Status::invalid(errors);
+}
+
+// Removals first (their paths and chained sinks free), then switches, then starts.
+Status FlowHost::apply_reload(const ReloadPlan& plan) {
   std::string failed;
-  for (const auto& name : removed) {
+  for (const auto& name : plan.removed) {
     std::unique_ptr<RunningFlow> gone;
     {
       WriterLock lock(running_mu_);
@@ -496,7 +509,7 @@ Status FlowHost::reload(std::string* summary) {
     for (auto& t : stoppers) t.join();
     log::info("flow removed", {{"flow", name}, {"by", "reload"}});
   }
-  for (auto& c : changed) {
+  for (const auto& c : plan.changed) {
     if (Status s = c.flow->switch_to_file(c.text, config_.drain_timeout); !s) {
       log::error("flow not switched", {{"flow", c.flow->name()}, {"by", "reload"}, {"error", s.message()}});
       failed += c.flow->name() + ": " + s.message() + "; ";
@@ -507,7 +520,7 @@ Status FlowHost::reload(std::string* summary) {
                                 {"version", std::to_string(c.flow->version())},
                                 {"by", "reload"}});
   }
-  for (const auto& f : added) {
+  for (const auto& f : plan.added) {
     auto text = read_text_file(f->file());
     if (Status s = text ? start(f, text.value(), false) : text.status(); !s) {
       log::error("cannot start flow", {{"flow", f->name()}, {"by", "reload"}, {"error", s.message()}});
@@ -516,8 +529,6 @@ Status FlowHost::reload(std::string* summary) {
     }
     log::info("flow started", {{"flow", f->name()}, {"file", f->file()}, {"by", "reload"}});
   }
-  *summary = "added " + std::to_string(added.size()) + ", changed " + std::to_string(changed.size()) + ", removed " +
-             std::to_string(removed.size());
   if (!failed.empty()) return Status::unavailable(failed.substr(0, failed.size() - 2));
   return Status::ok();
 }

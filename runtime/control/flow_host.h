@@ -86,6 +86,10 @@ class FlowHost final : public AdminBackend {
   ControlResult start_new_flow(const std::string& name, const std::string& body) EXCLUDES(lifecycle_mu_);
   ControlResult check_flows_dir(const std::string& name, const std::string& path) const;
   void start_registry_flow(const std::string& name) EXCLUDES(lifecycle_mu_);
+  // reload()'s two halves: what the flows dir asks for, checked whole; then doing it.
+  struct ReloadPlan;
+  Status plan_reload(const FlowList& loaded, ReloadPlan* plan) const EXCLUDES(running_mu_);
+  Status apply_reload(const ReloadPlan& plan) REQUIRES(lifecycle_mu_) EXCLUDES(running_mu_);
 
   const RuntimeConfig& config_;
   ClusterHooks* cluster_;

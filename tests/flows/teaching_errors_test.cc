@@ -76,7 +76,7 @@ TEST_CASE("an unknown function near a built-in one: did you mean", "[teach]") {
         "4:23: invalid expression in steps[0].set.a: unknown function 'frobnicate'");
 }
 
-TEST_CASE("an unknown key near a known one names that key alone; otherwise the list", "[teach]") {
+TEST_CASE("an unknown key near a known one names that key alone, otherwise the list", "[teach]") {
   CHECK(only_problem(kHead + "to: { out: { http: { url: \"http://127.0.0.1:9/\", timout: 2s } } }\n") ==
         "3:50: unknown key \"timout\" in to.out.http (did you mean \"timeout\"?)");
   CHECK(only_problem("flow: f\nfrom: { http: { path: /in/f, hmca: { secret_env: S } } }\n" + kSink) ==
@@ -86,7 +86,7 @@ TEST_CASE("an unknown key near a known one names that key alone; otherwise the l
         "retry, max_connections, rate, order_by, sign");
 }
 
-TEST_CASE("closest_names: typos by length, nearest first; did_you_mean", "[teach][text]") {
+TEST_CASE("closest_names: typos by length, nearest first, and did_you_mean", "[teach][text]") {
   using V = std::vector<std::string>;
   CHECK(closest_names("numbr", {"lower", "number", "now"}) == V{"number"});
   CHECK(closest_names("retrys", {"retries", "retry"}) == V{"retry", "retries"});  // nearest first
