@@ -48,7 +48,8 @@ struct Diagnostic {
 // ---- Sources (`from:`), exactly one per flow -----------------------------------------
 
 struct HmacSpec {
-  enum class Scheme { kGithub, kStandard };
+  // docs/connectors.md, `from.http`: the header, signed content and timestamp rule of each.
+  enum class Scheme { kGithub, kStandard, kStripe, kSlack, kShopify };
   std::string secret_env;                      // name of the env variable holding the secret
   std::string header = "X-Hub-Signature-256";  // github scheme only
   Scheme scheme = Scheme::kGithub;

@@ -796,7 +796,16 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
       if (get_string(*h, "scheme", what + ".hmac", &scheme)) {
         if (scheme == "github") hs.scheme = HmacSpec::Scheme::kGithub;
         else if (scheme == "standard") hs.scheme = HmacSpec::Scheme::kStandard;
-        else error(*h->get("scheme"), what + ".hmac.scheme must be github or standard, got " + quote(scheme));
+        else if (scheme == "stripe") hs.scheme = HmacSpec::Scheme::kStripe;
+        else if (scheme == "slack") hs.scheme = HmacSpec::Scheme::kSlack;
+        else if (scheme == "shopify") hs.scheme = HmacSpec::Scheme::kShopify;
+        else
+          error(*h->get("scheme"),
+                what + ".hmac.scheme must be github, standard, stripe, slack or shopify, got " + quote(scheme));
+      }
+      if (const SrcNode* header = h->get("header"); header && hs.scheme != HmacSpec::Scheme::kGithub) {
+        error(*header, what + ".hmac.header is for the github scheme only; " + scheme +
+                           " signatures come in the headers its sender uses (docs/connectors.md)");
       }
       s.hmac = hs;
     }

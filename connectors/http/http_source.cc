@@ -91,6 +91,8 @@ class HttpSource final : public Source {
           if (why->empty()) *why = "wrong signature";
           return false;
         }
+      } else if (spec_.hmac->scheme != flows::HmacSpec::Scheme::kGithub) {
+        if (!verify_preset(req, why)) return false;
       } else {
         std::string_view sig = req.header(spec_.hmac->header);
         if (sig.empty()) {
@@ -104,6 +106,39 @@ class HttpSource final : public Source {
       }
     }
     return true;
+  }
+
+  // Stripe, Slack and Shopify (connectors/http/signature.h; docs/connectors.md).
+  bool verify_preset(HttpRequest& req, std::string* why) const {
+    const auto now = static_cast<int64_t>(std::time(nullptr));
+    auto missing = [&](const char* header) {
+      *why = std::string("missing ") + header + " header";
+      return false;
+    };
+    switch (spec_.hmac->scheme) {
+      case flows::HmacSpec::Scheme::kStripe: {
+        std::string_view sig = req.header("Stripe-Signature");
+        if (sig.empty()) return missing("Stripe-Signature");
+        return verify_stripe_signature(secret_, req.body(), sig, now, why);
+      }
+      case flows::HmacSpec::Scheme::kSlack: {
+        std::string_view sig = req.header("X-Slack-Signature");
+        std::string_view ts = req.header("X-Slack-Request-Timestamp");
+        if (sig.empty()) return missing("X-Slack-Signature");
+        if (ts.empty()) return missing("X-Slack-Request-Timestamp");
+        return verify_slack_signature(secret_, ts, req.body(), sig, now, why);
+      }
+      case flows::HmacSpec::Scheme::kShopify: {
+        std::string_view sig = req.header("X-Shopify-Hmac-Sha256");
+        if (sig.empty()) return missing("X-Shopify-Hmac-Sha256");
+        if (!verify_shopify_signature(secret_, req.body(), sig)) {
+          *why = "wrong signature in X-Shopify-Hmac-Sha256";
+          return false;
+        }
+        return true;
+      }
+      default: *why = "unknown signature scheme"; return false;
+    }
   }
 
   void handle(HttpRequest& req, Responder respond) {
@@ -156,6 +191,9 @@ class HttpSource final : public Source {
     std::string_view key_header = "Idempotency-Key";
     if (spec_.hmac && spec_.hmac->scheme == flows::HmacSpec::Scheme::kStandard) {
       key_header = "webhook-id";
+    } else if (spec_.hmac && spec_.hmac->scheme == flows::HmacSpec::Scheme::kShopify &&
+               !req.header("X-Shopify-Webhook-Id").empty()) {
+      key_header = "X-Shopify-Webhook-Id";  // unsigned, as X-GitHub-Delivery: catches redeliveries
     } else if (spec_.hmac && !req.header("X-GitHub-Delivery").empty()) {
       key_header = "X-GitHub-Delivery";
     }

@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <optional>
+#include <vector>
 
 namespace weir::connectors {
 namespace {
@@ -87,9 +88,32 @@ std::string standard_webhook_content(std::string_view id, std::string_view times
   return content;
 }
 
+std::string slack_content(std::string_view timestamp, std::string_view body) {
+  std::string content = "v0:";
+  content.append(timestamp).append(":").append(body);
+  return content;
+}
+
 bool fail(std::string* why, const char* message) {
   if (why != nullptr) *why = message;
   return false;
+}
+
+// `given` hex equals the HMAC `expected`, in constant time.
+bool hex_matches(std::string_view given, const std::string& expected) {
+  if (given.size() != 2 * kSha256Size || expected.size() != kSha256Size) return false;
+  const auto bytes = hex_decode(given);
+  return bytes && CRYPTO_memcmp(bytes->data(), expected.data(), kSha256Size) == 0;
+}
+
+std::string to_hex(const std::string& bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
 }
 
 }  // namespace
@@ -110,24 +134,12 @@ bool verify_github_signature(std::string_view secret, std::string_view body, std
   constexpr std::string_view kPrefix = "sha256=";
   if (secret.empty()) return false;
   header = trim(header);
-  if (header.size() != kPrefix.size() + 2 * kSha256Size) return false;
   if (header.substr(0, kPrefix.size()) != kPrefix) return false;
-  const auto given = hex_decode(header.substr(kPrefix.size()));
-  if (!given) return false;
-  const std::string expected = hmac_sha256(secret, body);
-  if (expected.size() != kSha256Size) return false;
-  return CRYPTO_memcmp(given->data(), expected.data(), kSha256Size) == 0;
+  return hex_matches(header.substr(kPrefix.size()), hmac_sha256(secret, body));
 }
 
 std::string github_signature(std::string_view secret, std::string_view body) {
-  static const char kHex[] = "0123456789abcdef";
-  const std::string mac = hmac_sha256(secret, body);
-  std::string out = "sha256=";
-  for (unsigned char c : mac) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 0xf]);
-  }
-  return out;
+  return "sha256=" + to_hex(hmac_sha256(secret, body));
 }
 
 bool verify_standard_webhook(std::string_view secret, std::string_view id, std::string_view timestamp,
@@ -195,6 +207,90 @@ std::string standard_webhook_signature(std::string_view secret, std::string_view
   const auto key = standard_webhook_key(secret);
   if (!key) return {};
   return "v1," + base64_encode(hmac_sha256(*key, standard_webhook_content(id, timestamp, body)));
+}
+
+// ---- sender presets ----------------------------------------------------------------
+
+namespace {
+
+// Unix seconds written as digits only; nullopt otherwise.
+std::optional<int64_t> unix_seconds(std::string_view text) {
+  int64_t v = 0;
+  if (text.empty() || text.size() > 12) return std::nullopt;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+bool within(int64_t t, int64_t now, int64_t tolerance) { return t >= now - tolerance && t <= now + tolerance; }
+
+}  // namespace
+
+bool verify_stripe_signature(std::string_view secret, std::string_view body, std::string_view header,
+                             int64_t now_seconds, std::string* why) {
+  if (secret.empty()) return fail(why, "no secret");
+  std::string_view t;
+  std::vector<std::string_view> v1;
+  for (size_t start = 0; start <= header.size();) {
+    size_t end = header.find(',', start);
+    if (end == std::string_view::npos) end = header.size();
+    std::string_view item = trim(header.substr(start, end - start));
+    if (item.substr(0, 2) == "t=") t = item.substr(2);
+    else if (item.substr(0, 3) == "v1=") v1.push_back(item.substr(3));
+    start = end + 1;
+  }
+  const auto ts = unix_seconds(t);
+  if (!ts) return fail(why, "Stripe-Signature has no t=<unix seconds>");
+  if (v1.empty()) return fail(why, "Stripe-Signature has no v1 signature");
+  if (!within(*ts, now_seconds, kStripeToleranceSeconds)) {
+    return fail(why, "Stripe-Signature timestamp is more than 300 s from now (a replay, or the clock is off)");
+  }
+  std::string content;
+  content.append(t).append(".").append(body);
+  const std::string expected = hmac_sha256(secret, content);
+  bool match = false;
+  for (std::string_view v : v1) match = hex_matches(v, expected) || match;  // every entry compared
+  return match || fail(why, "wrong signature in Stripe-Signature");
+}
+
+std::string stripe_signature(std::string_view secret, int64_t timestamp, std::string_view body) {
+  const std::string t = std::to_string(timestamp);
+  std::string content = t + ".";
+  content.append(body);
+  return "t=" + t + ",v1=" + to_hex(hmac_sha256(secret, content));
+}
+
+bool verify_slack_signature(std::string_view secret, std::string_view timestamp, std::string_view body,
+                            std::string_view header, int64_t now_seconds, std::string* why) {
+  constexpr std::string_view kPrefix = "v0=";
+  if (secret.empty()) return fail(why, "no secret");
+  const auto ts = unix_seconds(trim(timestamp));
+  if (!ts) return fail(why, "X-Slack-Request-Timestamp is not unix seconds");
+  header = trim(header);
+  if (header.substr(0, kPrefix.size()) != kPrefix) return fail(why, "X-Slack-Signature is not v0=<hex>");
+  if (!within(*ts, now_seconds, kSlackToleranceSeconds)) {
+    return fail(why, "X-Slack-Request-Timestamp is more than 300 s from now (a replay, or the clock is off)");
+  }
+  if (!hex_matches(header.substr(kPrefix.size()), hmac_sha256(secret, slack_content(trim(timestamp), body)))) {
+    return fail(why, "wrong signature in X-Slack-Signature");
+  }
+  return true;
+}
+
+std::string slack_signature(std::string_view secret, std::string_view timestamp, std::string_view body) {
+  return "v0=" + to_hex(hmac_sha256(secret, slack_content(timestamp, body)));
+}
+
+bool verify_shopify_signature(std::string_view secret, std::string_view body, std::string_view header) {
+  if (secret.empty()) return false;
+  const auto given = base64_decode(trim(header));
+  const std::string expected = hmac_sha256(secret, body);
+  if (!given || given->size() != kSha256Size || expected.size() != kSha256Size) return false;
+  return CRYPTO_memcmp(given->data(), expected.data(), kSha256Size) == 0;
+}
+
+std::string shopify_signature(std::string_view secret, std::string_view body) {
+  return base64_encode(hmac_sha256(secret, body));
 }
 
 }  // namespace weir::connectors

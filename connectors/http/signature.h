@@ -42,4 +42,29 @@ bool valid_standard_webhook_secret(std::string_view secret, std::string* why);
 std::string standard_webhook_signature(std::string_view secret, std::string_view id, std::string_view timestamp,
                                        std::string_view body);
 
+// ---- Sender presets (`hmac: {scheme: stripe | slack | shopify}`, docs/connectors.md) ----
+// Each verifies in constant time and says in `why` (if not null) only what was wrong.
+
+// Stripe: `Stripe-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "t.body")>[,v1=…]`
+// (several v1 during secret rotation: any match wins; v0 and other schemes are skipped).
+// The whole secret (`whsec_…` as Stripe shows it) is the key. `t` must be within
+// kStripeToleranceSeconds of `now_seconds` either way (Stripe's libraries: 300 s).
+inline constexpr int64_t kStripeToleranceSeconds = 300;
+bool verify_stripe_signature(std::string_view secret, std::string_view body, std::string_view header,
+                             int64_t now_seconds, std::string* why);
+// The `Stripe-Signature` value a sender would send (for tests and tools).
+std::string stripe_signature(std::string_view secret, int64_t timestamp, std::string_view body);
+
+// Slack: `X-Slack-Signature: v0=<hex HMAC-SHA256(secret, "v0:timestamp:body")>` with
+// `X-Slack-Request-Timestamp: <unix seconds>` within kSlackToleranceSeconds (Slack: 5 min).
+inline constexpr int64_t kSlackToleranceSeconds = 5 * 60;
+bool verify_slack_signature(std::string_view secret, std::string_view timestamp, std::string_view body,
+                            std::string_view header, int64_t now_seconds, std::string* why);
+std::string slack_signature(std::string_view secret, std::string_view timestamp, std::string_view body);
+
+// Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256(secret, body)>`. No timestamp is
+// signed: replays are caught only by the event id (X-Shopify-Webhook-Id, ADR 0102's window).
+bool verify_shopify_signature(std::string_view secret, std::string_view body, std::string_view header);
+std::string shopify_signature(std::string_view secret, std::string_view body);
+
 }  // namespace weir::connectors

@@ -183,7 +183,7 @@ TEST_CASE("flow file top level errors", "[loader][errors]") {
 
 TEST_CASE("source: http", "[loader][sources]") {
   auto f = must_load(
-      "flow: f\nfrom: { http: { path: /in/x, hmac: { secret_env: S, header: X-Sig, scheme: standard },"
+      "flow: f\nfrom: { http: { path: /in/x, hmac: { secret_env: S, header: X-Sig, scheme: github },"
       " bearer: { token_env: TOK } } }\n" +
       kSink);
   const auto& s = std::get<HttpSourceSpec>(f->source());
@@ -191,8 +191,21 @@ TEST_CASE("source: http", "[loader][sources]") {
   REQUIRE(s.hmac);
   CHECK(s.hmac->secret_env == "S");
   CHECK(s.hmac->header == "X-Sig");
-  CHECK(s.hmac->scheme == HmacSpec::Scheme::kStandard);
+  CHECK(s.hmac->scheme == HmacSpec::Scheme::kGithub);
   CHECK(s.bearer_token_env == "TOK");
+  const std::pair<const char*, HmacSpec::Scheme> schemes[] = {{"standard", HmacSpec::Scheme::kStandard},
+                                                              {"stripe", HmacSpec::Scheme::kStripe},
+                                                              {"slack", HmacSpec::Scheme::kSlack},
+                                                              {"shopify", HmacSpec::Scheme::kShopify}};
+  for (const auto& [name, scheme] : schemes) {
+    auto pf = must_load(std::string("flow: f\nfrom: { http: { path: /in, hmac: { secret_env: S, scheme: ") + name +
+                        " } } }\n" + kSink);
+    CHECK(std::get<HttpSourceSpec>(pf->source()).hmac->scheme == scheme);
+  }
+  CHECK(one_problem("flow: f\nfrom: { http: { path: /a, hmac: { secret_env: S, scheme: stripe, header: X } } }\n" +
+                    kSink) ==
+        "2:74: from.http.hmac.header is for the github scheme only; stripe signatures come in the headers its "
+        "sender uses (docs/connectors.md)");
   auto g = must_load("flow: f\nfrom: { http: { path: /in, hmac: { secret_env: S } } }\n" + kSink);
   CHECK(std::get<HttpSourceSpec>(g->source()).hmac->header == "X-Hub-Signature-256");
   CHECK(std::get<HttpSourceSpec>(g->source()).hmac->scheme == HmacSpec::Scheme::kGithub);
@@ -200,7 +213,7 @@ TEST_CASE("source: http", "[loader][sources]") {
         0);
   CHECK(one_problem("flow: f\nfrom: { http: {} }\n" + kSink) == "2:15: from.http needs `path`");
   CHECK(one_problem("flow: f\nfrom: { http: { path: /a, hmac: { scheme: x, secret_env: S } } }\n" + kSink) ==
-        "2:43: from.http.hmac.scheme must be github or standard, got \"x\"");
+        "2:43: from.http.hmac.scheme must be github, standard, stripe, slack or shopify, got \"x\"");
   CHECK(one_problem("flow: f\nfrom: { http: { path: /a, hmac: {} } }\n" + kSink) ==
         "2:33: from.http.hmac needs `secret_env`");
   CHECK(one_problem("flow: f\nfrom: { http: { path: /a, hmac: { secret_env: \"a b\" } } }\n" + kSink) ==

@@ -37,9 +37,10 @@ std::string flow(const std::string& name, const std::string& scheme, const std::
 
 }  // namespace
 
-TEST_CASE("signature presets: Stripe, Slack and Shopify deliveries signed as their senders sign them are stored, "
-          "forgeries and replays refused",
-          "[integration][presets]") {
+TEST_CASE(
+    "signature presets: Stripe, Slack and Shopify deliveries signed as their senders sign them are stored, "
+    "forgeries and replays refused",
+    "[integration][presets]") {
   NatsServer nats;
   SinkProcess sink;
   WeirProcess weir(
@@ -73,10 +74,10 @@ TEST_CASE("signature presets: Stripe, Slack and Shopify deliveries signed as the
                 with(json_type, "Stripe-Signature: " + sign("stripe", kStripeSecret, old_body, now - 600)));
   CHECK(r.status == 401);
   CHECK(r.body.find("more than 300 s from now") != std::string::npos);
-  CHECK(weir.post("/in/stripe", R"({"id":"evt_wrong_key"})",
-                  with(json_type, "Stripe-Signature: " + sign("stripe", "whsec_other", R"({"id":"evt_wrong_key"})",
-                                                              now)))
-            .status == 401);
+  CHECK(
+      weir.post("/in/stripe", R"({"id":"evt_wrong_key"})",
+                with(json_type, "Stripe-Signature: " + sign("stripe", "whsec_other", R"({"id":"evt_wrong_key"})", now)))
+          .status == 401);
   r = weir.post("/in/stripe", R"({"id":"evt_unsigned"})", json_type);
   CHECK(r.status == 401);
   CHECK(r.body.find("missing Stripe-Signature header") != std::string::npos);
@@ -105,9 +106,9 @@ TEST_CASE("signature presets: Stripe, Slack and Shopify deliveries signed as the
 
   // Shopify: base64 over the body; no timestamp, so a resend is caught by its webhook id.
   const std::string shopify_body = R"({"id":"shop-ok","email":"jon@example.com"})";
-  const auto shopify_headers = with(with(json_type, "X-Shopify-Hmac-Sha256: " +
-                                                        sign("shopify", kShopifySecret, shopify_body, 0)),
-                                    "X-Shopify-Webhook-Id: b54557e4-bdd9-4b37-8a5f-bf7d70bcd043");
+  const auto shopify_headers = with(
+      with(json_type, "X-Shopify-Hmac-Sha256: " + sign("shopify", kShopifySecret, shopify_body, 0)),
+      "X-Shopify-Webhook-Id: b54557e4-bdd9-4b37-8a5f-bf7d70bcd043");
   auto first = weir.post("/in/shopify", shopify_body, shopify_headers);
   auto again = weir.post("/in/shopify", shopify_body, shopify_headers);
   REQUIRE(first.status == 202);

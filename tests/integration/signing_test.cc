@@ -3,12 +3,11 @@
 // checked by the reference implementations: a Node receiver (tests/integration/npm/
 // receiver.mjs) verifies every request with the `standardwebhooks` package and
 // `@octokit/webhooks-methods`, installed by `npm ci` from the committed lock file.
-#include <sys/stat.h>
-
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
 
+#include "tests/integration/npm_packages.h"
 #include "tests/support/harness.h"
 
 using namespace weir::itest;
@@ -19,30 +18,10 @@ using weir::testing::wait_until;
 
 namespace {
 
-const std::string kNpmDir = std::string(WEIR_SOURCE_DIR) + "/tests/integration/npm";
 // Test secrets: Standard Webhooks form (whsec_ + base64 of the key) and GitHub's (any text).
 const std::string kNewSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const std::string kOldSecret = "whsec_c2lnbmluZy10ZXN0LW9sZC1rZXktMzJieXRlcyE=";
 const std::string kGithubSecret = "It's a Secret to Everybody";
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-// The reference packages, installed on first use exactly as the lock file pins them
-// (scripts/setup.sh installs them too).
-void ensure_npm_packages() {
-  if (exists(kNpmDir + "/node_modules/standardwebhooks/package.json") &&
-      exists(kNpmDir + "/node_modules/@octokit/webhooks-methods/package.json")) {
-    return;
-  }
-  TempDir dir;
-  Process npm = Process::spawn({"npm", "ci", "--no-audit", "--no-fund", "--prefix", kNpmDir}, {}, dir.file("npm.log"));
-  const auto code = npm.wait_exit(std::chrono::minutes(3));
-  INFO("npm ci: " << npm.read_log());
-  REQUIRE(code == 0);
-}
 
 // The Node receiver of receiver.mjs on a free loopback port.
 class Receiver {

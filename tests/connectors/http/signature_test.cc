@@ -5,10 +5,16 @@
 #include <string>
 
 using weir::connectors::github_signature;
+using weir::connectors::shopify_signature;
+using weir::connectors::slack_signature;
 using weir::connectors::standard_webhook_signature;
+using weir::connectors::stripe_signature;
 using weir::connectors::valid_standard_webhook_secret;
 using weir::connectors::verify_github_signature;
+using weir::connectors::verify_shopify_signature;
+using weir::connectors::verify_slack_signature;
 using weir::connectors::verify_standard_webhook;
+using weir::connectors::verify_stripe_signature;
 
 namespace {
 
@@ -162,4 +168,114 @@ TEST_CASE("standard webhooks: reasons never contain the secret or signatures", "
     CHECK(why.find("MfKQ9r8") == std::string::npos);
     CHECK(why.find("g0hM9SsE") == std::string::npos);
   }
+}
+
+// ---- Sender presets ------------------------------------------------------------------
+
+namespace {
+
+// Slack's published example ("Verifying requests from Slack"): a slash command's form body.
+constexpr const char* kSlackSecret = "8f742231b10e8888abcd99yyyzzz85a5";
+constexpr const char* kSlackTimestamp = "1531420618";
+constexpr int64_t kSlackNow = 1531420618;
+constexpr const char* kSlackBody =
+    "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&"
+    "channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url="
+    "https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id="
+    "398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+constexpr const char* kSlackSignature = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
+
+// Stripe and Shopify publish no fixed vector; these were computed with Python's hmac module
+// from the schemes' documented recipes, and Stripe's own library (the `stripe` npm package's
+// webhooks.generateTestHeaderString) makes the same Stripe header. The integration test
+// posts headers made by that library (tests/integration/signature_presets_test.cc).
+constexpr const char* kStripeSecret = "whsec_test_secret";
+constexpr const char* kStripeBody = R"({"id":"evt_1","type":"charge.succeeded"})";
+constexpr int64_t kStripeT = 1700000000;
+constexpr const char* kStripeV1 = "c0475716eb2200f1fe97fcf35a3c05d1fd4f8ba9a07a596730c8d18bb87c0672";
+constexpr const char* kShopifySecret = "shpss_test_secret";
+constexpr const char* kShopifyBody = R"({"id":820982911946154500,"email":"jon@example.com"})";
+constexpr const char* kShopifyHmac = "LQu9AFhOFC+0Iupluvt6ufk/lMzPYLv8hHLp5zpb60g=";
+
+std::string stripe_why(std::string_view header, int64_t now = kStripeT, std::string_view body = kStripeBody) {
+  std::string why;
+  CHECK_FALSE(verify_stripe_signature(kStripeSecret, body, header, now, &why));
+  return why;
+}
+
+std::string slack_why(std::string_view header, int64_t now = kSlackNow, std::string_view ts = kSlackTimestamp,
+                      std::string_view body = kSlackBody) {
+  std::string why;
+  CHECK_FALSE(verify_slack_signature(kSlackSecret, ts, body, header, now, &why));
+  return why;
+}
+
+}  // namespace
+
+TEST_CASE("slack signature: the published example verifies", "[signature][presets]") {
+  CHECK(slack_signature(kSlackSecret, kSlackTimestamp, kSlackBody) == kSlackSignature);
+  CHECK(verify_slack_signature(kSlackSecret, kSlackTimestamp, kSlackBody, kSlackSignature, kSlackNow, nullptr));
+  CHECK(verify_slack_signature(kSlackSecret, kSlackTimestamp, kSlackBody, kSlackSignature, kSlackNow + 300, nullptr));
+  CHECK(verify_slack_signature(kSlackSecret, kSlackTimestamp, kSlackBody, kSlackSignature, kSlackNow - 300, nullptr));
+}
+
+TEST_CASE("slack signature: replays, tampering and malformed headers are refused with a reason",
+          "[signature][presets]") {
+  CHECK(slack_why(kSlackSignature, kSlackNow + 301) ==
+        "X-Slack-Request-Timestamp is more than 300 s from now (a replay, or the clock is off)");
+  CHECK(slack_why(kSlackSignature, kSlackNow - 301) ==
+        "X-Slack-Request-Timestamp is more than 300 s from now (a replay, or the clock is off)");
+  std::string tampered = kSlackBody;
+  tampered[6] = 'X';
+  CHECK(slack_why(kSlackSignature, kSlackNow, kSlackTimestamp, tampered) == "wrong signature in X-Slack-Signature");
+  // The timestamp is signed: another one with the same signature is a forgery.
+  CHECK(slack_why(kSlackSignature, kSlackNow, "1531420619") == "wrong signature in X-Slack-Signature");
+  CHECK(slack_why(kSlackSignature, kSlackNow, "15314x0618") == "X-Slack-Request-Timestamp is not unix seconds");
+  CHECK(slack_why("v1=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503") ==
+        "X-Slack-Signature is not v0=<hex>");
+  CHECK(slack_why("v0=a2114d") == "wrong signature in X-Slack-Signature");
+  std::string why;
+  CHECK_FALSE(verify_slack_signature("", kSlackTimestamp, kSlackBody, kSlackSignature, kSlackNow, &why));
+  CHECK(why == "no secret");
+}
+
+TEST_CASE("stripe signature: the documented scheme, rotation with several v1, the tolerance", "[signature][presets]") {
+  const std::string header = "t=1700000000,v1=" + std::string(kStripeV1);
+  CHECK(stripe_signature(kStripeSecret, kStripeT, kStripeBody) == header);
+  CHECK(verify_stripe_signature(kStripeSecret, kStripeBody, header, kStripeT, nullptr));
+  // A rotation (two v1, either may be the one signed with this secret) and a v0 to skip.
+  const std::string other = "v1=" + std::string(64, 'a');
+  CHECK(verify_stripe_signature(kStripeSecret, kStripeBody, "t=1700000000," + other + ",v1=" + kStripeV1, kStripeT,
+                                nullptr));
+  CHECK(verify_stripe_signature(kStripeSecret, kStripeBody, header + ",v0=deadbeef", kStripeT, nullptr));
+  CHECK(verify_stripe_signature(kStripeSecret, kStripeBody, header, kStripeT + 300, nullptr));
+  CHECK(stripe_why(header, kStripeT + 301) ==
+        "Stripe-Signature timestamp is more than 300 s from now (a replay, or the clock is off)");
+  CHECK(stripe_why(header, kStripeT - 301) ==
+        "Stripe-Signature timestamp is more than 300 s from now (a replay, or the clock is off)");
+}
+
+TEST_CASE("stripe signature: tampering and malformed headers are refused with a reason", "[signature][presets]") {
+  const std::string header = "t=1700000000,v1=" + std::string(kStripeV1);
+  CHECK(stripe_why(header, kStripeT, R"({"id":"evt_1","type":"charge.refunded"})") ==
+        "wrong signature in Stripe-Signature");
+  CHECK(stripe_why("t=1700000001,v1=" + std::string(kStripeV1), kStripeT) == "wrong signature in Stripe-Signature");
+  CHECK(stripe_why(std::string("v1=") + kStripeV1) == "Stripe-Signature has no t=<unix seconds>");
+  CHECK(stripe_why("t=17e8,v1=" + std::string(kStripeV1)) == "Stripe-Signature has no t=<unix seconds>");
+  CHECK(stripe_why("t=1700000000") == "Stripe-Signature has no v1 signature");
+  CHECK(stripe_why("t=1700000000,v0=" + std::string(kStripeV1)) == "Stripe-Signature has no v1 signature");
+  CHECK(stripe_why("") == "Stripe-Signature has no t=<unix seconds>");
+}
+
+TEST_CASE("shopify signature: base64 HMAC of the body, refused when tampered or malformed", "[signature][presets]") {
+  CHECK(shopify_signature(kShopifySecret, kShopifyBody) == kShopifyHmac);
+  CHECK(verify_shopify_signature(kShopifySecret, kShopifyBody, kShopifyHmac));
+  CHECK(verify_shopify_signature(kShopifySecret, kShopifyBody, std::string(" ") + kShopifyHmac + " "));
+  CHECK_FALSE(
+      verify_shopify_signature(kShopifySecret, R"({"id":820982911946154500,"email":"eve@example.com"})", kShopifyHmac));
+  CHECK_FALSE(verify_shopify_signature("another", kShopifyBody, kShopifyHmac));
+  CHECK_FALSE(verify_shopify_signature("", kShopifyBody, kShopifyHmac));
+  CHECK_FALSE(verify_shopify_signature(kShopifySecret, kShopifyBody, "LQu9AFhOFC+0Iupluvt6ufk"));
+  CHECK_FALSE(verify_shopify_signature(kShopifySecret, kShopifyBody, "not base64 at all!"));
+  CHECK_FALSE(verify_shopify_signature(kShopifySecret, kShopifyBody, ""));
 }
