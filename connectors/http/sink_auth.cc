@@ -212,6 +212,9 @@ Result<oauth2::Answer> SinkToken::post(const std::string& url, const std::vector
 void SinkToken::run() {
   UniqueLock lock(mu_);
   while (true) {
+    // Checked first on every turn: the timed wait below returns at once when stopping, and
+    // going round to it again would spin while stop() waits in join().
+    if (stopping_) return;
     // A token in use is replaced at its refresh time, whether or not a request comes then.
     if (used_ && !cache_.empty() && !fetching_) {
       const auto at = cache_.refresh_at();
