@@ -87,12 +87,19 @@ std::string token_request_body(const std::string& client_id, const std::string& 
 }
 
 namespace {
-// A printable excerpt of an OAuth2 error code (never the description: servers echo
-// client ids and more there).
+// The server's OAuth2 error code as far as its first character outside [A-Za-z0-9_.-]
+// (and at most 64 characters): the codes RFC 6749 section 5.2 defines are made of those, and
+// cutting there instead of dropping characters keeps markup, and whatever follows it, out of
+// the logs. Never the description: servers echo client ids and more there.
 std::string safe_code(std::string_view s) {
+  const auto safe = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+  };
   std::string out;
   for (char c : s.substr(0, 64)) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') out += c;
+    if (!safe(c)) break;
+    out += c;
   }
   return out;
 }

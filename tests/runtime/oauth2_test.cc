@@ -102,6 +102,12 @@ TEST_CASE("oauth2 fetch_token: statuses, the error code and transport errors bec
       client, answer(401, R"({"error":"invalid_client <b>","error_description":"client id TOPSECRET unknown"})"));
   CHECK(refused.status().message() == "oauth2 token request to https://auth/token: HTTP 401 (invalid_client)");
   CHECK(refused.status().code() == weir::Status::Code::kUnavailable);
+  // The code is cut at its first character outside [A-Za-z0-9_.-], not filtered: nothing
+  // after markup reaches the message.
+  CHECK(oauth2::fetch_token(client, answer(400, R"({"error":"bad.code-1<script>TOPSECRET"})")).status().message() ==
+        "oauth2 token request to https://auth/token: HTTP 400 (bad.code-1)");
+  CHECK(oauth2::fetch_token(client, answer(400, R"({"error":"<b>invalid_client"})")).status().message() ==
+        "oauth2 token request to https://auth/token: HTTP 400");
   CHECK(oauth2::fetch_token(client, answer(503, "down")).status().message() ==
         "oauth2 token request to https://auth/token: HTTP 503");
   auto garbled = oauth2::fetch_token(client, answer(200, R"({"token":"TOPSECRET"})"));
