@@ -854,8 +854,10 @@ TEST_CASE("http sink tls: each misuse is a file:line:column error", "[loader][si
         0);
   CHECK(one_problem(kHead + url + "tls: ca.pem } } }\n").find("4:8: to.out.http.tls must be a mapping") == 0);
   CHECK(one_problem(kHead + "to: { out: { http: { url: \"http://127.0.0.1:1/x\",\n  tls: { ca_file: a.pem } } } }\n") ==
-        "4:8: to.out.http.tls needs an https:// url (weir speaks TLS to the receiver only over https), got "
-        "\"http\"://");
+        "4:8: to.out.http.tls: TLS settings need an https:// url, and to.out.http.url is http://");
+  // Another scheme is the url's own error, the only one.
+  CHECK(one_problem(kHead + "to: { out: { http: { url: \"ftp://127.0.0.1:1/x\",\n  tls: { ca_file: a.pem } } } }\n") ==
+        "3:27: to.out.http.url must be a URL starting with http:// or https://, got \"ftp://127.0.0.1:1/x\"");
 }
 
 TEST_CASE("http sink oauth2: each misuse is a file:line:column error", "[loader][sinks][auth][errors]") {
