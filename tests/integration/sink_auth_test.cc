@@ -6,7 +6,7 @@
 //   events of a sink with the right certificate; a sink with no certificate, with one from
 //   another CA, or without the CA that signed the receiver's certificate delivers nothing,
 //   retries, and after a restart with the right files delivers every event it held.
-// - OAuth2: a token endpoint that issues 2-second tokens and a receiver that accepts only
+// - OAuth2: a token endpoint that hands out 2-second tokens and a receiver that accepts only
 //   unexpired tokens it issued (both ScriptedHttpServer): deliveries keep arriving, each
 //   token is requested before the previous one expires, a 401 causes one new token and a
 //   successful re-send, a failing token endpoint is a retryable failure with its reason,
@@ -216,13 +216,19 @@ TEST_CASE(
   REQUIRE(dlq.status == 200);
   CHECK(json::parse(dlq.body).empty());  // retried, not dead
 
-  // Restarted with the right files, weir delivers every event the failing sinks held.
+  // Restarted with the right files, weir delivers every event the failing sinks held: a new
+  // weir on the same JetStream (WeirProcess::spawn writes its own options' flow files, so
+  // the files are changed there).
   REQUIRE(weir.terminate() == 0);
   for (const char* flow : {"nocert", "stranger", "noca"}) {
-    weir::testing::write_file(weir.flow_path(std::string(flow) + ".yaml"), tls_flow(flow, url, good));
+    options.flows[std::string(flow) + ".yaml"] = tls_flow(flow, url, good);
   }
-  weir.start();
-  CHECK(wait_until([&] { return receiver.received().size() == 12; }, 30s, 100ms));
+  WeirProcess restarted(options);
+  restarted.start();
+  const bool all = wait_until([&] { return receiver.received().size() == 12; }, 30s, 100ms);
+  INFO("after the restart: " << restarted.describe());
+  INFO("receiver after the restart: " << receiver.describe());
+  CHECK(all);
   for (const auto& [id, cn] : receiver.received()) CHECK(cn == "weir-client");
 }
 
