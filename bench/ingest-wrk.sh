@@ -117,7 +117,7 @@ for rep in $(seq 1 "$reps"); do
   # 3. weir: wrk → http-in → JetStream → flow stage → sink stage → weir-sink.
   curl -s -X POST "$sink/reset" >/dev/null
   cpu0=$(cpu_ticks "$weir_pid")
-  WRK_ACKED_IDS="$work/acked.ids" wrk -t2 -c"$conns" -d"${seconds}s" -s bench/wrk/post.lua \
+  WRK_ID_PREFIX="r$rep-" WRK_ACKED_IDS="$work/acked.ids" wrk -t2 -c"$conns" -d"${seconds}s" -s bench/wrk/post.lua \
     "$scheme://127.0.0.1:$http_port/in/pass" > "$work/wrk.out"
   wrk_weir=$(wrk_json < "$work/wrk.out")
   sort -u "$work/acked.ids" > "$work/acked.sorted"

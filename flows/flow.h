@@ -84,6 +84,13 @@ struct TimerSourceSpec {
   Json payload = Json::object();  // the event each tick emits (plus tick fields)
 };
 
+// OAuth2 client credentials (RFC 6749 §4.4): `oauth2:` of a poll source and of an HTTP
+// sink. The client id and secret are read from the environment by the connector at start.
+struct OAuth2Spec {
+  std::string token_url, client_id_env, client_secret_env;
+  std::vector<std::string> scopes;
+};
+
 struct PollSourceSpec {
   std::string url;
   Millis every{60000};
@@ -91,10 +98,7 @@ struct PollSourceSpec {
   std::string split;         // path of the array to split into events ("" = whole body)
   std::string cursor_field;  // response field holding the next cursor ("" = none)
   std::string cursor_param;  // query parameter that carries the cursor
-  struct OAuth2 {
-    std::string token_url, client_id_env, client_secret_env;
-    std::vector<std::string> scopes;
-  };
+  using OAuth2 = OAuth2Spec;
   std::optional<OAuth2> oauth2;
 };
 
@@ -167,6 +171,17 @@ struct HttpSinkSpec {
   // (docs/adr/0301-http-sink-header-expressions.md); fixed headers stay in `headers`.
   std::map<std::string, std::shared_ptr<const EventExpression>> header_exprs;
   HttpSignSpec sign;
+
+  // Authenticating to the receiver (docs/adr/0302-http-sink-tls-and-oauth2.md).
+  // `tls:` (an https:// url only): ca_file replaces the system trust store for this sink;
+  // cert_file and key_file (together) are the client certificate for mTLS. Paths as the
+  // loader resolved them (relative to the flow file); the sink reads them at start.
+  struct Tls {
+    std::string ca_file, cert_file, key_file;
+  };
+  std::optional<Tls> tls;
+  // `oauth2:`: a client-credentials token in `Authorization: Bearer`, cached and refreshed.
+  std::optional<OAuth2Spec> oauth2;
 };
 
 class Expression;

@@ -745,6 +745,77 @@ class Loader {
 
   // ---- parts of the file -------------------------------------------------------------
 
+  // The body of an `oauth2:` mapping (a poll source's, an HTTP sink's), its keys already
+  // checked against the section's schema: the poll source spells the scopes `scopes`, the
+  // sink `scope` (RFC 6749's name); either is a space-separated string or a list.
+  OAuth2Spec oauth2_spec(const SrcNode& o, const std::string& ow) {
+    OAuth2Spec oa;
+    // The client secret is posted to token_url: plain http only when written deliberately
+    // (a token endpoint on this host, say).
+    bool insecure_http = false;
+    get_bool(o, "insecure_http", ow, &insecure_http);
+    check_url(o, "token_url", ow, &oa.token_url, true, {"http://", "https://"});
+    if (!insecure_http && oa.token_url.rfind("http://", 0) == 0) {
+      error(*o.get("token_url"), ow + ".token_url must be https:// (the client secret is sent to it); add "
+                                      "`insecure_http: true` to send it over plain http deliberately");
+    }
+    if (!o.get("client_id_env")) error(o, ow + " needs `client_id_env`");
+    if (!o.get("client_secret_env")) error(o, ow + " needs `client_secret_env`");
+    check_env_name(o, "client_id_env", ow, &oa.client_id_env);
+    check_env_name(o, "client_secret_env", ow, &oa.client_secret_env);
+    for (const char* key : {"scopes", "scope"}) {
+      const SrcNode* sc = o.get(key);
+      if (sc == nullptr) continue;
+      if (sc->is_scalar()) {
+        std::istringstream in(sc->text);
+        for (std::string w; in >> w;) oa.scopes.push_back(w);
+      } else {
+        get_string_list(*sc, ow + "." + key, &oa.scopes);
+      }
+    }
+    return oa;
+  }
+
+  // An HTTP sink's `tls:` and `oauth2:` (docs/adr/0302-http-sink-tls-and-oauth2.md). The
+  // files are only named here: the sink reads and checks them when it starts.
+  void http_sink_auth(const SrcNode& n, const std::string& w, HttpSinkSpec* s) {
+    if (const SrcNode* t = n.get("tls"); t != nullptr && is_map(*t, w + ".tls")) {
+      const std::string tw = w + ".tls";
+      check_keys(*t, tw, schema::kHttpSinkTls);
+      HttpSinkSpec::Tls tls;
+      const size_t before = d_.size();
+      for (auto [key, out] : {std::pair{"ca_file", &tls.ca_file}, std::pair{"cert_file", &tls.cert_file},
+                              std::pair{"key_file", &tls.key_file}}) {
+        // (An empty string is get_string's error.)
+        if (!get_string(*t, key, tw, out) || out->empty()) continue;
+        if (out->front() != '/' && !dir_.empty()) {
+          *out = dir_ + "/" + *out;  // relative to the flow file, as tables' files are
+        }
+      }
+      if (t->keys.empty()) error(*t, tw + " needs `ca_file`, or `cert_file` with `key_file`, or all three");
+      if (t->get("cert_file") && !t->get("key_file")) error(*t, tw + ".cert_file needs `key_file` too");
+      if (t->get("key_file") && !t->get("cert_file")) error(*t, tw + ".key_file needs `cert_file` too");
+      // Only an http:// url, which check_url accepted, gets this error: another scheme has
+      // check_url's own, and one error per mistake is enough.
+      if (s->url.rfind("http://", 0) == 0) {
+        error(*t, tw + ": TLS settings need an https:// url, and " + w + ".url is http://");
+      }
+      if (d_.size() == before) s->tls = tls;
+    }
+    if (const SrcNode* o = n.get("oauth2"); o != nullptr && is_map(*o, w + ".oauth2")) {
+      const std::string ow = w + ".oauth2";
+      check_keys(*o, ow, schema::kHttpSinkOauth2);
+      s->oauth2 = oauth2_spec(*o, ow);
+      for (const auto& [name, value] : s->headers) {
+        std::string lower = name;
+        for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (lower == "authorization") {
+          error(*n.get("headers"), w + ".headers sets Authorization, which `oauth2` sends: remove one of them");
+        }
+      }
+    }
+  }
+
   bool source(const SrcNode& n, SourceSpec* out);
   void sinks(const SrcNode& n);
   void tables(const SrcNode& n);
@@ -897,29 +968,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
     if (o && is_map(*o, what + ".oauth2")) {
       const std::string ow = what + ".oauth2";
       check_keys(*o, ow, schema::kPollSourceOauth2);
-      PollSourceSpec::OAuth2 oa;
-      // The client secret is posted to token_url: plain http only when written deliberately
-      // (a token endpoint on this host, say).
-      bool insecure_http = false;
-      get_bool(*o, "insecure_http", ow, &insecure_http);
-      check_url(*o, "token_url", ow, &oa.token_url, true, {"http://", "https://"});
-      if (!insecure_http && oa.token_url.rfind("http://", 0) == 0) {
-        error(*o->get("token_url"), ow + ".token_url must be https:// (the client secret is sent to it); add "
-                                         "`insecure_http: true` to send it over plain http deliberately");
-      }
-      if (!o->get("client_id_env")) error(*o, ow + " needs `client_id_env`");
-      if (!o->get("client_secret_env")) error(*o, ow + " needs `client_secret_env`");
-      check_env_name(*o, "client_id_env", ow, &oa.client_id_env);
-      check_env_name(*o, "client_secret_env", ow, &oa.client_secret_env);
-      if (const SrcNode* sc = o->get("scopes")) {
-        if (sc->is_scalar()) {
-          std::istringstream in(sc->text);
-          for (std::string w; in >> w;) oa.scopes.push_back(w);
-        } else {
-          get_string_list(*sc, ow + ".scopes", &oa.scopes);
-        }
-      }
-      s.oauth2 = oa;
+      s.oauth2 = oauth2_spec(*o, ow);
     }
     *out = s;
   } else if (kind == "exec") {
@@ -1018,6 +1067,7 @@ void Loader::sinks(const SrcNode& to) {
       get_rate(n, "rate", w, &s.rate_per_s, &s.rate);
       if (const SrcNode* o = n.get("order_by")) s.order_by = event_expression(*o, w + ".order_by");
       http_sink_sign(n, w, &s);
+      http_sink_auth(n, w, &s);
       spec.kind = s;
     } else if (kind == "mqtt") {
       if (!is_map(n, w)) continue;

@@ -29,11 +29,16 @@ inline constexpr std::string_view kPollSourceOauth2[] = {"token_url", "client_id
                                                          "insecure_http"};
 inline constexpr std::string_view kExecSource[] = {"command", "format", "max_line", "env"};
 // Sinks (`to: {<name>: {<kind>: {...}}}`); `flow: {}` takes no keys.
-inline constexpr std::string_view kHttpSink[] = {"url",   "method",          "headers", "timeout",  "retries",
-                                                 "retry", "max_connections", "rate",    "order_by", "sign"};
+inline constexpr std::string_view kHttpSink[] = {
+    "url", "method", "headers", "timeout", "retries", "retry", "max_connections", "rate", "order_by", "sign",
+    // authenticating to the receiver (docs/adr/0302-http-sink-tls-and-oauth2.md)
+    "tls", "oauth2"};
 inline constexpr std::string_view kHttpSinkRetry[] = {"backoff", "give_up_after"};
 inline constexpr std::string_view kHttpSinkHeaderExpr[] = {"expr"};  // `headers: {Name: {expr: …}}`
 inline constexpr std::string_view kHttpSinkSign[] = {"scheme", "secret_env", "secrets_env"};
+inline constexpr std::string_view kHttpSinkTls[] = {"ca_file", "cert_file", "key_file"};
+inline constexpr std::string_view kHttpSinkOauth2[] = {"token_url", "client_id_env", "client_secret_env", "scope",
+                                                       "insecure_http"};
 inline constexpr std::string_view kMqttSink[] = {"broker",    "topic",        "qos",          "retain",
                                                  "client_id", "username_env", "password_env", "retries"};
 inline constexpr std::string_view kMqttSinkTopic[] = {"expr"};  // `topic: {expr: …}`
@@ -71,6 +76,8 @@ inline constexpr Section kSections[] = {
     {"to.<name>.http.retry", kHttpSinkRetry},
     {"to.<name>.http.headers.<header>", kHttpSinkHeaderExpr},
     {"to.<name>.http.sign", kHttpSinkSign},
+    {"to.<name>.http.tls", kHttpSinkTls},
+    {"to.<name>.http.oauth2", kHttpSinkOauth2},
     {"to.<name>.mqtt", kMqttSink},
     {"to.<name>.mqtt.topic", kMqttSinkTopic},
     {"to.<name>.nats", kNatsSink},

@@ -1,6 +1,8 @@
 -- wrk script for bench/ingest-wrk.sh: POSTs ~300-byte JSON order events, each with a
--- unique id ("w<thread>-<n>") in the body and as Idempotency-Key, so the 202's {"id"} is
--- that id and the sink counts unique deliveries and duplicates by it. Every 2xx answer's
+-- unique id ("<prefix>w<thread>-<n>") in the body and as Idempotency-Key, so the 202's {"id"}
+-- is that id and the sink counts unique deliveries and duplicates by it. The prefix comes
+-- from $WRK_ID_PREFIX: each repetition needs its own, or JetStream's duplicate window
+-- (2 minutes) takes a repeated id as a re-send, answers it 202 and stores nothing new. Every 2xx answer's
 -- id is kept; done() writes them, one per line, to the file named by $WRK_ACKED_IDS (loss
 -- is then the set difference with the sink's ids), and prints a WRKJSON line with the
 -- counts per status.
@@ -15,6 +17,7 @@ end
 
 function init(args)
   n = 0
+  prefix = os.getenv("WRK_ID_PREFIX") or ""
   acked = {}
   statuses = {}
   wrk.method = "POST"
@@ -23,7 +26,7 @@ end
 
 function request()
   n = n + 1
-  local id = string.format("w%d-%d", tid, n)
+  local id = string.format("%sw%d-%d", prefix, tid, n)
   local body = string.format(
     '{"id":"%s","customer_id":"c%d","amount":"%d.50","currency":"EUR","channel":"web","items":[{"sku":"s-%d","qty":"2","price":"9.99"}],"note":"%s"}',
     id, n % 1000, n % 250, n % 97, pad)

@@ -27,6 +27,7 @@
 
 #include "connectors/http/http1_connection.h"
 #include "connectors/http/signature.h"
+#include "connectors/http/sink_auth.h"
 #include "runtime/loop/io_loop.h"
 #include "runtime/base/log.h"
 #include "runtime/base/redact.h"
@@ -186,6 +187,7 @@ struct Work {
   // Headers computed from the event by deliver() (`headers: {Name: {expr: …}}`; ADR 0301):
   // name and value, the value checked for control characters.
   std::vector<std::pair<std::string, std::string>> event_headers = {};
+  bool auth_retried = false;  // sent again once after a 401 with a new token (Client::refused_token)
 };
 
 void finish(Work& work, DeliveryResult result) {
@@ -217,10 +219,12 @@ struct Slot final : http1::Connection::Owner {
   std::string idempotency_header;
   std::string traceparent_header;  // ADR 0140: the sink span's context, per request
   std::string tracestate_header;
-  // Per request beyond the three above: event headers (ADR 0301) and signature headers
-  // (ADR 0300), as curl or the native head spells them, and curl's list nodes for them.
+  // Per request beyond the three above: event headers (ADR 0301), signature headers (ADR
+  // 0300) and the oauth2 Authorization (ADR 0302), as curl or the native head spells them,
+  // and curl's list nodes for them.
   std::vector<std::string> extra_headers;
   std::vector<curl_slist> extra_nodes;
+  std::string bearer;  // `oauth2:` the token this request carries, sent among extra_headers
   std::string response_head;                       // first bytes of the body, for dead reasons
   std::string retry_after;                         // raw Retry-After of the last response
   bool busy = false;                               // handed to curl
@@ -307,6 +311,12 @@ struct Client {
   // the loop's chores timer takes the client again then.
   std::optional<TokenBucket> bucket;
   std::optional<std::chrono::steady_clock::time_point> rate_at;
+  // `tls:` and `oauth2:` (docs/adr/0302-http-sink-tls-and-oauth2.md): the files read at
+  // start, and the token source. Work that finds no usable token waits in awaiting_token
+  // (loop thread only; counted in the pool) until the token source calls back.
+  std::optional<SinkTls> tls;
+  std::unique_ptr<SinkToken> token;
+  std::deque<Work> awaiting_token;
 
   // `headers: {Name: {expr: …}}` (ADR 0301), fixed after start(); evaluated by deliver().
   std::vector<std::pair<std::string, std::shared_ptr<const flows::EventExpression>>> expr_headers;
@@ -324,6 +334,15 @@ struct Client {
   // Fills slot->extra_headers for the request about to go: the event headers and, when
   // signing, the signature headers with this attempt's timestamp.
   void per_request_headers(Slot* slot) const;
+  Status configure_auth();
+  // The token for `work`'s request in *bearer, or false when the work went to wait for one.
+  bool await_token(Work& work, std::string* bearer);
+  // Launches the waiting work once a token is there, or finishes it as a retry with the
+  // failed token request's reason.
+  void resume_awaiting(CURLM* multi);
+  // A 401 to a request with a token, the first for its work: the token is dropped, the
+  // work waits for a new one and is sent again (once). False when that does not apply.
+  bool refused_token(Slot* slot, long status);
   Slot* make_slot();
   void launch(CURLM* multi, Work work);
   void complete(CURLM* multi, Slot* slot, CURLcode code);
@@ -518,6 +537,7 @@ Status Client::configure() {
   if (!user_content_type) static_headers.insert(static_headers.begin(), "Content-Type: application/json");
   // Otherwise curl waits up to a second for "100 Continue" before sending a large body.
   static_headers.push_back("Expect:");
+  if (Status st = configure_auth(); !st) return st;
   native = use_native_client();
   return Status::ok();
 }
@@ -566,6 +586,39 @@ Status Client::configure_signing() {
   return Status::ok();
 }
 
+Status Client::configure_auth() {
+  tls.reset();
+  token.reset();
+  if (spec.tls) {
+    // weir's own client speaks no TLS: a tls sink has an https:// URL, which goes to curl
+    // (use_native_client()).
+    if (split_url(spec.url)->scheme != "https") {
+      return Status::invalid("http sink " + sink + ": tls needs an https:// url");
+    }
+    auto loaded = load_sink_tls(*spec.tls, sink);
+    if (!loaded) return loaded.status();
+    tls = std::move(loaded.value());
+  }
+  if (spec.oauth2) {
+    oauth2::Client oc;
+    oc.token_url = spec.oauth2->token_url;
+    oc.token_where = redact_url(spec.oauth2->token_url);
+    oc.scopes = spec.oauth2->scopes;
+    if (Status st = oauth2::read_credentials("http sink " + sink, spec.oauth2->client_id_env,
+                                             spec.oauth2->client_secret_env, nullptr, &oc);
+        !st) {
+      return st;
+    }
+    for (const auto& [name, value] : spec.headers) {
+      if (iequals(name, "Authorization")) {
+        return Status::invalid("http sink " + sink + ": header Authorization and oauth2 exclude each other");
+      }
+    }
+    token = std::make_unique<SinkToken>(std::move(oc), spec.timeout, flow, sink);
+  }
+  return Status::ok();
+}
+
 bool Client::event_headers(const std::string& body, std::vector<std::pair<std::string, std::string>>* out,
                            std::string* why) const {
   if (expr_headers.empty()) return true;
@@ -599,6 +652,53 @@ bool Client::event_headers(const std::string& body, std::vector<std::pair<std::s
   return true;
 }
 
+bool Client::await_token(Work& work, std::string* bearer) {
+  if (!token) return true;
+  if (auto t = token->take(std::chrono::steady_clock::now())) {
+    *bearer = std::move(*t);
+    return true;
+  }
+  awaiting_token.push_back(std::move(work));
+  return false;
+}
+
+void Client::resume_awaiting(CURLM* multi) {
+  if (awaiting_token.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (auto failure = token->failure(now)) {
+    std::deque<Work> failed;
+    failed.swap(awaiting_token);
+    for (auto& w : failed) finish(w, DeliveryResult::retry(*failure));
+    return;
+  }
+  if (!token->take(now)) return;  // still fetching: its callback brings the client back
+  std::deque<Work> ready;
+  ready.swap(awaiting_token);
+  for (auto& w : ready) launch(multi, std::move(w));
+}
+
+bool Client::refused_token(Slot* slot, long status) {
+  if (status != 401 || !token || slot->work.auth_retried || stopping) return false;
+  token->refused(slot->bearer);
+  Work work = std::move(slot->work);
+  work.auth_retried = true;
+  slot->busy = false;
+  --active;
+  free_slots.push_back(slot);
+  log::info("http sink: 401 with an oauth2 token; fetching a new one and sending again",
+            {{"flow", flow}, {"sink", sink}, {"id", work.delivery.event_id}});
+  std::string unused;
+  // A token newer than the refused one may be there already; otherwise this starts the fetch.
+  if (await_token(work, &unused)) {
+    awaiting_token.push_front(std::move(work));
+  } else {
+    // await_token queued it at the back; the re-send goes first.
+    awaiting_token.push_front(std::move(awaiting_token.back()));
+    awaiting_token.pop_back();
+  }
+  return true;
+}
+
 void Client::per_request_headers(Slot* slot) const {
   std::vector<std::string>& out = slot->extra_headers;
   out.clear();
@@ -606,6 +706,7 @@ void Client::per_request_headers(Slot* slot) const {
     // "Name;" is curl's spelling of a header with an empty value ("Name:" would remove it).
     out.push_back(value.empty() && !native ? name + ";" : name + ": " + value);
   }
+  if (!slot->bearer.empty()) out.push_back("Authorization: Bearer " + slot->bearer);
   if (sign_secrets.empty()) return;
   const Delivery& d = slot->work.delivery;
   if (spec.sign.scheme == flows::HttpSignSpec::Scheme::kGithub) {
@@ -706,9 +807,27 @@ Slot* Client::make_slot() {
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, home);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &Loop::on_close);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, home);
+  if (tls) {
+    // Blobs: the files as start() read and checked them (docs/adr/0302).
+    if (!tls->ca_pem.empty()) {
+      curl_blob ca{tls->ca_pem.data(), tls->ca_pem.size(), CURL_BLOB_COPY};
+      curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
+      // This CA instead of the system's store, not beside it.
+      curl_easy_setopt(e, CURLOPT_CAINFO, nullptr);
+      curl_easy_setopt(e, CURLOPT_CAPATH, nullptr);
+    }
+    if (!tls->cert_pem.empty()) {
+      curl_blob cert{tls->cert_pem.data(), tls->cert_pem.size(), CURL_BLOB_COPY};
+      curl_blob key{tls->key_pem.data(), tls->key_pem.size(), CURL_BLOB_COPY};
+      curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
+      curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+      curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
+      curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+  }
 
   // The list lives as long as the slot; only the last three nodes (Idempotency-Key,
-  // traceparent, tracestate) change per request (launch()).
+  // traceparent, tracestate) change per request (launch()), and extra_nodes after them.
   slot->header_nodes.resize(static_headers.size() + 3);
   for (size_t i = 0; i < static_headers.size(); ++i) {
     slot->header_nodes[i].data = static_headers[i].data();
@@ -745,6 +864,8 @@ void Client::launch(CURLM* multi, Work work) {
     finish(work, DeliveryResult::dead("event id is not usable as an Idempotency-Key header"));
     return;
   }
+  std::string bearer;
+  if (!await_token(work, &bearer)) return;
   Slot* slot = nullptr;
   if (!free_slots.empty()) {
     slot = free_slots.back();
@@ -757,6 +878,7 @@ void Client::launch(CURLM* multi, Work work) {
     }
   }
   slot->work = std::move(work);
+  slot->bearer = std::move(bearer);
   slot->response_head.clear();
   slot->retry_after.clear();
   per_request_headers(slot);
@@ -873,6 +995,7 @@ void Client::complete(CURLM* multi, Slot* slot, CURLcode code) {
   curl_easy_getinfo(slot->easy, CURLINFO_RESPONSE_CODE, &status);
   curl_multi_remove_handle(multi, slot->easy);
   if (resend(multi, slot, code)) return;
+  if (code == CURLE_OK && refused_token(slot, status)) return;
   release(slot, classify(code, status, *slot));
 }
 
@@ -954,6 +1077,10 @@ void Client::answered(Slot* slot, http1::Answer& answer) {
     return;
   }
   slot->resent = false;
+  if (!answer.error && refused_token(slot, answer.status)) {
+    home->answered(this);
+    return;
+  }
   DeliveryResult result;
   if (answer.error) {
     result = DeliveryResult::retry(native_error(answer.error) + " (" + where + ")");
@@ -1227,9 +1354,12 @@ void Loop::take(std::vector<Client*>& turn) {
       }
       for (auto& w : c->pending) c->refused.push_back(std::move(w));
       c->pending.clear();
+      for (auto& w : c->awaiting_token) c->refused.push_back(std::move(w));
+      c->awaiting_token.clear();
       continue;
     }
-    while (!c->pending.empty() && c->active + static_cast<int>(c->to_start.size()) < c->pool_size) {
+    while (!c->pending.empty() &&
+           c->active + static_cast<int>(c->to_start.size() + c->awaiting_token.size()) < c->pool_size) {
       if (c->bucket && !c->bucket->try_take(now)) {
         c->rate_at = c->bucket->next_token(now);
         break;
@@ -1290,6 +1420,7 @@ void Loop::service() {
     for (Client* c : taking_) {
       for (auto& w : c->refused) finish(w, DeliveryResult::retry("sink stopping"));
       c->refused.clear();
+      c->resume_awaiting(multi_);
       for (auto& w : c->to_start) c->launch(multi_, std::move(w));
       c->to_start.clear();
     }
@@ -1407,6 +1538,15 @@ Status HttpSink::start() {
     if (c.state != Client::State::kNew) return Status::conflict("http sink " + c.sink + ": started twice");
   }
   if (Status st = c.configure(); !st) return st;
+  if (c.token) {
+    // A token fetch ended: the loop takes the client again (Client::resume_awaiting).
+    c.token->on_ready([&c] {
+      MutexLock lock(c.mu);
+      if (c.state != Client::State::kRunning || !c.loop || c.queued) return;
+      c.queued = true;
+      c.loop->mark(&c);
+    });
+  }
   {
     MutexLock lock(c.mu);
     c.state = Client::State::kRunning;
@@ -1423,6 +1563,8 @@ Status HttpSink::start() {
 
 void HttpSink::stop() {
   Client& c = impl_->client;
+  // First: after this no token callback marks the client (the loop may be letting go of it).
+  if (c.token) c.token->stop();
   UniqueLock lock(c.mu);
   if (c.state == Client::State::kNew) {
     c.state = Client::State::kStopped;

@@ -14,6 +14,7 @@
 
 #include "flows/json_limits.h"
 #include "runtime/base/log.h"
+#include "runtime/base/oauth2.h"
 #include "runtime/base/redact.h"
 #include "runtime/base/retry_after.h"
 #include "runtime/base/thread_annotations.h"
@@ -167,74 +168,6 @@ const Validators* PollState::validators_for(std::string_view url) const {
   return nullptr;
 }
 
-TokenCache::Clock::duration TokenCache::margin(Clock::duration lifetime) {
-  return std::min<Clock::duration>(std::chrono::seconds(30), lifetime / 10);
-}
-
-void TokenCache::set(std::string token, Clock::duration lifetime, Clock::time_point now) {
-  token_ = std::move(token);
-  if (lifetime < Clock::duration::zero()) lifetime = Clock::duration::zero();
-  refresh_at_ = now + lifetime - margin(lifetime);
-}
-
-std::optional<std::string> TokenCache::get(Clock::time_point now) const {
-  if (token_.empty() || now >= refresh_at_) return std::nullopt;
-  return token_;
-}
-
-Result<TokenResponse> parse_token_response(std::string_view body) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return Status::invalid("the token endpoint's answer is not a JSON object");
-  auto token = j.find("access_token");
-  if (token == j.end() || !token->is_string() || token->get<std::string>().empty()) {
-    return Status::invalid("the token endpoint's answer has no access_token");
-  }
-  if (auto type = j.find("token_type"); type != j.end()) {
-    std::string t = type->is_string() ? type->get<std::string>() : "";
-    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (t != "bearer") return Status::invalid("the token endpoint's token_type is not Bearer");
-  }
-  TokenResponse out;
-  out.access_token = token->get<std::string>();
-  // The token goes into an Authorization header line: a CR or LF would end that line and
-  // start another header the endpoint chose (any control byte is no token: RFC 6750's
-  // b64token). Refused, and the message never quotes the token.
-  if (std::any_of(out.access_token.begin(), out.access_token.end(),
-                  [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
-    return Status::invalid(
-        "the token endpoint's access_token holds a control character (CR, LF or another): refused, it would "
-        "break the Authorization header");
-  }
-  if (auto e = j.find("expires_in"); e != j.end() && !e->is_null()) {
-    // Some servers send the number as a string.
-    double seconds = -1;
-    if (e->is_number()) {
-      seconds = e->get<double>();
-    } else if (e->is_string()) {
-      char* end = nullptr;
-      const std::string s = e->get<std::string>();
-      seconds = std::strtod(s.c_str(), &end);
-      if (end == s.c_str() || *end != '\0') seconds = -1;
-    }
-    if (!(seconds >= 0) || seconds > 1e9)
-      return Status::invalid("the token endpoint's expires_in is not a number of seconds");
-    out.expires_in = std::chrono::seconds(static_cast<int64_t>(seconds));
-  }
-  return out;
-}
-
-std::string token_request_body(const std::string& client_id, const std::string& client_secret,
-                               const std::vector<std::string>& scopes) {
-  std::string body = "grant_type=client_credentials&client_id=" + url_encode(client_id) +
-                     "&client_secret=" + url_encode(client_secret);
-  if (!scopes.empty()) {
-    std::string joined;
-    for (const auto& s : scopes) joined += (joined.empty() ? "" : " ") + s;
-    body += "&scope=" + url_encode(joined);
-  }
-  return body;
-}
-
 }  // namespace poll
 
 // ---- The source ------------------------------------------------------------------------
@@ -266,16 +199,6 @@ std::string trim(std::string_view s) {
   return std::string(s);
 }
 
-// A printable excerpt of an OAuth2 error code (never the description: servers echo
-// client ids and more there).
-std::string safe_code(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 64)) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') out += c;
-  }
-  return out;
-}
-
 struct Response {
   long status = 0;
   std::string body;
@@ -299,10 +222,9 @@ struct PollSource::Impl {
   flows::PollSourceSpec spec;
   std::string flow;
   PollSourceOptions options;
-  std::string where;        // redacted URL for logs
-  std::string token_where;  // redacted token URL
-  std::string client_id, client_secret;
-  std::string key;                                           // state key
+  std::string where;     // redacted URL for logs
+  oauth2::Client oauth;  // token URL, its redacted form, credentials and scopes (OAuth2 only)
+  std::string key;       // state key
   std::vector<std::pair<std::string, std::string>> headers;  // spec headers, minus Authorization under OAuth2
 
   SourceContext context;
@@ -312,10 +234,10 @@ struct PollSource::Impl {
   Mutex mu;
   std::condition_variable wake;
 
-  CURL* curl = nullptr;    // poll thread only (after start)
-  poll::PollState state;   // poll thread only
-  poll::TokenCache token;  // poll thread only
-  bool deposed = false;    // poll thread only: another instance wrote our state
+  CURL* curl = nullptr;      // poll thread only (after start)
+  poll::PollState state;     // poll thread only
+  oauth2::TokenCache token;  // poll thread only
+  bool deposed = false;      // poll thread only: another instance wrote our state
 
   std::atomic<uint64_t> polls{0}, published{0}, token_fetches{0};
 
@@ -417,23 +339,16 @@ struct PollSource::Impl {
   Result<std::string> bearer(bool force_refresh) {
     if (force_refresh) token.invalidate();
     if (auto t = token.get(SteadyClock::now())) return *t;
-    const std::string body = poll::token_request_body(client_id, client_secret, spec.oauth2->scopes);
     const auto asked = SteadyClock::now();
-    auto r = perform(spec.oauth2->token_url,
-                     {"Content-Type: application/x-www-form-urlencoded", "Accept: application/json"}, &body,
-                     "oauth2 token request to " + token_where);
-    if (!r) return r.status();
-    if (r->status != 200) {
-      std::string code;
-      if (Json j = Json::parse(r->body, nullptr, false);
-          j.is_object() && j.contains("error") && j["error"].is_string()) {
-        code = safe_code(j["error"].get<std::string>());
-      }
-      return Status::unavailable("oauth2 token request to " + token_where + ": HTTP " + std::to_string(r->status) +
-                                 (code.empty() ? "" : " (" + code + ")"));
-    }
-    auto parsed = poll::parse_token_response(r->body);
-    if (!parsed) return Status::invalid("oauth2 token request to " + token_where + ": " + parsed.status().message());
+    auto parsed = oauth2::fetch_token(oauth,
+                                      [&](const std::string& url, const std::vector<std::string>& lines,
+                                          const std::string& body) -> Result<oauth2::Answer> {
+                                        auto r = perform(url, lines, &body,
+                                                         "oauth2 token request to " + oauth.token_where);
+                                        if (!r) return r.status();
+                                        return oauth2::Answer{r->status, std::move(r->body)};
+                                      });
+    if (!parsed) return parsed.status();
     // Lifetime counts from the request, not the answer: the server's clock started then.
     token.set(parsed->access_token, parsed->expires_in, asked);
     token_fetches.fetch_add(1, std::memory_order_acq_rel);
@@ -712,21 +627,14 @@ Result<std::unique_ptr<PollSource>> PollSource::create(const flows::PollSourceSp
   if (spec.oauth2) {
     const auto& o = *spec.oauth2;
     if (!http_url(o.token_url)) return Status::invalid("poll: oauth2.token_url must start with http:// or https://");
-    impl->token_where = redact_url(o.token_url);
-    auto env = impl->options.env ? impl->options.env : [](const std::string& name) -> std::optional<std::string> {
-      const char* v = std::getenv(name.c_str());
-      return v ? std::optional<std::string>(v) : std::nullopt;
-    };
-    auto id = env(o.client_id_env);
-    if (!id || id->empty())
-      return Status::invalid("poll: oauth2.client_id_env: environment variable " + o.client_id_env + " is not set");
-    auto secret = env(o.client_secret_env);
-    if (!secret || secret->empty()) {
-      return Status::invalid("poll: oauth2.client_secret_env: environment variable " + o.client_secret_env +
-                             " is not set");
+    impl->oauth.token_url = o.token_url;
+    impl->oauth.token_where = redact_url(o.token_url);
+    impl->oauth.scopes = o.scopes;
+    if (Status st = oauth2::read_credentials("poll", o.client_id_env, o.client_secret_env, impl->options.env,
+                                             &impl->oauth);
+        !st) {
+      return st;
     }
-    impl->client_id = *id;
-    impl->client_secret = *secret;
   }
   return std::unique_ptr<PollSource>(new PollSource(std::move(impl)));
 }

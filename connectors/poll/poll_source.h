@@ -133,34 +133,8 @@ struct PollState {
   const Validators* validators_for(std::string_view url) const;
 };
 
-// An OAuth2 token with its refresh time. Pure: the caller passes the time, so tests drive
-// it with a manual clock. Not thread-safe (the poll thread owns it).
-class TokenCache {
- public:
-  using Clock = std::chrono::steady_clock;
-  // How long before expiry a token is replaced: 30 s, or 10% of its lifetime when that is
-  // shorter (a 1 s token is replaced after 900 ms).
-  static Clock::duration margin(Clock::duration lifetime);
-  void set(std::string token, Clock::duration lifetime, Clock::time_point now);
-  // The token while it is fresh at `now`.
-  std::optional<std::string> get(Clock::time_point now) const;
-  void invalidate() { token_.clear(); }
-
- private:
-  std::string token_;
-  Clock::time_point refresh_at_{};
-};
-
-struct TokenResponse {
-  std::string access_token;
-  std::chrono::seconds expires_in{3600};  // absent: an hour (a 401 refreshes earlier)
-};
-// Parses a token endpoint's 200 answer. Errors never contain the body (it holds the token).
-Result<TokenResponse> parse_token_response(std::string_view body);
-
-// The form body of a client-credentials token request.
-std::string token_request_body(const std::string& client_id, const std::string& client_secret,
-                               const std::vector<std::string>& scopes);
+// OAuth2 (token cache, token request and answer): runtime/base/oauth2.h, shared with the
+// HTTP sink.
 
 using flows::url_encode;  // flows/text.h
 

@@ -81,8 +81,16 @@ Status network_wiring_allowed(const flows::Flow& flow, const RuntimeConfig::Admi
     if (p->oauth2) urls.emplace_back("from.poll.oauth2.token_url", p->oauth2->token_url);
   }
   for (const auto& s : flow.sinks()) {
-    if (const auto* h = std::get_if<flows::HttpSinkSpec>(&s.kind))
+    if (const auto* h = std::get_if<flows::HttpSinkSpec>(&s.kind)) {
       urls.emplace_back("to." + s.name + ".http.url", h->url);
+      // docs/adr/0302-http-sink-tls-and-oauth2.md: files on the server, as for from.mqtt.
+      if (h->tls) {
+        errors.push_back(file + "to." + s.name +
+                         ".http.tls: a flow sent over the network may not name files on the server (ca_file, "
+                         "cert_file, key_file); put the flow file on the server");
+      }
+      if (h->oauth2) urls.emplace_back("to." + s.name + ".http.oauth2.token_url", h->oauth2->token_url);
+    }
     if (const auto* m = std::get_if<flows::MqttSinkSpec>(&s.kind))
       urls.emplace_back("to." + s.name + ".mqtt.broker", m->broker);
   }

@@ -964,3 +964,79 @@ TEST_CASE("http sink order_by: an expression compiled at load", "[loader][sinks]
   CHECK(one_problem(sink("5")).find("to.out.http.order_by must be an expression (a string)") != std::string::npos);
   CHECK(one_problem(sink("{ expr: this.a }")).find("to.out.http.order_by must be an expression") != std::string::npos);
 }
+
+// ---- HTTP sink tls and oauth2 (docs/adr/0302-http-sink-tls-and-oauth2.md) -------------
+
+TEST_CASE("http sink tls and oauth2: the keys load, relative files resolved against the flow file",
+          "[loader][sinks][auth]") {
+  auto f = must_load(kHead +
+                     "to: { out: { http: { url: \"https://127.0.0.1:1/x\",\n"
+                     "  tls: { ca_file: ca.pem, cert_file: /etc/c.pem, key_file: keys/c.key },\n"
+                     "  oauth2: { token_url: \"https://auth/token\", client_id_env: CID, client_secret_env: CSEC,\n"
+                     "            scope: \"read write\" } } } }\n");
+  const auto& s = std::get<HttpSinkSpec>(f->sinks().at(0).kind);
+  REQUIRE(s.tls);
+  CHECK(s.tls->ca_file == "./ca.pem");
+  CHECK(s.tls->cert_file == "/etc/c.pem");
+  CHECK(s.tls->key_file == "./keys/c.key");
+  REQUIRE(s.oauth2);
+  CHECK(s.oauth2->token_url == "https://auth/token");
+  CHECK(s.oauth2->client_id_env == "CID");
+  CHECK(s.oauth2->client_secret_env == "CSEC");
+  CHECK(s.oauth2->scopes == std::vector<std::string>{"read", "write"});
+
+  auto list = must_load(kHead +
+                        "to: { out: { http: { url: \"http://127.0.0.1:1/x\", oauth2: { token_url: "
+                        "\"http://127.0.0.1:9/t\", insecure_http: true, client_id_env: A, client_secret_env: B, "
+                        "scope: [a, b] } } } }\n");
+  const auto& l = std::get<HttpSinkSpec>(list->sinks().at(0).kind);
+  CHECK(l.oauth2->scopes == std::vector<std::string>{"a", "b"});
+  CHECK_FALSE(l.tls);
+  CHECK_FALSE(std::get<HttpSinkSpec>(must_load(kHead + kSink)->sinks().at(0).kind).oauth2);
+}
+
+TEST_CASE("http sink tls: each misuse is a file:line:column error", "[loader][sinks][auth][errors]") {
+  const std::string url = "to: { out: { http: { url: \"https://127.0.0.1:1/x\",\n  ";
+  CHECK(one_problem(kHead + url + "tls: { cert_file: c.pem } } } }\n") ==
+        "4:8: to.out.http.tls.cert_file needs `key_file` too");
+  CHECK(one_problem(kHead + url + "tls: { key_file: c.key } } } }\n") ==
+        "4:8: to.out.http.tls.key_file needs `cert_file` too");
+  CHECK(one_problem(kHead + url + "tls: {} } } }\n") ==
+        "4:8: to.out.http.tls needs `ca_file`, or `cert_file` with `key_file`, or all three");
+  CHECK(one_problem(kHead + url + "tls: { ca_file: \"\" } } } }\n") ==
+        "4:19: to.out.http.tls.ca_file must be a string, got an empty string");
+  CHECK(one_problem(kHead + url + "tls: { ca_file: a.pem, verify: false } } } }\n")
+            .find("4:26: unknown key \"verify\" in to.out.http.tls; expected one of: ca_file, cert_file, key_file") ==
+        0);
+  CHECK(one_problem(kHead + url + "tls: ca.pem } } }\n").find("4:8: to.out.http.tls must be a mapping") == 0);
+  CHECK(one_problem(kHead + "to: { out: { http: { url: \"http://127.0.0.1:1/x\",\n  tls: { ca_file: a.pem } } } }\n") ==
+        "4:8: to.out.http.tls: TLS settings need an https:// url, and to.out.http.url is http://");
+  // Another scheme is the url's own error, the only one.
+  CHECK(one_problem(kHead + "to: { out: { http: { url: \"ftp://127.0.0.1:1/x\",\n  tls: { ca_file: a.pem } } } }\n") ==
+        "3:27: to.out.http.url must be a URL starting with http:// or https://, got \"ftp://127.0.0.1:1/x\"");
+}
+
+TEST_CASE("http sink oauth2: each misuse is a file:line:column error", "[loader][sinks][auth][errors]") {
+  const std::string url = "to: { out: { http: { url: \"https://127.0.0.1:1/x\",\n  ";
+  auto p = problems(kHead + url + "oauth2: { token_url: \"http://t/x\" } } } }\n");
+  REQUIRE(p.size() == 3);
+  CHECK(p[0] == "4:11: to.out.http.oauth2 needs `client_id_env`");
+  CHECK(p[1] == "4:11: to.out.http.oauth2 needs `client_secret_env`");
+  CHECK(p[2].find("4:24: to.out.http.oauth2.token_url must be https:// (the client secret is sent to it)") == 0);
+  CHECK(one_problem(
+            kHead + url +
+            "oauth2: { token_url: \"https://t/x\", client_id_env: \"not a name\", client_secret_env: S } } } }\n") ==
+        "4:54: to.out.http.oauth2.client_id_env must name an environment variable (letters, digits, _)");
+  CHECK(one_problem(kHead + url +
+                    "oauth2: { token_url: \"https://t/x\", client_id_env: I, client_secret_env: S, scopes: a } } } }\n")
+            .find("4:79: unknown key \"scopes\" in to.out.http.oauth2 (did you mean \"scope\"?)") == 0);
+  CHECK(
+      one_problem(kHead + url + "oauth2: { token_url: \"ftp://t/x\", client_id_env: I, client_secret_env: S } } } }\n")
+          .find("4:24: to.out.http.oauth2.token_url must be a URL starting with http:// or https://, got "
+                "\"ftp://t/x\"") == 0);
+  CHECK(one_problem(
+            kHead + url +
+            "headers: { Authorization: \"Bearer x\" },\n  oauth2: { token_url: \"https://t/x\", client_id_env: I, "
+            "client_secret_env: S } } } }\n") ==
+        "4:12: to.out.http.headers sets Authorization, which `oauth2` sends: remove one of them");
+}

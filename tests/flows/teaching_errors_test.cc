@@ -83,7 +83,7 @@ TEST_CASE("an unknown key near a known one names that key alone, otherwise the l
         "2:30: unknown key \"hmca\" in from.http (did you mean \"hmac\"?)");
   CHECK(only_problem(kHead + "to: { out: { http: { url: \"http://127.0.0.1:9/\", colour: red } } }\n") ==
         "3:50: unknown key \"colour\" in to.out.http; expected one of: url, method, headers, timeout, retries, "
-        "retry, max_connections, rate, order_by, sign");
+        "retry, max_connections, rate, order_by, sign, tls, oauth2");
 }
 
 TEST_CASE("closest_names: typos by length, nearest first, and did_you_mean", "[teach][text]") {

@@ -1068,6 +1068,100 @@ class ScopedEnv {
 
 }  // namespace
 
+// ---- tls: and oauth2: (docs/adr/0302-http-sink-tls-and-oauth2.md) ----------------------
+
+namespace {
+
+void openssl(const weir::testing::TempDir& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), "openssl");
+  weir::testing::Process p = weir::testing::Process::spawn(args, {}, dir.file("openssl.log"));
+  REQUIRE(p.wait_exit(30s) == 0);
+}
+
+// A self-signed certificate and its key: <name>.pem, <name>.key.
+void self_signed(const weir::testing::TempDir& dir, const std::string& name) {
+  openssl(dir, {"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+                dir.file(name + ".key"), "-out", dir.file(name + ".pem"), "-days", "2", "-subj", "/CN=" + name});
+}
+
+}  // namespace
+
+TEST_CASE("http sink: start() names the tls key and file it cannot use, never their contents", "[http_sink][auth]") {
+  weir::testing::TempDir dir;
+  self_signed(dir, "a");
+  self_signed(dir, "b");
+  weir::testing::write_file(dir.file("junk.pem"), "not a certificate\n");
+  weir::testing::write_file(dir.file("empty.pem"), "");
+  auto start_error = [](HttpSinkSpec::Tls tls, const std::string& url = "https://127.0.0.1:1/x") {
+    HttpSinkSpec spec = spec_for(url);
+    spec.tls = std::move(tls);
+    HttpSink sink(std::move(spec), "orders", "erp");
+    const weir::Status st = sink.start();
+    CHECK(st.code() == weir::Status::Code::kInvalid);
+    return st.message();
+  };
+  const std::string key_text = weir::testing::read_file(dir.file("a.key"));
+  CHECK(start_error({dir.file("missing.pem"), "", ""}) ==
+        "http sink erp: tls.ca_file " + dir.file("missing.pem") + ": cannot open it: No such file or directory");
+  CHECK(start_error({dir.path(), "", ""}).find("http sink erp: tls.ca_file " + dir.path() + ": cannot read it") == 0);
+  CHECK(start_error({dir.file("empty.pem"), "", ""}) ==
+        "http sink erp: tls.ca_file " + dir.file("empty.pem") + ": the file is empty");
+  CHECK(start_error({dir.file("junk.pem"), "", ""}) ==
+        "http sink erp: tls.ca_file " + dir.file("junk.pem") + ": holds no PEM certificate");
+  CHECK(start_error({"", dir.file("junk.pem"), dir.file("a.key")}) ==
+        "http sink erp: tls.cert_file " + dir.file("junk.pem") + ": holds no PEM certificate");
+  const std::string wrong_key = start_error({"", dir.file("a.pem"), dir.file("b.key")});
+  CHECK(wrong_key ==
+        "http sink erp: tls.key_file " + dir.file("b.key") + " does not match tls.cert_file " + dir.file("a.pem"));
+  // A certificate where the key should be: named, and nothing of either file quoted.
+  const std::string not_a_key = start_error({"", dir.file("a.pem"), dir.file("a.pem")});
+  CHECK(not_a_key.find("http sink erp: tls.key_file " + dir.file("a.pem") + ": holds no unencrypted PEM private key") ==
+        0);
+  CHECK(start_error({"", dir.file("a.pem"), ""}) == "http sink erp: tls.cert_file and tls.key_file go together");
+  CHECK(start_error({dir.file("a.pem"), "", ""}, "http://127.0.0.1:1/x") == "http sink erp: tls needs an https:// url");
+  for (const std::string& m : {wrong_key, not_a_key}) CHECK(m.find("PRIVATE KEY") == std::string::npos);
+
+  HttpSinkSpec good = spec_for("https://127.0.0.1:1/x");
+  good.tls = HttpSinkSpec::Tls{dir.file("a.pem"), dir.file("a.pem"), dir.file("a.key")};
+  HttpSink sink(good, "orders", "erp");
+  CHECK(sink.start().is_ok());
+  CHECK(std::string(sink.client()) == "curl");
+}
+
+namespace {
+
+// A token endpoint ("tok-1", "tok-2", … for `expires_in` seconds, or `status` when not
+// 200) and a receiver that refuses tokens listed in `refuse` with 401.
+struct OAuthServers {
+  std::mutex mu;
+  int status = 200;
+  int expires_in = 3600;
+  int issued = 0;
+  std::set<std::string> refuse;
+  ScriptedHttpServer tokens{[this](const ScriptedRequest& r) {
+    std::lock_guard lock(mu);
+    if (status != 200)
+      return ScriptedReply::with_status(status, R"({"error":"invalid_client","error_description":"x"})");
+    if (r.body.find("client_secret=the-secret") == std::string::npos) return ScriptedReply::with_status(400);
+    ++issued;
+    return ScriptedReply::with_status(200, R"({"access_token":"tok-)" + std::to_string(issued) +
+                                               R"(","token_type":"bearer","expires_in":)" + std::to_string(expires_in) +
+                                               "}");
+  }};
+  ScriptedHttpServer receiver{[this](const ScriptedRequest& r) {
+    std::lock_guard lock(mu);
+    return ScriptedReply::with_status(refuse.count(r.header("Authorization")) != 0 ? 401 : 204);
+  }};
+
+  HttpSinkSpec spec() {
+    HttpSinkSpec s = spec_for(receiver.url("/hook"));
+    s.oauth2 = weir::flows::OAuth2Spec{tokens.url("/token"), "WEIR_TEST_SINK_ID", "WEIR_TEST_SINK_SECRET", {"a"}};
+    return s;
+  }
+};
+
+}  // namespace
+
 // docs/adr/0301: headers computed per event; one that gives no sendable string is dead.
 TEST_CASE("http sink: header expressions are sent per event, a failing one is a dead delivery", "[http_sink]") {
   ScriptedHttpServer server([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
@@ -1177,4 +1271,87 @@ TEST_CASE("http sink: a missing, empty or malformed signing secret is a start er
       if (!key.empty()) CHECK(st.message().find(key) == std::string::npos);
     }
   }
+}
+
+TEST_CASE("http sink oauth2: one token serves many requests; a 401 refreshes it once and the request is sent again",
+          "[http_sink][auth]") {
+  setenv("WEIR_TEST_SINK_ID", "weir", 1);
+  setenv("WEIR_TEST_SINK_SECRET", "the-secret", 1);
+  OAuthServers servers;
+  HttpSink sink(servers.spec(), "orders", "erp");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  for (int i = 0; i < 5; ++i)
+    sink.deliver(delivery("e" + std::to_string(i)), results.callback("e" + std::to_string(i)));
+  REQUIRE(results.wait_for(5));
+  for (int i = 0; i < 5; ++i) CHECK(results.only("e" + std::to_string(i)).kind == Kind::kOk);
+  CHECK(servers.tokens.request_count() == 1);
+  for (const auto& r : servers.receiver.requests()) CHECK(r.header("Authorization") == "Bearer tok-1");
+  const auto form = servers.tokens.requests().at(0);
+  CHECK(form.body == "grant_type=client_credentials&client_id=weir&client_secret=the-secret&scope=a");
+  CHECK(form.header("Content-Type") == "application/x-www-form-urlencoded");
+
+  {
+    std::lock_guard lock(servers.mu);
+    servers.refuse.insert("Bearer tok-1");
+  }
+  sink.deliver(delivery("after-401"), results.callback("after-401"));
+  REQUIRE(results.wait_for(6));
+  CHECK(results.only("after-401").kind == Kind::kOk);
+  CHECK(servers.tokens.request_count() == 2);
+  const auto last = servers.receiver.requests();
+  REQUIRE(last.size() == 7);
+  CHECK(last[5].header("Authorization") == "Bearer tok-1");
+  CHECK(last[6].header("Authorization") == "Bearer tok-2");
+
+  // Refused again with the new token: one refresh per delivery, then the 401 is the answer.
+  {
+    std::lock_guard lock(servers.mu);
+    servers.refuse.insert("Bearer tok-2");
+    servers.refuse.insert("Bearer tok-3");
+  }
+  sink.deliver(delivery("twice"), results.callback("twice"));
+  REQUIRE(results.wait_for(7));
+  const DeliveryResult twice = results.only("twice");
+  CHECK(twice.kind == Kind::kDead);
+  CHECK(twice.reason.find("HTTP 401") == 0);
+  CHECK(servers.tokens.request_count() == 3);
+  sink.stop();
+  CHECK(threads_named("weir-oauth2") == 0);
+}
+
+TEST_CASE(
+    "http sink oauth2: a failing token endpoint is a retry naming it, without secrets; a missing variable "
+    "stops start()",
+    "[http_sink][auth]") {
+  setenv("WEIR_TEST_SINK_ID", "weir", 1);
+  setenv("WEIR_TEST_SINK_SECRET", "the-secret", 1);
+  OAuthServers servers;
+  servers.status = 401;
+  HttpSink sink(servers.spec(), "orders", "erp");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  sink.deliver(delivery("e1"), results.callback("e1"));
+  sink.deliver(delivery("e2"), results.callback("e2"));
+  REQUIRE(results.wait_for(2));
+  for (const char* id : {"e1", "e2"}) {
+    const DeliveryResult r = results.only(id);
+    CHECK(r.kind == Kind::kRetry);
+    CHECK(r.reason == "oauth2 token request to " + servers.tokens.url("/token") + ": HTTP 401 (invalid_client)");
+  }
+  CHECK(servers.receiver.request_count() == 0);
+  {
+    std::lock_guard lock(servers.mu);
+    servers.status = 200;
+  }
+  sink.deliver(delivery("e3"), results.callback("e3"));
+  REQUIRE(results.wait_for(3));
+  CHECK(results.only("e3").kind == Kind::kOk);
+  sink.stop();
+
+  unsetenv("WEIR_TEST_SINK_SECRET");
+  HttpSink missing(servers.spec(), "orders", "erp");
+  const weir::Status st = missing.start();
+  CHECK(st.message() ==
+        "http sink erp: oauth2.client_secret_env: environment variable WEIR_TEST_SINK_SECRET is not set");
 }
