@@ -224,7 +224,7 @@ struct Slot final : http1::Connection::Owner {
   // and curl's list nodes for them.
   std::vector<std::string> extra_headers;
   std::vector<curl_slist> extra_nodes;
-  std::string bearer;  // `oauth2:` the token this request carries, sent among extra_headers
+  std::string bearer;                              // `oauth2:` the token this request carries, sent among extra_headers
   std::string response_head;                       // first bytes of the body, for dead reasons
   std::string retry_after;                         // raw Retry-After of the last response
   bool busy = false;                               // handed to curl
