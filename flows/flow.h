@@ -152,7 +152,14 @@ struct HttpSignSpec {
 };
 
 struct HttpSinkSpec {
+  // The fixed URL; with `url: {base, expr, allow}` the base, scheme://host[:port]
+  // (docs/adr/0317-per-event-urls.md).
   std::string url;
+  // `url: {base, expr, allow}`: the URL of each delivery computed from the event: a path
+  // (and query) on `url`, or a whole URL on `url`'s origin or one of `url_allow`'s. null =
+  // every delivery goes to `url`.
+  std::shared_ptr<const EventExpression> url_expr;
+  std::vector<std::string> url_allow;  // origins as written: "https://host[:port]"
   std::string method = "POST";
   std::map<std::string, std::string> headers;
   Millis timeout{5000};

@@ -358,6 +358,29 @@ const Json* fn_trim(Args a, int, Json& out, std::string& err) {
   return &out;
 }
 
+// RFC 3986 percent-encoding of every byte but the unreserved A-Z a-z 0-9 - . _ ~, so a
+// value can sit in a URL's path segment or query (docs/adr/0317-per-event-urls.md).
+const Json* fn_url_encode(Args a, int, Json& out, std::string& err) {
+  const std::string* s = str_arg("url_encode", *a[0], err);
+  if (!s) return nullptr;
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string r;
+  r.reserve(s->size());
+  for (const char c : *s) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool alnum = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (alnum || c == '-' || c == '.' || c == '_' || c == '~') {
+      r.push_back(c);
+    } else {
+      r.push_back('%');
+      r.push_back(kHex[u >> 4]);
+      r.push_back(kHex[u & 15]);
+    }
+  }
+  out = std::move(r);
+  return &out;
+}
+
 const Json* fn_split(Args a, int, Json& out, std::string& err) {
   const std::string* s = str_arg("split", *a[0], err);
   if (!s) return nullptr;
@@ -633,6 +656,7 @@ const Builtin kBuiltins[] = {
     {"lower", 1, 1, true, fn_lower},
     {"upper", 1, 1, true, fn_upper},
     {"trim", 1, 1, true, fn_trim},
+    {"url_encode", 1, 1, true, fn_url_encode},
     {"split", 2, 2, true, fn_split},
     {"contains", 2, 2, true, fn_contains},
     {"starts_with", 2, 2, true, fn_starts_with},

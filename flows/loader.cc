@@ -467,22 +467,25 @@ class Loader {
   }
 
   // `schemes` without "://" (schema::kMqttSourceSchemes, …).
-  void check_url(const SrcNode& map, const char* key, const std::string& what, std::string* out, bool required,
+  bool check_url(const SrcNode& map, const char* key, const std::string& what, std::string* out, bool required,
                  schema::Keys schemes) {
     std::vector<std::string> prefixes;
     for (std::string_view s : schemes) prefixes.push_back(std::string(s) + "://");
-    check_url(map, key, what, out, required, prefixes);
+    return check_url(map, key, what, out, required, prefixes);
   }
 
-  void check_url(const SrcNode& map, const char* key, const std::string& what, std::string* out, bool required,
+  // True when `key` is there and a URL with one of `schemes`.
+  bool check_url(const SrcNode& map, const char* key, const std::string& what, std::string* out, bool required,
                  const std::vector<std::string>& schemes) {
-    if (!get_string(map, key, what, out, required)) return;
+    if (!get_string(map, key, what, out, required)) return false;
     bool ok = false;
     for (const std::string& s : schemes) ok = ok || out->rfind(s, 0) == 0;
     if (!ok || out->find_first_of(" \t\r\n") != std::string::npos) {
       error(*map.get(key),
             what + "." + key + " must be a URL starting with " + join(schemes, " or ") + ", got " + quote(*out));
+      return false;
     }
+    return true;
   }
 
   // An expression a connector evaluates per event (the MQTT topic, `order_by`), compiled
@@ -576,6 +579,58 @@ class Loader {
         s->header_exprs[name] = std::make_shared<EventExpression>(e->text, std::make_shared<Expression>(std::move(x)));
       }
     }
+  }
+
+  // `url:` text, or `{base, expr, allow}` (docs/adr/0317-per-event-urls.md): the base and
+  // each allowed origin are scheme://host[:port] and nothing more, so what an event
+  // computes can change the path and query only, or pick one of the origins listed.
+  void http_sink_url(const SrcNode& n, const std::string& w, HttpSinkSpec* s) {
+    const SrcNode* u = n.get("url");
+    if (u == nullptr || !u->is_map()) {
+      check_url(n, "url", w, &s->url, true, {"http://", "https://"});
+      return;
+    }
+    const std::string what = w + ".url";
+    check_keys(*u, what, schema::kHttpSinkUrl);
+    if (check_url(*u, "base", what, &s->url, true, {"http://", "https://"}))
+      origin_only(*u->get("base"), what + ".base", s->url);
+    if (const SrcNode* e = u->get("expr")) {
+      s->url_expr = event_expression(*e, what + ".expr");
+    } else {
+      error(*u, what + " needs `expr` (the path, or the URL, of each delivery), or write the url as text");
+    }
+    const SrcNode* a = u->get("allow");
+    if (a == nullptr) return;
+    if (!a->is_seq()) {
+      error(*a, what + ".allow must be a list of origins (scheme://host[:port]), got " + a->describe());
+      return;
+    }
+    for (size_t i = 0; i < a->items.size(); ++i) {
+      const SrcNode& item = a->items[i];
+      const std::string wi = what + ".allow[" + std::to_string(i) + "]";
+      std::string text;
+      if (!scalar_text(item, wi, &text, true)) continue;
+      if (text.rfind("http://", 0) != 0 && text.rfind("https://", 0) != 0) {
+        error(item, wi + " must be an origin starting with http:// or https://, got " + quote(text));
+        continue;
+      }
+      if (origin_only(item, wi, text)) s->url_allow.push_back(text);
+    }
+  }
+
+  // True when `url` (already known to start with a scheme) is scheme://host[:port] with at
+  // most a trailing '/': no user, path, query or fragment.
+  bool origin_only(const SrcNode& at, const std::string& what, const std::string& url) {
+    const size_t host = url.find("://") + 3;
+    const size_t end = url.find_first_of("/?#", host);
+    const std::string authority = url.substr(host, end == std::string::npos ? std::string::npos : end - host);
+    const bool bare = end == std::string::npos || url.substr(end) == "/";
+    if (bare && !authority.empty() && authority.find('@') == std::string::npos) return true;
+    error(at, what +
+                  " must be an origin, scheme://host[:port] without a user, path or query (the expression "
+                  "gives the path), got " +
+                  quote(url));
+    return false;
   }
 
   // `sign: {scheme, secret_env | secrets_env}` (docs/adr/0300). The secrets themselves are
@@ -1051,7 +1106,7 @@ void Loader::sinks(const SrcNode& to) {
       if (!is_map(n, w)) continue;
       check_keys(n, w, schema::kHttpSink);
       HttpSinkSpec s;
-      check_url(n, "url", w, &s.url, true, {"http://", "https://"});
+      http_sink_url(n, w, &s);
       if (get_string(n, "method", w, &s.method)) {
         for (auto& c : s.method) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         if (s.method != "POST" && s.method != "PUT" && s.method != "PATCH") {

@@ -33,6 +33,7 @@ inline constexpr std::string_view kHttpSink[] = {
     "url", "method", "headers", "timeout", "retries", "retry", "max_connections", "rate", "order_by", "sign",
     // authenticating to the receiver (docs/adr/0302-http-sink-tls-and-oauth2.md)
     "tls", "oauth2"};
+inline constexpr std::string_view kHttpSinkUrl[] = {"base", "expr", "allow"};  // `url: {…}`, ADR 0317
 inline constexpr std::string_view kHttpSinkRetry[] = {"backoff", "give_up_after"};
 inline constexpr std::string_view kHttpSinkHeaderExpr[] = {"expr"};  // `headers: {Name: {expr: …}}`
 inline constexpr std::string_view kHttpSinkSign[] = {"scheme", "secret_env", "secrets_env"};
@@ -76,6 +77,7 @@ inline constexpr Section kSections[] = {
     {"to.<name>.http.retry", kHttpSinkRetry},
     {"to.<name>.http.headers.<header>", kHttpSinkHeaderExpr},
     {"to.<name>.http.sign", kHttpSinkSign},
+    {"to.<name>.http.url", kHttpSinkUrl},
     {"to.<name>.http.tls", kHttpSinkTls},
     {"to.<name>.http.oauth2", kHttpSinkOauth2},
     {"to.<name>.mqtt", kMqttSink},

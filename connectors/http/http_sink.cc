@@ -176,6 +176,20 @@ std::optional<UrlParts> split_url(std::string_view url) {
   return out;
 }
 
+// "scheme://host:port" in lower case with the scheme's default port filled in, so two
+// spellings of one origin compare equal; nullopt for a URL that does not parse, is not
+// http(s) or carries a user (docs/adr/0317-per-event-urls.md).
+std::optional<std::string> origin_key(std::string_view url) {
+  const auto u = split_url(url);
+  if (!u || (u->scheme != "http" && u->scheme != "https") || u->host.empty()) return std::nullopt;
+  const std::string_view rest = url.substr(url.find("://") + 3);
+  if (rest.substr(0, rest.find_first_of("/?#")).find('@') != std::string_view::npos) return std::nullopt;
+  std::string host = u->host;
+  std::transform(host.begin(), host.end(), host.begin(), lower);
+  const std::string port = u->port.empty() ? (u->scheme == "https" ? "443" : "80") : u->port;
+  return u->scheme + "://" + host + ":" + port;
+}
+
 }  // namespace
 
 // Named, not anonymous: HttpSink::Impl (external linkage) holds these.
@@ -187,6 +201,7 @@ struct Work {
   // Headers computed from the event by deliver() (`headers: {Name: {expr: …}}`; ADR 0301):
   // name and value, the value checked for control characters.
   std::vector<std::pair<std::string, std::string>> event_headers = {};
+  std::string url = {};       // `url: {expr: …}` (ADR 0317): this delivery's URL; empty = spec.url
   bool auth_retried = false;  // sent again once after a 401 with a new token (Client::refused_token)
 };
 
@@ -225,6 +240,7 @@ struct Slot final : http1::Connection::Owner {
   std::vector<std::string> extra_headers;
   std::vector<curl_slist> extra_nodes;
   std::string bearer;                              // `oauth2:` the token this request carries, sent among extra_headers
+  std::string url;                                 // the URL curl was last given for this handle (ADR 0317)
   std::string response_head;                       // first bytes of the body, for dead reasons
   std::string retry_after;                         // raw Retry-After of the last response
   bool busy = false;                               // handed to curl
@@ -329,8 +345,17 @@ struct Client {
   Status configure_signing();
   // The headers computed from the event `body` (ADR 0301) into *out; false with *why when
   // one cannot be sent.
-  bool event_headers(const std::string& body, std::vector<std::pair<std::string, std::string>>* out,
+  bool event_headers(const nlohmann::json& event, std::vector<std::pair<std::string, std::string>>* out,
                      std::string* why) const;
+  // `url: {base, expr, allow}` (docs/adr/0317-per-event-urls.md): the origins a computed
+  // URL may name (origin_key spelling), base's first; fixed after start().
+  std::vector<std::string> url_origins;
+  Status configure_url();
+  // The URL of this event's delivery into *out; false with *why (never quoting more of the
+  // URL than its origin) when the expression fails or gives a URL the sink may not call.
+  bool event_url(const nlohmann::json& event, std::string* out, std::string* why) const;
+  // What deliver() computes from the event before queueing it: headers and URL.
+  bool per_event(const std::string& body, Work* work, std::string* why) const;
   // Fills slot->extra_headers for the request about to go: the event headers and, when
   // signing, the signature headers with this attempt's timestamp.
   void per_request_headers(Slot* slot) const;
@@ -533,6 +558,7 @@ Status Client::configure() {
   }
   if (Status st = configure_headers_from_events(); !st) return st;
   if (Status st = configure_signing(); !st) return st;
+  if (Status st = configure_url(); !st) return st;
   for (const auto& [name, expr] : expr_headers) user_content_type = user_content_type || iequals(name, "Content-Type");
   if (!user_content_type) static_headers.insert(static_headers.begin(), "Content-Type: application/json");
   // Otherwise curl waits up to a second for "100 Continue" before sending a large body.
@@ -619,14 +645,74 @@ Status Client::configure_auth() {
   return Status::ok();
 }
 
-bool Client::event_headers(const std::string& body, std::vector<std::pair<std::string, std::string>>* out,
-                           std::string* why) const {
-  if (expr_headers.empty()) return true;
+Status Client::configure_url() {
+  url_origins.clear();
+  if (!spec.url_expr) return Status::ok();
+  auto base = origin_key(spec.url);
+  if (!base) return Status::invalid("http sink " + sink + ": url.base is not an http(s) origin");
+  url_origins.push_back(std::move(*base));
+  for (const std::string& a : spec.url_allow) {
+    auto o = origin_key(a);
+    if (!o) return Status::invalid("http sink " + sink + ": url.allow has " + a + ", which is not an http(s) origin");
+    url_origins.push_back(std::move(*o));
+  }
+  return Status::ok();
+}
+
+bool Client::per_event(const std::string& body, Work* work, std::string* why) const {
+  if (expr_headers.empty() && !spec.url_expr) return true;
   const auto event = nlohmann::json::parse(body, nullptr, false);
   if (event.is_discarded()) {
-    *why = "header expressions: the event is not JSON";
+    *why = spec.url_expr ? "url and header expressions: the event is not JSON"
+                         : "header expressions: the event is not JSON";
     return false;
   }
+  return event_headers(event, &work->event_headers, why) && event_url(event, &work->url, why);
+}
+
+bool Client::event_url(const nlohmann::json& event, std::string* out, std::string* why) const {
+  if (!spec.url_expr) return true;
+  std::string value, error;
+  const std::string what = "url: expression `" + spec.url_expr->text() + "` ";
+  if (!spec.url_expr->eval_string(event, &value, &error)) {
+    *why = what + error;
+    return false;
+  }
+  // Beyond this receivers answer 414 and logs cut the line: the reason says so at once.
+  constexpr size_t kMaxUrl = 8192;
+  if (value.size() > kMaxUrl) {
+    *why = what + "gave " + std::to_string(value.size()) + " bytes, more than the " + std::to_string(kMaxUrl) +
+           " a URL may have here";
+    return false;
+  }
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f) {
+      *why = what + "gave a URL with spaces, control characters or bytes beyond ASCII (url_encode() the values)";
+      return false;
+    }
+  }
+  if (!value.empty() && value.front() == '/') {
+    const std::string& base = spec.url;
+    *out = (!base.empty() && base.back() == '/' ? base.substr(0, base.size() - 1) : base) + value;
+    return true;
+  }
+  const auto origin = origin_key(value);
+  if (!origin) {
+    *why = what + "gave neither a path starting with / nor an http(s) URL without a user";
+    return false;
+  }
+  if (std::find(url_origins.begin(), url_origins.end(), *origin) == url_origins.end()) {
+    *why = what + "gave a URL on " + *origin + ", which is neither the sink's url.base nor in url.allow";
+    return false;
+  }
+  *out = std::move(value);
+  return true;
+}
+
+bool Client::event_headers(const nlohmann::json& event, std::vector<std::pair<std::string, std::string>>* out,
+                           std::string* why) const {
+  if (expr_headers.empty()) return true;
   // Beyond this a receiver answers 431, or cuts the header; the reason says so at once.
   constexpr size_t kMaxValue = 8192;
   out->reserve(expr_headers.size());
@@ -729,6 +815,7 @@ void Client::per_request_headers(Slot* slot) const {
 
 bool Client::use_native_client() {
   if (environment_names_a_proxy()) return false;
+  if (spec.url_expr) return false;  // a URL per request: curl's (ADR 0317)
   if (const char* v = std::getenv("WEIR_HTTP_SINK_CLIENT"); v != nullptr && std::string_view(v) == "curl") {
     return false;
   }
@@ -909,6 +996,12 @@ void Client::launch(CURLM* multi, Work work) {
     }
   }
   link_extra_headers(slot, dynamic);
+  if (spec.url_expr) {
+    // Kept in the slot: curl reads the string while the request runs. Connections are
+    // reused per origin by curl's own pool.
+    slot->url = slot->work.url.empty() ? spec.url : slot->work.url;
+    curl_easy_setopt(slot->easy, CURLOPT_URL, slot->url.c_str());
+  }
   if (slot->resent) {
     slot->resent = false;
     curl_easy_setopt(slot->easy, CURLOPT_FRESH_CONNECT, 0L);
@@ -1611,11 +1704,10 @@ int64_t HttpSink::queued() const {
 void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> done) {
   Client& c = impl_->client;
   const char* refused = nullptr;
-  std::vector<std::pair<std::string, std::string>> event_headers;
-  // On the caller's thread, not the loop's; a header that cannot be computed makes this
-  // delivery dead with the reason, as the MQTT sink does for its topic (ADR 0301).
-  if (std::string why; !c.event_headers(delivery.body, &event_headers, &why)) {
-    Work work{std::move(delivery), std::move(done)};
+  Work work{std::move(delivery), std::move(done)};
+  // On the caller's thread, not the loop's; a header or URL that cannot be computed makes
+  // this delivery dead with the reason, as the MQTT sink does for its topic (ADR 0301, 0317).
+  if (std::string why; !c.per_event(work.delivery.body, &work, &why)) {
     finish(work, DeliveryResult::dead(std::move(why)));
     return;
   }
@@ -1626,7 +1718,7 @@ void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> do
       if (!c.loop) refused = "curl_multi_init failed";
     }
     if (refused == nullptr && c.state == Client::State::kRunning) {
-      c.pending.push_back(Work{std::move(delivery), std::move(done), std::move(event_headers)});
+      c.pending.push_back(std::move(work));
       // Already queued: the loop takes this one with the others in its next turn.
       if (!c.queued) {
         c.queued = true;
@@ -1636,7 +1728,6 @@ void HttpSink::deliver(Delivery delivery, std::function<void(DeliveryResult)> do
     }
     if (refused == nullptr) refused = c.state == Client::State::kNew ? "sink not started" : "sink stopping";
   }
-  Work work{std::move(delivery), std::move(done)};
   finish(work, DeliveryResult::retry(refused));
 }
 

@@ -82,7 +82,9 @@ Status network_wiring_allowed(const flows::Flow& flow, const RuntimeConfig::Admi
   }
   for (const auto& s : flow.sinks()) {
     if (const auto* h = std::get_if<flows::HttpSinkSpec>(&s.kind)) {
-      urls.emplace_back("to." + s.name + ".http.url", h->url);
+      urls.emplace_back("to." + s.name + (h->url_expr ? ".http.url.base" : ".http.url"), h->url);
+      // docs/adr/0317-per-event-urls.md: every origin a computed URL may name.
+      for (const auto& origin : h->url_allow) urls.emplace_back("to." + s.name + ".http.url.allow", origin);
       // docs/adr/0302-http-sink-tls-and-oauth2.md: files on the server, as for from.mqtt.
       if (h->tls) {
         errors.push_back(file + "to." + s.name +

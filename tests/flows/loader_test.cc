@@ -319,6 +319,43 @@ TEST_CASE("mqtt sink topic: text, or an expression when written as one", "[loade
   CHECK(one_problem(sink("out/#")).find("has + or #") != std::string::npos);
 }
 
+// docs/adr/0317-per-event-urls.md: `url: {base, expr, allow}`.
+TEST_CASE("http sink url: a base origin, an expression compiled at load and allowed origins", "[loader][sinks]") {
+  auto sink = [](const std::string& url) { return kHead + "to: { h: { http: { url: " + url + " } } }\n"; };
+  auto f = must_load(sink(R"({ base: "https://erp.example.com", expr: "'/orders/' + this.id", )"
+                          R"(allow: ["https://erp2.example.com:8443", "http://10.0.0.1/"] })"));
+  const auto& h = std::get<HttpSinkSpec>(f->sinks()[0].kind);
+  CHECK(h.url == "https://erp.example.com");
+  REQUIRE(h.url_expr != nullptr);
+  CHECK(h.url_expr->text() == "'/orders/' + this.id");
+  CHECK(h.url_allow == std::vector<std::string>{"https://erp2.example.com:8443", "http://10.0.0.1/"});
+  const auto& fixed = std::get<HttpSinkSpec>(must_load(sink("\"http://h/x\""))->sinks()[0].kind);
+  CHECK(fixed.url == "http://h/x");
+  CHECK(fixed.url_expr == nullptr);
+
+  CHECK(one_problem(sink(R"({ base: "https://erp.example.com/api", expr: "'/x'" })")) ==
+        "3:33: to.h.http.url.base must be an origin, scheme://host[:port] without a user, path or query (the "
+        "expression gives the path), got \"https://erp.example.com/api\"");
+  CHECK(one_problem(sink(R"({ base: "https://u:p@erp.example.com", expr: "'/x'" })"))
+            .find("to.h.http.url.base must be an origin") != std::string::npos);
+  CHECK(one_problem(sink(R"({ base: "ftp://erp", expr: "'/x'" })")) ==
+        "3:33: to.h.http.url.base must be a URL starting with http:// or https://, got \"ftp://erp\"");
+  CHECK(one_problem(sink(R"({ base: "https://erp.example.com" })")) ==
+        "3:25: to.h.http.url needs `expr` (the path, or the URL, of each delivery), or write the url as text");
+  CHECK(one_problem(sink(R"({ expr: "'/x'" })")).find("to.h.http.url needs `base`") != std::string::npos);
+  CHECK(
+      one_problem(sink(R"({ base: "https://e", expr: "'/x' +" })")).find("invalid expression in to.h.http.url.expr") !=
+      std::string::npos);
+  CHECK(one_problem(sink(R"({ base: "https://e", expr: "'/x'", allow: "https://f" })")) ==
+        "3:67: to.h.http.url.allow must be a list of origins (scheme://host[:port]), got a string");
+  CHECK(one_problem(sink(R"({ base: "https://e", expr: "'/x'", allow: ["f.example.com"] })")) ==
+        "3:68: to.h.http.url.allow[0] must be an origin starting with http:// or https://, got \"f.example.com\"");
+  CHECK(one_problem(sink(R"({ base: "https://e", expr: "'/x'", allow: ["https://f/x"] })"))
+            .find("to.h.http.url.allow[0] must be an origin") != std::string::npos);
+  CHECK(one_problem(sink(R"({ base: "https://e", expr: "'/x'", alow: [] })")) ==
+        "3:60: unknown key \"alow\" in to.h.http.url (did you mean \"allow\"?)");
+}
+
 // docs/adr/0301: HTTP sink headers are fixed text or `{expr: …}`, compiled at load.
 TEST_CASE("http sink headers: fixed values beside expressions compiled at load", "[loader][sinks]") {
   auto sink = [](const std::string& headers) {

@@ -404,4 +404,15 @@ TEST_CASE("admin: the operator opens exec, variables and hosts to deploys delibe
     CHECK(r.status == 422);
     CHECK(r.body.find("admin.allow_hosts") != std::string::npos);
   }
+  // A per-event URL (docs/adr/0317-per-event-urls.md): each origin it may name is checked.
+  auto computed = weir.admin("PUT", "/flows/computed",
+                             "flow: computed\nfrom: { http: { path: /in/computed } }\nto: { out: { http: { url: { "
+                             "base: \"http://127.0.0.1:1\", expr: this.to, allow: [\"http://10.0.0.7\"] } } } }\n");
+  INFO(computed.status << " " << computed.body);
+  CHECK(computed.status == 422);
+  CHECK(json::parse(computed.body)
+            .at("errors")
+            .dump()
+            .find(R"(to.out.http.url.allow: host \"10.0.0.7\" is not in the config's admin.allow_hosts)") !=
+        std::string::npos);
 }

@@ -1030,8 +1030,10 @@ namespace {
 // The HTTP sink spec of a one-sink flow file, as the loader builds it (header expressions
 // are compiled there, docs/adr/0301).
 HttpSinkSpec loaded_spec(const std::string& url, const std::string& extra) {
-  const std::string text = "flow: f\nfrom: { http: { path: /in } }\nto: { out: { http: { url: \"" + url + "\", " +
-                           extra + " } } }\n";
+  // A url written as a mapping (`{base, expr}`) goes in as YAML, any other as a string.
+  const std::string u = !url.empty() && url.front() == '{' ? url : "\"" + url + "\"";
+  const std::string text = "flow: f\nfrom: { http: { path: /in } }\nto: { out: { http: { url: " + u + ", " + extra +
+                           " } } }\n";
   weir::flows::LoadOptions options;
   options.env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
   const auto loaded = weir::flows::load_flow_text(text, "t.yaml", options);
@@ -1161,6 +1163,49 @@ struct OAuthServers {
 };
 
 }  // namespace
+
+// docs/adr/0317-per-event-urls.md: a path on base, or a whole URL on an allowed origin;
+// anything else is a dead delivery whose reason names at most the origin.
+TEST_CASE("http sink: a per-event url goes to its path, a URL outside the allowed origins is dead", "[http_sink]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
+  ScriptedHttpServer other([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
+  ScriptedHttpServer stranger([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
+  const std::string base = server.url("");
+  const std::string expr = "this.to ?? ('/c/' + url_encode(this.c) + '/orders?n=' + string(this.n))";
+  HttpSink sink(loaded_spec("{ base: \"" + base + "\", expr: \"" + expr + "\", allow: [\"" + other.url("") + "\"] }",
+                            "timeout: 2s"),
+                "f", "out");
+  REQUIRE(sink.start().is_ok());
+  CHECK(std::string(sink.client()) == "curl");
+  Results results;
+  sink.deliver(delivery("path", R"({"c":"a b/\u00e4","n":1})"), results.callback("path"));
+  sink.deliver(delivery("allowed", R"({"to":")" + other.url("/hook?x=1") + R"("})"), results.callback("allowed"));
+  sink.deliver(delivery("same-origin", R"({"to":")" + server.url("/full") + R"("})"), results.callback("same-origin"));
+  sink.deliver(delivery("stranger", R"({"to":")" + stranger.url("/steal?token=s3cret") + R"("})"),
+               results.callback("stranger"));
+  sink.deliver(delivery("user", R"({"to":"http://x@127.0.0.1:1/"})"), results.callback("user"));
+  sink.deliver(delivery("space", R"({"to":"/a b"})"), results.callback("space"));
+  sink.deliver(delivery("null", R"({"c":null})"), results.callback("null"));
+  REQUIRE(results.wait_for(7));
+  for (const char* ok : {"path", "allowed", "same-origin"}) CHECK(results.only(ok).kind == Kind::kOk);
+  const DeliveryResult refused = results.only("stranger");
+  CHECK(refused.kind == Kind::kDead);
+  CHECK(refused.reason == "url: expression `" + expr + "` gave a URL on " + stranger.url("") +
+                              ", which is neither the sink's url.base nor in url.allow");
+  CHECK(results.only("user").kind == Kind::kDead);
+  CHECK(results.only("user").reason.find("neither a path starting with / nor an http(s) URL without a user") !=
+        std::string::npos);
+  CHECK(results.only("space").reason.find("spaces, control characters") != std::string::npos);
+  CHECK(results.only("null").kind == Kind::kDead);
+  CHECK(stranger.request_count() == 0);
+  std::multiset<std::string> targets;
+  for (const auto& r : server.requests()) targets.insert(r.target);
+  CHECK(targets == std::multiset<std::string>{"/c/a%20b%2F%C3%A4/orders?n=1", "/full"});
+  const auto hook = other.requests();
+  REQUIRE(hook.size() == 1);
+  CHECK(hook[0].target == "/hook?x=1");
+  CHECK(hook[0].header("Idempotency-Key") == "allowed");
+}
 
 // docs/adr/0301: headers computed per event; one that gives no sendable string is dead.
 TEST_CASE("http sink: header expressions are sent per event, a failing one is a dead delivery", "[http_sink]") {
