@@ -21,6 +21,9 @@ Usage: docs_examples_test.py SOURCE_DIR WEIR WEIR_SINK
 """
 import base64
 import glob
+import hashlib
+import hmac
+import json
 import os
 import re
 import secrets
@@ -243,6 +246,34 @@ def recipe_env(root, sink_url):
     return env
 
 
+def signed_by(request, secret):
+    """Whether a delivery's Standard Webhooks headers verify with secret (whsec_ + base64)."""
+    h = {k.lower(): v for k, v in request.get("headers", {}).items()}
+    if not all(k in h for k in ("webhook-id", "webhook-timestamp", "webhook-signature")):
+        return False
+    content = f"{h['webhook-id']}.{h['webhook-timestamp']}.{request['body']}".encode()
+    mac = hmac.new(base64.b64decode(secret[len("whsec_"):]), content, hashlib.sha256).digest()
+    want = "v1," + base64.b64encode(mac).decode()
+    return any(hmac.compare_digest(want, sig) for sig in h["webhook-signature"].split(" "))
+
+
+def recipe_deliveries(ports, env, seconds=30):
+    """What the recipe pages say arrives: Stripe's event with its id header, the invoice
+    signed with weir's own secret (docs/recipes/stripe.md, standard-webhooks.md)."""
+    wanted = {
+        "/stripe": lambda r: r["headers"].get("X-Stripe-Event-Id") == "evt_doc_1",
+        "/invoices": lambda r: "inv_doc_1" in r["body"] and signed_by(r, env["ACCOUNTING_SIGNING_SECRET"]),
+    }
+    deadline, missing = time.monotonic() + seconds, set(wanted)
+    while missing and time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['sink']}/requests", timeout=5) as r:
+            requests = json.load(r)
+        missing = {p for p in wanted if not any(q["path"] == p and wanted[p](q) for q in requests)}
+        if missing:
+            time.sleep(0.2)
+    return [f"the recipe example's event never reached the receiver as the page says: {p}" for p in sorted(missing)]
+
+
 def wait_ready(port, proc, seconds):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -310,6 +341,8 @@ def run_all(root, weir, sink, examples):
             print(f"{'ok  ' if ok else 'FAIL'} {ex.where()}: {status} {ex.text[:90]}")
             if not ok:
                 failures.append(f"{ex.where()}: answered {status} (expected {want or '2xx'}): {ex.text}\n    {output}")
+        if os.path.exists(os.path.join(root, "docs", "recipes", "standard-webhooks.md")):
+            failures += recipe_deliveries(ports, env)
     finally:
         stop(proc)
         stop(receiver)
