@@ -42,7 +42,11 @@ MARKER = re.compile(r"^\s*<!--\s*example:\s*(skip|status\s+(\d{3}))\s*\(([^)]+)\
 BODY_OPTIONS = ("-d", "--data", "--data-binary", "--data-raw", "--data-urlencode", "-F", "--form", "-T",
                 "--upload-file")
 ASSIGNMENT = re.compile(r"^\s*(export\s+)?[A-Za-z_][A-Za-z0-9_]*=")
-REPO_PATH = re.compile(r"`((?:examples|scripts|docs|tests|packaging|bench)/[A-Za-z0-9_./*-]+)`")
+# A repository path named anywhere in a page (prose, code, commands): a top-level folder,
+# then a path; an ADR may be cited by its number alone (docs/adr/0274).
+REPO_PATH = re.compile(r"(?<![\w/.$~-])((?:examples|scripts|docs|tests|packaging|bench|flows|runtime|connectors"
+                       r"|cluster|app)/[A-Za-z0-9_./*-]*[A-Za-z0-9_/*-])")
+ADR_NUMBER = re.compile(r"docs/adr/\d{4}")
 
 
 class Example:
@@ -185,7 +189,8 @@ def path_problems(path, root, text):
                 if not os.path.exists(os.path.join(here, target)):
                     problems.append(f"{rel}:{number}: link to {target}, which does not exist")
         for name in REPO_PATH.findall(line):
-            if not glob.glob(os.path.join(root, name)):
+            pattern = name + "-*.md" if ADR_NUMBER.fullmatch(name) else name
+            if not glob.glob(os.path.join(root, pattern)):
                 problems.append(f"{rel}:{number}: names {name}, which is not in the repository")
     return problems
 
@@ -383,11 +388,12 @@ def selftest():
                              "http://127.0.0.1:8081/flows/x\n```\n")
     assert static_problems(upload[0], "/nonexistent") == ["uploads no/such.yaml, which is not in the repository"]
     ports = {"http": 1, "admin": 2, "sink": 3}
-    assert rewrite("http://127.0.0.1:8081/x http://127.0.0.1:4222", ports) == "http://127.0.0.1:2/x http://127.0.0.1:4222"
+    rewritten = rewrite("http://127.0.0.1:8081/x http://127.0.0.1:4222", ports)
+    assert rewritten == "http://127.0.0.1:2/x http://127.0.0.1:4222", rewritten
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "p.md"), "w") as f:
-            f.write("see [x](missing.md) and `examples/flows/none.yaml`\n")
-        assert len(path_problems(os.path.join(d, "p.md"), d, open(os.path.join(d, "p.md")).read())) == 2
+            f.write("see [x](missing.md), `examples/flows/none.yaml`, weir test flows/orders.yaml, docs/adr/9999\n")
+        assert len(path_problems(os.path.join(d, "p.md"), d, open(os.path.join(d, "p.md")).read())) == 4
     print("selftest: each check refuses its mistake")
     return 0
 
