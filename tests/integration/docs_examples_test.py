@@ -50,8 +50,9 @@ ADR_NUMBER = re.compile(r"docs/adr/\d{4}")
 
 
 class Example:
-    def __init__(self, page, line, text, marker, setup):
-        self.page, self.line, self.text = page, line, text
+    def __init__(self, page, line, text, pipeline, marker, setup):
+        self.page, self.line, self.text = page, line, text  # text: the curl command alone
+        self.pipeline = pipeline  # what runs: the curl with the pipe it is written in
         self.marker = marker  # None, ("skip", reason) or ("status", code, reason)
         self.setup = setup  # the block's assignments before this curl
 
@@ -59,8 +60,9 @@ class Example:
         return f"{self.page}:{self.line}"
 
 
-def split_commands(line):
-    """Splits a shell line at unquoted ; | & outside $(…) and drops an unquoted # comment."""
+def split_commands(line, seps=";&"):
+    """Splits a shell line at the unquoted separators outside $(…) (by default ; & && ||,
+    keeping pipelines whole) and drops an unquoted # comment."""
     parts, cur, quote, depth, i = [], "", None, 0, 0
     while i < len(line):
         c = line[i]
@@ -86,7 +88,11 @@ def split_commands(line):
             i += 1
         elif c == "#" and (not cur or cur[-1].isspace()):
             break
-        elif c in ";|&" and not depth:
+        elif c == "|" and line[i + 1 : i + 2] == "|" and not depth and "|" not in seps:
+            parts.append(cur)
+            cur = ""
+            i += 1
+        elif c in seps and not depth:
             parts.append(cur)
             cur = ""
         else:
@@ -120,8 +126,9 @@ def block_examples(page, block, marker):
             if ASSIGNMENT.match(command) and not command.split("=", 1)[1].startswith("("):
                 setup.append(command)
             command = re.sub(r"^(for .* do|do|then|else)\s+", "", command)
-            if command.startswith("curl "):
-                examples.append(Example(page, number, command, marker, list(setup)))
+            stages = split_commands(command, "|")
+            if stages and stages[0].startswith("curl "):
+                examples.append(Example(page, number, stages[0], command, marker, list(setup)))
     return examples
 
 
@@ -225,14 +232,14 @@ def run_example(example, root, ports, env, work):
     if os.path.exists(headers):
         os.remove(headers)
     # -D records the answer's status line without touching what the example prints.
-    script = 'curl() { command curl -D "$WEIR_DOC_HEADERS" "$@"; }\n'
+    script = 'set -o pipefail\ncurl() { command curl -D "$WEIR_DOC_HEADERS" "$@"; }\n'
     script += "".join(rewrite(s, ports) + "\n" for s in example.setup)
-    script += rewrite(example.text, ports) + "\n"
+    script += rewrite(example.pipeline, ports) + "\n"
     env = dict(env, WEIR_DOC_HEADERS=headers)
     p = subprocess.run(["bash", "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=30)
     output = (p.stdout + p.stderr).strip()
     if p.returncode != 0 or not os.path.exists(headers):
-        return None, f"curl exited {p.returncode}: {output[:400]}"
+        return None, f"exited {p.returncode}: {output[:400]}"
     with open(headers, encoding="utf-8", errors="replace") as f:
         statuses = re.findall(r"^HTTP/[\d.]+ (\d{3})", f.read(), re.M)
     return (int(statuses[-1]) if statuses else None), output[:400]
@@ -387,6 +394,9 @@ def selftest():
     upload = extract("p.md", "```sh\ncurl -X PUT -H 'Content-Type: text/yaml' --data-binary @no/such.yaml "
                              "http://127.0.0.1:8081/flows/x\n```\n")
     assert static_problems(upload[0], "/nonexistent") == ["uploads no/such.yaml, which is not in the repository"]
+    piped = extract("p.md", "```sh\nweir status; curl -s 'http://127.0.0.1:9090/a?b=1|2' | jq -c . || true  # x\n```\n")
+    assert piped[0].text == "curl -s 'http://127.0.0.1:9090/a?b=1|2'", piped[0].text
+    assert piped[0].pipeline == "curl -s 'http://127.0.0.1:9090/a?b=1|2' | jq -c .", piped[0].pipeline
     ports = {"http": 1, "admin": 2, "sink": 3}
     rewritten = rewrite("http://127.0.0.1:8081/x http://127.0.0.1:4222", ports)
     assert rewritten == "http://127.0.0.1:2/x http://127.0.0.1:4222", rewritten
