@@ -54,15 +54,19 @@ void set_test_env() {
 }
 
 // The recipes' secrets (examples/recipes/*.yaml, each sender's page in docs/recipes/): every
-// `secret_env`/`secrets_env` name they read gets a Standard Webhooks secret, which every
-// scheme accepts, unless the environment has it.
+// variable a `*_env:` key names (`secrets_env` lists several) gets a Standard Webhooks
+// secret, which every scheme and token accepts, unless the environment has it.
 void set_recipe_env() {
-  const std::regex name(R"(secrets?_env:\s*\[?\s*([A-Z][A-Z0-9_]*))");
+  const std::regex key(R"(\b[a-z_]*_env:\s*\[?\s*([A-Z][A-Z0-9_]*(\s*,\s*[A-Z][A-Z0-9_]*)*))");
+  const std::regex name("[A-Z][A-Z0-9_]*");
   for (const fs::path& file : flow_files(kRoot / "examples/recipes")) {
     std::ifstream in(file);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (std::sregex_iterator it(text.begin(), text.end(), name), end; it != end; ++it) {
-      setenv((*it)[1].str().c_str(), "whsec_dGVzdHNlY3JldA==", 0);
+    for (std::sregex_iterator it(text.begin(), text.end(), key), end; it != end; ++it) {
+      const std::string names = (*it)[1].str();
+      for (std::sregex_iterator n(names.begin(), names.end(), name); n != end; ++n) {
+        setenv(n->str().c_str(), "whsec_dGVzdHNlY3JldA==", 0);
+      }
     }
   }
 }

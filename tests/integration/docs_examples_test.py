@@ -251,9 +251,14 @@ def recipe_env(root, sink_url):
     for path in glob.glob(os.path.join(root, "examples", "recipes", "*.yaml")):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        for name in re.findall(r"secrets?_env:\s*\[?\s*([A-Z][A-Z0-9_]*)", text):
-            env.setdefault(name, "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode())
-        for name in re.findall(r"\$\{([A-Z][A-Z0-9_]*)(?::-[^}]*)?\}", text):
+        # Every variable a `*_env:` key names (a secret, a token; `secrets_env` lists
+        # several): a Standard Webhooks secret, which every scheme and token accepts.
+        for names in re.findall(r"\b[a-z_]*_env:\s*\[?([A-Z][A-Z0-9_]*(?:\s*,\s*[A-Z][A-Z0-9_]*)*)", text):
+            for name in re.split(r"\s*,\s*", names):
+                env.setdefault(name, "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode())
+        # An HTTP receiver's address (`${NAME:-http://…}`) is the demo receiver; other
+        # variables keep their defaults.
+        for name in re.findall(r"\$\{([A-Z][A-Z0-9_]*):-https?://[^}]*\}", text):
             env.setdefault(name, sink_url)
     return env
 
