@@ -87,12 +87,14 @@ TEST_CASE("test: bench_orders passes its own cases", "[cli]") {
   CHECK(s.find("\n7 passed, 0 failed\n") != std::string::npos);
 }
 
-TEST_CASE("test: the examples pass their cases", "[cli]") {
+TEST_CASE("test: the examples and the recipes pass their cases", "[cli]") {
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(kSource + "/examples/flows")) {
-    if (e.path().extension() == ".yaml" || e.path().extension() == ".json") files.push_back(e.path().string());
+  for (const char* dir : {"/examples/flows", "/examples/recipes"}) {
+    for (const auto& e : fs::directory_iterator(kSource + dir)) {
+      if (e.path().extension() == ".yaml" || e.path().extension() == ".json") files.push_back(e.path().string());
+    }
   }
-  REQUIRE(files.size() >= 2);
+  REQUIRE(files.size() >= 4);  // examples/flows (2), examples/recipes (2 or more)
   std::ostringstream out;
   int rc = test_command(files, "", out);
   INFO(out.str());
