@@ -162,7 +162,7 @@ std::string tls_flow(const std::string& name, const std::string& url, const std:
 }  // namespace
 
 TEST_CASE(
-    "mTLS: the receiver gets weir's client certificate; without it, or with a wrong one, or without the CA, "
+    "mTLS: the receiver gets weir's client certificate, and without it, or with a wrong one, or without the CA, "
     "nothing is delivered until a restart with the right files",
     "[integration][sink-auth]") {
   TempDir pki;
@@ -384,7 +384,7 @@ const std::map<std::string, std::string> kCredentials = {{"SINK_CLIENT_ID", "wei
 }  // namespace
 
 TEST_CASE(
-    "oauth2: 2-second tokens are replaced before they expire while deliveries keep arriving; a 401 causes one "
+    "oauth2: 2-second tokens are replaced before they expire while deliveries keep arriving, a 401 causes one "
     "new token and a successful re-send",
     "[integration][sink-auth]") {
   OAuthWorld world(2s);
@@ -449,7 +449,7 @@ TEST_CASE(
   for (const auto& i : issued) CHECK(log.find(i.token) == std::string::npos);
 }
 
-TEST_CASE("oauth2: a failing token endpoint is a retryable failure with its reason; deliveries resume when it recovers",
+TEST_CASE("oauth2: a failing token endpoint is a retryable failure with its reason, deliveries resume when it recovers",
           "[integration][sink-auth]") {
   OAuthWorld world(60s);
   world.set_token_status(503);

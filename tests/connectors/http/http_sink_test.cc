@@ -1318,7 +1318,7 @@ TEST_CASE("http sink: a missing, empty or malformed signing secret is a start er
   }
 }
 
-TEST_CASE("http sink oauth2: one token serves many requests; a 401 refreshes it once and the request is sent again",
+TEST_CASE("http sink oauth2: one token serves many requests, a 401 refreshes it once and the request is sent again",
           "[http_sink][auth]") {
   setenv("WEIR_TEST_SINK_ID", "weir", 1);
   setenv("WEIR_TEST_SINK_SECRET", "the-secret", 1);
@@ -1366,7 +1366,7 @@ TEST_CASE("http sink oauth2: one token serves many requests; a 401 refreshes it 
 }
 
 TEST_CASE(
-    "http sink oauth2: a failing token endpoint is a retry naming it, without secrets; a missing variable "
+    "http sink oauth2: a failing token endpoint is a retry naming it, without secrets, a missing variable "
     "stops start()",
     "[http_sink][auth]") {
   setenv("WEIR_TEST_SINK_ID", "weir", 1);
