@@ -3,10 +3,17 @@
 
 Per count N: a throwaway nats-server and weir-sink, weir with N copies of bench_orders
 (`bench_orders_<k>`, path /in/orders_<k>, the same table and steps), RSS idle once ready,
-then N weir-loadgen processes at once (one per flow, --concurrency C/N each, at least 1, run
-ids f<k> so ids never collide) for --seconds; drain; aggregate ingest and delivered rate,
-exact loss (union of the acked ids minus the sink's ids), RSS peak, and RSS per flow (total
-/ N, and the marginal (RSS(N) - RSS(1)) / (N - 1)).
+then N weir-loadgen processes at once (one per flow, run ids f<k> so ids never collide) for
+--seconds; drain; aggregate ingest and delivered rate, exact loss (union of the acked ids
+minus the sink's ids), RSS peak, and RSS per flow (total / N, and the marginal
+(RSS(N) - RSS(1)) / (N - 1)); CPU per delivered event of weir and of nats-server, and the
+machine's idle share during the load, so a stall (everyone waiting, the CPUs idle) shows in
+the report itself.
+
+Connections (--connections): "spread" gives each flow C/N connections, at least 1, so 50
+flows with C = 32 run 50 connections; "constant" splits exactly C over the N flows (some
+get one more than others; C must be at least N), so every count runs the same total. Each
+run says which mode and how many connections it used.
 
 One JSON object on stdout, progress on stderr, an SVG per count in bench/out/. Exit 1 when
 an acked event was lost.
@@ -52,16 +59,18 @@ def run_count(a, n):
         ready_s = time.monotonic() - t0
         time.sleep(1.0)
         rss_idle = harness.rss_mb(b.weir.pid)
-        per = max(1, a.concurrency // n)
+        conns = connections(a, n)
         http_post(b.sink_port, "/reset")
         cpu0 = harness.cpu_seconds(b.weir.pid)
-        log(f"{n} flows: {n} loadgens x {per} connections for {a.seconds}s")
+        nats0 = harness.cpu_seconds(b.nats.pid)
+        idle0 = machine_ticks()
+        log(f"{n} flows: {n} loadgens, {sum(conns)} connections ({a.connections}) for {a.seconds}s")
         procs, files = [], []
         for k in range(1, n + 1):
             ids = os.path.join(b.tmp, f"acked{k}.ids")
             out = tempfile.TemporaryFile(mode="w+", dir=b.tmp)
             argv = [b.tool("weir-loadgen"), "--url", f"http://127.0.0.1:{b.http_port}/in/orders_{k}",
-                    "--duration", f"{a.seconds}s", "--warmup", a.warmup, "--concurrency", str(per),
+                    "--duration", f"{a.seconds}s", "--warmup", a.warmup, "--concurrency", str(conns[k - 1]),
                     "--acked-ids", ids, "--run-id", f"f{k}", "--seed", str(k), "--quiet"]
             procs.append(b.procs.start(argv, stdout=out))
             files.append((ids, out))
@@ -83,9 +92,11 @@ def run_count(a, n):
             if os.path.exists(ids):
                 acked.update(l.strip() for l in open(ids) if l.strip())
         load_end = time.monotonic()
+        idle1 = machine_ticks()
         drained = wait_for(lambda: b.sink_stats()["unique"] >= len(acked), a.drain, poll=0.1)
         drain_s = time.monotonic() - load_end
         cpu1 = harness.cpu_seconds(b.weir.pid)
+        nats1 = harness.cpu_seconds(b.nats.pid)
         stats = b.sink_stats()
         got = set(json.loads(http_get(b.sink_port, "/ids", 30)[1]))
         timeline = json.loads(http_get(b.sink_port, "/timeline", 10)[1])
@@ -99,7 +110,8 @@ def run_count(a, n):
             for k, v in (r.get("errors") or {}).items():
                 errors[k] = errors.get(k, 0) + v
         res = {
-            "flows": n, "connections_per_flow": per, "loadgens_reported": len(ok_reports),
+            "flows": n, "connections_mode": a.connections, "connections": sum(conns),
+            "connections_per_flow": [min(conns), max(conns)], "loadgens_reported": len(ok_reports),
             "ready_s": round(ready_s, 2),
             "sent": sum(r["total"]["sent"] for r in ok_reports), "acked": len(acked),
             "delivered": stats["unique"], "lost": len(acked - got), "duplicates": stats["duplicates"],
@@ -110,6 +122,8 @@ def run_count(a, n):
             "rss_mb": {"idle": round(rss_idle, 2), "peak": round(rss_peak, 2),
                        "idle_per_flow": round(rss_idle / n, 2), "peak_per_flow": round(rss_peak / n, 2)},
             "weir_cpu_us_per_event": round((cpu1 - cpu0) * 1e6 / max(stats["unique"], 1), 1),
+            "nats_cpu_us_per_event": round((nats1 - nats0) * 1e6 / max(stats["unique"], 1), 1),
+            "machine_idle_share": idle_share(idle0, idle1),
             "threads": threads,
         }
         series, lat = charts.sink_timeline_series(timeline)
@@ -118,6 +132,27 @@ def run_count(a, n):
         return res
     finally:
         b.close()
+
+
+def connections(a, n):
+    """Connections per flow for N flows, as --connections says."""
+    if a.connections == "spread":
+        return [max(1, a.concurrency // n)] * n
+    if a.concurrency < n:
+        sys.exit(f"multi-flow: --connections constant needs --concurrency >= the largest count ({n})")
+    return [a.concurrency // n + (1 if k < a.concurrency % n else 0) for k in range(n)]
+
+
+def machine_ticks():
+    """(idle + iowait, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        cpu = [int(x) for x in f.readline().split()[1:]]
+    return cpu[3] + cpu[4], sum(cpu[:8])
+
+
+def idle_share(t0, t1):
+    total = t1[1] - t0[1]
+    return round((t1[0] - t0[0]) / total, 3) if total > 0 else None
 
 
 def thread_count(pid):
@@ -132,18 +167,22 @@ def main():
     p.add_argument("--build", default=os.environ.get("BUILD", os.path.join(ROOT, "build")))
     p.add_argument("--counts", default="1,10,50", help="flow counts, comma-separated")
     p.add_argument("--seconds", type=float, default=20)
-    p.add_argument("--concurrency", type=int, default=32, help="connections in total, spread over the flows")
+    p.add_argument("--concurrency", type=int, default=32, help="connections in total (C), over the flows")
+    p.add_argument("--connections", choices=("spread", "constant"), default="spread",
+                   help="spread: C/N per flow, at least 1; constant: exactly C in total at every count")
     p.add_argument("--warmup", default="2s")
     p.add_argument("--drain", type=float, default=60)
     a = p.parse_args()
     counts = [int(x) for x in a.counts.split(",") if x.strip()]
     result = {"scenario": "multi-flow", "machine": harness.machine(), "nproc": os.cpu_count(),
               "nats_gomaxprocs": harness.nats_env()[1],
-              "seconds": a.seconds, "concurrency": a.concurrency, "loadavg_before": os.getloadavg()[0], "runs": []}
+              "seconds": a.seconds, "concurrency": a.concurrency, "connections_mode": a.connections, "loadavg_before": os.getloadavg()[0], "runs": []}
     for n in counts:
         r = run_count(a, n)
         log(f"{n} flows: ingest {r['ingest_per_s']}/s delivered {r['delivered_per_s']}/s lost {r['lost']} "
-            f"rss idle {r['rss_mb']['idle']} MB peak {r['rss_mb']['peak']} MB")
+            f"rss idle {r['rss_mb']['idle']} MB peak {r['rss_mb']['peak']} MB; CPU per event weir "
+            f"{r['weir_cpu_us_per_event']} us, nats-server {r['nats_cpu_us_per_event']} us; "
+            f"machine idle {r['machine_idle_share']}")
         result["runs"].append(r)
     one = next((r for r in result["runs"] if r["flows"] == 1), None)
     if one:
