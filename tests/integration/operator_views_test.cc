@@ -209,3 +209,46 @@ TEST_CASE("a standalone deploy's version number survives a restart", "[integrati
   REQUIRE(third.status == 201);
   CHECK(version_of(third) == 3);
 }
+
+// ADR 0081, 0313: an event whose retry copy weir dies with max_deliver times is dead-lettered
+// by the count, and the receiver's answer to its last attempt stays beside the count.
+TEST_CASE("a dead letter past max_deliver keeps the last failure beside the count", "[integration][ops]") {
+  NatsServer nats;
+  SinkProcess sink({"--status", "500", "--record", "100"});
+  WeirOptions options{.nats_url = nats.url(),
+                      .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
+                                                          "retries: 50, " WEIR_TEST_RETRY ", timeout: 60s")}},
+                      .config = "max_deliver: 2\n"};
+  json dead;
+  auto dead_letters = [&](const WeirProcess& w) {
+    auto j = json::parse(w.admin("GET", "/dlq").body, nullptr, false);
+    if (j.is_array() && !j.empty()) dead = j[0];
+    return j.is_array() && !j.empty();
+  };
+  {
+    WeirProcess weir(options);
+    weir.start();
+    INFO(weir.describe());
+    REQUIRE(weir.post("/in/orders", "{}", {"Idempotency-Key: p0"}).status == 202);
+    REQUIRE(wait_until([&] { return sink.requests(100).size() >= 1; }, 10s, 20ms));  // answered 500
+    sink.control({{"status", 200}, {"delay_ms", 600000}});  // from now on the receiver holds each delivery
+    REQUIRE(wait_until([&] { return sink.requests(100).size() >= 2; }, 10s, 20ms));  // the retry copy, held
+    weir.kill9();
+  }
+  // Each start gets the copy again and dies with it, until one start dead-letters it unsent.
+  for (int start = 0; start < 5 && dead.is_null(); ++start) {
+    WeirProcess weir(options);
+    weir.start();
+    INFO(weir.describe());
+    const size_t before = sink.requests(100).size();
+    REQUIRE(wait_until([&] { return dead_letters(weir) || sink.requests(100).size() > before; }, 30s, 50ms));
+    if (dead.is_null()) weir.kill9();
+  }
+  INFO("dead letter: " << dead.dump());
+  REQUIRE(dead.is_object());
+  const std::string reason = dead.value("reason", "");
+  CHECK(reason.find("(max_deliver 2): dead-lettered before another attempt; last: HTTP 500") != std::string::npos);
+  REQUIRE(dead["last_error"].is_string());
+  CHECK(dead["last_error"].get<std::string>().find("HTTP 500") == 0);
+  std::cout << "ops: past max_deliver: " << reason << "\n";
+}
