@@ -66,8 +66,8 @@ std::string allocator_name() {
 }
 
 // `weir status`: GET /status twice, `interval` apart, for rates; a table or JSON.
-// Sinks' circuits (GET /sinks, /status "sinks") as a table: state, since, next probe, last
-// error (docs/admin-api.md#sinks).
+// Sinks' circuits (GET /sinks) as a table: state, health (ADR 0313), since, next probe,
+// last error (docs/admin-api.md#sinks).
 void print_sinks(const nlohmann::json& sinks) {
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
@@ -77,15 +77,16 @@ void print_sinks(const nlohmann::json& sinks) {
     const int64_t d = future ? v.get<int64_t>() - now : now - v.get<int64_t>();
     return (future ? "in " : "") + std::to_string(std::max<int64_t>(d, 0) / 1000) + "s" + (future ? "" : " ago");
   };
-  std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", "FLOW", "SINK", "STATE", "SINCE", "NEXT PROBE", "LAST ERROR");
+  std::printf("%-20s %-16s %-7s %-8s %-12s %-12s %s\n", "FLOW", "SINK", "STATE", "HEALTH", "SINCE", "NEXT PROBE",
+              "LAST ERROR");
   for (const auto& s : sinks) {
     const std::string err = s.contains("last_error") && s["last_error"].is_string() ? s["last_error"].get<std::string>()
                                                                                     : "-";
     const std::string probe = s.value("probing", false) ? "on the wire"
                                                         : ago(s.value("next_probe", nlohmann::json()), true);
-    std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", s.value("flow", "").c_str(), s.value("sink", "").c_str(),
-                s.value("state", "").c_str(), ago(s.value("since", nlohmann::json()), false).c_str(), probe.c_str(),
-                err.c_str());
+    std::printf("%-20s %-16s %-7s %-8s %-12s %-12s %s\n", s.value("flow", "").c_str(), s.value("sink", "").c_str(),
+                s.value("state", "").c_str(), cell(s, "health").c_str(),
+                ago(s.value("since", nlohmann::json()), false).c_str(), probe.c_str(), err.c_str());
   }
 }
 
