@@ -534,7 +534,8 @@ Status FlowHost::apply_reload(const ReloadPlan& plan) {
   }
   for (const auto& f : plan.added) {
     auto text = read_text_file(f->file());
-    if (Status s = text ? start(f, text.value(), false) : text.status(); !s) {
+    // As at start: a flow file that ran here before goes on from its kept number.
+    if (Status s = text ? start(kept_version_of(f, text), text.value(), false) : text.status(); !s) {
       log::error("cannot start flow", {{"flow", f->name()}, {"by", "reload"}, {"error", s.message()}});
       failed += f->name() + ": " + s.message() + "; ";
       continue;
