@@ -93,6 +93,7 @@ void print_sinks(const nlohmann::json& sinks) {
 // Rates between two /status samples: per flow in (received by the flow stage) and out
 // (acked) per second, per sink delivered per second.
 void add_rates(nlohmann::json& second, const nlohmann::json& first, double secs) {
+  if (!second.contains("flows") || !first.contains("flows")) return;
   for (auto& f : second["flows"]) {
     for (const auto& g : first["flows"]) {
       if (g.value("name", "") != f.value("name", "")) continue;
@@ -116,13 +117,28 @@ std::string rate_cell(const nlohmann::json& j, const char* key) {
   return buf;
 }
 
+// A counter of a /status object; 0 when it is absent or not a count (another weir's answer).
+uint64_t count_of(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint64_t>() : 0;
+}
+
+// /status "sinks" when it is an array of objects, else an empty array.
+nlohmann::json sinks_in(const nlohmann::json& status) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!status.contains("sinks") || !status["sinks"].is_array()) return out;
+  for (const auto& s : status["sinks"]) {
+    if (s.is_object()) out.push_back(s);
+  }
+  return out;
+}
+
 // One row per sink (docs/operations.md "weir status"): its health word and circuit,
 // delivered per second and in all, lag, errors, dead letters and the last error.
-void print_sink_rows(const nlohmann::json& status) {
-  if (!status.contains("sinks") || !status["sinks"].is_array() || status["sinks"].empty()) return;
+void print_sink_rows(const nlohmann::json& sinks) {
+  if (sinks.empty()) return;
   std::printf("%-20s %-16s %-8s %-7s %9s %9s %7s %7s %5s %s\n", "FLOW", "SINK", "HEALTH", "CIRCUIT", "OUT/s",
               "DELIVERED", "LAG", "ERRORS", "DLQ", "LAST ERROR");
-  for (const auto& s : status["sinks"]) {
+  for (const auto& s : sinks) {
     std::printf("%-20s %-16s %-8s %-7s %9s %9s %7s %7s %5s %s\n", cell(s, "flow").c_str(), cell(s, "sink").c_str(),
                 cell(s, "health").c_str(), cell(s, "state").c_str(), rate_cell(s, "delivered_per_s").c_str(),
                 cell(s, "delivered").c_str(), cell(s, "lag").c_str(), cell(s, "errors").c_str(),
@@ -135,12 +151,14 @@ void print_sink_rows(const nlohmann::json& status) {
 void print_flows(const nlohmann::json& status) {
   std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", "FLOW", "ACTIVE", "LATEST", "RUNNING", "PHASE", "IN/s",
               "OUT/s", "LAG", "ERRORS", "DLQ");
-  for (const auto& f : status["flows"]) {
-    uint64_t errors = f.value("errors", uint64_t{0}), dead = f.value("dead", uint64_t{0});
-    for (const auto& s : status.value("sinks", nlohmann::json::array())) {
-      if (s.value("flow", "") != f.value("name", "")) continue;
-      errors += s.value("errors", uint64_t{0});
-      dead += s.value("dead", uint64_t{0});
+  const nlohmann::json sinks = sinks_in(status);
+  const nlohmann::json none = nlohmann::json::array();
+  for (const auto& f : status.contains("flows") ? status["flows"] : none) {
+    uint64_t errors = count_of(f, "errors"), dead = count_of(f, "dead");
+    for (const auto& s : sinks) {
+      if (cell(s, "flow") != cell(f, "name")) continue;
+      errors += count_of(s, "errors");
+      dead += count_of(s, "dead");
     }
     std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7llu %5llu\n", cell(f, "name").c_str(),
                 cell(f, "active_version").c_str(), cell(f, "latest_version").c_str(),
@@ -148,16 +166,16 @@ void print_flows(const nlohmann::json& status) {
                 rate_cell(f, "in_per_s").c_str(), rate_cell(f, "out_per_s").c_str(), cell(f, "lag").c_str(),
                 static_cast<unsigned long long>(errors), static_cast<unsigned long long>(dead));
   }
-  print_sink_rows(status);
+  print_sink_rows(sinks);
   std::printf(
       "ERRORS: failed attempts (each retry counts); DLQ: events dead-lettered; both counted by this weir since it "
       "started, a flow's row adding its sinks'.\n");
-  const auto& sinks = status.value("sinks", nlohmann::json::array());
   if (sinks.empty()) return;
+  const nlohmann::json& recent = sinks[0].contains("recent") ? sinks[0]["recent"] : nlohmann::json();
   std::printf(
-      "HEALTH: down (circuit open), paused, else from the last %llds of results: failing (half or more "
+      "HEALTH: down (circuit open), paused, else from the last %ss of results: failing (half or more "
       "failed), degraded (some failed), healthy.\n",
-      sinks[0].value("recent", nlohmann::json::object()).value("seconds", 0LL));
+      cell(recent.is_object() ? recent : nlohmann::json::object(), "seconds").c_str());
 }
 
 int status_command(const std::string& server, int interval_ms, bool as_json) {
