@@ -66,8 +66,8 @@ std::string allocator_name() {
 }
 
 // `weir status`: GET /status twice, `interval` apart, for rates; a table or JSON.
-// Sinks' circuits (GET /sinks, /status "sinks") as a table: state, since, next probe, last
-// error (docs/admin-api.md#sinks).
+// Sinks' circuits (GET /sinks) as a table: state, health (ADR 0313), since, next probe,
+// last error (docs/admin-api.md#sinks).
 void print_sinks(const nlohmann::json& sinks) {
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
@@ -77,16 +77,105 @@ void print_sinks(const nlohmann::json& sinks) {
     const int64_t d = future ? v.get<int64_t>() - now : now - v.get<int64_t>();
     return (future ? "in " : "") + std::to_string(std::max<int64_t>(d, 0) / 1000) + "s" + (future ? "" : " ago");
   };
-  std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", "FLOW", "SINK", "STATE", "SINCE", "NEXT PROBE", "LAST ERROR");
+  std::printf("%-20s %-16s %-7s %-8s %-12s %-12s %s\n", "FLOW", "SINK", "STATE", "HEALTH", "SINCE", "NEXT PROBE",
+              "LAST ERROR");
   for (const auto& s : sinks) {
     const std::string err = s.contains("last_error") && s["last_error"].is_string() ? s["last_error"].get<std::string>()
                                                                                     : "-";
     const std::string probe = s.value("probing", false) ? "on the wire"
                                                         : ago(s.value("next_probe", nlohmann::json()), true);
-    std::printf("%-20s %-16s %-7s %-12s %-12s %s\n", s.value("flow", "").c_str(), s.value("sink", "").c_str(),
-                s.value("state", "").c_str(), ago(s.value("since", nlohmann::json()), false).c_str(), probe.c_str(),
-                err.c_str());
+    std::printf("%-20s %-16s %-7s %-8s %-12s %-12s %s\n", s.value("flow", "").c_str(), s.value("sink", "").c_str(),
+                s.value("state", "").c_str(), cell(s, "health").c_str(),
+                ago(s.value("since", nlohmann::json()), false).c_str(), probe.c_str(), err.c_str());
   }
+}
+
+// Rates between two /status samples: per flow in (received by the flow stage) and out
+// (acked) per second, per sink delivered per second.
+void add_rates(nlohmann::json& second, const nlohmann::json& first, double secs) {
+  if (!second.contains("flows") || !first.contains("flows")) return;
+  for (auto& f : second["flows"]) {
+    for (const auto& g : first["flows"]) {
+      if (g.value("name", "") != f.value("name", "")) continue;
+      f["in_per_s"] = (f.value("received", 0.0) - g.value("received", 0.0)) / secs;
+      f["out_per_s"] = (f.value("acked", 0.0) - g.value("acked", 0.0)) / secs;
+    }
+  }
+  if (!second.contains("sinks") || !first.contains("sinks")) return;
+  for (auto& s : second["sinks"]) {
+    for (const auto& t : first["sinks"]) {
+      if (t.value("flow", "") != s.value("flow", "") || t.value("sink", "") != s.value("sink", "")) continue;
+      s["delivered_per_s"] = (s.value("delivered", 0.0) - t.value("delivered", 0.0)) / secs;
+    }
+  }
+}
+
+std::string rate_cell(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", j[key].get<double>());
+  return buf;
+}
+
+// A counter of a /status object; 0 when it is absent or not a count (another weir's answer).
+uint64_t count_of(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint64_t>() : 0;
+}
+
+// /status "sinks" when it is an array of objects, else an empty array.
+nlohmann::json sinks_in(const nlohmann::json& status) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!status.contains("sinks") || !status["sinks"].is_array()) return out;
+  for (const auto& s : status["sinks"]) {
+    if (s.is_object()) out.push_back(s);
+  }
+  return out;
+}
+
+// One row per sink (docs/operations.md "weir status"): its health word and circuit,
+// delivered per second and in all, lag, errors, dead letters and the last error.
+void print_sink_rows(const nlohmann::json& sinks) {
+  if (sinks.empty()) return;
+  std::printf("%-20s %-16s %-8s %-7s %9s %9s %7s %7s %5s %s\n", "FLOW", "SINK", "HEALTH", "CIRCUIT", "OUT/s",
+              "DELIVERED", "LAG", "ERRORS", "DLQ", "LAST ERROR");
+  for (const auto& s : sinks) {
+    std::printf("%-20s %-16s %-8s %-7s %9s %9s %7s %7s %5s %s\n", cell(s, "flow").c_str(), cell(s, "sink").c_str(),
+                cell(s, "health").c_str(), cell(s, "state").c_str(), rate_cell(s, "delivered_per_s").c_str(),
+                cell(s, "delivered").c_str(), cell(s, "lag").c_str(), cell(s, "errors").c_str(),
+                cell(s, "dead").c_str(), cell(s, "last_error").c_str());
+  }
+}
+
+// One row per flow, then the sinks' table and what the columns count (docs/operations.md
+// "weir status"). A flow's ERRORS and DLQ add its sinks' to its flow stage's.
+void print_flows(const nlohmann::json& status) {
+  std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", "FLOW", "ACTIVE", "LATEST", "RUNNING", "PHASE", "IN/s",
+              "OUT/s", "LAG", "ERRORS", "DLQ");
+  const nlohmann::json sinks = sinks_in(status);
+  const nlohmann::json none = nlohmann::json::array();
+  for (const auto& f : status.contains("flows") ? status["flows"] : none) {
+    uint64_t errors = count_of(f, "errors"), dead = count_of(f, "dead");
+    for (const auto& s : sinks) {
+      if (cell(s, "flow") != cell(f, "name")) continue;
+      errors += count_of(s, "errors");
+      dead += count_of(s, "dead");
+    }
+    std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7llu %5llu\n", cell(f, "name").c_str(),
+                cell(f, "active_version").c_str(), cell(f, "latest_version").c_str(),
+                cell(f, "running_version").c_str(), f.contains("phase") ? cell(f, "phase").c_str() : "-",
+                rate_cell(f, "in_per_s").c_str(), rate_cell(f, "out_per_s").c_str(), cell(f, "lag").c_str(),
+                static_cast<unsigned long long>(errors), static_cast<unsigned long long>(dead));
+  }
+  print_sink_rows(sinks);
+  std::printf(
+      "ERRORS: failed attempts (each retry counts); DLQ: events dead-lettered; both counted by this weir since it "
+      "started, a flow's row adding its sinks'.\n");
+  if (sinks.empty()) return;
+  const nlohmann::json& recent = sinks[0].contains("recent") ? sinks[0]["recent"] : nlohmann::json();
+  std::printf(
+      "HEALTH: down (circuit open), paused, else from the last %ss of results: failing (half or more "
+      "failed), degraded (some failed), healthy.\n",
+      cell(recent.is_object() ? recent : nlohmann::json::object(), "seconds").c_str());
 }
 
 int status_command(const std::string& server, int interval_ms, bool as_json) {
@@ -110,15 +199,7 @@ int status_command(const std::string& server, int interval_ms, bool as_json) {
   if (interval_ms > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     if (int rc = sample(&second); rc != 0) return rc;
-  }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Rates per flow: events in (received by the flow stage) and done (acked) per second.
-  for (auto& f : second["flows"]) {
-    for (const auto& g : first["flows"]) {
-      if (g.value("name", "") != f.value("name", "") || interval_ms <= 0) continue;
-      f["in_per_s"] = (f.value("received", 0.0) - g.value("received", 0.0)) / secs;
-      f["out_per_s"] = (f.value("acked", 0.0) - g.value("acked", 0.0)) / secs;
-    }
+    add_rates(second, first, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   if (as_json) {
     std::printf("%s\n", second.dump(2).c_str());
@@ -130,18 +211,7 @@ int status_command(const std::string& server, int interval_ms, bool as_json) {
               members.value("instance", "-").c_str(), second.value("nats", "").c_str(),
               second.value("connected", false) ? "" : " (disconnected)");
   if (members.contains("members")) std::printf("members %s\n", members["members"].dump().c_str());
-  std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", "FLOW", "ACTIVE", "LATEST", "RUNNING", "PHASE", "IN/s",
-              "OUT/s", "LAG", "ERRORS", "DLQ");
-  for (const auto& f : second["flows"]) {
-    char in[32] = "-", out[32] = "-";
-    if (f.contains("in_per_s")) std::snprintf(in, sizeof in, "%.1f", f["in_per_s"].get<double>());
-    if (f.contains("out_per_s")) std::snprintf(out, sizeof out, "%.1f", f["out_per_s"].get<double>());
-    std::printf("%-20s %6s %6s %7s %8s %9s %9s %7s %7s %5s\n", cell(f, "name").c_str(),
-                cell(f, "active_version").c_str(), cell(f, "latest_version").c_str(),
-                cell(f, "running_version").c_str(), f.contains("phase") ? cell(f, "phase").c_str() : "-", in, out,
-                cell(f, "lag").c_str(), cell(f, "errors").c_str(), cell(f, "dead").c_str());
-  }
-  if (second.contains("sinks") && second["sinks"].is_array() && !second["sinks"].empty()) print_sinks(second["sinks"]);
+  print_flows(second);
   if (members.contains("leases") && !members["leases"].empty()) {
     std::printf("%-28s %s\n", "LEASE", "HOLDER");
     for (const auto& l : members["leases"]) {

@@ -97,11 +97,21 @@ Result<FlowList> FlowHost::load() const {
   return kept;
 }
 
+// Standalone: the flow as the version number kept for its file (docs/admin-api.md "Flows"),
+// compiled again when that is not 1.
+std::shared_ptr<const flows::Flow> FlowHost::kept_version_of(const std::shared_ptr<const flows::Flow>& flow,
+                                                             const Result<std::string>& file_text) const {
+  const int64_t version = kept_version(config_, flow->name(), flow->content_hash());
+  if (version == flow->version() || !file_text) return flow;
+  auto compiled = compile_version(file_text.value(), flow->file(), version, TextOrigin::kLocal, config_.admin);
+  return compiled ? compiled.value() : flow;
+}
+
 Status FlowHost::start_local(const std::shared_ptr<const flows::Flow>& flow) {
   auto file_text = read_text_file(flow->file());
   MutexLock life(lifecycle_mu_);  // uncontended: nothing else starts flows before serve()
   if (!clustered()) {
-    Status s = start(flow, file_text ? file_text.value() : "", false);
+    Status s = start(kept_version_of(flow, file_text), file_text ? file_text.value() : "", false);
     if (!s) log::error("cannot start flow", {{"flow", flow->name()}, {"error", s.message()}});
     return s;
   }
@@ -379,6 +389,8 @@ ControlResult FlowHost::start_new_flow(const std::string& name, const std::strin
   // Its KV tables (watched since the compile named them) are read before it starts.
   if (Status s = tables_->wait_loaded(kTablesWait); !s)
     return ControlResult::failed(Outcome::kUnavailable, s.message());
+  // A flow of that name that ran here before kept its number: this one starts at 1 again.
+  if (Status s = keep_version(config_, name, 1, flow->content_hash()); !s) return ControlResult::from(s);
   if (Status s = write_file_atomically(path, body, "write"); !s) return ControlResult::from(s);
   if (Status s = start(flow, body, false); !s) {
     std::error_code ec;
@@ -522,7 +534,8 @@ Status FlowHost::apply_reload(const ReloadPlan& plan) {
   }
   for (const auto& f : plan.added) {
     auto text = read_text_file(f->file());
-    if (Status s = text ? start(f, text.value(), false) : text.status(); !s) {
+    // As at start: a flow file that ran here before goes on from its kept number.
+    if (Status s = text ? start(kept_version_of(f, text), text.value(), false) : text.status(); !s) {
       log::error("cannot start flow", {{"flow", f->name()}, {"by", "reload"}, {"error", s.message()}});
       failed += f->name() + ": " + s.message() + "; ";
       continue;

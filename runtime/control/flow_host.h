@@ -79,6 +79,8 @@ class FlowHost final : public AdminBackend {
   bool clustered() const { return cluster_ != nullptr; }
   RunningFlow* find(const std::string& name) const;
   FlowList running_flows() const;  // as started
+  std::shared_ptr<const flows::Flow> kept_version_of(const std::shared_ptr<const flows::Flow>& flow,
+                                                     const Result<std::string>& file_text) const;
   Status start(const std::shared_ptr<const flows::Flow>& flow, const std::string& text, bool paused)
       REQUIRES(lifecycle_mu_);
   ControlResult check_target(const std::string& target) const;

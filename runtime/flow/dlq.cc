@@ -16,6 +16,8 @@ constexpr const char* kStage = "Weir-Stage";
 constexpr const char* kReason = "Weir-Reason";
 constexpr const char* kDeliveries = "Weir-Deliveries";
 constexpr const char* kSubject = "Weir-Subject";
+// The last failed attempt's reason (DeadLetter::last_error), when one is known.
+constexpr const char* kLastError = "Weir-Dlq-Last-Error";
 
 std::string stage_token(const std::string& stage) {
   std::string t = stage;
@@ -35,6 +37,12 @@ std::string header_of(const StoredMessage& m, const char* name) {
     if (k == name) return v;
   }
   return {};
+}
+
+// The dead letter's last error, null when it has none (DeadLetter::last_error).
+nlohmann::json last_error_of(const StoredMessage& m) {
+  std::string e = header_of(m, kLastError);
+  return e.empty() ? nlohmann::json(nullptr) : nlohmann::json(std::move(e));
 }
 
 // Header values must be one line.
@@ -61,20 +69,25 @@ void DeadLetters::publish(const DeadLetter& d, PublishCallback done, PullConsume
       {kDeliveries, std::to_string(d.deliveries)},
       {kSubject, d.replay_subject},
   };
+  if (!d.last_error.empty()) h.emplace_back(kLastError, one_line(d.last_error));
   if (!d.traceparent.empty()) h.emplace_back(trace::kHeaderTraceparent, std::string(d.traceparent));
   if (!d.tracestate.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(d.tracestate));
   // Every dead letter of every stage passes here: its one log line is written here, once
   // the stream has it (a refused write is retried by the stage and said once by record(); a
   // redelivered copy's write is a duplicate, no new dead letter). Never the body.
+  // The last error is logged beside the reason only when the reason does not say it already.
+  std::string last = d.reason.find(d.last_error) == std::string::npos ? one_line(d.last_error) : "";
   PublishCallback written = [this, flow = d.flow, stage = d.stage, id = d.event_id, deliveries = d.deliveries,
-                             reason = one_line(d.reason), done = std::move(done)](const Status& s, const PubAck& ack) {
+                             reason = one_line(d.reason), last = std::move(last),
+                             done = std::move(done)](const Status& s, const PubAck& ack) {
     record(s);
     if (s && !ack.duplicate) {
       log::warn("event dead-lettered", {{"flow", flow},
                                         {"stage", stage},
                                         {"id", id},
                                         {"deliveries", std::to_string(deliveries)},
-                                        {"reason", reason}});
+                                        {"reason", reason},
+                                        {"last_error", last.empty() ? "-" : last}});
     }
     done(s, ack);
   };
@@ -197,6 +210,7 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
                                                       {"deliveries", num(kDeliveries)},
                                                       {"at", m.time_ns / 1'000'000},
                                                       {"event", std::move(event)}});
+                                page.items.back()["last_error"] = last_error_of(m);
                                 if (std::string tp = header_of(m, trace::kHeaderTraceparent); !tp.empty()) {
                                   page.items.back()["traceparent"] = std::move(tp);
                                 }

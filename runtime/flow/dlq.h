@@ -34,6 +34,9 @@ struct DeadLetter {
   int64_t version = 0;
   std::string stage;  // "flow" or "sink:<name>"
   std::string reason;
+  // The last failed attempt's reason, kept beside the count when the reason is a count
+  // ("failed 5 deliveries …"); "" when none is known (a flow error, an invalid event).
+  std::string last_error;
   uint64_t deliveries = 0;
   std::string event_id;
   std::string replay_subject;  // where replay puts it back

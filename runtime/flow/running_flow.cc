@@ -178,6 +178,34 @@ Result<std::shared_ptr<const flows::Flow>> compile_version(const std::string& te
   return r.flow;
 }
 
+namespace {
+fs::path version_file(const RuntimeConfig& config, const std::string& flow) {
+  return fs::path(config.data_dir) / "flow-versions" / flow;
+}
+}  // namespace
+
+int64_t kept_version(const RuntimeConfig& config, const std::string& flow, const std::string& hash) {
+  std::ifstream in(version_file(config, flow));
+  int64_t version = 0;
+  std::string kept_hash;
+  if (!(in >> version >> kept_hash) || version < 1) return 1;
+  if (kept_hash == hash) return version;
+  // Changed by hand while weir was stopped: a new version, as a reload would make it.
+  if (Status s = keep_version(config, flow, version + 1, hash); !s) {
+    log::warn("flow version not kept", {{"flow", flow}, {"error", s.message()}});
+  }
+  return version + 1;
+}
+
+Status keep_version(const RuntimeConfig& config, const std::string& flow, int64_t version, const std::string& hash) {
+  const fs::path path = version_file(config, flow);
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec) return Status::internal("cannot create " + path.parent_path().string() + ": " + ec.message());
+  const std::string text = std::to_string(version) + " " + (hash.empty() ? "-" : hash) + "\n";
+  return write_file_atomically(path.string(), text, "keep the version in");
+}
+
 TextOrigin network_origin(const std::string& running_text, const std::string& text) {
   return !running_text.empty() && same_wiring(running_text, text) ? TextOrigin::kKeptWiring : TextOrigin::kNetwork;
 }
@@ -196,6 +224,12 @@ class RunningFlow::Versions final : public FlowControl {
   std::string text(int64_t version) {
     MutexLock lock(mu_);
     return texts_[version];
+  }
+  // The content hash of a loaded version ("" when it is not loaded).
+  std::string hash(int64_t version) {
+    MutexLock lock(mu_);
+    auto it = ready_.find(version);
+    return it == ready_.end() ? "" : it->second->content_hash();
   }
 
   bool pause(std::chrono::milliseconds timeout) override { return flow_.stage_->pause(timeout); }
@@ -382,12 +416,27 @@ nlohmann::json sink_view_json(const std::string& flow, const std::string& sink, 
   j["since"] = v.since_ms > 0 ? nlohmann::json(v.since_ms) : nlohmann::json(nullptr);
   j["next_probe"] = v.next_probe_ms > 0 ? nlohmann::json(v.next_probe_ms) : nlohmann::json(nullptr);
   j["last_error"] = v.last_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.last_error);
+  // The health word and the results it comes from (docs/adr/0313-sink-health-from-recent-results.md).
+  j["health"] = sink_health_word(v);
+  j["recent"] = {{"seconds", kRecentResults.count()},
+                 {"delivered", v.recent_delivered},
+                 {"failed", v.recent_failed},
+                 {"failure_share", recent_failure_share(v)}};
   return j;
 }
 
 void RunningFlow::describe_sinks(nlohmann::json& out) const {
   const auto now = std::chrono::steady_clock::now();
-  for (const auto& s : sinks_) out.push_back(sink_view_json(name(), s->name(), s->health()->view(now)));
+  for (const auto& s : sinks_) {
+    nlohmann::json j = sink_view_json(name(), s->name(), s->health()->view(now));
+    // This process's counts since it started, as /metrics has them for stage="sink:<name>".
+    const StageMetrics& m = deps_.metrics->stage(name(), "sink:" + s->name());
+    j["delivered"] = m.acked.load();
+    j["errors"] = m.errors.load();
+    j["dead"] = m.dead.load();
+    j["lag"] = m.lag.load();
+    out.push_back(std::move(j));
+  }
 }
 
 ControlResult RunningFlow::control_sink(const std::string& sink, bool pause) {
@@ -435,6 +484,9 @@ ControlResult RunningFlow::replace_file(const std::string& body, std::chrono::mi
   const int64_t version = version_.load() + 1;
   // Compiled before the file is touched: a version that cannot run leaves it as it was.
   if (Status s = versions_->load(version, body); !s) return ControlResult::failed(Outcome::kInvalid, s.message());
+  // Kept before the file changes: a number answered is one a restart runs as.
+  if (Status s = keep_version(*deps_.config, name(), version, versions_->hash(version)); !s)
+    return ControlResult::from(s);
   if (Status s = write_file_atomically(path_, body, "replace"); !s) return ControlResult::from(s);
   if (!stage_->pause(pause_timeout)) {
     versions_->resume(version_.load());
@@ -449,6 +501,7 @@ ControlResult RunningFlow::replace_file(const std::string& body, std::chrono::mi
 Status RunningFlow::switch_to_file(const std::string& text, std::chrono::milliseconds pause_timeout) {
   const int64_t version = version_.load() + 1;
   if (Status s = versions_->load(version, text); !s) return s;
+  if (Status s = keep_version(*deps_.config, name(), version, versions_->hash(version)); !s) return s;
   if (!stage_->pause(pause_timeout)) {
     versions_->resume(version_.load());
     return Status::unavailable("the running batch did not finish in time; the old version runs on");

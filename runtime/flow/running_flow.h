@@ -79,6 +79,14 @@ Result<std::string> read_text_file(const std::string& path);
 // internal "cannot <verb> <path>" when either fails.
 Status write_file_atomically(const std::string& path, const std::string& text, const char* verb);
 
+// Standalone, the version number a flow runs as survives a restart (docs/admin-api.md,
+// "Flows"): `<data_dir>/flow-versions/<flow>` holds "<version> <content hash>".
+// kept_version: the kept number when its hash is the file's, the next one (kept) when the
+// file changed while weir was stopped, 1 when none is kept. keep_version writes it
+// atomically; an error says the number could not be kept.
+int64_t kept_version(const RuntimeConfig& config, const std::string& flow, const std::string& hash);
+Status keep_version(const RuntimeConfig& config, const std::string& flow, int64_t version, const std::string& hash);
+
 class RunningFlow {
  public:
   // `text`: the version's flow file ("" when unknown; a later version is then not checked

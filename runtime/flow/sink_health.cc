@@ -33,6 +33,18 @@ const char* sink_state_name(SinkState s) {
   return "closed";
 }
 
+const char* sink_health_word(const SinkHealthView& v) {
+  if (v.state == SinkState::kPaused) return "paused";
+  if (v.state == SinkState::kOpen) return "down";
+  if (v.recent_failed == 0) return "healthy";
+  return recent_failure_share(v) >= 0.5 ? "failing" : "degraded";
+}
+
+double recent_failure_share(const SinkHealthView& v) {
+  const uint64_t n = v.recent_delivered + v.recent_failed;
+  return n == 0 ? 0.0 : static_cast<double>(v.recent_failed) / static_cast<double>(n);
+}
+
 SinkHealth::SinkHealth(std::string flow, std::string sink, CircuitOptions options)
     : flow_(std::move(flow)), sink_(std::move(sink)), options_(options) {}
 
@@ -49,8 +61,16 @@ void SinkHealth::schedule_probe(Clock::time_point now, std::chrono::milliseconds
   next_probe_ = now + wait;
 }
 
-bool SinkHealth::answered(Clock::time_point now, bool probe) {
+void SinkHealth::count_result(Clock::time_point now, bool delivered) {
+  const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  Bucket& b = recent_.at(static_cast<size_t>(second) % kBuckets);
+  if (b.second != second) b = Bucket{second, 0, 0};
+  ++(delivered ? b.delivered : b.failed);
+}
+
+bool SinkHealth::answered(Clock::time_point now, bool probe, bool delivered) {
   MutexLock lock(mu_);
+  count_result(now, delivered);
   failures_ = 0;
   if (probe) probing_ = false;
   if (state_ != SinkState::kOpen) return false;
@@ -66,6 +86,7 @@ bool SinkHealth::answered(Clock::time_point now, bool probe) {
 bool SinkHealth::failed(Clock::time_point now, const std::string& reason,
                         std::optional<std::chrono::milliseconds> retry_after, bool probe) {
   MutexLock lock(mu_);
+  count_result(now, false);
   last_error_ = reason;
   ++failures_;
   std::chrono::milliseconds wait{0};
@@ -168,6 +189,12 @@ SinkHealthView SinkHealth::view(Clock::time_point now) const {
   auto total = not_closed_;
   if (state_ != SinkState::kClosed) total += now - since_;
   v.not_closed = std::chrono::duration_cast<std::chrono::milliseconds>(total);
+  const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  for (const Bucket& b : recent_) {
+    if (b.second < 0 || second - b.second >= static_cast<int64_t>(kBuckets)) continue;
+    v.recent_delivered += b.delivered;
+    v.recent_failed += b.failed;
+  }
   return v;
 }
 

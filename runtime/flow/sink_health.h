@@ -14,6 +14,7 @@
 // transition is logged once, with the flow and sink names.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -25,6 +26,10 @@ namespace weir {
 
 enum class SinkState { kClosed = 0, kOpen = 1, kPaused = 2 };
 const char* sink_state_name(SinkState s);  // "closed", "open", "paused"
+
+// How long the results behind a sink's health word are remembered
+// (docs/adr/0313-sink-health-from-recent-results.md).
+inline constexpr std::chrono::seconds kRecentResults{10};
 
 struct CircuitOptions {
   int failures_to_open = 5;                           // retryable failures in a row
@@ -43,16 +48,28 @@ struct SinkHealthView {
   int consecutive_failures = 0;
   uint64_t transitions = 0;
   std::chrono::milliseconds not_closed{0};  // time spent open or paused, in all
+  // Results of the last kRecentResults: delivered, and not delivered (a retryable failure,
+  // or a refusal that dead-letters the event).
+  uint64_t recent_delivered = 0;
+  uint64_t recent_failed = 0;
 };
+
+// The one word an operator reads (ADR 0313): "paused", "down" (open), and for a closed
+// circuit from the recent results: "failing" (half or more failed), "degraded" (some
+// failed), else "healthy" (no failure, or no result at all).
+const char* sink_health_word(const SinkHealthView& v);
+// The failed share of the recent results, 0 when there were none.
+double recent_failure_share(const SinkHealthView& v);
 
 class SinkHealth {
  public:
   using Clock = std::chrono::steady_clock;
   SinkHealth(std::string flow, std::string sink, CircuitOptions options = {});
 
-  // The receiver answered (accepted, or refused for good). Closes an open sink when
-  // `probe` (the probe's answer) or when it was open anyway. True when this closed it.
-  bool answered(Clock::time_point now, bool probe);
+  // The receiver answered (accepted, or refused for good: `delivered` false). Closes an
+  // open sink when `probe` (the probe's answer) or when it was open anyway. True when
+  // this closed it.
+  bool answered(Clock::time_point now, bool probe, bool delivered = true);
   // A retryable failure. `retry_after`: the receiver asked to wait that long (capped):
   // the whole sink is open until then. True when the sink is held (open or paused) after it.
   bool failed(Clock::time_point now, const std::string& reason, std::optional<std::chrono::milliseconds> retry_after,
@@ -76,6 +93,15 @@ class SinkHealth {
  private:
   void set_state(Clock::time_point now, SinkState s) REQUIRES(mu_);
   void schedule_probe(Clock::time_point now, std::chrono::milliseconds at_least) REQUIRES(mu_);
+  // One result into its second's bucket of the recent window.
+  void count_result(Clock::time_point now, bool delivered) REQUIRES(mu_);
+
+  // One bucket a second over kRecentResults, indexed by the second modulo their count.
+  struct Bucket {
+    int64_t second = -1;
+    uint64_t delivered = 0, failed = 0;
+  };
+  static constexpr size_t kBuckets = static_cast<size_t>(kRecentResults.count());
 
   const std::string flow_, sink_;
   const CircuitOptions options_;
@@ -90,6 +116,7 @@ class SinkHealth {
   std::string last_error_ GUARDED_BY(mu_);
   uint64_t transitions_ GUARDED_BY(mu_) = 0;
   Clock::duration not_closed_ GUARDED_BY(mu_){0};  // closed periods excluded, the current one too
+  std::array<Bucket, kBuckets> recent_ GUARDED_BY(mu_){};
 };
 
 }  // namespace weir

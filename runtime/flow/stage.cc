@@ -24,6 +24,15 @@ std::string poison_reason(uint64_t delivered, int max_deliver) {
          "): dead-lettered before another attempt";
 }
 
+// A reason as one header value: one line, at most 500 bytes (its start says what failed).
+std::string one_line_reason(std::string s) {
+  for (char& c : s) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  if (s.size() > 500) s.resize(500);
+  return s;
+}
+
 // What a completion says of input i (Batch::ok): its publish was stored, refused or failed
 // (counts toward max_deliver), or not answered (the nak that follows is ours: OwnNaks).
 constexpr char kRefused = 0, kStored = 1, kNotAnswered = 2;
@@ -636,6 +645,7 @@ struct SinkStage::InFlight {
   bool keyed = false;  // order_by: `key` is its key (ADR 0310)
   std::string key;
   Clock::time_point retry_due;  // keyed, in delayed_: when it is retried in place
+  std::string last_error;       // its last failed attempt's reason ("" when none is known)
 };
 
 SinkStage::SinkStage(Bus& bus, DeadLetters& dlq, Metrics& metrics, std::string flow, int64_t version,
@@ -804,6 +814,7 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
   const uint64_t unanswered = deliveries - (marks.retry_at > 0 && deliveries > 1 ? 1 : 0);
   f->attempt = marks.attempts + unanswered;
   f->failing_since = marks.failing_since;
+  if (marks.attempts > 0) f->last_error = std::string(m->header(layout::kHeaderLastError));  // a retry copy
   if (const int64_t wait_ms = marks.retry_at - wall_ms(); wait_ms > 0 && deliveries == 1) {
     // Not due: back into JetStream until it is, where it waits without a timer here.
     const auto delay = std::chrono::milliseconds(wait_ms);
@@ -819,6 +830,7 @@ void SinkStage::on_message(std::unique_ptr<BusMessage> m) {
     // must not be retried forever (ADR 0081).
     metrics_.errors.fetch_add(1, std::memory_order_relaxed);
     std::string reason = poison_reason(unanswered, options_.max_deliver);
+    if (!f->last_error.empty()) reason += "; last: " + f->last_error;
     f->attempt -= 1;  // the attempts that were made
     f->msg = std::move(m);
     hold(f.get());
@@ -1006,7 +1018,8 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
       return;
     case DeliveryResult::Kind::kDead:
       metrics_.errors.fetch_add(1, std::memory_order_relaxed);
-      if (health_->answered(now, f->probe)) consumer_->kick();
+      if (health_->answered(now, f->probe, false)) consumer_->kick();
+      f->last_error = r.reason;
       dead_letter(f, r.reason);
       return;
     case DeliveryResult::Kind::kRetry: break;
@@ -1021,6 +1034,7 @@ void SinkStage::on_result(std::shared_ptr<InFlight> f, DeliveryResult r) {
     return;
   }
   if (f->failing_since == 0) f->failing_since = wall_ms();
+  f->last_error = r.reason;
   const bool held = health_->failed(now, r.reason, r.retry_after, f->probe);
   const int cap = sink_->max_retries();
   if (cap != flows::kNoRetryCap && f->attempt > static_cast<uint64_t>(cap)) {
@@ -1056,7 +1070,7 @@ void SinkStage::retry_later(const std::shared_ptr<InFlight>& f, std::chrono::mil
                             const std::string& reason) {
   const BusMessage& m = *f->msg;
   Headers h;
-  h.reserve(9);
+  h.reserve(10);
   if (auto tp = m.header(trace::kHeaderTraceparent); !tp.empty())
     h.emplace_back(trace::kHeaderTraceparent, std::string(tp));
   if (auto ts = m.header(trace::kHeaderTracestate); !ts.empty())
@@ -1069,6 +1083,7 @@ void SinkStage::retry_later(const std::shared_ptr<InFlight>& f, std::chrono::mil
   h.emplace_back(layout::kHeaderAttempts, std::to_string(f->attempt));
   h.emplace_back(layout::kHeaderFailingSince, std::to_string(f->failing_since));
   h.emplace_back(layout::kHeaderRetryAt, std::to_string(wall_ms() + delay.count()));
+  h.emplace_back(layout::kHeaderLastError, one_line_reason(reason));
   log::debug("sink delivery failed, retried later", {{"flow", flow_},
                                                      {"sink", sink_name_},
                                                      {"id", f->id},
@@ -1095,6 +1110,7 @@ void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
   if (!v.empty()) d.version = std::atoll(std::string(v).c_str());
   d.stage = stage_;
   d.reason = std::move(reason);
+  d.last_error = f->last_error;
   d.deliveries = f->attempt;
   d.event_id = f->id;
   d.replay_subject = layout::output_subject(flow_, sink_name_);

@@ -86,6 +86,9 @@ inline constexpr const char* kHeaderSum = "Weir-Sum";
 inline constexpr const char* kHeaderAttempts = "Weir-Attempts";
 inline constexpr const char* kHeaderFailingSince = "Weir-Failing-Since";
 inline constexpr const char* kHeaderRetryAt = "Weir-Retry-At";
+// The reason of the copy's last failed attempt: a dead letter past max_deliver keeps it
+// (docs/adr/0313-sink-health-from-recent-results.md).
+inline constexpr const char* kHeaderLastError = "Weir-Last-Error";
 }  // namespace layout
 
 struct BusOptions {

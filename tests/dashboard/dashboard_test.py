@@ -15,6 +15,9 @@ posts a small bounded load, and drives headless Chromium through Selenium:
   that waited reach the receiver;
 - a fan-out's sinks (docs/adr/0299-fan-out.md) are a row each: the one whose receiver is
   up closed with every event delivered, the one whose port nobody listens on open;
+- sink health (docs/adr/0313-sink-health-from-recent-results.md): open sinks show down;
+  the fan-out's receiver killed, events that fail on it make its row failing or down
+  within 5 s;
 - hostile content (a flow name at its length limit, dead letters whose reason and event
   carry <img onerror> and <script>) is shown as text: no element made of it, nothing run,
   no alert.
@@ -186,6 +189,7 @@ def main():
                     "to:\n  out: { http: { url: \"%s/flaky\", retries: 0, timeout: 2s } }\n" % flaky_sink)
         # A fan-out: each event to a receiver (erp) and to a port nobody listens on (audit).
         fan_sink = start_sink(stack, args.sink, "sink-fan", [])
+        fan_proc = stack.procs[-1]
         with open(os.path.join(flows, "fanned.yaml"), "w") as f:
             f.write("flow: fanned\nfrom: { http: { path: /in/fanned } }\n"
                     "steps:\n  - branch:\n      - { to: [erp, audit] }\n"
@@ -367,6 +371,25 @@ def main():
         settled(lambda: driver.execute_script("arguments[0].scrollIntoView()", driver.find_element(By.ID, "sinks")))
         shot("dashboard-sinks.png")
         driver.execute_script("window.scrollTo(0, 0)")
+        # Health (docs/adr/0313-sink-health-from-recent-results.md): an open sink is down; a
+        # sink whose receiver is killed is shown not healthy within a few seconds of the
+        # events that fail on it.
+        wait.until(lambda d: fan_cell("audit", "health") == "down" and sink_cell("outage", "health") == "down")
+        check(settled(lambda: fan_cell("erp", "health")) == "healthy", "the fan-out's erp sink shown healthy")
+        fan_proc.send_signal(signal.SIGKILL)
+        fan_proc.wait(timeout=10)
+        killed_at = time.monotonic()
+        for id_ in ["after-kill-%d" % i for i in range(3)]:
+            code, _ = request("POST", ingress + "/in/fanned", json.dumps({"id": id_}),
+                              headers={"Content-Type": "application/json", "Idempotency-Key": id_})
+            check(code == 202, "POST /in/fanned answered %s" % code)
+        WebDriverWait(driver, 5, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException]).until(
+            lambda d: fan_cell("erp", "health") in ("failing", "down"))
+        td = settled(lambda: driver.find_element(
+            By.CSS_SELECTOR, '#sinks tr[data-flow="fanned"][data-sink="erp"] td[data-k="health"]'))
+        check(settled(lambda: td.get_attribute("class")) == "bad", "a failing sink's health is shown as bad")
+        print("dashboard: killed receiver shown %s after %.1f s" %
+              (fan_cell("erp", "health"), time.monotonic() - killed_at))
         # Pause from the page: the API says paused, the row says paused and offers Resume.
         def press(flow, label):
             button = driver.find_element(By.CSS_SELECTOR,

@@ -2,6 +2,7 @@
 // circuit opens after N retryable failures in a row or at once on a Retry-After, probes on
 // a doubling interval, closes on the probe's answer, and can be paused and resumed by hand.
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "runtime/flow/sink_health.h"
 
@@ -117,4 +118,40 @@ TEST_CASE("a probe slot given back is due at once", "[sink-health]") {
   REQUIRE(again);
   CHECK(*again == n);
   CHECK(h.take_probe(n));
+}
+
+// The health word (docs/adr/0313-sink-health-from-recent-results.md): the circuit first,
+// then the failed share of the results of the last kRecentResults.
+TEST_CASE("a sink's health word comes from its circuit and its recent results", "[sink-health]") {
+  SinkHealth h("f", "s", CircuitOptions{});
+  CHECK(std::string(weir::sink_health_word(h.view(t0))) == "healthy");  // no result yet: no evidence of trouble
+  for (int i = 0; i < 3; ++i) h.answered(t0, false);
+  h.failed(t0, "HTTP 503", std::nullopt, false);
+  auto v = h.view(t0);
+  CHECK(v.recent_delivered == 3);
+  CHECK(v.recent_failed == 1);
+  CHECK(weir::recent_failure_share(v) == Approx(0.25));
+  CHECK(std::string(weir::sink_health_word(v)) == "degraded");
+  h.answered(t0, false, false);  // a refusal that dead-letters the event: not delivered
+  h.failed(t0, "HTTP 503", std::nullopt, false);
+  v = h.view(t0);
+  CHECK(v.recent_failed == 3);
+  CHECK(std::string(weir::sink_health_word(v)) == "failing");  // half or more failed
+  // The failures leave the window: healthy again, with no result since.
+  v = h.view(t0 + weir::kRecentResults + 1s);
+  CHECK(v.recent_delivered + v.recent_failed == 0);
+  CHECK(std::string(weir::sink_health_word(v)) == "healthy");
+}
+
+TEST_CASE("an open sink is down and a paused one paused, whatever the recent results", "[sink-health]") {
+  SinkHealth h("f", "s", CircuitOptions{});
+  for (int i = 0; i < 20; ++i) h.answered(t0, false);
+  for (int i = 0; i < 5; ++i) h.failed(t0, "connection refused", std::nullopt, false);
+  REQUIRE(h.state() == SinkState::kOpen);
+  CHECK(std::string(weir::sink_health_word(h.view(t0))) == "down");
+  CHECK(h.view(t0).last_error == "connection refused");
+  h.pause(t0);
+  CHECK(std::string(weir::sink_health_word(h.view(t0))) == "paused");
+  h.resume(t0);
+  CHECK(std::string(weir::sink_health_word(h.view(t0))) == "degraded");  // 5 of 25 failed: fewer than half
 }

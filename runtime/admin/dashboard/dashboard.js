@@ -192,9 +192,8 @@ function render(status, metrics) {
       const m = s || {};
       const out = s ? rate(s, p, 'acked', dt) : null, errs = s ? rate(s, p, 'errors', dt) : null;
       const dead = s ? rate(s, p, 'dead', dt) : null;
-      let health = 'healthy', cls = 'ok';
-      if (errs > 0 && !(out > 0)) { health = 'failing'; cls = 'bad'; }
-      else if (errs > 0) { health = 'retrying'; cls = 'warn'; }
+      const health = sinkHealth(circuit, out, errs);
+      const cls = HEALTH_CLASS[health] || 'warn';
       const lat = m.latency_ms || {};
       sinkRows.push({
         flow: f.name, sink: name, circuit, delivered: m.acked || 0,
@@ -219,6 +218,16 @@ function render(status, metrics) {
 }
 
 // ---- sinks -----------------------------------------------------------------------
+
+// The sink's health word is weir's (/status "sinks" health: the circuit and the share of
+// failed results in the last seconds, docs/adr/0313-sink-health-from-recent-results.md);
+// without a circuit (an older weir), the page's own rates between two polls say it.
+const HEALTH_CLASS = { healthy: 'ok', degraded: 'warn', paused: 'warn', failing: 'bad', down: 'bad' };
+function sinkHealth(circuit, out, errs) {
+  if (circuit && circuit.health) return circuit.health;
+  if (errs > 0 && !(out > 0)) return 'failing';
+  return errs > 0 ? 'degraded' : 'healthy';
+}
 
 // The circuit, what it means and its button come first: they stay in sight on a narrow window.
 const SINK_KEYS = ['flow', 'sink', 'circuit', 'circuit_detail', 'action', 'out', 'errors', 'dead', 'lag',
