@@ -414,15 +414,8 @@ ControlResult FlowRegistry::deploy(const std::string& flow, const std::string& t
     if (w) break;
     if (w.status().code() != Status::Code::kConflict) return unavailable(w.status());
   }
-  // A flow nobody has run yet gets its first version active at once.
-  if (auto a = flows_.get(active_key(flow)); !a && a.status().code() == Status::Code::kNotFound) {
-    ActiveRecord r;
-    r.version = version;
-    r.promoted_by = by;
-    r.promoted_at = at;
-    r.history.push_back({{"action", "deploy"}, {"to", version}, {"by", by}, {"at", at}});
-    (void)flows_.create(active_key(flow), r.to_json().dump());
-  }
+  // A flow nobody runs yet stays stored: its first promote makes it active (ADR 0121), and
+  // only then do the instances watching `*.active` start it.
   log::info("flow version deployed",
             {{"flow", flow}, {"version", std::to_string(version)}, {"hash", hash}, {"by", by}});
   return answer(Outcome::kCreated,
