@@ -142,6 +142,18 @@ TEST_CASE("a pass-through flow keeps the body byte-exact while its sink reads me
   CHECK(header_of(r, "X-Event") == "ping/3");
   CHECK(header_of(r, "X-Tenant") == "t-7");
 
+  // Past the bounds: refused with the reason, nothing stored.
+  std::string many = "/in/plain?";
+  for (int i = 0; i < 65; ++i) many += "p" + std::to_string(i) + "=1&";
+  auto too_many = weir.post(many, R"({"id":"p-many"})", {"Content-Type: application/json"});
+  CHECK(too_many.status == 400);
+  CHECK(too_many.body.find("query has 65 parameters, more than the 64 stored with an event") != std::string::npos);
+  auto too_big = weir.post("/in/plain", R"({"id":"p-big"})",
+                           {"Content-Type: application/json", "X-Tenant: " + std::string(8300, 't')});
+  CHECK(too_big.status == 400);
+  CHECK(too_big.body.find("request metadata (method, path, query and stored headers) is ") != std::string::npos);
+  CHECK(too_big.body.find(" bytes as JSON, more than the 8192 stored with an event") != std::string::npos);
+
   // The receiver refuses the next one: a dead letter, which keeps the metadata.
   sink.control({{"status", 400}});
   const std::string body2 = "{\"id\":\"p-2\"}";
@@ -162,6 +174,9 @@ TEST_CASE("a pass-through flow keeps the body byte-exact while its sink reads me
   CHECK(dead["meta"]["headers"]["x-github-event"] == "star");
   CHECK(dead["meta"]["query"]["v"] == "4");
   CHECK(dead["meta"]["method"] == "POST");
+  // Posted before p-2 and refused: neither reached the receiver.
+  CHECK(request_for(sink, "p-many").is_null());
+  CHECK(request_for(sink, "p-big").is_null());
 
   // Replayed into a receiver that answers again: delivered with the headers from its metadata.
   sink.control({{"status", 204}});
