@@ -236,6 +236,9 @@ TEST_CASE("weir test: a case's meta is the request metadata, its shape checked",
             "5:26: unknown key \"verb\" in tests[0].meta; expected one of: method, path, query, headers"});
   CHECK(t("  - { input: {}, meta: { headers: [a] }, expect: dropped }\n") ==
         std::vector<std::string>{"5:35: tests[0].meta.headers must be a mapping, got a list"});
+  CHECK(t("  - { input: {}, metadata: {}, expect: dropped }\n") ==
+        std::vector<std::string>{
+            "5:18: unknown key \"metadata\" in tests[0]; expected one of: name, input, meta, expect"});
   CHECK(t("  - { input: {}, meta: { method: [GET] }, expect: dropped }\n") ==
         std::vector<std::string>{"5:34: tests[0].meta.method must be text, got a list"});
 }
