@@ -671,8 +671,7 @@ bool Client::per_event(const std::string& body, Work* work, std::string* why) co
   return event_headers(event, meta, &work->event_headers, why) && event_url(event, meta, &work->url, why);
 }
 
-bool Client::event_url(const nlohmann::json& event, const std::string& meta, std::string* out,
-                       std::string* why) const {
+bool Client::event_url(const nlohmann::json& event, const std::string& meta, std::string* out, std::string* why) const {
   if (!spec.url_expr) return true;
   std::string value, error;
   const std::string what = "url: expression `" + spec.url_expr->text() + "` ";
