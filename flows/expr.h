@@ -56,7 +56,14 @@ inline constexpr int64_t kEvalBudget = 8'000'000;
 inline constexpr size_t kMaxStringBytes = 16u << 20;
 
 struct EvalContext {
-  const Json* self = nullptr;                       // `this`
+  const Json* self = nullptr;  // `this`
+  // `meta`: the request metadata stored beside the event (docs/adr/0312-request-metadata.md),
+  // as the compact JSON text of the Weir-Meta header. Parsed at the first read of `meta`
+  // into meta_value, so an event whose flow never reads it pays nothing. Empty, or not an
+  // object: `meta` is {"headers": {}, "query": {}}.
+  std::string_view meta_text;
+  const Json* meta = nullptr;  // set by the first read (or by the caller)
+  Json meta_value;
   int64_t budget = kEvalBudget;                     // units left for this event (see kEvalBudget)
   const TableSet* tables = nullptr;                 // for lookup(); null: no tables
   std::array<const Json*, kMaxLambdaDepth> vars{};  // lambda parameters, by slot
@@ -90,6 +97,8 @@ class Expression {
   const std::vector<std::string>* this_path() const;
   // True when the expression (or a sub-expression) reads `this`.
   bool reads_this() const;
+  // True when the expression (or a sub-expression) reads `meta`.
+  bool reads_meta() const;
 
   // Evaluates with `ctx.self` as `this`. The result points into *ctx.self, into a
   // table, into this expression's constants or into `scratch`; it stays valid while
@@ -97,7 +106,9 @@ class Expression {
   const Json* eval(EvalContext& ctx, Json& scratch) const;
 
   // Convenience for tests and tools: evaluates and copies the result.
-  bool evaluate(const Json& self, const TableSet* tables, Json* out, std::string* error) const;
+  // `meta`: the request metadata as JSON text (EvalContext::meta_text).
+  bool evaluate(const Json& self, const TableSet* tables, Json* out, std::string* error,
+                std::string_view meta = {}) const;
 
   struct Impl;
 

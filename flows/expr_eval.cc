@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "flows/expr_impl.h"
+#include "flows/json_limits.h"
 #include "flows/tables.h"
 #include "flows/value.h"
 
@@ -11,6 +12,27 @@ namespace weir::flows {
 namespace {
 
 const Json kNull;
+
+// `meta` of an event (EvalContext::meta_text), parsed once per event at its first read.
+// The runtime wrote the text (the Weir-Meta header, docs/adr/0312-request-metadata.md); one
+// that does not parse as an object (none, or an older or foreign writer) reads as empty.
+const Json* event_meta(EvalContext& ctx) {
+  if (ctx.meta != nullptr) return ctx.meta;
+  // Depth-bounded (json_limits.h): the header may come from a foreign publisher.
+  constexpr int kMetaDepth = 4;  // meta, query, a repeated name's array, its values
+  std::optional<Json> parsed;
+  if (!ctx.meta_text.empty()) parsed = parse_json(ctx.meta_text, kMetaDepth, nullptr);
+  if (parsed && parsed->is_object()) {
+    ctx.meta_value = std::move(*parsed);
+  } else {
+    ctx.meta_value = Json::object();
+  }
+  for (const char* k : {"headers", "query"}) {
+    if (!ctx.meta_value[k].is_object()) ctx.meta_value[k] = Json::object();
+  }
+  ctx.meta = &ctx.meta_value;
+  return ctx.meta;
+}
 const Json kTrue(true);
 const Json kFalse(false);
 
@@ -246,6 +268,7 @@ const Json* Expression::Impl::eval(uint32_t index, EvalContext& ctx, Json& tmp) 
   switch (n.op) {
     case Op::kConst: return &consts[n.aux];
     case Op::kThis: return ctx.self;
+    case Op::kMeta: return event_meta(ctx);
     case Op::kVar: return ctx.vars[n.slot];
     case Op::kPath: {
       const Json* p = eval(kid(n, 0), ctx, tmp);

@@ -16,6 +16,7 @@ class Table;
 enum class Op : uint8_t {
   kConst,  // aux: index into consts
   kThis,
+  kMeta,   // the request metadata (EvalContext::meta_text)
   kVar,    // slot: lambda slot
   kPath,   // kid 0: base; aux: index into paths (static member names / indexes)
   kIndex,  // kid 0: base, kid 1: index (computed)
@@ -75,6 +76,7 @@ struct Expression::Impl {
   bool has_this_path = false;
   std::vector<std::string> this_path;
   bool reads_this = false;
+  bool reads_meta = false;
 
   uint32_t kid(const Node& n, uint32_t i) const { return kids[n.first + i]; }
   const Json* eval(uint32_t index, EvalContext& ctx, Json& tmp) const;

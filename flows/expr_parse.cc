@@ -407,6 +407,7 @@ class Parser {
     switch (n.op) {
       case Op::kConst:
       case Op::kThis:
+      case Op::kMeta:
       case Op::kVar:
       case Op::kMap:
       case Op::kFilter:
@@ -826,6 +827,12 @@ class Parser {
         return add_v(Op::kVar, t.pos, t.end, {}, out, 0, 0, static_cast<uint8_t>(i));
       }
     }
+    if (t.text == "meta" && !at(Tok::kLParen)) {
+      // The request metadata (docs/adr/0312-request-metadata.md): a root beside `this`, so an
+      // event field named meta stays `this.meta`; a lambda parameter named meta wins (above).
+      x_->reads_meta = true;
+      return add(Op::kMeta, t.pos, t.end, {}, out);
+    }
     if (at(Tok::kLParen)) {
       ++p_;
       if (t.text == "lookup") return lookup_call(t, t.pos, out);
@@ -890,6 +897,8 @@ const std::vector<std::string>* Expression::this_path() const {
 
 bool Expression::reads_this() const { return impl_ && impl_->reads_this; }
 
+bool Expression::reads_meta() const { return impl_ && impl_->reads_meta; }
+
 Expression Expression::constant(Json value, std::string text) {
   auto impl = std::make_unique<Impl>();
   impl->text = std::move(text);
@@ -936,7 +945,8 @@ bool Expression::compile(std::string_view text, const CompileScope& scope, Expre
   return true;
 }
 
-bool Expression::evaluate(const Json& self, const TableSet* tables, Json* out, std::string* error) const {
+bool Expression::evaluate(const Json& self, const TableSet* tables, Json* out, std::string* error,
+                          std::string_view meta) const {
   if (!impl_) {
     if (error) *error = "empty expression";
     return false;
@@ -944,6 +954,7 @@ bool Expression::evaluate(const Json& self, const TableSet* tables, Json* out, s
   EvalContext ctx;
   ctx.self = &self;
   ctx.tables = tables;
+  ctx.meta_text = meta;
   Json scratch;
   const Json* r = nullptr;
   try {

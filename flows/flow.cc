@@ -68,14 +68,14 @@ const std::string& Flow::pass_through_sink() const {
   return program_ && program_->steps.empty() ? program_->only_sink : kNone;
 }
 
-Outcome Flow::run(Json event) const {
+Outcome Flow::run(Json event, std::string_view meta) const {
   Outcome out;
   try {
     if (!program_) {
       out.kind = Outcome::Kind::kError;
       out.error.message = "flow has no program (not loaded)";
     } else {
-      program_->run(std::move(event), &out);
+      program_->run(std::move(event), &out, meta);
     }
   } catch (const std::exception& e) {
     // Nothing in the interpreter should throw; if something does (allocation failure,
@@ -123,9 +123,11 @@ std::vector<Diagnostic> unset_secret_variables(
 EventExpression::EventExpression(std::string text, std::shared_ptr<const Expression> compiled)
     : text_(std::move(text)), compiled_(std::move(compiled)) {}
 
-bool EventExpression::eval_string(const Json& event, std::string* out, std::string* error) const {
+bool EventExpression::eval_string(const Json& event, std::string* out, std::string* error,
+                                  std::string_view meta) const {
   EvalContext ctx;
   ctx.self = &event;
+  ctx.meta_text = meta;
   Json scratch;
   const Json* v = compiled_->eval(ctx, scratch);
   if (v == nullptr) {
@@ -140,9 +142,10 @@ bool EventExpression::eval_string(const Json& event, std::string* out, std::stri
   return true;
 }
 
-bool EventExpression::eval_key(const Json& event, std::string* out, std::string* error) const {
+bool EventExpression::eval_key(const Json& event, std::string* out, std::string* error, std::string_view meta) const {
   EvalContext ctx;
   ctx.self = &event;
+  ctx.meta_text = meta;
   Json scratch;
   const Json* v = compiled_->eval(ctx, scratch);
   if (v == nullptr) {

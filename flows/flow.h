@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -60,6 +61,9 @@ struct HttpSourceSpec {
   std::string path_shown;  // for answers and logs: as written when it reads the environment (`/in/${HOOK}`)
   std::optional<HmacSpec> hmac;
   std::optional<std::string> bearer_token_env;  // `bearer: {token_env: NAME}`
+  // `meta_headers:` beyond flows/request_meta.h's default list, lower case, each once
+  // (docs/adr/0312-request-metadata.md).
+  std::vector<std::string> meta_headers;
 };
 
 struct MqttSourceSpec {
@@ -202,10 +206,11 @@ class EventExpression {
   const std::string& text() const { return text_; }
   // The value over `event` when it is a string; false with *error (evaluation failed, or
   // the value is not a string).
-  bool eval_string(const Json& event, std::string* out, std::string* error) const;
+  // `meta`: the event's request metadata as JSON text (Flow::run), read as `meta`.
+  bool eval_string(const Json& event, std::string* out, std::string* error, std::string_view meta = {}) const;
   // The value over `event` as a key (`order_by:`): a string as it is, any other value as
   // its JSON text (42, null, true); false with *error when evaluation failed.
-  bool eval_key(const Json& event, std::string* out, std::string* error) const;
+  bool eval_key(const Json& event, std::string* out, std::string* error, std::string_view meta = {}) const;
 
  private:
   std::string text_;
@@ -293,8 +298,9 @@ class Flow {
   const std::vector<SecretVariable>& secret_variables() const { return secret_variables_; }
 
   // Runs the steps over one event. Never throws for data reasons: a type error is
-  // Outcome::Kind::kError. Thread-safe.
-  Outcome run(Json event) const;
+  // Outcome::Kind::kError. Thread-safe. `meta`: the event's request metadata, the JSON text
+  // of its Weir-Meta header (docs/adr/0312-request-metadata.md); empty when it has none.
+  Outcome run(Json event, std::string_view meta = {}) const;
 
   // A flow without steps forwards each event unchanged to its one sink (its bytes kept): that
   // sink's name; "" when the flow has steps. The runtime then skips run() and keeps the

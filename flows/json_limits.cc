@@ -638,12 +638,11 @@ bool form_decode(std::string_view body, size_t begin, size_t end, std::string* o
   return true;
 }
 
-}  // namespace
-
-std::optional<Json> parse_form(std::string_view body, int max_depth, JsonError* error) {
+// The fields of a form (parse_form, parse_query): `payload_at` gets the 1-based byte of the
+// last `payload` field's value.
+std::optional<Json> form_fields(std::string_view body, JsonError* error, size_t* payload_at) {
   Json out = Json::object();
   std::string name, value;
-  size_t payload_at = 0;
   size_t start = 0;
   while (start <= body.size()) {
     size_t end = body.find('&', start);
@@ -653,7 +652,7 @@ std::optional<Json> parse_form(std::string_view body, int max_depth, JsonError* 
       if (eq == std::string_view::npos || eq > end) eq = end;
       if (!form_decode(body, start, eq, &name, error)) return std::nullopt;
       if (!form_decode(body, std::min(eq + 1, end), end, &value, error)) return std::nullopt;
-      if (name == "payload") payload_at = std::min(eq + 1, end) + 1;
+      if (name == "payload") *payload_at = std::min(eq + 1, end) + 1;
       auto it = out.find(name);
       if (it == out.end()) {
         out[name] = value;
@@ -664,6 +663,21 @@ std::optional<Json> parse_form(std::string_view body, int max_depth, JsonError* 
     }
     start = end + 1;
   }
+  return out;
+}
+
+}  // namespace
+
+std::optional<Json> parse_query(std::string_view query, JsonError* error) {
+  size_t payload_at = 0;
+  return form_fields(query, error, &payload_at);
+}
+
+std::optional<Json> parse_form(std::string_view body, int max_depth, JsonError* error) {
+  size_t payload_at = 0;
+  std::optional<Json> fields = form_fields(body, error, &payload_at);
+  if (!fields) return std::nullopt;
+  Json& out = *fields;
   // GitHub sends its JSON as `payload=<json>` when the hook's content type is the form.
   if (auto p = out.find("payload"); p != out.end() && p->is_string()) {
     std::string too_deep;
@@ -677,7 +691,7 @@ std::optional<Json> parse_form(std::string_view body, int max_depth, JsonError* 
       return std::nullopt;
     }
   }
-  return out;
+  return fields;
 }
 
 int json_depth(const Json& value, int limit) {

@@ -66,6 +66,10 @@ std::optional<nlohmann::json> parse_payload(std::string_view payload, int max_de
 // payload nested too deep (error->too_deep).
 std::optional<nlohmann::json> parse_form(std::string_view body, int max_depth, JsonError* error);
 
+// A URL's query (after the `?`) as a JSON object of its fields, decoded as a form body
+// (parse_form) but with no field read as JSON. nullopt with *error as parse_form.
+std::optional<nlohmann::json> parse_query(std::string_view query, JsonError* error);
+
 // Nesting depth of a DOM, counted without recursion; stops counting past `limit`
 // (returns limit + 1 then). For values that did not come from parse_json.
 int json_depth(const nlohmann::json& value, int limit);

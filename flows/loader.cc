@@ -15,6 +15,7 @@
 
 #include "flows/cron.h"
 #include "flows/program.h"
+#include "flows/request_meta.h"
 #include "flows/schema.h"
 #include "flows/source_tree.h"
 #include "flows/testing.h"
@@ -872,6 +873,7 @@ class Loader {
   }
 
   bool source(const SrcNode& n, SourceSpec* out);
+  void meta_headers(const SrcNode& n, const std::string& what, HttpSourceSpec* s);
   void sinks(const SrcNode& n);
   void tables(const SrcNode& n);
   void steps(const SrcNode& list, const std::string& what, int top_index, const std::string& path_prefix,
@@ -894,6 +896,41 @@ class Loader {
 };
 
 // ---- sources -----------------------------------------------------------------------
+
+// `from.http.meta_headers`: names added to the stored request headers (flows/request_meta.h,
+// docs/adr/0312-request-metadata.md). Credentials and signatures are refused.
+void Loader::meta_headers(const SrcNode& n, const std::string& what, HttpSourceSpec* s) {
+  std::vector<std::string> names;
+  if (!get_string_list(n, what, &names)) return;
+  if (names.size() > kMaxMetaHeaderNames) {
+    error(n, what + " names " + std::to_string(names.size()) + " headers, more than the " +
+                 std::to_string(kMaxMetaHeaderNames) + " a flow may add");
+    return;
+  }
+  const auto& defaults = default_meta_headers();
+  const std::string hmac_header = s->hmac ? s->hmac->header : "";
+  for (size_t i = 0; i < names.size(); ++i) {
+    const SrcNode& at = n.items[i];
+    const std::string item = what + "[" + std::to_string(i) + "]";
+    if (!valid_header_name(names[i])) {
+      error(at, item + ": " + quote(names[i]) + " is not a header name (letters, digits and !#$%&'*+-.^_`|~)");
+      continue;
+    }
+    if (std::string why = refused_meta_header(names[i], hmac_header); !why.empty()) {
+      error(at, item + ": " + names[i] + " is never stored: " + why +
+                    ", and stored events are readable in the stream, in dead letters and through the admin API");
+      continue;
+    }
+    std::string lower = lower_header_name(names[i]);
+    if (std::find(s->meta_headers.begin(), s->meta_headers.end(), lower) != s->meta_headers.end()) {
+      error(at, item + ": " + names[i] + " is listed twice (header names ignore case)");
+      continue;
+    }
+    // A default name listed again changes nothing: accepted, so a flow that lists it keeps
+    // loading whatever the default list becomes.
+    if (std::find(defaults.begin(), defaults.end(), lower) == defaults.end()) s->meta_headers.push_back(lower);
+  }
+}
 
 bool Loader::source(const SrcNode& from, SourceSpec* out) {
   std::string kind;
@@ -942,6 +979,7 @@ bool Loader::source(const SrcNode& from, SourceSpec* out) {
       check_env_name(*b, "token_env", what + ".bearer", &env);
       s.bearer_token_env = env;
     }
+    if (const SrcNode* m = n.get("meta_headers")) meta_headers(*m, what + ".meta_headers", &s);
     *out = s;
   } else if (kind == "mqtt") {
     if (!is_map(n, what)) return false;

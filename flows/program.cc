@@ -188,9 +188,10 @@ bool assign_path(Json& root, const std::vector<std::string>& path, Json value, s
   return true;
 }
 
-void Program::run(Json event, Outcome* out) const {
+void Program::run(Json event, Outcome* out, std::string_view meta) const {
   RunState st;
   st.ctx.tables = &tables;
+  st.ctx.meta_text = meta;
   Next r = run_steps(steps, event, st);
   switch (r) {
     case Next::kContinue:

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flows/expr.h"
@@ -60,8 +61,9 @@ class Program {
   std::vector<Step> steps;
   std::string only_sink;  // the sink for events that leave without a route
 
-  // Runs the steps. Fills `out`; never throws for data reasons.
-  void run(Json event, Outcome* out) const;
+  // Runs the steps. Fills `out`; never throws for data reasons. `meta`: the event's request
+  // metadata as JSON text (EvalContext::meta_text).
+  void run(Json event, Outcome* out, std::string_view meta = {}) const;
 };
 
 // Writes `value` at `path` in `root`, creating objects on the way. False with `err`

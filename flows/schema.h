@@ -15,7 +15,7 @@ using Keys = std::span<const std::string_view>;
 inline constexpr std::string_view kFlowFile[] = {"flow",  "description", "from",     "tables",
                                                  "steps", "to",          "on_error", "tests"};
 // Sources (`from: {<kind>: {...}}`); `from.flow` takes a string, no keys.
-inline constexpr std::string_view kHttpSource[] = {"path", "hmac", "bearer"};
+inline constexpr std::string_view kHttpSource[] = {"path", "hmac", "bearer", "meta_headers"};
 inline constexpr std::string_view kHttpSourceHmac[] = {"secret_env", "header", "scheme"};
 inline constexpr std::string_view kHttpSourceBearer[] = {"token_env"};
 inline constexpr std::string_view kMqttSource[] = {

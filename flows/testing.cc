@@ -1,5 +1,6 @@
 #include "flows/testing.h"
 
+#include "flows/request_meta.h"
 #include "flows/value.h"
 
 namespace weir::flows {
@@ -8,6 +9,33 @@ namespace {
 
 Diagnostic at(const std::string& file, const SrcNode& n, std::string message) {
   return Diagnostic{Location{file, n.line, n.column}, std::move(message)};
+}
+
+}  // namespace
+
+namespace {
+
+// A case's `meta:` (the request metadata the flow reads as `meta`, ADR 0312): method and
+// path as text, query and headers as mappings.
+void check_case_meta(const SrcNode& meta, const std::string& file, const std::string& what,
+                     std::vector<Diagnostic>* d) {
+  if (!meta.is_map()) {
+    d->push_back(
+        at(file, meta, what + " must be a mapping of method, path, query and headers, got " + meta.describe()));
+    return;
+  }
+  for (size_t i = 0; i < meta.keys.size(); ++i) {
+    const std::string& k = meta.keys[i].text;
+    const SrcNode& v = meta.items[i];
+    if (k == "method" || k == "path") {
+      if (!v.is_scalar()) d->push_back(at(file, v, what + "." + k + " must be text, got " + v.describe()));
+    } else if (k == "query" || k == "headers") {
+      if (!v.is_map()) d->push_back(at(file, v, what + "." + k + " must be a mapping, got " + v.describe()));
+    } else {
+      d->push_back(at(file, meta.keys[i],
+                      "unknown key \"" + k + "\" in " + what + "; expected one of: method, path, query, headers"));
+    }
+  }
 }
 
 }  // namespace
@@ -27,13 +55,15 @@ std::vector<Diagnostic> check_test_cases(const SrcNode& list, const std::string&
       continue;
     }
     for (const auto& k : c.keys) {
-      bool known = k.text == "name" || k.text == "input" || k.text == "expect" || (cases_file && k.text == "flow");
+      bool known = k.text == "name" || k.text == "input" || k.text == "expect" || k.text == "meta" ||
+                   (cases_file && k.text == "flow");
       if (!known) {
         d.push_back(at(file, k,
-                       "unknown key \"" + k.text + "\" in " + what + "; expected one of: name, input, expect" +
+                       "unknown key \"" + k.text + "\" in " + what + "; expected one of: name, input, meta, expect" +
                            (cases_file ? ", flow" : "")));
       }
     }
+    if (const SrcNode* meta = c.get("meta")) check_case_meta(*meta, file, what + ".meta", &d);
     if (const SrcNode* name = c.get("name"); name && !name->is_scalar()) {
       d.push_back(at(file, *name, what + ".name must be a string"));
     }
@@ -127,6 +157,24 @@ bool subset_match(const Json& expected, const Json& actual, std::string* where) 
   return true;
 }
 
+namespace {
+
+// A case's `meta:` as the Weir-Meta text http-in would store: header names lower case, as
+// flows read them (ADR 0312). "" when the case has none.
+std::string case_meta(const Json& test_case) {
+  auto m = test_case.find("meta");
+  if (m == test_case.end() || !m->is_object()) return "";
+  Json meta = *m;
+  if (auto h = meta.find("headers"); h != meta.end() && h->is_object()) {
+    Json lower = Json::object();
+    for (auto it = h->begin(); it != h->end(); ++it) lower[lower_header_name(it.key())] = it.value();
+    *h = std::move(lower);
+  }
+  return meta.dump();
+}
+
+}  // namespace
+
 CaseResult run_test_case(const Flow& flow, const Json& test_case, size_t index) {
   CaseResult r;
   r.name = "case " + std::to_string(index + 1);
@@ -140,7 +188,7 @@ CaseResult run_test_case(const Flow& flow, const Json& test_case, size_t index) 
     return r;
   }
   const Json& expect = test_case["expect"];
-  Outcome out = flow.run(test_case["input"]);
+  Outcome out = flow.run(test_case["input"], case_meta(test_case));
   auto describe = [&]() -> std::string {
     switch (out.kind) {
       case Outcome::Kind::kEmit: {

@@ -343,17 +343,17 @@ struct Client {
   Status configure();
   Status configure_headers_from_events();
   Status configure_signing();
-  // The headers computed from the event `body` (ADR 0301) into *out; false with *why when
-  // one cannot be sent.
-  bool event_headers(const nlohmann::json& event, std::vector<std::pair<std::string, std::string>>* out,
-                     std::string* why) const;
+  // The headers computed from the event and its request metadata `meta` (ADR 0301, ADR
+  // 0312) into *out; false with *why when one cannot be sent.
+  bool event_headers(const nlohmann::json& event, const std::string& meta,
+                     std::vector<std::pair<std::string, std::string>>* out, std::string* why) const;
   // `url: {base, expr, allow}` (docs/adr/0317-per-event-urls.md): the origins a computed
   // URL may name (origin_key spelling), base's first; fixed after start().
   std::vector<std::string> url_origins;
   Status configure_url();
   // The URL of this event's delivery into *out; false with *why (never quoting more of the
   // URL than its origin) when the expression fails or gives a URL the sink may not call.
-  bool event_url(const nlohmann::json& event, std::string* out, std::string* why) const;
+  bool event_url(const nlohmann::json& event, const std::string& meta, std::string* out, std::string* why) const;
   // What deliver() computes from the event before queueing it: headers and URL.
   bool per_event(const std::string& body, Work* work, std::string* why) const;
   // Fills slot->extra_headers for the request about to go: the event headers and, when
@@ -667,14 +667,15 @@ bool Client::per_event(const std::string& body, Work* work, std::string* why) co
                          : "header expressions: the event is not JSON";
     return false;
   }
-  return event_headers(event, &work->event_headers, why) && event_url(event, &work->url, why);
+  const std::string& meta = work->delivery.meta;  // read as `meta` (ADR 0312)
+  return event_headers(event, meta, &work->event_headers, why) && event_url(event, meta, &work->url, why);
 }
 
-bool Client::event_url(const nlohmann::json& event, std::string* out, std::string* why) const {
+bool Client::event_url(const nlohmann::json& event, const std::string& meta, std::string* out, std::string* why) const {
   if (!spec.url_expr) return true;
   std::string value, error;
   const std::string what = "url: expression `" + spec.url_expr->text() + "` ";
-  if (!spec.url_expr->eval_string(event, &value, &error)) {
+  if (!spec.url_expr->eval_string(event, &value, &error, meta)) {
     *why = what + error;
     return false;
   }
@@ -710,8 +711,8 @@ bool Client::event_url(const nlohmann::json& event, std::string* out, std::strin
   return true;
 }
 
-bool Client::event_headers(const nlohmann::json& event, std::vector<std::pair<std::string, std::string>>* out,
-                           std::string* why) const {
+bool Client::event_headers(const nlohmann::json& event, const std::string& meta,
+                           std::vector<std::pair<std::string, std::string>>* out, std::string* why) const {
   if (expr_headers.empty()) return true;
   // Beyond this a receiver answers 431, or cuts the header; the reason says so at once.
   constexpr size_t kMaxValue = 8192;
@@ -719,7 +720,7 @@ bool Client::event_headers(const nlohmann::json& event, std::vector<std::pair<st
   for (const auto& [name, expr] : expr_headers) {
     std::string value, error;
     const std::string what = "header " + name + ": expression `" + expr->text() + "` ";
-    if (!expr->eval_string(event, &value, &error)) {
+    if (!expr->eval_string(event, &value, &error, meta)) {
       *why = what + error;
       return false;
     }

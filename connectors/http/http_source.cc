@@ -7,6 +7,7 @@
 
 #include "connectors/http/signature.h"
 #include "flows/json_limits.h"
+#include "flows/request_meta.h"
 #include "flows/text.h"
 #include "runtime/http/http_router.h"
 #include "runtime/base/log.h"
@@ -21,6 +22,43 @@ std::string media_type(std::string_view ct) {
   for (char& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   while (!base.empty() && base.back() == ' ') base.pop_back();
   return base;
+}
+
+// The request's metadata as Weir-Meta's value (docs/adr/0312-request-metadata.md): compact
+// JSON, ASCII only (a NATS header value is one line of text). False with *why when it is
+// past the bounds of flows/request_meta.h or its query does not decode.
+bool request_meta(const HttpRequest& req, const std::vector<std::string>& extra, std::string* out, std::string* why) {
+  std::string_view target = req.target();
+  const size_t q = target.find('?');
+  flows::JsonError err;
+  std::optional<nlohmann::json> query = nlohmann::json::object();
+  if (q != std::string_view::npos) query = flows::parse_query(target.substr(q + 1), &err);
+  if (!query) {
+    *why = "query is not valid form data at byte " + std::to_string(err.byte) + ": " + err.message;
+    return false;
+  }
+  if (query->size() > flows::kMaxMetaQueryParams) {
+    *why = "query has " + std::to_string(query->size()) + " parameters, more than the " +
+           std::to_string(flows::kMaxMetaQueryParams) + " stored with an event";
+    return false;
+  }
+  nlohmann::json headers = nlohmann::json::object();
+  auto keep = [&](const std::string& name) {
+    if (std::string_view v = req.header(name); !v.empty()) headers[name] = std::string(v);
+  };
+  for (const std::string& name : flows::default_meta_headers()) keep(name);
+  for (const std::string& name : extra) keep(name);
+  nlohmann::json meta = {{"method", std::string(req.method())},
+                         {"path", std::string(req.path())},
+                         {"query", std::move(*query)},
+                         {"headers", std::move(headers)}};
+  *out = meta.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+  if (out->size() > flows::kMaxMetaBytes) {
+    *why = "request metadata (method, path, query and stored headers) is " + std::to_string(out->size()) +
+           " bytes as JSON, more than the " + std::to_string(flows::kMaxMetaBytes) + " stored with an event";
+    return false;
+  }
+  return true;
 }
 
 bool content_type_is_json(std::string_view ct) {
@@ -148,6 +186,12 @@ class HttpSource final : public Source {
       return;
     }
     IngestEvent ev;
+    std::string meta;
+    if (!request_meta(req, spec_.meta_headers, &meta, &why)) {
+      respond(HttpResponse::error(400, why));
+      return;
+    }
+    ev.headers.emplace_back(layout::kHeaderMeta, std::move(meta));
     std::string& body = req.mutable_body();
     const std::string type = media_type(req.header("Content-Type"));
     const bool form = type == "application/x-www-form-urlencoded";

@@ -185,14 +185,14 @@ Result<std::unique_ptr<MqttSink>> MqttSink::create(const flows::MqttSinkSpec& sp
   return std::unique_ptr<MqttSink>(new MqttSink(std::move(impl)));
 }
 
-Result<std::string> MqttSink::topic_for(const std::string& event_json) const {
+Result<std::string> MqttSink::topic_for(const std::string& event_json, const std::string& meta) const {
   const Impl& m = *impl_;
   if (!m.spec.topic_expr) return m.spec.topic;
   auto event = nlohmann::json::parse(event_json, nullptr, false);
   if (event.is_discarded()) return Status::invalid("the event is not JSON");
   const std::string& text = m.spec.topic_expr->text();
   std::string topic, error;
-  if (!m.spec.topic_expr->eval_string(event, &topic, &error)) {
+  if (!m.spec.topic_expr->eval_string(event, &topic, &error, meta)) {
     return Status::invalid("topic expression `" + text + "` " + error);
   }
   if (!valid_publish_topic(topic)) {
@@ -299,7 +299,7 @@ void MqttSink::deliver(Delivery d, std::function<void(DeliveryResult)> done) {
     done(DeliveryResult::retry("sink stopping"));
     return;
   }
-  auto topic = topic_for(d.body);
+  auto topic = topic_for(d.body, d.meta);
   if (!topic) {
     done(DeliveryResult::dead(topic.status().message()));
     return;

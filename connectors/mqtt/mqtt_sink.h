@@ -52,8 +52,9 @@ class MqttSink final : public weir::Sink {
   int max_retries() const override;
   void deliver(Delivery delivery, std::function<void(DeliveryResult)> done) override;
 
-  // The topic a delivery of `event_json` goes to, or why there is none (dead).
-  Result<std::string> topic_for(const std::string& event_json) const;
+  // The topic a delivery of `event_json` goes to, or why there is none (dead). `meta`: the
+  // event's request metadata as JSON text (Delivery::meta), read as `meta`.
+  Result<std::string> topic_for(const std::string& event_json, const std::string& meta = {}) const;
   bool connected() const;
 
   struct Impl;

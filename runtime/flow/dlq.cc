@@ -53,6 +53,13 @@ std::string one_line(std::string s) {
   if (s.size() > 1000) s.resize(1000);
   return s;
 }
+// GET /dlq shows a dead letter's request metadata (ADR 0312) as an object, when it has one.
+void add_meta(const StoredMessage& m, nlohmann::json& item) {
+  const std::string text = header_of(m, layout::kHeaderMeta);
+  if (text.empty()) return;
+  constexpr int kMetaDepth = 4;  // as flows/expr_eval.cc reads it
+  if (auto meta = flows::parse_json(text, kMetaDepth); meta && meta->is_object()) item["meta"] = std::move(*meta);
+}
 }  // namespace
 
 void DeadLetters::publish(const DeadLetter& d, PublishCallback done, PullConsumer* via) {
@@ -72,6 +79,7 @@ void DeadLetters::publish(const DeadLetter& d, PublishCallback done, PullConsume
   if (!d.last_error.empty()) h.emplace_back(kLastError, one_line(d.last_error));
   if (!d.traceparent.empty()) h.emplace_back(trace::kHeaderTraceparent, std::string(d.traceparent));
   if (!d.tracestate.empty()) h.emplace_back(trace::kHeaderTracestate, std::string(d.tracestate));
+  if (!d.meta.empty()) h.emplace_back(layout::kHeaderMeta, std::string(d.meta));
   // Every dead letter of every stage passes here: its one log line is written here, once
   // the stream has it (a refused write is retried by the stage and said once by record(); a
   // redelivered copy's write is a duplicate, no new dead letter). Never the body.
@@ -214,6 +222,7 @@ Result<DeadLetterPage> DeadLetters::list(const DeadLetterQuery& q) {
                                 if (std::string tp = header_of(m, trace::kHeaderTraceparent); !tp.empty()) {
                                   page.items.back()["traceparent"] = std::move(tp);
                                 }
+                                add_meta(m, page.items.back());
                                 page.last_seq = m.sequence;
                                 page.last_id = std::move(id);
                                 return true;
@@ -278,8 +287,8 @@ Result<ReplayResult> DeadLetters::replay(const ReplayFilter& filter, bool dry_ru
     if (!m) continue;  // replayed by another call or expired meanwhile
     const std::string id = header_of(m.value(), layout::kHeaderId);
     Headers h = {{layout::kHeaderId, id}, {layout::kHeaderMsgId, id + "#replay" + std::to_string(sel.seq)}};
-    // A replayed event stays in its trace.
-    for (const char* name : {trace::kHeaderTraceparent, trace::kHeaderTracestate}) {
+    // A replayed event stays in its trace and keeps its request metadata (ADR 0312).
+    for (const char* name : {trace::kHeaderTraceparent, trace::kHeaderTracestate, layout::kHeaderMeta}) {
       if (std::string v = header_of(m.value(), name); !v.empty()) h.emplace_back(name, std::move(v));
     }
     FlowBacklog* backlog = nullptr;

@@ -46,6 +46,7 @@ struct DeadLetter {
   std::string source_key;        // instead of the sequence when the event never had one (a source)
   std::string_view traceparent;  // the event's trace context, kept on the dead letter (ADR 0140)
   std::string_view tracestate;
+  std::string_view meta;  // the event's request metadata (layout::kHeaderMeta), kept for its replay
 };
 
 // One page of GET /dlq. Dead letters are listed in stream order (oldest first).

@@ -126,6 +126,9 @@ void FlowIngest::reject(IngestEvent event, std::string reason, std::chrono::mill
   d.event_id = event.id;
   d.replay_subject = subject_;
   d.body = event.body;
+  for (const auto& [k, v] : event.headers) {
+    if (k == layout::kHeaderMeta) d.meta = v;
+  }
   // One dead letter per event id: a broker's redelivery of the same message is deduplicated.
   d.source_stream = "source";
   d.source_key = event.id;

@@ -423,6 +423,7 @@ void FlowStage::dead_letter_input(const std::shared_ptr<Batch>& b, size_t i, con
   d.source_stream = input_stream_;
   d.traceparent = m.header(trace::kHeaderTraceparent);
   d.tracestate = m.header(trace::kHeaderTracestate);
+  d.meta = m.header(layout::kHeaderMeta);
   metrics_.dead.fetch_add(1, std::memory_order_relaxed);
   dlq_.publish(
       d, [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); }, consumer_.get());
@@ -443,6 +444,8 @@ void FlowStage::emit_output(const std::shared_ptr<Batch>& b, size_t i, const std
   h.emplace_back(layout::kHeaderMsgId, id + "#" + sink);
   h.emplace_back(layout::kHeaderVersion, version);
   if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
+  // The request metadata travels beside the body to the sink (docs/adr/0312-request-metadata.md).
+  if (auto meta = m.header(layout::kHeaderMeta); !meta.empty()) h.emplace_back(layout::kHeaderMeta, std::string(meta));
   consumer_->publish(output_subject(sink), body, h, options_.publish_timeout,
                      [b, i](const Status& s, const PubAck& a) { Batch::complete(b, i, publish_verdict(s, a)); });
 }
@@ -524,7 +527,7 @@ void FlowStage::run_input(const std::shared_ptr<Batch>& b, size_t i, const std::
     dead_letter_input(b, i, id, invalid_event_reason(jerr, options_.max_depth), m.deliveries());
     return;
   }
-  flows::Outcome outcome = flow.run(std::move(*event));
+  flows::Outcome outcome = flow.run(std::move(*event), m.header(layout::kHeaderMeta));
   switch (outcome.kind) {
     case flows::Outcome::Kind::kEmit: {
       const std::string body = flows::write_json(outcome.event);
@@ -861,7 +864,7 @@ bool SinkStage::key_of(const std::shared_ptr<InFlight>& f) {
   flows::JsonError jerr;
   auto event = flows::parse_json(f->msg->data(), options_.max_depth, &jerr);
   std::string error;
-  if (event && order_by_->eval_key(*event, &f->key, &error)) {
+  if (event && order_by_->eval_key(*event, &f->key, &error, f->msg->header(layout::kHeaderMeta))) {
     f->keyed = true;
     return true;
   }
@@ -885,6 +888,7 @@ void SinkStage::send(const std::shared_ptr<InFlight>& f) {
   const BusMessage& m = *f->msg;
   Delivery d{f->id, std::string(m.data()), f->attempt, trace::child_traceparent(m.header(trace::kHeaderTraceparent)),
              std::string(m.header(trace::kHeaderTracestate))};
+  d.meta = std::string(m.header(layout::kHeaderMeta));
   if (trace::exporter() != nullptr) {
     f->traceparent = d.traceparent;
     f->start_ns = trace::now_ns();
@@ -1080,6 +1084,7 @@ void SinkStage::retry_later(const std::shared_ptr<InFlight>& f, std::chrono::mil
   h.emplace_back(layout::kHeaderMsgId, f->id + "#" + sink_name_ + "#" + std::to_string(f->attempt));
   if (auto v = m.header(layout::kHeaderVersion); !v.empty()) h.emplace_back(layout::kHeaderVersion, std::string(v));
   if (auto t = m.header(layout::kHeaderIngestUs); !t.empty()) h.emplace_back(layout::kHeaderIngestUs, std::string(t));
+  if (auto meta = m.header(layout::kHeaderMeta); !meta.empty()) h.emplace_back(layout::kHeaderMeta, std::string(meta));
   h.emplace_back(layout::kHeaderAttempts, std::to_string(f->attempt));
   h.emplace_back(layout::kHeaderFailingSince, std::to_string(f->failing_since));
   h.emplace_back(layout::kHeaderRetryAt, std::to_string(wall_ms() + delay.count()));
@@ -1119,6 +1124,7 @@ void SinkStage::dead_letter(std::shared_ptr<InFlight> f, std::string reason) {
   d.source_stream = layout::flow_stream(flow_);
   d.traceparent = f->msg->header(trace::kHeaderTraceparent);
   d.tracestate = f->msg->header(trace::kHeaderTracestate);
+  d.meta = f->msg->header(layout::kHeaderMeta);
   dlq_.publish(
       d,
       [this, f](const Status& s, const PubAck&) {

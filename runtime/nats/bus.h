@@ -79,6 +79,10 @@ inline constexpr const char* kHeaderId = "Weir-Id";         // stable event id
 inline constexpr const char* kHeaderMsgId = "Nats-Msg-Id";  // per-hop dedup key
 inline constexpr const char* kHeaderVersion = "Weir-Version";
 inline constexpr const char* kHeaderIngestUs = "Weir-Ingest-Us";
+// An http-in event's request metadata (method, path, query, chosen headers) as compact
+// ASCII JSON, carried beside the body through every stage, dead letter and replay
+// (docs/adr/0312-request-metadata.md).
+inline constexpr const char* kHeaderMeta = "Weir-Meta";
 // The body's CRC-32C, 8 hex digits: set on every publish, checked on every delivery (ADR 0286).
 inline constexpr const char* kHeaderSum = "Weir-Sum";
 // A sink's retry copy (docs/adr/0295-durable-retry-schedule.md): the attempts made before

@@ -34,6 +34,9 @@ struct Delivery {
   // sinks send it on where the protocol has headers. tracestate may be empty.
   std::string traceparent;
   std::string tracestate;
+  // The event's request metadata as JSON text (layout::kHeaderMeta); empty when it has none.
+  // Sink expressions read it as `meta` (docs/adr/0312-request-metadata.md).
+  std::string meta;
 };
 
 struct DeliveryResult {

@@ -276,10 +276,12 @@ def signed_by(request, secret):
 
 def recipe_deliveries(ports, env, seconds=30):
     """What the recipe pages say arrives: Stripe's event with its id header, the invoice
-    signed with weir's own secret (docs/recipes/stripe.md, standard-webhooks.md)."""
+    signed with weir's own secret, GitHub's push with its event type as a header computed
+    from the request metadata (docs/recipes/stripe.md, standard-webhooks.md, github.md)."""
     wanted = {
         "/stripe": lambda r: r["headers"].get("X-Stripe-Event-Id") == "evt_doc_1",
         "/invoices": lambda r: "inv_doc_1" in r["body"] and signed_by(r, env["ACCOUNTING_SIGNING_SECRET"]),
+        "/github/push": lambda r: r["headers"].get("X-GitHub-Event") == "push" and "octo/hello" in r["body"],
     }
     deadline, missing = time.monotonic() + seconds, set(wanted)
     while missing and time.monotonic() < deadline:

@@ -1238,6 +1238,32 @@ TEST_CASE("http sink: header expressions are sent per event, a failing one is a 
   CHECK(reqs[0].header("Idempotency-Key") == "ok-1");
 }
 
+// docs/adr/0312: header and URL expressions read the event's request metadata as `meta`.
+TEST_CASE("http sink: header and url expressions read meta, the request metadata beside the event",
+          "[http_sink][meta]") {
+  ScriptedHttpServer server([](const ScriptedRequest&) { return ScriptedReply::with_status(204); });
+  HttpSink sink(loaded_spec("{ base: \"" + server.url("") + "\", expr: \"'/gh/' + meta.headers['x-github-event']\" }",
+                            R"(timeout: 2s, headers: { X-GitHub-Event: { expr: "meta.headers['x-github-event']" }, )"
+                            R"(X-Tenant: { expr: "meta.query.tenant ?? 'none'" } })"),
+                "f", "out");
+  REQUIRE(sink.start().is_ok());
+  Results results;
+  Delivery push = delivery("push", R"({"meta":{"headers":{"x-github-event":"from the body"}}})");
+  push.meta = R"({"method":"POST","query":{"tenant":"acme"},"headers":{"x-github-event":"push"}})";
+  sink.deliver(std::move(push), results.callback("push"));
+  sink.deliver(delivery("none", R"({"a":1})"), results.callback("none"));  // no metadata: the header fails
+  REQUIRE(results.wait_for(2));
+  CHECK(results.only("push").kind == Kind::kOk);
+  const DeliveryResult none = results.only("none");
+  CHECK(none.kind == Kind::kDead);
+  CHECK(none.reason == "header X-GitHub-Event: expression `meta.headers['x-github-event']` gave null, not a string");
+  const auto reqs = server.requests();
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs[0].target == "/gh/push");
+  CHECK(reqs[0].header("X-GitHub-Event") == "push");  // meta, not the event's own field named meta
+  CHECK(reqs[0].header("X-Tenant") == "acme");
+}
+
 // docs/adr/0300. What the signatures verify against is checked by the reference libraries
 // in tests/integration/signing_test.cc; here: which headers, per attempt, and start errors.
 TEST_CASE("http sink: sign adds the scheme's headers, signed again for each attempt", "[http_sink]") {
