@@ -363,21 +363,7 @@ const Json* fn_trim(Args a, int, Json& out, std::string& err) {
 const Json* fn_url_encode(Args a, int, Json& out, std::string& err) {
   const std::string* s = str_arg("url_encode", *a[0], err);
   if (!s) return nullptr;
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string r;
-  r.reserve(s->size());
-  for (const char c : *s) {
-    const auto u = static_cast<unsigned char>(c);
-    const bool alnum = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (alnum || c == '-' || c == '.' || c == '_' || c == '~') {
-      r.push_back(c);
-    } else {
-      r.push_back('%');
-      r.push_back(kHex[u >> 4]);
-      r.push_back(kHex[u & 15]);
-    }
-  }
-  out = std::move(r);
+  out = url_encode(*s);
   return &out;
 }
 

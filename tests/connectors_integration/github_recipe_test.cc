@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "flows/text.h"
 #include "tests/support/harness.h"
 #include "tests/support/mosquitto.h"
 #include "tests/support/test_mqtt_client.h"
@@ -37,20 +38,7 @@ std::string recipe() {
 }
 
 // RFC 3986 unreserved characters kept, everything else %XX (as GitHub encodes its form).
-std::string form_encode(const std::string& s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
+std::string form_encode(const std::string& s) { return weir::flows::url_encode(s); }
 
 int deliver(const WeirProcess& weir, const std::string& event, const std::string& delivery, const std::string& body,
             const std::string& type) {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <set>
 
+#include "tests/integration/form_encoding.h"
 #include "tests/support/harness.h"
 
 using namespace weir::itest;
@@ -13,22 +14,6 @@ namespace {
 
 const std::string kSecret = "It's a Secret to Everybody";
 const std::vector<std::string> kForm{"Content-Type: application/x-www-form-urlencoded"};
-
-// RFC 3986 unreserved characters kept, everything else %XX (as browsers and GitHub encode).
-std::string form_encode(const std::string& s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 // The delivered body whose "id" is `id` (null when none arrived).
 json delivered(const SinkProcess& sink, const std::string& id) {

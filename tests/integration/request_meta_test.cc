@@ -4,6 +4,7 @@
 // nats-server and weir-sink processes.
 #include <catch2/catch.hpp>
 
+#include "tests/integration/form_encoding.h"
 #include "tests/support/harness.h"
 
 using namespace weir::itest;
@@ -13,22 +14,6 @@ using weir::testing::wait_until;
 namespace {
 
 const std::string kSecret = "It's a Secret to Everybody";
-
-// RFC 3986 unreserved characters kept, everything else %XX (as GitHub encodes its form).
-std::string form_encode(const std::string& s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 // The one request a sink got for the event whose "id" is `id`; null when none.
 json request_for(const SinkProcess& sink, const std::string& id) {
