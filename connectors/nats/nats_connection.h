@@ -9,6 +9,8 @@
 #include <string>
 
 #include "runtime/base/status.h"
+#include "runtime/base/thread_annotations.h"
+#include "runtime/ports/sink.h"
 
 struct __natsConnection;
 
@@ -31,10 +33,20 @@ class NatsConnection {
 
   __natsConnection* get() const { return nc_; }
   bool connected() const;
+  // Connected or not, since when, and the last error cnats saw (for a sink's /status row,
+  // docs/adr/0315-broker-sink-health.md). Any thread.
+  BrokerLink link() const;
 
  private:
   NatsConnection() = default;
+  // cnats' disconnected and reconnected callbacks (its threads).
+  static void on_disconnected(__natsConnection* nc, void* self);
+  static void on_reconnected(__natsConnection* nc, void* self);
   __natsConnection* nc_ = nullptr;
+  std::string server_;  // the URL without credentials
+  mutable Mutex mu_;
+  int64_t since_ms_ GUARDED_BY(mu_) = 0;
+  std::string last_error_ GUARDED_BY(mu_);
 };
 
 }  // namespace weir::connectors
