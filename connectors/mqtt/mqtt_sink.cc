@@ -169,7 +169,7 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   }
 
   // Timeouts and (re)connects: the first attempt after a loss at once, then from
-  // reconnect_min doubling to reconnect_max (1 s by default: docs/adr/0315-broker-sink-health.md).
+  // reconnect_min doubling to reconnect_max (500 ms by default: docs/adr/0315-broker-sink-health.md).
   void run() {
     milliseconds backoff = options.reconnect_min;
     auto next_connect = Clock::now();

@@ -13,9 +13,9 @@
 //
 // Connection: clean session (the bus keeps what is not confirmed); the first connect and
 // every reconnect after a loss are attempted by the sink's own thread: at once after a
-// loss, then with backoff from 250 ms to 1 s, so the sink is back within about a second of
-// its broker (docs/adr/0315-broker-sink-health.md), and a broker that is down at start does
-// not keep weir from starting. broker_link() says whether it is connected, since when and
+// loss, then every 250 ms, then every 500 ms, so the sink is back within about 1.5 s of its
+// broker (Paho adds up to 1 s of its own; docs/adr/0315-broker-sink-health.md), and a broker
+// that is down at start does not keep weir from starting. broker_link() says whether it is connected, since when and
 // why not, in words (mqtt_errors.h); /status, the dashboard and /readyz show it.
 //
 // Threading: deliver() from any thread (the sink stage); `done` runs on a Paho thread or
@@ -37,7 +37,7 @@ namespace weir::connectors {
 struct MqttSinkOptions {
   std::chrono::milliseconds ack_timeout{5000};
   std::chrono::milliseconds reconnect_min{250};
-  std::chrono::milliseconds reconnect_max{1000};
+  std::chrono::milliseconds reconnect_max{500};
   int max_in_flight = 256;
 };
 
