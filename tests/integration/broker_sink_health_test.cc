@@ -2,7 +2,8 @@
 // (docs/adr/0315-broker-sink-health.md): a real mosquitto stopped under a running weir shows
 // in /status (the sink's "connection", with a readable reason) and in /readyz ("degraded",
 // still 200); restarted on the same port, weir reconnects within about a second and every
-// event posted meanwhile arrives. The NATS sink's connection follows its server likewise.
+// event posted meanwhile arrives. A refused login is said in words without the password.
+// The NATS sink's connection follows its server likewise.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -161,5 +162,39 @@ TEST_CASE("nats sink: its connection shows in status while the NATS server is aw
   nats.start();
   CHECK(wait_until([&] { return connected(connection_of(weir, "n", "out")); }, 10s, 20ms));
   CHECK(weir.wait_ready(20s));
+  CHECK(weir.terminate() == std::optional<int>(0));
+}
+
+TEST_CASE("mqtt sink: a refused login is said in words, and the password never shows", "[integration][broker]") {
+  const std::string password = "pw-9f3c1e7a-never-log-me";
+  Mosquitto broker(weir::ctest::MosquittoOptions{.user = "weir", .password = password});
+  auto flow = [&](const std::string& name, const std::string& password_env) {
+    return "flow: " + name + "\nfrom: { http: { path: /in/" + name + " } }\nto: { out: { mqtt: { broker: \"" +
+           broker.url() + "\", topic: out/" + name + ", username_env: MQTT_USER, password_env: " + password_env +
+           " } } }\n";
+  };
+  WeirOptions o{.flows = {{"good.yaml", flow("good", "MQTT_PASSWORD")}, {"bad.yaml", flow("bad", "MQTT_WRONG")}},
+                .env = {{"MQTT_USER", "weir"}, {"MQTT_PASSWORD", password}, {"MQTT_WRONG", "wrong-" + password}}};
+  WeirProcess weir(o);
+  weir.start();
+  INFO(weir.describe());
+  const std::string where = "127.0.0.1:" + std::to_string(broker.port());
+  REQUIRE(wait_until([&] { return connected(connection_of(weir, "good", "out")); }, 10s, 20ms));
+  json bad;
+  REQUIRE(wait_until(
+      [&] {
+        bad = connection_of(weir, "bad", "out");
+        return disconnected(bad) && bad["last_error"].is_string();
+      },
+      10s, 20ms));
+  // MQTT 3.1.1 brokers answer a wrong password with CONNACK 4 or 5 (mosquitto: 5).
+  CHECK((bad["last_error"] == "not authorised by broker " + where ||
+         bad["last_error"] == "bad user name or password for broker " + where));
+  const auto ready = weir.admin("GET", "/readyz");
+  CHECK(ready.status == 200);
+  CHECK(json::parse(ready.body)["degraded"].size() == 1);
+  for (const std::string& text : {weir.log(), weir.admin("GET", "/status").body, ready.body}) {
+    CHECK(text.find(password) == std::string::npos);
+  }
   CHECK(weir.terminate() == std::optional<int>(0));
 }
