@@ -2,6 +2,9 @@
 
 #include <nats/nats.h>
 
+#include <chrono>
+#include <thread>
+
 #include "runtime/base/redact.h"
 #include "runtime/base/wall_clock.h"
 
@@ -22,6 +25,7 @@ Result<std::unique_ptr<NatsConnection>> NatsConnection::open(const NatsConnectOp
   c->server_ = redact_urls(o.url);
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(opts, &NatsConnection::on_disconnected, c.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(opts, &NatsConnection::on_reconnected, c.get());
+  if (s == NATS_OK) s = natsOptions_SetClosedCB(opts, &NatsConnection::on_closed, c.get());
   if (s == NATS_OK) s = natsConnection_Connect(&c->nc_, opts);
   if (opts) natsOptions_Destroy(opts);
   if (s != NATS_OK) {
@@ -37,6 +41,7 @@ Result<std::unique_ptr<NatsConnection>> NatsConnection::open(const NatsConnectOp
 
 void NatsConnection::on_disconnected(natsConnection* nc, void* self) {
   auto* c = static_cast<NatsConnection*>(self);
+  // cnats keeps no text for most drops (a read failure, a stale ping): then the line ends here.
   const char* text = nullptr;
   const natsStatus s = natsConnection_GetLastError(nc, &text);
   std::string error = "the connection to NATS at " + c->server_ + " was lost";
@@ -52,6 +57,10 @@ void NatsConnection::on_reconnected(natsConnection*, void* self) {
   c->since_ms_ = wall_ms();
 }
 
+void NatsConnection::on_closed(natsConnection*, void* self) {
+  static_cast<NatsConnection*>(self)->closed_.store(true, std::memory_order_release);  // the last touch
+}
+
 BrokerLink NatsConnection::link() const {
   BrokerLink l;
   l.broker = server_;
@@ -65,6 +74,11 @@ BrokerLink NatsConnection::link() const {
 NatsConnection::~NatsConnection() {
   if (nc_) {
     natsConnection_Close(nc_);
+    // The callbacks above run on cnats' thread after Close returns: wait for the last one
+    // (bounded, in case none comes) so none runs on a destroyed object, as runtime/nats/bus.cc.
+    for (int i = 0; i < 2000 && !closed_.load(std::memory_order_acquire); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     natsConnection_Destroy(nc_);
   }
 }

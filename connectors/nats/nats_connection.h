@@ -5,6 +5,7 @@
 // destructor. cnats' calls on it are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -39,10 +40,13 @@ class NatsConnection {
 
  private:
   NatsConnection() = default;
-  // cnats' disconnected and reconnected callbacks (its threads).
+  // cnats' disconnected, reconnected and closed callbacks (its callback thread; closed is
+  // the last, and the destructor waits for it: they run after natsConnection_Close returns).
   static void on_disconnected(__natsConnection* nc, void* self);
   static void on_reconnected(__natsConnection* nc, void* self);
+  static void on_closed(__natsConnection* nc, void* self);
   __natsConnection* nc_ = nullptr;
+  std::atomic<bool> closed_{false};
   std::string server_;  // the URL without credentials
   mutable Mutex mu_;
   int64_t since_ms_ GUARDED_BY(mu_) = 0;
