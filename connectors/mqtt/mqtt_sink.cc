@@ -15,9 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "connectors/mqtt/mqtt_codec.h"
+#include "connectors/mqtt/mqtt_errors.h"
 #include "connectors/mqtt/mqtt_transport.h"
 #include "runtime/base/log.h"
 #include "runtime/base/thread_annotations.h"
+#include "runtime/base/wall_clock.h"
 
 namespace weir::connectors {
 namespace paho = ::mqtt;  // Paho MQTT C++ (our own wire code is weir::connectors::mqtt)
@@ -51,43 +53,85 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   std::atomic<bool> connecting{false};
   std::atomic<uint64_t> refused{0};  // publishes Paho threw on (for rate-limited warnings)
 
-  Mutex mu;
+  mutable Mutex mu;
   std::condition_variable cv;
   std::map<uint64_t, Pending> pending GUARDED_BY(mu);  // keyed by a never-reused number
   uint64_t next_id GUARDED_BY(mu) = 1;
   bool stopping GUARDED_BY(mu) = false;
   std::thread thread;
+  // The connection as /status shows it (Sink::broker_link).
+  int64_t link_since_ms GUARDED_BY(mu) = 0;
+  std::string link_error GUARDED_BY(mu);
+  // A connect failed with this Paho code: the sink's thread finds out why (diagnose()).
+  std::optional<int> failed_rc GUARDED_BY(mu);
+  uint64_t connect_failures = 0;  // in a row (sink's thread)
+  std::string logged_error;       // the last reason logged (sink's thread)
 
   // Paho's connect listener: the connect token has no user context of ours, so connects use
   // this separate listener.
   struct ConnectListener final : public paho::iaction_listener {
     Impl* self = nullptr;
     void on_success(const paho::token&) override {
+      int64_t down_ms = 0;
+      {
+        MutexLock lock(self->mu);
+        down_ms = self->link_since_ms > 0 ? wall_ms() - self->link_since_ms : 0;
+        self->link_since_ms = wall_ms();
+        self->failed_rc.reset();
+      }
       self->connected = true;
       self->connecting = false;
-      log::info("mqtt sink connected",
-                {{"flow", self->flow}, {"sink", self->sink_name}, {"broker", self->address.str()}});
+      log::info("mqtt sink connected", {{"flow", self->flow},
+                                        {"sink", self->sink_name},
+                                        {"broker", self->address.str()},
+                                        {"down_ms", std::to_string(down_ms)}});
     }
+    // Why is found out on the sink's thread: it may take a TCP connect (diagnose()).
     void on_failure(const paho::token& tok) override {
+      {
+        MutexLock lock(self->mu);
+        self->failed_rc = tok.get_return_code();
+      }
       self->connecting = false;
       self->connected = false;
-      log::warn("mqtt sink cannot connect", {{"flow", self->flow},
-                                             {"sink", self->sink_name},
-                                             {"broker", self->address.str()},
-                                             {"error", describe(tok.get_return_code())}});
       self->cv.notify_all();
     }
   } connect_listener;
 
-  static std::string describe(int rc) {
-    switch (rc) {
-      case 1: return "unacceptable protocol version";
-      case 2: return "client identifier rejected";
-      case 3: return "server unavailable";
-      case 4: return "bad user name or password";
-      case 5: return "not authorized";
-      default: return paho::exception::error_str(rc) + " (" + std::to_string(rc) + ")";
+  // The link went down (or stays down) for `error`; `since` moves only on a change.
+  void set_down(const std::string& error) {
+    MutexLock lock(mu);
+    if (connected.exchange(false) || link_since_ms == 0) link_since_ms = wall_ms();
+    link_error = error;
+  }
+
+  std::string current_error() const {
+    MutexLock lock(mu);
+    return link_error;
+  }
+
+  // After a failed connect, on the sink's thread: Paho's code says little (-1 for every
+  // TCP or TLS failure), so a plain TCP connect to the broker tells refused from timed out
+  // from a handshake failure (mqtt_errors.h). Logged when the reason changes, then every
+  // 60th attempt in a row.
+  void diagnose(int rc) {
+    Status tcp = Status::ok();
+    if (rc == -1) {
+      mqtt::BrokerAddress plain = address;
+      plain.tls = false;
+      auto t = mqtt::Transport::connect(plain, nullptr, milliseconds(1000));
+      if (!t) tcp = t.status();
     }
+    const std::string error = mqtt_connect_failure(rc, address.str(), address.tls, tcp);
+    set_down(error);
+    ++connect_failures;
+    if (error == logged_error && connect_failures % 60 != 0) return;
+    logged_error = error;
+    log::warn("mqtt sink cannot connect", {{"flow", flow},
+                                           {"sink", sink_name},
+                                           {"broker", address.str()},
+                                           {"error", error},
+                                           {"attempts", std::to_string(connect_failures)}});
   }
 
   std::optional<Pending> take(uint64_t id) {
@@ -108,8 +152,7 @@ struct MqttSink::Impl final : public paho::iaction_listener {
   void on_failure(const paho::token& tok) override {
     auto id = reinterpret_cast<uintptr_t>(tok.get_user_context());
     if (auto p = take(id)) {
-      p->done(DeliveryResult::retry("MQTT broker " + address.str() +
-                                    " did not confirm the publish: " + describe(tok.get_return_code())));
+      p->done(DeliveryResult::retry("MQTT " + mqtt_publish_failure(tok.get_return_code(), address.str())));
     }
   }
 
@@ -119,12 +162,14 @@ struct MqttSink::Impl final : public paho::iaction_listener {
       client->connect(connect_opts, nullptr, connect_listener);
     } catch (const paho::exception& e) {
       connecting = false;
+      set_down(mqtt_connect_failure(e.get_return_code(), address.str(), address.tls, Status::ok()));
       log::warn("mqtt sink cannot connect",
-                {{"flow", flow}, {"sink", sink_name}, {"broker", address.str()}, {"error", e.what()}});
+                {{"flow", flow}, {"sink", sink_name}, {"broker", address.str()}, {"error", current_error()}});
     }
   }
 
-  // Timeouts and (re)connects.
+  // Timeouts and (re)connects: the first attempt after a loss at once, then from
+  // reconnect_min doubling to reconnect_max (500 ms by default: docs/adr/0315-broker-sink-health.md).
   void run() {
     milliseconds backoff = options.reconnect_min;
     auto next_connect = Clock::now();
@@ -132,6 +177,14 @@ struct MqttSink::Impl final : public paho::iaction_listener {
     while (!stopping) {
       lock.wait_for(cv, milliseconds(100));
       if (stopping) break;
+      if (failed_rc) {
+        const int rc = *failed_rc;
+        failed_rc.reset();
+        lock.unlock();
+        diagnose(rc);
+        lock.lock();
+        continue;
+      }
       const auto now = Clock::now();
       std::vector<Pending> expired;
       for (auto it = pending.begin(); it != pending.end();) {
@@ -149,6 +202,8 @@ struct MqttSink::Impl final : public paho::iaction_listener {
       }
       if (connected.load()) {
         backoff = options.reconnect_min;
+        connect_failures = 0;
+        next_connect = now;  // the first attempt after a loss goes at once
       } else if (!connecting.load() && now >= next_connect) {
         start_connect();
         next_connect = now + backoff;
@@ -204,6 +259,17 @@ Result<std::string> MqttSink::topic_for(const std::string& event_json, const std
 
 bool MqttSink::connected() const { return impl_->connected.load(); }
 
+std::optional<BrokerLink> MqttSink::broker_link() const {
+  const Impl& m = *impl_;
+  BrokerLink l;
+  l.broker = m.address.str();
+  l.connected = m.connected.load();
+  MutexLock lock(m.mu);
+  l.since_ms = m.link_since_ms;
+  l.last_error = m.link_error;
+  return l;
+}
+
 Status MqttSink::start() {
   Impl& m = *impl_;
   if (m.running) return Status::invalid("mqtt sink: started twice");
@@ -242,10 +308,11 @@ Status MqttSink::start() {
     return Status::invalid(what + "cannot create the MQTT client: " + e.what());
   }
   Impl* self = &m;
-  m.client->set_connection_lost_handler([self](const std::string&) {
-    self->connected = false;
+  m.client->set_connection_lost_handler([self](const std::string& cause) {
+    const std::string error = mqtt_connection_lost(cause, self->address.str());
+    self->set_down(error);
     log::warn("mqtt sink lost the broker",
-              {{"flow", self->flow}, {"sink", self->sink_name}, {"broker", self->address.str()}});
+              {{"flow", self->flow}, {"sink", self->sink_name}, {"broker", self->address.str()}, {"error", error}});
     self->cv.notify_all();
   });
   {
@@ -305,7 +372,9 @@ void MqttSink::deliver(Delivery d, std::function<void(DeliveryResult)> done) {
     return;
   }
   if (!m.connected.load()) {
-    done(DeliveryResult::retry("MQTT broker " + m.address.str() + " is not connected"));
+    const std::string why = m.current_error();
+    done(DeliveryResult::retry("MQTT broker " + m.address.str() + " is not connected" +
+                               (why.empty() ? "" : ": " + why)));
     return;
   }
   uint64_t id;

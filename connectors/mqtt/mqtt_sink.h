@@ -12,8 +12,11 @@
 // `retries`). MQTT 3.1.1 has no headers, so the event id does not travel with the message.
 //
 // Connection: clean session (the bus keeps what is not confirmed); the first connect and
-// every reconnect after a loss are attempted by the sink's own thread with backoff from
-// 250 ms to 30 s, so a broker that is down at start does not keep weir from starting.
+// every reconnect after a loss are attempted by the sink's own thread: at once after a
+// loss, then every 250 ms, then every 500 ms, so the sink is back within about 1.5 s of its
+// broker (Paho adds up to 1 s of its own; docs/adr/0315-broker-sink-health.md), and a broker
+// that is down at start does not keep weir from starting. broker_link() says whether it is connected, since when and
+// why not, in words (mqtt_errors.h); /status, the dashboard and /readyz show it.
 //
 // Threading: deliver() from any thread (the sink stage); `done` runs on a Paho thread or
 // on the sink's thread ("mqtt-sink", timeouts and reconnects). start()/stop() once each,
@@ -23,6 +26,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "flows/flow.h"
@@ -33,7 +37,7 @@ namespace weir::connectors {
 struct MqttSinkOptions {
   std::chrono::milliseconds ack_timeout{5000};
   std::chrono::milliseconds reconnect_min{250};
-  std::chrono::milliseconds reconnect_max{30000};
+  std::chrono::milliseconds reconnect_max{500};
   int max_in_flight = 256;
 };
 
@@ -56,6 +60,7 @@ class MqttSink final : public weir::Sink {
   // event's request metadata as JSON text (Delivery::meta), read as `meta`.
   Result<std::string> topic_for(const std::string& event_json, const std::string& meta = {}) const;
   bool connected() const;
+  std::optional<BrokerLink> broker_link() const override;
 
   struct Impl;
 

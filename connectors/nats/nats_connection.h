@@ -5,10 +5,13 @@
 // destructor. cnats' calls on it are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "runtime/base/status.h"
+#include "runtime/base/thread_annotations.h"
+#include "runtime/ports/sink.h"
 
 struct __natsConnection;
 
@@ -31,10 +34,23 @@ class NatsConnection {
 
   __natsConnection* get() const { return nc_; }
   bool connected() const;
+  // Connected or not, since when, and the last error cnats saw (for a sink's /status row,
+  // docs/adr/0315-broker-sink-health.md). Any thread.
+  BrokerLink link() const;
 
  private:
   NatsConnection() = default;
+  // cnats' disconnected, reconnected and closed callbacks (its callback thread; closed is
+  // the last, and the destructor waits for it: they run after natsConnection_Close returns).
+  static void on_disconnected(__natsConnection* nc, void* self);
+  static void on_reconnected(__natsConnection* nc, void* self);
+  static void on_closed(__natsConnection* nc, void* self);
   __natsConnection* nc_ = nullptr;
+  std::atomic<bool> closed_{false};
+  std::string server_;  // the URL without credentials
+  mutable Mutex mu_;
+  int64_t since_ms_ GUARDED_BY(mu_) = 0;
+  std::string last_error_ GUARDED_BY(mu_);
 };
 
 }  // namespace weir::connectors

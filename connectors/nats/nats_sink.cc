@@ -16,6 +16,10 @@
 namespace weir::connectors {
 namespace {
 
+std::string describe_down(const BrokerLink& l) {
+  return "NATS at " + l.broker + " is not connected" + (l.last_error.empty() ? "" : ": " + l.last_error);
+}
+
 class NatsSink final : public weir::Sink {
  public:
   NatsSink(flows::NatsSinkSpec spec, std::string flow, std::string sink_name, NatsSinkOptions options)
@@ -30,9 +34,9 @@ class NatsSink final : public weir::Sink {
     if (options_.url.empty()) return Status::internal("nats sink: the runtime gave no NATS URL");
     auto c = NatsConnection::open({options_.url, options_.creds_file, "weir-" + flow_ + "-" + sink_name_, false});
     if (!c) return Status::unavailable("flow " + flow_ + ": sink " + sink_name_ + ": " + c.status().message());
-    conn_ = std::move(c.value());
     {
       MutexLock lock(mu_);
+      conn_ = std::move(c.value());
       stopping_ = false;
     }
     running_ = true;
@@ -50,17 +54,23 @@ class NatsSink final : public weir::Sink {
     cv_.notify_all();
     thread_.join();  // its last round flushes and completes what was published
     running_ = false;
+    MutexLock lock(mu_);  // broker_link() reads it from other threads
     conn_.reset();
   }
 
   int max_in_flight() const override { return options_.max_in_flight; }
   int max_retries() const override { return options_.retries; }
+  std::optional<BrokerLink> broker_link() const override {
+    MutexLock lock(mu_);
+    if (!running_ || !conn_) return std::nullopt;
+    return conn_->link();
+  }
 
   // Runs on a delivery loop: hands the delivery to the sink's thread, which does every
   // write (a cnats publish blocks when its buffer is full and the server does not read).
   void deliver(Delivery d, std::function<void(DeliveryResult)> done) override {
     if (!running_ || !conn_->connected()) {
-      done(DeliveryResult::retry(running_ ? "NATS is not connected" : "sink stopping"));
+      done(DeliveryResult::retry(running_ ? describe_down(conn_->link()) : "sink stopping"));
       return;
     }
     {
@@ -129,7 +139,7 @@ class NatsSink final : public weir::Sink {
   std::string flow_, sink_name_;
   NatsSinkOptions options_;
   std::unique_ptr<NatsConnection> conn_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
   std::vector<Queued> queued_ GUARDED_BY(mu_);  // handed over by deliver(), not yet published
   bool stopping_ GUARDED_BY(mu_) = false;

@@ -351,8 +351,15 @@ void Admin::handle(HttpRequest& req, const Responder& respond) {
   if (path == "/readyz") {
     std::string why;
     DeadLetters* dlq = dlq_.load();
-    if (backend_.ready(&why) && !(dlq && dlq->holding(&why))) respond(json_reply(200, {{"status", "ready"}}));
-    else respond(json_reply(503, {{"status", "not ready"}, {"reason", why}}));
+    if (!backend_.ready(&why) || (dlq && dlq->holding(&why))) {
+      respond(json_reply(503, {{"status", "not ready"}, {"reason", why}}));
+      return;
+    }
+    // A broker sink that is down keeps the instance ready: ingress still stores every event
+    // and the sink delivers them once its broker is back (docs/adr/0315-broker-sink-health.md).
+    auto degraded = backend_.degraded();
+    if (degraded.empty()) respond(json_reply(200, {{"status", "ready"}}));
+    else respond(json_reply(200, {{"status", "degraded"}, {"degraded", degraded}}));
     return;
   }
   if (method == "GET" && serve_dashboard(path, respond)) return;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,8 @@ class AdminBackend {
  public:
   virtual ~AdminBackend() = default;
   virtual bool ready(std::string* why) const = 0;
+  // Ready, but a broker sink is not connected: one line each (docs/adr/0315-broker-sink-health.md).
+  virtual std::vector<std::string> degraded() const { return {}; }
   virtual nlohmann::json flows() const = 0;  // array
   virtual std::optional<nlohmann::json> flow(const std::string& name) const = 0;
   // `target`: the `?target=` of the PUT: "" (the mode's default), "file" or "registry"

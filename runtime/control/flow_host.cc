@@ -254,6 +254,13 @@ bool FlowHost::ready(std::string* why) const {
   return true;
 }
 
+std::vector<std::string> FlowHost::degraded() const {
+  std::vector<std::string> out;
+  ReaderLock lock(running_mu_);
+  for (const auto& f : running_) f->degraded(out);
+  return out;
+}
+
 nlohmann::json FlowHost::flows() const {
   nlohmann::json out = nlohmann::json::array();
   ReaderLock lock(running_mu_);

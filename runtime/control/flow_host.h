@@ -66,6 +66,7 @@ class FlowHost final : public AdminBackend {
 
   // ---- AdminBackend ----
   bool ready(std::string* why) const override;
+  std::vector<std::string> degraded() const override;
   nlohmann::json flows() const override;
   std::optional<nlohmann::json> flow(const std::string& name) const override;
   ControlResult deploy(const std::string& name, const std::string& body, const std::string& target) override;

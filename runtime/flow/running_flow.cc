@@ -425,6 +425,24 @@ nlohmann::json sink_view_json(const std::string& flow, const std::string& sink, 
   return j;
 }
 
+void RunningFlow::degraded(std::vector<std::string>& out) const {
+  for (const auto& s : sinks_) {
+    const auto link = s->broker_link();
+    if (!link || link->connected || link->since_ms == 0) continue;  // 0: the first connect is under way
+    std::string line = "sink " + s->name() + " of flow " + name() + ": broker " + link->broker + " is not connected";
+    if (!link->last_error.empty()) line += " (" + link->last_error + ")";
+    out.push_back(std::move(line));
+  }
+}
+
+// A broker sink's "connection" (docs/adr/0315-broker-sink-health.md); HTTP sinks have none.
+static nlohmann::json broker_link_json(const BrokerLink& l) {
+  nlohmann::json j = {{"broker", l.broker}, {"connected", l.connected}};
+  j["since"] = l.since_ms > 0 ? nlohmann::json(l.since_ms) : nlohmann::json(nullptr);
+  j["last_error"] = l.last_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.last_error);
+  return j;
+}
+
 void RunningFlow::describe_sinks(nlohmann::json& out) const {
   const auto now = std::chrono::steady_clock::now();
   for (const auto& s : sinks_) {
@@ -435,6 +453,7 @@ void RunningFlow::describe_sinks(nlohmann::json& out) const {
     j["errors"] = m.errors.load();
     j["dead"] = m.dead.load();
     j["lag"] = m.lag.load();
+    if (const auto link = s->broker_link()) j["connection"] = broker_link_json(*link);
     out.push_back(std::move(j));
   }
 }

@@ -112,6 +112,9 @@ class RunningFlow {
   std::string running_text() const;
   // Why not, in *why: the stage or a sink is not running.
   bool healthy(std::string* why) const;
+  // Appends to `out` one line per broker sink whose connection is down (/readyz's
+  // "degraded", docs/adr/0315-broker-sink-health.md).
+  void degraded(std::vector<std::string>& out) const;
   // GET /flows/{name}: versions, hash, source, sinks, counters, the registry's view.
   nlohmann::json describe() const;
   // GET /sinks: each sink stage's circuit (docs/adr/0294-sink-circuit-breaker.md), appended to `out`.

@@ -130,6 +130,26 @@ bool SinkHealth::failed(Clock::time_point now, const std::string& reason,
   return true;
 }
 
+bool SinkHealth::broker_down(Clock::time_point now, const std::string& reason) {
+  MutexLock lock(mu_);
+  last_error_ = reason;
+  if (state_ != SinkState::kClosed) return false;
+  set_state(now, SinkState::kOpen);
+  interval_ = options_.probe_first;
+  probing_ = false;
+  next_probe_.reset();
+  log::warn("sink open: its broker is not connected, events wait in JetStream until it is",
+            {{"flow", flow_}, {"sink", sink_}, {"reason", reason}});
+  return true;
+}
+
+void SinkHealth::broker_up(Clock::time_point now) {
+  MutexLock lock(mu_);
+  if (state_ != SinkState::kOpen || probing_) return;
+  interval_ = options_.probe_first;
+  next_probe_ = now;
+}
+
 bool SinkHealth::pause(Clock::time_point now) {
   MutexLock lock(mu_);
   if (state_ == SinkState::kPaused) return false;

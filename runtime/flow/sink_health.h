@@ -79,6 +79,13 @@ class SinkHealth {
   bool pause(Clock::time_point now);
   bool resume(Clock::time_point now);
 
+  // A broker sink's connection is down (docs/adr/0315-broker-sink-health.md): a closed
+  // circuit opens at once, without waiting for failures (a delivery could only fail), and
+  // no probe is planned — the connection coming back is the probe. True when this opened it.
+  bool broker_down(Clock::time_point now, const std::string& reason);
+  // The broker is back: an open circuit's probe is due now, not after its doubling wait.
+  void broker_up(Clock::time_point now);
+
   SinkState state() const;
   bool held() const { return state() != SinkState::kClosed; }
   // Open, no probe on the wire and the next one due: takes the probe slot (the caller

@@ -919,6 +919,10 @@ void SinkStage::pump() {
     for (const auto& f : go) send(f);
     return;
   }
+  if (state == SinkState::kOpen && broker_down()) {
+    set_window_for(state, false);  // no probe while the broker is away: its return is the probe
+    return;
+  }
   if (state == SinkState::kOpen && health_->take_probe(Clock::now())) {
     std::shared_ptr<InFlight> probe;
     {
@@ -947,9 +951,28 @@ void SinkStage::hold(InFlight* f) {
   holding_.insert(f);
 }
 
+bool SinkStage::broker_down() const {
+  const auto link = sink_->broker_link();
+  return link && !link->connected;
+}
+
+void SinkStage::follow_broker(Clock::time_point now) {
+  const auto link = sink_->broker_link();
+  if (!link || link->since_ms == 0) return;  // the first connect is under way: nothing known yet
+  if (!link->connected) {
+    std::string reason = "broker " + link->broker + " is not connected";
+    if (!link->last_error.empty()) reason += ": " + link->last_error;
+    health_->broker_down(now, reason);
+  } else if (broker_was_down_) {
+    health_->broker_up(now);
+  }
+  broker_was_down_ = !link->connected;
+}
+
 void SinkStage::keep_alive() {
   const auto every = keep_alive_after(options_.sink_ack_wait);
   const auto now = Clock::now();
+  if (!stopping_.load()) follow_broker(now);
   bool due = false;
   {
     MutexLock lock(mu_);

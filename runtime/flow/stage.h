@@ -220,6 +220,8 @@ class SinkStage {
   // paused or resumed by hand through pause()/resume() (any thread).
   const std::shared_ptr<SinkHealth>& health() const { return health_; }
   const std::string& name() const { return sink_name_; }
+  // The sink's broker connection (MQTT, NATS); nullopt for sinks without one. Any thread.
+  std::optional<BrokerLink> broker_link() const { return sink_->broker_link(); }
   bool pause();
   bool resume();
 
@@ -245,6 +247,10 @@ class SinkStage {
   // On the consumer's tick: an in-progress ack for each delivery held longer than a quarter
   // of AckWait since it came or since its last one (docs/adr/0293-in-progress-acks.md).
   void keep_alive();
+  // On the consumer's tick: a broker sink's lost connection opens the circuit at once, its
+  // return makes the probe due (docs/adr/0315-broker-sink-health.md).
+  void follow_broker(std::chrono::steady_clock::time_point now);
+  bool broker_down() const;
   void hold(InFlight* f);  // now in holding_ (until finish())
   // Sends `f`, or keeps it for the circuit (wait()) when the sink is held. With order_by
   // (docs/adr/0310-per-key-order.md) only its key's owner goes; a later event of the key
@@ -267,6 +273,7 @@ class SinkStage {
   std::shared_ptr<SinkHealth> health_;
   std::unique_ptr<PullConsumer> consumer_;  // set by start(), destroyed with the stage
   int window_ = -1;                         // the window last set by set_window_for (consumer's thread)
+  bool broker_was_down_ = false;            // follow_broker's last reading (consumer's thread)
   Mutex mu_;
   // Deliveries held while the circuit is open or paused, oldest (stream order) first.
   std::deque<std::shared_ptr<InFlight>> waiting_ GUARDED_BY(mu_);

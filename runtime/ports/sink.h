@@ -51,6 +51,16 @@ struct DeliveryResult {
   static DeliveryResult dead(std::string r) { return {Kind::kDead, std::move(r), {}}; }
 };
 
+// A broker sink's connection (MQTT, NATS): what /status, the dashboard and /readyz show
+// while it is down (docs/adr/0315-broker-sink-health.md). HTTP sinks have none: a receiver
+// is judged by its answers (the circuit, ADR 0294).
+struct BrokerLink {
+  std::string broker;  // host:port, never credentials
+  bool connected = false;
+  int64_t since_ms = 0;    // wall clock (ms since the epoch) of the last change; 0: the first attempt is under way
+  std::string last_error;  // why it is (or last was) down, in words; "" when none yet
+};
+
 class Sink {
  public:
   virtual ~Sink() = default;
@@ -67,6 +77,8 @@ class Sink {
   // Deliveries the sink holds in its own queue (waiting for a connection or, with `rate:`,
   // for a token; ADR 0296) — a gauge, read from any thread. 0 for sinks without a queue.
   virtual int64_t queued() const { return 0; }
+  // Broker sinks: the connection's state, read from any thread; nullopt for sinks without one.
+  virtual std::optional<BrokerLink> broker_link() const { return std::nullopt; }
   virtual void deliver(Delivery delivery, std::function<void(DeliveryResult)> done) = 0;
 };
 

@@ -155,3 +155,30 @@ TEST_CASE("an open sink is down and a paused one paused, whatever the recent res
   h.resume(t0);
   CHECK(std::string(weir::sink_health_word(h.view(t0))) == "degraded");  // 5 of 25 failed: fewer than half
 }
+
+TEST_CASE("a broker sink's lost connection opens the circuit at once, its return makes the probe due",
+          "[sink-health]") {
+  SinkHealth h("f", "s", CircuitOptions{});
+  CHECK(h.broker_down(t0, "broker 127.0.0.1:1883 is not connected: connection refused by 127.0.0.1:1883"));
+  CHECK(h.state() == SinkState::kOpen);
+  CHECK_FALSE(h.next_probe());  // no probe while it is away: the reconnect is the probe
+  CHECK_FALSE(h.take_probe(t0 + 1h));
+  CHECK(h.view(t0).last_error == "broker 127.0.0.1:1883 is not connected: connection refused by 127.0.0.1:1883");
+  CHECK_FALSE(h.broker_down(t0 + 1s, "still down"));  // already open: no second transition
+  CHECK(h.view(t0).transitions == 1);
+  h.broker_up(t0 + 5s);
+  REQUIRE(h.next_probe());
+  CHECK(*h.next_probe() == t0 + 5s);
+  REQUIRE(h.take_probe(t0 + 5s));
+  CHECK(h.answered(t0 + 5s, true));
+  CHECK(h.state() == SinkState::kClosed);
+}
+
+TEST_CASE("a paused broker sink stays paused when its broker goes and comes back", "[sink-health]") {
+  SinkHealth h("f", "s", CircuitOptions{});
+  REQUIRE(h.pause(t0));
+  CHECK_FALSE(h.broker_down(t0, "down"));
+  h.broker_up(t0 + 1s);
+  CHECK(h.state() == SinkState::kPaused);
+  CHECK_FALSE(h.next_probe());
+}

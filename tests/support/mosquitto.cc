@@ -26,8 +26,16 @@ Mosquitto::Mosquitto(MosquittoOptions options) : options_(options) {
     }
   }
   port_ = weir::testing::free_port();
-  std::string conf = "listener " + std::to_string(port_) + " 127.0.0.1\n" +
-                     "allow_anonymous true\n"
+  std::string auth = "allow_anonymous true\n";
+  if (!options_.user.empty()) {
+    const std::string file = dir_.file("passwd");
+    auto p = weir::testing::Process::spawn({"mosquitto_passwd", "-b", "-c", file, options_.user, options_.password}, {},
+                                           dir_.file("passwd.log"));
+    if (p.wait_exit(10s) != std::optional<int>(0)) throw std::runtime_error("Mosquitto: mosquitto_passwd failed");
+    ::chmod(file.c_str(), 0644);  // readable by the mosquitto user it drops to as root
+    auth = "allow_anonymous false\npassword_file " + file + "\n";
+  }
+  std::string conf = "listener " + std::to_string(port_) + " 127.0.0.1\n" + auth +
                      "set_tcp_nodelay true\n"
                      "max_inflight_messages " +
                      std::to_string(options_.max_inflight) + "\n" +

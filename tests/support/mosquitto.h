@@ -18,6 +18,9 @@ namespace weir::ctest {
 struct MosquittoOptions {
   int max_inflight = 20;  // mosquitto's default: QoS 1 messages sent to a client unacknowledged
   bool persistence = true;
+  // Non-empty: anonymous clients are refused and this one user (mosquitto_passwd) may connect.
+  std::string user;
+  std::string password;
 };
 
 class Mosquitto {

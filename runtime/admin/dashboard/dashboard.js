@@ -298,6 +298,16 @@ function circuitDetail(c) {
   return c.since ? 'delivering since ' + clock(c.since) : 'delivering';
 }
 
+// A broker sink's connection (MQTT, NATS; docs/adr/0315-broker-sink-health.md): while it
+// is down that is what the row says instead of the circuit's detail, with why.
+function brokerDetail(c) {
+  const l = c && c.connection;
+  if (!l || l.connected) return '';
+  return 'broker ' + l.broker + ' disconnected' +
+      (l.since ? ' since ' + clock(l.since) + ' (' + secondsSince(l.since) + ' s)' : '') +
+      (l.last_error ? ': ' + l.last_error : '') + '; events wait';
+}
+
 function setCircuit(tr, c, reason) {
   const button = tr.querySelector('td[data-k="action"] button');
   if (!c) {
@@ -311,7 +321,7 @@ function setCircuit(tr, c, reason) {
   }
   tr.dataset.circuit = c.state;
   setCell(tr, 'circuit', c.state, 'circuit ' + (c.state === 'closed' ? 'closed' : c.state === 'paused' ? 'paused' : 'open'));
-  setCell(tr, 'circuit_detail', circuitDetail(c), 'detail');
+  setCell(tr, 'circuit_detail', brokerDetail(c) || circuitDetail(c), 'detail');
   setCell(tr, 'transitions', num(c.transitions), 'num');
   // The receiver's last retryable failure; else the newest dead letter's reason.
   setCell(tr, 'last_error', c.last_error || reason, 'reason');
