@@ -329,7 +329,8 @@ TEST_CASE("http sink url: a base origin, an expression compiled at load and allo
   REQUIRE(h.url_expr != nullptr);
   CHECK(h.url_expr->text() == "'/orders/' + this.id");
   CHECK(h.url_allow == std::vector<std::string>{"https://erp2.example.com:8443", "http://10.0.0.1/"});
-  const auto& fixed = std::get<HttpSinkSpec>(must_load(sink("\"http://h/x\""))->sinks()[0].kind);
+  const auto fixed_flow = must_load(sink("\"http://h/x\""));
+  const auto& fixed = std::get<HttpSinkSpec>(fixed_flow->sinks()[0].kind);
   CHECK(fixed.url == "http://h/x");
   CHECK(fixed.url_expr == nullptr);
 
