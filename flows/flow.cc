@@ -123,6 +123,9 @@ std::vector<Diagnostic> unset_secret_variables(
 EventExpression::EventExpression(std::string text, std::shared_ptr<const Expression> compiled)
     : text_(std::move(text)), compiled_(std::move(compiled)) {}
 
+// eval_string and eval_key each read the value inside the scope of their EvalContext: the
+// value may point into the request metadata the context parsed (`meta`), so a shared helper
+// returning the pointer would hand out a dangling one.
 bool EventExpression::eval_string(const Json& event, std::string* out, std::string* error,
                                   std::string_view meta) const {
   EvalContext ctx;
