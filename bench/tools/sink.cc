@@ -137,6 +137,10 @@ struct Mode {
   // Neither counts as delivered: the sender saw no 2xx.
   int fail_percent = 0;
   int reset_percent = 0;
+  // > 0: fail_percent refuses one event (its body's `id`) at most this many times; after
+  // that its deliveries are accepted. A receiver that fails at random but not forever, so
+  // a test's wait for everything has a bound (tests/integration/sink_failures_test.cc).
+  int fail_at_most = 0;
   // Deliveries whose `t` is earlier than this (µs since the epoch) were sent during the
   // load's warm-up: delivered and counted as any other, in the timeline, but not in the
   // run's latency percentiles (`e2e_ms`), as the load generator leaves them out of its own.
@@ -150,6 +154,7 @@ struct Mode {
             {"delay_ms", delay_ms},
             {"retry_after", retry_after},
             {"fail_percent", fail_percent},
+            {"fail_at_most", fail_at_most},
             {"reset_percent", reset_percent},
             {"e2e_from_us", e2e_from_us}};
   }
@@ -213,7 +218,7 @@ class SinkState {
     } else if (mode_.reset_percent > 0 && percent_(rng_) < mode_.reset_percent) {
       a.reset = true;
       ++resets_;
-    } else if (mode_.fail_percent > 0 && percent_(rng_) < mode_.fail_percent) {
+    } else if (mode_.fail_percent > 0 && percent_(rng_) < mode_.fail_percent && may_refuse(parsed, fields.id)) {
       a.status = mode_.fail_status;
       ++random_failures_;
     }
@@ -317,6 +322,7 @@ class SinkState {
     rejected_by_path_.clear();
     ids_.clear();
     id_order_.clear();
+    refusals_.clear();
     e2e_.reset();
     timeline_.clear();
     recorded_.clear();
@@ -344,6 +350,9 @@ class SinkState {
       } else if (k == "delay_ms") {
         if (n < 0 || n > 600000) return "field 'delay_ms' must be 0..600000";
         m.delay_ms = static_cast<int>(n);
+      } else if (k == "fail_at_most") {
+        if (n < 0 || n > 1000000) return "field 'fail_at_most' must be 0..1000000";
+        m.fail_at_most = static_cast<int>(n);
       } else if (k == "fail_percent" || k == "reset_percent") {
         if (n < 0 || n > 100) return "field '" + k + "' must be 0..100";
         (k == "fail_percent" ? m.fail_percent : m.reset_percent) = static_cast<int>(n);
@@ -356,7 +365,7 @@ class SinkState {
       } else {
         return "unknown field '" + k +
                "' (known: status, fail_first, fail_status, delay_ms, retry_after, fail_percent, "
-               "reset_percent, e2e_from_us)";
+               "fail_at_most, reset_percent, e2e_from_us)";
       }
     }
     std::lock_guard lock(mu_);
@@ -420,6 +429,16 @@ class SinkState {
     ++it->second;
   }
 
+  // Under fail_at_most: whether this delivery may still be refused (and counts it when so).
+  // A body without an id is not limited. Called under mu_.
+  bool may_refuse(bool parsed, const std::optional<std::string>& id) {
+    if (mode_.fail_at_most <= 0 || !parsed || !id) return true;
+    int& n = refusals_[*id];
+    if (n >= mode_.fail_at_most) return false;
+    ++n;
+    return true;
+  }
+
   struct Recorded {
     Request req;
     int status;
@@ -439,6 +458,7 @@ class SinkState {
   // id_order_ stay valid until reset().
   std::unordered_map<std::string, uint64_t> ids_;
   std::vector<const std::string*> id_order_;
+  std::unordered_map<std::string, int> refusals_;  // id -> random refusals (Mode::fail_at_most)
   LogLinearHistogram e2e_;
   std::deque<TimelineBucket> timeline_;
   std::deque<Recorded> recorded_;
@@ -666,6 +686,9 @@ int run(int argc, char** argv) {
   app.add_option("--delay-ms", mode.delay_ms, "delay every delivery answer by N ms")->check(CLI::Range(0, 600000));
   app.add_option("--fail-percent", mode.fail_percent, "answer --fail-status to N% of deliveries, at random")
       ->check(CLI::Range(0, 100));
+  app.add_option("--fail-at-most", mode.fail_at_most,
+                 "with --fail-percent: refuse one event (body id) at most N times, then accept it (0: no bound)")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--reset-percent", mode.reset_percent,
                  "reset the connection half-way through the answer for N% of deliveries, at random")
       ->check(CLI::Range(0, 100));

@@ -21,7 +21,11 @@ int64_t ms_since(std::chrono::steady_clock::time_point t) {
 // stays closed (ADR 0294) and each failed event is retried on its schedule (ADR 0295).
 TEST_CASE("a sink answering 503 to 40 % of requests still gets everything, same keys", "[integration][sink]") {
   NatsServer nats;
-  SinkProcess sink({"--fail-percent", "40", "--fail-status", "503", "--record", "5000"});
+  // At most 3 refusals per event: its retries then take at most 0.2 + 0.4 + 0.8 s, and a
+  // circuit opened by 5 refusals in a row closes within three probes (1 + 2 + 4 s), so the
+  // wait below has a bound. Unbounded, 40 % refuses one of 200 events 8 times in a row in
+  // about one run of eight, and its 9th attempt is due 51 s after its first.
+  SinkProcess sink({"--fail-percent", "40", "--fail-at-most", "3", "--fail-status", "503", "--record", "5000"});
   WeirProcess weir(
       {.nats_url = nats.url(),
        .flows = {{"orders.yaml", http_flow("orders", "/in/orders", sink.url("/out"),
