@@ -3,8 +3,9 @@
 
 Per count N: a throwaway nats-server and weir-sink, weir with N copies of bench_orders
 (`bench_orders_<k>`, path /in/orders_<k>, the same table and steps), RSS idle once ready,
-then N weir-loadgen processes at once (one per flow, run ids f<k> so ids never collide) for
---seconds; drain; aggregate ingest and delivered rate, exact loss (union of the acked ids
+then the load for --seconds: one weir-loadgen whose connections take the N flows' paths in
+turn (--loadgens one, the default: the same client at every count), or N at once, one per
+flow (--loadgens per-flow; run ids f<k> so ids never collide); drain; aggregate ingest and delivered rate, exact loss (union of the acked ids
 minus the sink's ids), RSS peak, and RSS per flow (total / N, and the marginal
 (RSS(N) - RSS(1)) / (N - 1)); CPU per delivered event of weir and of nats-server, and the
 machine's idle share during the load, so a stall (everyone waiting, the CPUs idle) shows in
@@ -22,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -64,14 +66,24 @@ def run_count(a, n):
         cpu0 = harness.cpu_seconds(b.weir.pid)
         nats0 = harness.cpu_seconds(b.nats.pid)
         idle0 = machine_ticks()
-        log(f"{n} flows: {n} loadgens, {sum(conns)} connections ({a.connections}) for {a.seconds}s")
+        varz0 = nats_varz(b)
+        kids0 = children_cpu()
+        gens = 1 if a.loadgens == "one" else n
+        log(f"{n} flows: {gens} loadgens, {sum(conns)} connections ({a.connections}) for {a.seconds}s")
         procs, files = [], []
-        for k in range(1, n + 1):
-            ids = os.path.join(b.tmp, f"acked{k}.ids")
+        urls = [f"http://127.0.0.1:{b.http_port}/in/orders_{k}" for k in range(1, n + 1)]
+        for g in range(1, gens + 1):
+            ids = os.path.join(b.tmp, f"acked{g}.ids")
             out = tempfile.TemporaryFile(mode="w+", dir=b.tmp)
-            argv = [b.tool("weir-loadgen"), "--url", f"http://127.0.0.1:{b.http_port}/in/orders_{k}",
-                    "--duration", f"{a.seconds}s", "--warmup", a.warmup, "--concurrency", str(conns[k - 1]),
-                    "--acked-ids", ids, "--run-id", f"f{k}", "--seed", str(k), "--quiet"]
+            # One process: connection k posts to flow (k mod n), which gives each flow the
+            # connections connections() planned for it.
+            mine = urls if gens == 1 else [urls[g - 1]]
+            argv = [b.tool("weir-loadgen")]
+            for u in mine:
+                argv += ["--url", u]
+            argv += ["--duration", f"{a.seconds}s", "--warmup", a.warmup,
+                     "--concurrency", str(sum(conns) if gens == 1 else conns[g - 1]),
+                     "--acked-ids", ids, "--run-id", f"f{g}", "--seed", str(g), "--quiet"]
             procs.append(b.procs.start(argv, stdout=out))
             files.append((ids, out))
         deadline = time.monotonic() + a.seconds + 180
@@ -93,10 +105,12 @@ def run_count(a, n):
                 acked.update(l.strip() for l in open(ids) if l.strip())
         load_end = time.monotonic()
         idle1 = machine_ticks()
+        kids1 = children_cpu()
         drained = wait_for(lambda: b.sink_stats()["unique"] >= len(acked), a.drain, poll=0.1)
         drain_s = time.monotonic() - load_end
         cpu1 = harness.cpu_seconds(b.weir.pid)
         nats1 = harness.cpu_seconds(b.nats.pid)
+        varz1 = nats_varz(b)
         stats = b.sink_stats()
         got = set(json.loads(http_get(b.sink_port, "/ids", 30)[1]))
         timeline = json.loads(http_get(b.sink_port, "/timeline", 10)[1])
@@ -110,7 +124,7 @@ def run_count(a, n):
             for k, v in (r.get("errors") or {}).items():
                 errors[k] = errors.get(k, 0) + v
         res = {
-            "flows": n, "connections_mode": a.connections, "connections": sum(conns),
+            "flows": n, "connections_mode": a.connections, "connections": sum(conns), "loadgens": gens,
             "connections_per_flow": [min(conns), max(conns)], "loadgens_reported": len(ok_reports),
             "ready_s": round(ready_s, 2),
             "sent": sum(r["total"]["sent"] for r in ok_reports), "acked": len(acked),
@@ -123,6 +137,9 @@ def run_count(a, n):
                        "idle_per_flow": round(rss_idle / n, 2), "peak_per_flow": round(rss_peak / n, 2)},
             "weir_cpu_us_per_event": round((cpu1 - cpu0) * 1e6 / max(stats["unique"], 1), 1),
             "nats_cpu_us_per_event": round((nats1 - nats0) * 1e6 / max(stats["unique"], 1), 1),
+            "loadgen_cpu_us_per_event": round((kids1 - kids0) * 1e6 / max(stats["unique"], 1), 1),
+            "nats_msgs_per_event": {k: round((varz1[k] - varz0[k]) / max(stats["unique"], 1), 2)
+                                    for k in ("in_msgs", "out_msgs")} if varz0 and varz1 else None,
             "machine_idle_share": idle_share(idle0, idle1),
             "threads": threads,
         }
@@ -155,6 +172,22 @@ def idle_share(t0, t1):
     return round((t1[0] - t0[0]) / total, 3) if total > 0 else None
 
 
+def nats_varz(b):
+    """nats-server's message counters (its monitoring /varz), None when it does not answer."""
+    try:
+        status, body = http_get(b.nats_mon, "/varz", 5)
+        v = json.loads(body) if status == 200 else None
+        return {k: v[k] for k in ("in_msgs", "out_msgs")} if v else None
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def children_cpu():
+    """CPU seconds of this script's reaped children (the load generators, once waited for)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def thread_count(pid):
     try:
         return len(os.listdir(f"/proc/{pid}/task"))
@@ -170,18 +203,22 @@ def main():
     p.add_argument("--concurrency", type=int, default=32, help="connections in total (C), over the flows")
     p.add_argument("--connections", choices=("spread", "constant"), default="spread",
                    help="spread: C/N per flow, at least 1; constant: exactly C in total at every count")
+    p.add_argument("--loadgens", choices=("one", "per-flow"), default="one",
+                   help="one: a single weir-loadgen drives every flow (the same client at every count); "
+                        "per-flow: one process per flow")
     p.add_argument("--warmup", default="2s")
     p.add_argument("--drain", type=float, default=60)
     a = p.parse_args()
     counts = [int(x) for x in a.counts.split(",") if x.strip()]
     result = {"scenario": "multi-flow", "machine": harness.machine(), "nproc": os.cpu_count(),
               "nats_gomaxprocs": harness.nats_env()[1],
-              "seconds": a.seconds, "concurrency": a.concurrency, "connections_mode": a.connections, "loadavg_before": os.getloadavg()[0], "runs": []}
+              "seconds": a.seconds, "concurrency": a.concurrency, "connections_mode": a.connections, "loadgens_mode": a.loadgens, "loadavg_before": os.getloadavg()[0], "runs": []}
     for n in counts:
         r = run_count(a, n)
         log(f"{n} flows: ingest {r['ingest_per_s']}/s delivered {r['delivered_per_s']}/s lost {r['lost']} "
             f"rss idle {r['rss_mb']['idle']} MB peak {r['rss_mb']['peak']} MB; CPU per event weir "
-            f"{r['weir_cpu_us_per_event']} us, nats-server {r['nats_cpu_us_per_event']} us; "
+            f"{r['weir_cpu_us_per_event']} us, nats-server {r['nats_cpu_us_per_event']} us, "
+            f"load generators {r['loadgen_cpu_us_per_event']} us; NATS messages per event {r['nats_msgs_per_event']}; "
             f"machine idle {r['machine_idle_share']}")
         result["runs"].append(r)
     one = next((r for r in result["runs"] if r["flows"] == 1), None)

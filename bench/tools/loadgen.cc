@@ -176,7 +176,7 @@ class OrderFactory {
 };
 
 struct Options {
-  std::string url;
+  std::vector<std::string> urls;  // one or more, same HOST:PORT; connection k posts to urls[k % n]
   double duration_s = 10;
   bool duration_set = false;
   int concurrency = 32;
@@ -224,24 +224,21 @@ constexpr auto kIdleReopen = std::chrono::seconds(4);
 
 class Run {
  public:
-  Run(asio::io_context& ioc, Options opts, Url url, tcp::resolver::results_type endpoints)
-      : ioc_(ioc),
-        opts_(std::move(opts)),
-        url_(std::move(url)),
-        endpoints_(std::move(endpoints)),
-        factory_(opts_.seed),
-        progress_timer_(ioc) {
-    request_head_ = "POST " + url_.target + " HTTP/1.1\r\nHost: " + url_.host +
-                    (url_.port == "80" ? "" : ":" + url_.port) + "\r\n";
-    bool has_content_type = false, has_user_agent = false;
-    for (const auto& [k, v] : opts_.headers) {
-      has_content_type |= beast::iequals(k, "content-type");
-      has_user_agent |= beast::iequals(k, "user-agent");
-      request_head_ += k + ": " + v + "\r\n";
+  Run(asio::io_context& ioc, Options opts, const std::vector<Url>& urls, tcp::resolver::results_type endpoints)
+      : ioc_(ioc), opts_(std::move(opts)), endpoints_(std::move(endpoints)), factory_(opts_.seed), progress_timer_(ioc) {
+    for (const Url& url : urls) {
+      std::string head = "POST " + url.target + " HTTP/1.1\r\nHost: " + url.host +
+                         (url.port == "80" ? "" : ":" + url.port) + "\r\n";
+      bool has_content_type = false, has_user_agent = false;
+      for (const auto& [k, v] : opts_.headers) {
+        has_content_type |= beast::iequals(k, "content-type");
+        has_user_agent |= beast::iequals(k, "user-agent");
+        head += k + ": " + v + "\r\n";
+      }
+      if (!has_content_type) head += "Content-Type: application/json\r\n";
+      if (!has_user_agent) head += "User-Agent: weir-loadgen\r\n";
+      request_heads_.push_back(head + "Content-Length: ");
     }
-    if (!has_content_type) request_head_ += "Content-Type: application/json\r\n";
-    if (!has_user_agent) request_head_ += "User-Agent: weir-loadgen\r\n";
-    request_head_ += "Content-Length: ";
   }
 
   bool open_loop() const { return opts_.rate > 0; }
@@ -286,7 +283,8 @@ class Run {
     for (const auto& [k, v] : warmup_.errors) warm_errors[k] = v;
     return {
         {"mode", open_loop() ? "open" : "closed"},
-        {"url", opts_.url},
+        {"url", opts_.urls.front()},
+        {"urls", opts_.urls.size()},
         {"concurrency", opts_.concurrency},
         {"rate", open_loop() ? json(opts_.rate) : json(nullptr)},
         {"seconds", std::round(seconds * 1000) / 1000},
@@ -319,8 +317,9 @@ class Run {
   }
 
   void spawn_worker() {
+    const std::string& head = request_heads_[spawned_++ % request_heads_.size()];
     ++workers_;
-    asio::co_spawn(ioc_, worker(), asio::detached);
+    asio::co_spawn(ioc_, worker(head), asio::detached);
   }
 
   void worker_done() {
@@ -365,7 +364,8 @@ class Run {
     }
   }
 
-  asio::awaitable<void> worker() {
+  // `head`: its URL's request line and headers (request_heads_, which outlive the run).
+  asio::awaitable<void> worker(const std::string& head) {
     Connection conn(ioc_.get_executor());
     asio::steady_timer idle_timer(ioc_);
     std::string body;
@@ -391,7 +391,7 @@ class Run {
         if (!may_issue(next_n_)) break;
         ev = Event{next_n_++, Clock::now()};
       }
-      co_await send(conn, ev, body);
+      co_await send(conn, head, ev, body);
     }
     beast::error_code ec;
     conn.stream.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -424,7 +424,7 @@ class Run {
     co_return true;
   }
 
-  asio::awaitable<void> send(Connection& conn, const Event& ev, std::string& body) {
+  asio::awaitable<void> send(Connection& conn, const std::string& head, const Event& ev, std::string& body) {
     const bool measured = ev.intended >= warmup_end_;
     Counters& c = measured ? measured_ : warmup_;
     ++c.sent;
@@ -445,7 +445,7 @@ class Run {
 
     // The request is formatted by hand into one buffer: Beast's serializer cost more CPU
     // than everything else in the generator, and the request shape never changes.
-    conn.request.assign(request_head_);
+    conn.request.assign(head);
     conn.request.append(std::to_string(body.size())).append("\r\n\r\n").append(body);
 
     beast::error_code ec;
@@ -510,12 +510,12 @@ class Run {
 
   asio::io_context& ioc_;
   Options opts_;
-  Url url_;
   tcp::resolver::results_type endpoints_;
   OrderFactory factory_;
   asio::steady_timer progress_timer_;
   std::unique_ptr<std::ofstream> acked_file_;
-  std::string request_head_;  // request line and headers up to "Content-Length: "
+  std::vector<std::string> request_heads_;  // per URL: request line and headers up to "Content-Length: "
+  size_t spawned_ = 0;                      // workers spawned so far: the next one's URL
 
   Clock::time_point start_, warmup_end_, end_, last_progress_;
   Clock::time_point finish_{};
@@ -552,7 +552,10 @@ int run(int argc, char** argv) {
   Options opts;
   std::string duration, warmup = "0s", timeout = "5s";
   std::vector<std::string> headers;
-  app.add_option("--url", opts.url, "http://HOST:PORT/path to POST to")->required();
+  app.add_option("--url", opts.urls,
+                 "http://HOST:PORT/path to POST to; repeated: the connections take the URLs in turn "
+                 "(one HOST:PORT for all)")
+      ->required();
   app.add_option("--duration", duration, "measured duration after warm-up (10s, 500ms, 2m)");
   app.add_option("--concurrency", opts.concurrency, "connections (max connections in open loop)")
       ->check(CLI::Range(1, 10000));
@@ -601,8 +604,15 @@ int run(int argc, char** argv) {
       return usage("--header: '" + name + "' is set by weir-loadgen itself");
     opts.headers.emplace_back(name, value);
   }
-  auto url = parse_url(opts.url);
-  if (!url) return usage("--url: expected http://HOST[:PORT]/path, got '" + opts.url + "'");
+  std::vector<Url> urls;
+  for (const std::string& u : opts.urls) {
+    auto url = parse_url(u);
+    if (!url) return usage("--url: expected http://HOST[:PORT]/path, got '" + u + "'");
+    if (!urls.empty() && (url->host != urls.front().host || url->port != urls.front().port))
+      return usage("--url: every URL must have the first one's HOST:PORT, got '" + u + "'");
+    urls.push_back(*url);
+  }
+  const Url* url = &urls.front();
   if (opts.run_id.empty()) opts.run_id = default_run_id();
 
   asio::io_context ioc(1);
@@ -613,7 +623,7 @@ int run(int argc, char** argv) {
     std::cerr << "weir-loadgen: cannot resolve " << url->host << ": " << ec.message() << "\n";
     return 1;
   }
-  Run run(ioc, opts, *url, endpoints);
+  Run run(ioc, opts, urls, endpoints);
   run.start();
   ioc.run();
   if (!run.close_acked_file()) {
