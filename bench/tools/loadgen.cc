@@ -225,7 +225,11 @@ constexpr auto kIdleReopen = std::chrono::seconds(4);
 class Run {
  public:
   Run(asio::io_context& ioc, Options opts, const std::vector<Url>& urls, tcp::resolver::results_type endpoints)
-      : ioc_(ioc), opts_(std::move(opts)), endpoints_(std::move(endpoints)), factory_(opts_.seed), progress_timer_(ioc) {
+      : ioc_(ioc),
+        opts_(std::move(opts)),
+        endpoints_(std::move(endpoints)),
+        factory_(opts_.seed),
+        progress_timer_(ioc) {
     for (const Url& url : urls) {
       std::string head = "POST " + url.target + " HTTP/1.1\r\nHost: " + url.host +
                          (url.port == "80" ? "" : ":" + url.port) + "\r\n";
