@@ -106,6 +106,26 @@ expect "open loop mode" "$(jq -r .mode "$TMP/lg2.json")" open
 expect "open loop acked" "$(jq .acked "$TMP/lg2.json")" 2000
 expect "open loop sink unique" "$(curl -sf "$S/stats" | jq .unique)" 2000
 
+# 3b. Several URLs: the connections take them in turn (4 connections, 2 paths: 2 each).
+curl -sf -X POST "$S/reset" >/dev/null
+"$LOADGEN" --url "$S/in/a" --url "$S/in/b" --max-requests 400 --concurrency 4 --quiet >"$TMP/lg3.json"
+expect "two urls acked" "$(jq .total.acked "$TMP/lg3.json")" 400
+BY=$(curl -sf "$S/stats" | jq -c '.by_path | keys')
+expect "two urls: both paths" "$BY" '["/in/a","/in/b"]'
+expect "two urls: other port refused" "$("$LOADGEN" --url "$S/in/a" --url "http://127.0.0.1:1/in/b" \
+  --max-requests 1 --quiet >/dev/null 2>&1; echo $?)" 2
+
+# 3c. fail_percent with fail_at_most: each id refused at most that many times.
+curl -sf -X POST "$S/reset" >/dev/null
+curl -sf -X POST "$S/control" -d '{"fail_percent":100,"fail_at_most":2,"fail_status":503}' >/dev/null
+CODES=""
+for _ in 1 2 3 4; do
+  CODES+="$(curl -s -o /dev/null -w '%{http_code}' -X POST "$S/in/f" -d '{"id":"once"}') "
+done
+expect "fail_at_most answers" "$CODES" "503 503 204 204 "
+expect "fail_at_most random_failures" "$(curl -sf "$S/stats" | jq .random_failures)" 2
+curl -sf -X POST "$S/control" -d '{"fail_percent":0,"fail_at_most":0}' >/dev/null
+
 # 4. weir-jsbench against a throwaway nats-server (skipped without nats-server).
 if command -v nats-server >/dev/null; then
   mkdir -p "$TMP/nats"
