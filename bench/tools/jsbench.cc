@@ -25,6 +25,11 @@
 //                                                  nats-server's CPU while it runs: the
 //                                                  server's cost per event at that rate for any
 //                                                  client (the paced reference of docs/bench.md).
+//     --flows N [--layout streams|shared-stream|shared-consumers]
+//                                                  the same legs for N flows in weir's layout
+//                                                  (a stream per flow), in one stream, or in
+//                                                  one stream with two consumers in all
+//                                                  (run_pipeline_flows).
 //
 // Each run creates throwaway streams (JSBENCH_<pid>_<time>_A/B) on --nats and deletes them at
 // the end, also when the run fails. One JSON object on stdout; exit 0 on success, 1 when a
@@ -120,8 +125,10 @@ struct Config {
   bool msg_id = false;
   bool one_stream = false;  // hop
   int64_t max_ack_pending = 20000;
-  double rate = 1000;  // pipeline
-  double seconds = 5;  // pipeline
+  double rate = 1000;              // pipeline
+  double seconds = 5;              // pipeline
+  int flows = 0;                   // pipeline: 0 = streams A and B; N = N flows in weir's layout
+  std::string layout = "streams";  // pipeline --flows: streams | shared-stream | shared-consumers
 };
 
 ConnPtr connect(const Config& cfg, bool send_asap, const char* name) {
@@ -465,7 +472,7 @@ json run_hop(const Config& cfg, const std::string& tag) {
 // subscription thread). A push consumer, so no pull request is ever sent.
 struct PipelineHop {
   jsCtx* js = nullptr;
-  std::string subject;
+  std::string subject;  // "": the message's own subject with `.in` replaced by `.out` (--flows)
   std::atomic<int64_t> seen{0};
   std::atomic<int64_t> failed{0};
   static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
@@ -476,8 +483,12 @@ struct PipelineHop {
     natsMsgHeader_Get(msg, "Nats-Msg-Id", &in_id);
     const std::string out_id = std::string("h-") + (in_id != nullptr ? in_id : "");
     po.MsgId = out_id.c_str();
-    if (js_PublishAsync(self->js, self->subject.c_str(), natsMsg_GetData(msg), natsMsg_GetDataLength(msg), &po) !=
-            NATS_OK ||
+    std::string to = self->subject;
+    if (to.empty()) {
+      to = natsMsg_GetSubject(msg);
+      to.replace(to.size() - 2, 2, "out");  // `<flow>.in` -> `<flow>.out`
+    }
+    if (js_PublishAsync(self->js, to.c_str(), natsMsg_GetData(msg), natsMsg_GetDataLength(msg), &po) != NATS_OK ||
         natsMsg_Ack(msg, nullptr) != NATS_OK) {
       self->failed.fetch_add(1, std::memory_order_relaxed);
     }
@@ -498,7 +509,9 @@ struct PipelineSink {
   }
 };
 
-SubPtr push_subscribe(jsCtx* js, const ThrowawayStream& stream, const Config& cfg, natsMsgHandler cb, void* closure) {
+// `filter`: the subject the consumer takes; "" for the stream's first subject.
+SubPtr push_subscribe(jsCtx* js, const ThrowawayStream& stream, const Config& cfg, natsMsgHandler cb, void* closure,
+                      const std::string& filter = "") {
   jsSubOptions so;
   need(jsSubOptions_Init(&so), "jsSubOptions_Init");
   so.Stream = stream.name().c_str();
@@ -508,11 +521,15 @@ SubPtr push_subscribe(jsCtx* js, const ThrowawayStream& stream, const Config& cf
   so.Config.AckWait = 30LL * 1000 * 1000 * 1000;  // ns
   natsSubscription* sub = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
-  need(js_Subscribe(&sub, js, stream.subject().c_str(), cb, closure, nullptr, &so, &jerr), "js_Subscribe", jerr);
+  const std::string& subject = filter.empty() ? stream.subject() : filter;
+  need(js_Subscribe(&sub, js, subject.c_str(), cb, closure, nullptr, &so, &jerr), "js_Subscribe", jerr);
   return SubPtr(sub);
 }
 
+json run_pipeline_flows(const Config& cfg, const std::string& tag);
+
 json run_pipeline(const Config& cfg, const std::string& tag) {
+  if (cfg.flows > 0) return run_pipeline_flows(cfg, tag);
   ConnPtr ingress = connect(cfg, true, "jsbench-ingress");
   ConnPtr flow = connect(cfg, true, "jsbench-flow");
   ConnPtr sink = connect(cfg, true, "jsbench-sink");
@@ -564,6 +581,92 @@ json run_pipeline(const Config& cfg, const std::string& tag) {
   return out;
 }
 
+// `pipeline --flows N`: the same three legs for N flows in weir's layout, events spread
+// over the flows in turn. --layout streams: a stream per flow with its `.in` and `.out`
+// subjects and two consumers per flow (what weir runs, docs/architecture.md);
+// shared-stream: one stream for all flows, the same two consumers per flow;
+// shared-consumers: one stream and two consumers for all flows. What each layout costs
+// nats-server per event, for the same work (docs/adr/0318-many-flows-cost.md).
+json run_pipeline_flows(const Config& cfg, const std::string& tag) {
+  ConnPtr ingress = connect(cfg, true, "jsbench-ingress");
+  ConnPtr flow = connect(cfg, true, "jsbench-flow");
+  ConnPtr sink = connect(cfg, true, "jsbench-sink");
+  AckCounter pub_acks, hop_acks;
+  JsPtr js = jetstream(ingress.get(), cfg, &pub_acks);
+  JsPtr js_flow = jetstream(flow.get(), cfg, &hop_acks);
+  JsPtr js_sink = jetstream(sink.get(), cfg, nullptr);
+  const std::string base = "jsbench." + tag + ".";
+  auto in_of = [&](int k) { return base + "f" + std::to_string(k) + ".in"; };
+  auto out_of = [&](int k) { return base + "f" + std::to_string(k) + ".out"; };
+  std::vector<std::unique_ptr<ThrowawayStream>> streams;
+  if (cfg.layout == "streams") {
+    for (int k = 1; k <= cfg.flows; ++k)
+      streams.push_back(std::make_unique<ThrowawayStream>(js.get(), "JSBENCH_" + tag + "_F" + std::to_string(k),
+                                                          in_of(k), cfg, out_of(k)));
+  } else {
+    streams.push_back(
+        std::make_unique<ThrowawayStream>(js.get(), "JSBENCH_" + tag + "_S", base + "*.in", cfg, base + "*.out"));
+  }
+  PipelineHop hop;
+  hop.js = js_flow.get();
+  PipelineSink end;
+  std::vector<SubPtr> subs;
+  if (cfg.layout == "shared-consumers") {
+    subs.push_back(push_subscribe(js_flow.get(), *streams[0], cfg, &PipelineHop::on_msg, &hop, base + "*.in"));
+    subs.push_back(push_subscribe(js_sink.get(), *streams[0], cfg, &PipelineSink::on_msg, &end, base + "*.out"));
+  } else {
+    for (int k = 1; k <= cfg.flows; ++k) {
+      const ThrowawayStream& st = *streams[cfg.layout == "streams" ? k - 1 : 0];
+      subs.push_back(push_subscribe(js_flow.get(), st, cfg, &PipelineHop::on_msg, &hop, in_of(k)));
+      subs.push_back(push_subscribe(js_sink.get(), st, cfg, &PipelineSink::on_msg, &end, out_of(k)));
+    }
+  }
+  std::vector<std::string> subjects;
+  for (int k = 1; k <= cfg.flows; ++k) subjects.push_back(in_of(k));
+  // Marks on stderr around the load, so a caller can sample the server's CPU without the
+  // set-up and tear-down of N streams (bench/layouts.py).
+  std::cerr << "weir-jsbench: load starts" << std::endl;
+
+  const std::string payload = make_payload(cfg.size);
+  const auto n = static_cast<int64_t>(std::llround(cfg.rate * cfg.seconds));
+  const auto interval = std::chrono::duration<double>(1.0 / cfg.rate);
+  jsPubOptions po;
+  need(jsPubOptions_Init(&po), "jsPubOptions_Init");
+  std::string id;
+  const Clock::time_point t0 = Clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(interval * static_cast<double>(i)));
+    id = "p-" + std::to_string(i);
+    po.MsgId = id.c_str();
+    need(js_PublishAsync(js.get(), subjects[static_cast<size_t>(i % cfg.flows)].c_str(), payload.data(),
+                         static_cast<int>(payload.size()), &po),
+         "js_PublishAsync");
+  }
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
+  while (end.seen.load() < n && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  need(natsConnection_Flush(sink.get()), "flush acks");
+  need(natsConnection_Flush(flow.get()), "flush acks");
+  const double secs = seconds_since(t0);
+  std::cerr << "weir-jsbench: load ends" << std::endl;
+  subs.clear();  // before the streams go
+
+  json out = base_result(cfg);
+  out["flows"] = cfg.flows;
+  out["layout"] = cfg.layout;
+  out["streams"] = streams.size();
+  out["consumers"] = cfg.layout == "shared-consumers" ? 2 : 2 * cfg.flows;
+  out["count"] = n;
+  out["offered_rate"] = cfg.rate;
+  out["seconds"] = secs;
+  out["received"] = end.seen.load();
+  out["rate"] = std::round(static_cast<double>(end.seen.load()) / secs);
+  out["ok"] = end.seen.load() == n && hop.failed.load() == 0 && end.failed.load() == 0;
+  check_acks(pub_acks, n, out);
+  out["hop_pub_acked"] = hop_acks.ok.load();
+  if (hop_acks.ok.load() != n || hop_acks.failed.load() != 0) out["ok"] = false;
+  return out;
+}
+
 void add_common(CLI::App* sub, Config& cfg) {
   sub->add_option("--nats", cfg.nats_url, "NATS URL");
   sub->add_option("--count", cfg.count, "messages")->check(CLI::Range(int64_t{1}, int64_t{100000000}));
@@ -596,6 +699,10 @@ int run(int argc, char** argv) {
   hop->add_flag("--one-stream", cfg.one_stream, "B is a second subject of A's stream (weir's layout)");
   pipeline->add_option("--rate", cfg.rate, "events per second")->check(CLI::Range(1.0, 1000000.0));
   pipeline->add_option("--seconds", cfg.seconds, "how long to publish")->check(CLI::Range(0.1, 3600.0));
+  pipeline->add_option("--flows", cfg.flows, "N flows in weir's layout, events spread over them (0: streams A, B)")
+      ->check(CLI::Range(0, 10000));
+  pipeline->add_option("--layout", cfg.layout, "with --flows: streams | shared-stream | shared-consumers")
+      ->check(CLI::IsMember({"streams", "shared-stream", "shared-consumers"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

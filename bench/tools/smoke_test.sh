@@ -144,6 +144,11 @@ if command -v nats-server >/dev/null; then
   "$JSBENCH" pipeline --nats "$NATS" --rate 500 --seconds 1 >"$TMP/js.json" || fail "jsbench pipeline: $(cat "$TMP/js.json")"
   expect "jsbench pipeline ok" "$(jq .ok "$TMP/js.json")" true
   expect "jsbench pipeline received" "$(jq .received "$TMP/js.json")" 500
+  for layout in streams shared-stream shared-consumers; do
+    "$JSBENCH" pipeline --nats "$NATS" --flows 3 --layout $layout --rate 300 --seconds 1 >"$TMP/js.json" 2>/dev/null ||
+      fail "jsbench pipeline --flows 3 --layout $layout: $(cat "$TMP/js.json")"
+    expect "jsbench pipeline --flows 3 --layout $layout received" "$(jq .received "$TMP/js.json")" 300
+  done
 else
   fail "nats-server is not installed (scripts/setup.sh installs it): weir-jsbench was not checked"
 fi
