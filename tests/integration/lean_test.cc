@@ -98,11 +98,21 @@ TEST_CASE("fifty flows run on at most sixteen threads", "[integration][lean]") {
   weir.start();
   const pid_t pid = weir.process().pid();
   INFO(weir.describe());
+  std::set<std::string> acked;
   for (int i = 0; i < kFlows; ++i) {
     const std::string name = "many" + std::to_string(i);
     REQUIRE(weir.post("/in/" + name, R"({"id":")" + name + R"("})", {"Content-Type: application/json"}).status == 202);
+    acked.insert(name);
   }
-  REQUIRE(wait_until([&] { return sink.stat("unique") >= kFlows; }, 60s, 20ms));
+  std::vector<std::string> lost;
+  const bool all = wait_until(
+      [&] {
+        lost = missing(acked, sink.ids());
+        return lost.empty();
+      },
+      60s, 20ms);
+  INFO("first of the " << lost.size() << " lost: " << (lost.empty() ? "" : lost.front()));
+  REQUIRE(all);  // every flow delivered its event: lost 0
   const auto names = weir::testing::thread_names(pid);
   int total = 0;
   std::string listing;
