@@ -4,6 +4,7 @@
 // dead-lettered at once with a reason that names its origin only, and that host is never
 // called.
 #include <catch2/catch.hpp>
+#include <map>
 #include <set>
 
 #include "tests/integration/paced_load.h"
@@ -39,6 +40,7 @@ TEST_CASE("per-event url: each event reaches its path, an allowed origin, never 
       {{"customer", "c1"}, {"n", 3}},
       {{"callback", partner.url("/hooks/42?sig=x")}},
       {{"callback", stranger.url("/steal?token=abc")}},
+      {{"callback", "/" + std::string(9000, 'a')}},  // beyond the 8192 bytes a URL may have
   };
   std::vector<std::string> ids;
   for (const json& e : events) {
@@ -47,7 +49,7 @@ TEST_CASE("per-event url: each event reaches its path, an allowed origin, never 
     ids.push_back(id_from_reply(r));
   }
   REQUIRE(wait_until([&] { return erp.stat("received") >= 3 && partner.stat("received") >= 1; }, 20s, 50ms));
-  REQUIRE(wait_until([&] { return dead_letters(weir) >= 1; }, 20s, 50ms));
+  REQUIRE(wait_until([&] { return dead_letters(weir) >= 2; }, 20s, 50ms));
 
   std::multiset<std::string> erp_targets;
   for (const json& r : erp.requests(100)) erp_targets.insert(r.value("target", ""));
@@ -62,10 +64,16 @@ TEST_CASE("per-event url: each event reaches its path, an allowed origin, never 
   REQUIRE(dlq.status == 200);
   const json dead = json::parse(dlq.body);
   INFO("dlq: " << dead.dump());
-  REQUIRE(dead.size() == 1);
-  CHECK(dead[0].value("id", "") == ids[4]);
-  CHECK(dead[0]["deliveries"] == 1);  // dead at once, not retried
-  const std::string reason = dead[0].value("reason", "");
+  REQUIRE(dead.size() == 2);
+  std::map<std::string, json> dead_by_id;
+  for (const json& d : dead) dead_by_id[d.value("id", "")] = d;
+  REQUIRE(dead_by_id.count(ids[4]) == 1);
+  REQUIRE(dead_by_id.count(ids[5]) == 1);
+  CHECK(dead_by_id[ids[5]]["deliveries"] == 1);
+  CHECK(dead_by_id[ids[5]].value("reason", "").find("gave 9001 bytes, more than the 8192 a URL may have here") !=
+        std::string::npos);
+  CHECK(dead_by_id[ids[4]]["deliveries"] == 1);  // dead at once, not retried
+  const std::string reason = dead_by_id[ids[4]].value("reason", "");
   CHECK(reason.find("gave a URL on " + stranger.url("") + ", which is neither the sink's url.base nor in url.allow") !=
         std::string::npos);
   CHECK(reason.find("token=abc") == std::string::npos);  // the computed URL itself is never quoted
