@@ -17,7 +17,10 @@ uint64_t DeliveryLedger::hand(uint64_t seq, uint64_t counted, uint64_t first_cap
   counted = std::max<uint64_t>(std::min(counted, first_cap), 1);
   it->second = counted;
   // The lowest sequence is the oldest message: most likely one whose ack was lost.
-  if (last_.size() > capacity_) last_.erase(last_.begin());
+  if (last_.size() > capacity_) {
+    pushed_out_ = std::max(pushed_out_, last_.begin()->first);
+    last_.erase(last_.begin());
+  }
   return counted;
 }
 
@@ -26,6 +29,11 @@ void DeliveryLedger::forget(uint64_t seq) {
   // A message delivered more than once keeps its count: if the ack is lost with its
   // connection, the message comes back with JetStream's count as raised as before.
   if (auto it = last_.find(seq); it != last_.end() && it->second <= 1) last_.erase(it);
+}
+
+bool DeliveryLedger::forgot(uint64_t seq) const {
+  MutexLock lock(mu_);
+  return seq <= pushed_out_;
 }
 
 size_t DeliveryLedger::size() const {

@@ -32,6 +32,9 @@ class DeliveryLedger {
   // the ledger's count, not from JetStream's.
   void forget(uint64_t seq);
   size_t size() const;
+  // Whether `seq` may have been handed over and then pushed out by the capacity: it is not
+  // above the highest sequence pushed out so far.
+  bool forgot(uint64_t seq) const;
 
   static constexpr size_t kDefaultCapacity = 16384;
 
@@ -39,6 +42,7 @@ class DeliveryLedger {
   const size_t capacity_;
   mutable Mutex mu_;
   std::map<uint64_t, uint64_t> last_ GUARDED_BY(mu_);  // stream sequence → count used last
+  uint64_t pushed_out_ GUARDED_BY(mu_) = 0;            // the highest sequence the capacity pushed out
 };
 
 }  // namespace weir

@@ -332,11 +332,14 @@ Status PullConsumer::Impl::subscribe_on_loop() {
 // own (2.9.10 raises the count of a redelivery it could not send, again and again).
 uint64_t PullConsumer::Impl::deliveries_possible(const BusMessage& m) const {
   const uint64_t stored = m.stored_ns();
+  // Stored after this consumer was made, and no other process reads the durable: every
+  // delivery of it went to this consumer, and one it was never handed (the ledger does not
+  // know it and never forgot it) never failed: what JetStream counts is the server's own
+  // (docs/adr/0319-first-delivery-of-a-message-stored-while-running.md).
+  if (only_reader && stored > made_ns + kClockMarginNs && !ledger->forgot(m.stream_sequence())) return 1;
   const auto wait_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(ack_wait).count());
   if (stored == 0 || wait_ns == 0) return UINT64_MAX;
-  const auto now = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  const uint64_t now = wall_ns();
   return 1 + (now > stored ? (now - stored) / wait_ns : 0);
 }
 

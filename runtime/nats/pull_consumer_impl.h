@@ -130,8 +130,21 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   static constexpr size_t kMostDrops = 256;
   std::deque<uint64_t> drops_ns GUARDED_BY(mu);
   uint64_t lost_with_drops(const BusMessage& m, uint64_t not_counted) const REQUIRES(mu);
-  // The most failed deliveries a message not handed here before can have had (ADR 0292).
+  // The most failed deliveries a message not handed here before can have had (ADR 0292,
+  // ADR 0319): none when no other process reads this durable and the message was stored
+  // after this consumer was made.
   uint64_t deliveries_possible(const BusMessage& m) const;
+  // When this consumer was made (wall clock, ns since the epoch) and whether it is the
+  // durable's only reader: a process outside a cluster is (ADR 0319).
+  const uint64_t made_ns = wall_ns();
+  const bool only_reader = layout::cluster().empty();
+  // Clocks of weir and the server (the stored time) may differ by this much (ADR 0319).
+  static constexpr uint64_t kClockMarginNs = 2'000'000'000;
+  static uint64_t wall_ns() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+  }
   // The deliveries this consumer was handed, per stream sequence (ADR 0292); shared with
   // the messages it hands out, whose ack or term outlives nothing else of the consumer.
   const std::shared_ptr<DeliveryLedger> ledger = std::make_shared<DeliveryLedger>();

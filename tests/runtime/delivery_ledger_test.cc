@@ -61,3 +61,20 @@ TEST_CASE("past its capacity the ledger forgets the lowest sequence", "[ledger]"
   CHECK(ledger.hand(10, 5) == 5);  // forgotten: JetStream's count alone
   CHECK(ledger.hand(13, 5) == 2);  // remembered
 }
+
+TEST_CASE("the ledger says which sequences its capacity may have pushed out", "[ledger]") {
+  // A sequence at or below the highest one pushed out may have been handed over before
+  // (docs/adr/0319-first-delivery-of-a-message-stored-while-running.md).
+  DeliveryLedger ledger(2);
+  CHECK_FALSE(ledger.forgot(1));
+  ledger.hand(5, 1);
+  ledger.hand(6, 1);
+  CHECK_FALSE(ledger.forgot(5));
+  ledger.hand(7, 1);  // pushes 5 out
+  CHECK(ledger.forgot(5));
+  CHECK(ledger.forgot(3));
+  CHECK_FALSE(ledger.forgot(6));
+  CHECK_FALSE(ledger.forgot(8));
+  ledger.forget(6);  // acked: gone, but not pushed out
+  CHECK_FALSE(ledger.forgot(6));
+}

@@ -956,3 +956,94 @@ TEST_CASE("pull consumer: a delivery whose body does not match its Weir-Sum is r
   CHECK(c.healthy());
   c.stop();
 }
+
+namespace {
+
+// Takes one delivery of the durable `durable` of the "pc" stream through a plain connection
+// (another reader of the durable) and never acks it; returns JetStream's delivery count of
+// it (the ack subject's fifth token).
+uint64_t take_without_ack(const NatsServer& nats, const std::string& durable) {
+  weir::cluster::testing::NatsConn raw(nats.url());
+  const std::string next = "$JS.API.CONSUMER.MSG.NEXT." + layout::flow_stream("pc") + "." + durable;
+  natsMsg* reply = nullptr;
+  REQUIRE(natsConnection_RequestString(&reply, raw.get(), next.c_str(), R"({"batch":1,"expires":4000000000})", 5000) ==
+          NATS_OK);
+  const std::string ack = natsMsg_GetReply(reply) != nullptr ? natsMsg_GetReply(reply) : "";
+  natsMsg_Destroy(reply);
+  INFO("ack subject: " << ack);
+  REQUIRE(ack.rfind("$JS.ACK.", 0) == 0);  // a delivery, not a status
+  std::vector<std::string> tokens;
+  for (size_t at = 0;;) {
+    const size_t dot = ack.find('.', at);
+    tokens.push_back(ack.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
+    if (dot == std::string::npos) break;
+    at = dot + 1;
+  }
+  REQUIRE(tokens.size() >= 5);
+  return std::stoull(tokens[4]);
+}
+
+// Puts the cluster name back when a test that set it ends.
+struct ClusterName {
+  explicit ClusterName(const std::string& name) { layout::set_cluster(name); }
+  ~ClusterName() { layout::set_cluster(""); }
+  ClusterName(const ClusterName&) = delete;
+  ClusterName& operator=(const ClusterName&) = delete;
+};
+
+// A message stored after the consumer was made (past the clocks' margin), delivered twice
+// to another reader that never acked: the consumer's first delivery of it comes with
+// JetStream's count 3. Returns the count the consumer's message says, then checks that a
+// nak of this consumer's own counts one more.
+uint64_t first_count_after_two_foreign_deliveries(const NatsServer& nats) {
+  auto bus = connect(nats);
+  REQUIRE(bus->ensure_flow_stream("pc"));
+  auto co = consumer_options("pc");
+  co.ack_wait = 500ms;
+  Inbox inbox;
+  auto made = bus->pull_consumer(co);
+  REQUIRE(made);
+  auto& c = *made.value();
+  REQUIRE(c.start(inbox.handler()));  // window 0: nothing requested yet
+  // A duration, not a condition: the message's stored time must be past the consumer's
+  // making by the clocks' margin (2 s, runtime/nats/pull_consumer_impl.h).
+  std::this_thread::sleep_for(2500ms);
+  publish(*bus, layout::input_subject("pc"), 1);
+  CHECK(take_without_ack(nats, "pc") == 1);
+  CHECK(take_without_ack(nats, "pc") == 2);  // redelivered to the other reader after AckWait
+  c.set_window(1, 1);
+  REQUIRE(wait_until([&] { return inbox.received.load() == 1; }, 10s));
+  auto m = inbox.take();
+  REQUIRE(m);
+  const uint64_t first = m->deliveries();
+  CHECK(m->nak(std::chrono::milliseconds(0)));  // a failure of this consumer's own
+  c.release(1);
+  REQUIRE(wait_until([&] { return inbox.received.load() == 2; }, 10s));
+  auto again = inbox.take();
+  REQUIRE(again);
+  CHECK(again->deliveries() == first + 1);
+  CHECK(again->ack());
+  c.release(1);
+  c.stop();
+  return first;
+}
+
+}  // namespace
+
+// docs/adr/0319-first-delivery-of-a-message-stored-while-running.md: outside a cluster no
+// other process reads a durable, so what JetStream counted for a message stored after the
+// consumer was made, before its first delivery here, was never a failure (the server raises
+// counts without a delivery, ADR 0292) and counts nothing; in a cluster a peer may have
+// failed it, and the AckWait cap of ADR 0292 applies.
+TEST_CASE("pull consumer: a message stored while it runs counts from its first delivery here outside a cluster",
+          "[integration][bus]") {
+  NatsServer nats;
+  CHECK(first_count_after_two_foreign_deliveries(nats) == 1);
+}
+
+TEST_CASE("pull consumer: in a cluster a message's first delivery here keeps what peers may have failed",
+          "[integration][bus]") {
+  ClusterName cluster("c1");
+  NatsServer nats;
+  CHECK(first_count_after_two_foreign_deliveries(nats) == 3);
+}
