@@ -526,26 +526,29 @@ SubPtr push_subscribe(jsCtx* js, const ThrowawayStream& stream, const Config& cf
   return SubPtr(sub);
 }
 
-json run_pipeline_flows(const Config& cfg, const std::string& tag);
-
-json run_pipeline(const Config& cfg, const std::string& tag) {
-  if (cfg.flows > 0) return run_pipeline_flows(cfg, tag);
-  ConnPtr ingress = connect(cfg, true, "jsbench-ingress");
-  ConnPtr flow = connect(cfg, true, "jsbench-flow");
-  ConnPtr sink = connect(cfg, true, "jsbench-sink");
+// The three connections of `pipeline` (SendAsap on each): ingress publishes, the flow leg
+// consumes and publishes, the sink leg consumes; PubAcks counted per publishing leg.
+struct PipelineLegs {
+  explicit PipelineLegs(const Config& cfg)
+      : ingress(connect(cfg, true, "jsbench-ingress")),
+        flow(connect(cfg, true, "jsbench-flow")),
+        sink(connect(cfg, true, "jsbench-sink")),
+        js(jetstream(ingress.get(), cfg, &pub_acks)),
+        js_flow(jetstream(flow.get(), cfg, &hop_acks)),
+        js_sink(jetstream(sink.get(), cfg, nullptr)) {}
+  ConnPtr ingress, flow, sink;
   AckCounter pub_acks, hop_acks;
-  JsPtr js = jetstream(ingress.get(), cfg, &pub_acks);
-  JsPtr js_flow = jetstream(flow.get(), cfg, &hop_acks);
-  JsPtr js_sink = jetstream(sink.get(), cfg, nullptr);
-  ThrowawayStream a(js.get(), "JSBENCH_" + tag + "_A", "jsbench." + tag + ".a", cfg);
-  ThrowawayStream b(js.get(), "JSBENCH_" + tag + "_B", "jsbench." + tag + ".b", cfg);
-  PipelineHop hop;
-  hop.js = js_flow.get();
-  hop.subject = b.subject();
-  PipelineSink end;
-  SubPtr sub_a = push_subscribe(js_flow.get(), a, cfg, &PipelineHop::on_msg, &hop);
-  SubPtr sub_b = push_subscribe(js_sink.get(), b, cfg, &PipelineSink::on_msg, &end);
+  JsPtr js, js_flow, js_sink;
+};
 
+// The paced load of `pipeline`: rate × seconds events published with a Nats-Msg-Id to
+// `subjects` in turn, then the wait until the sink leg saw them all (30 s at most) and the
+// acks' flush; the result's common fields. "load starts" / "load ends" on stderr mark it,
+// so a caller can sample the server's CPU without the streams' set-up and removal
+// (bench/layouts.py).
+json pipeline_load(const Config& cfg, PipelineLegs& legs, const std::vector<std::string>& subjects, PipelineHop& hop,
+                   PipelineSink& end) {
+  std::cerr << "weir-jsbench: load starts" << std::endl;
   const std::string payload = make_payload(cfg.size);
   const auto n = static_cast<int64_t>(std::llround(cfg.rate * cfg.seconds));
   const auto interval = std::chrono::duration<double>(1.0 / cfg.rate);
@@ -557,27 +560,47 @@ json run_pipeline(const Config& cfg, const std::string& tag) {
     std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(interval * static_cast<double>(i)));
     id = "p-" + std::to_string(i);
     po.MsgId = id.c_str();
-    need(js_PublishAsync(js.get(), a.subject().c_str(), payload.data(), static_cast<int>(payload.size()), &po),
+    const std::string& subject = subjects[static_cast<size_t>(i) % subjects.size()];
+    need(js_PublishAsync(legs.js.get(), subject.c_str(), payload.data(), static_cast<int>(payload.size()), &po),
          "js_PublishAsync");
   }
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
   while (end.seen.load() < n && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  need(natsConnection_Flush(sink.get()), "flush acks");
-  need(natsConnection_Flush(flow.get()), "flush acks");
+  need(natsConnection_Flush(legs.sink.get()), "flush acks");
+  need(natsConnection_Flush(legs.flow.get()), "flush acks");
   const double secs = seconds_since(t0);
+  std::cerr << "weir-jsbench: load ends" << std::endl;
 
   json out = base_result(cfg);
   out["count"] = n;
   out["offered_rate"] = cfg.rate;
-  out["msg_id"] = true;
-  out["send_asap"] = {{"pub", true}, {"sub", true}};
   out["seconds"] = secs;
   out["received"] = end.seen.load();
   out["rate"] = std::round(static_cast<double>(end.seen.load()) / secs);
   out["ok"] = end.seen.load() == n && hop.failed.load() == 0 && end.failed.load() == 0;
-  check_acks(pub_acks, n, out);
-  out["hop_pub_acked"] = hop_acks.ok.load();
-  if (hop_acks.ok.load() != n || hop_acks.failed.load() != 0) out["ok"] = false;
+  check_acks(legs.pub_acks, n, out);
+  out["hop_pub_acked"] = legs.hop_acks.ok.load();
+  if (legs.hop_acks.ok.load() != n || legs.hop_acks.failed.load() != 0) out["ok"] = false;
+  return out;
+}
+
+json run_pipeline_flows(const Config& cfg, const std::string& tag);
+
+json run_pipeline(const Config& cfg, const std::string& tag) {
+  if (cfg.flows > 0) return run_pipeline_flows(cfg, tag);
+  PipelineLegs legs(cfg);
+  ThrowawayStream a(legs.js.get(), "JSBENCH_" + tag + "_A", "jsbench." + tag + ".a", cfg);
+  ThrowawayStream b(legs.js.get(), "JSBENCH_" + tag + "_B", "jsbench." + tag + ".b", cfg);
+  PipelineHop hop;
+  hop.js = legs.js_flow.get();
+  hop.subject = b.subject();
+  PipelineSink end;
+  SubPtr sub_a = push_subscribe(legs.js_flow.get(), a, cfg, &PipelineHop::on_msg, &hop);
+  SubPtr sub_b = push_subscribe(legs.js_sink.get(), b, cfg, &PipelineSink::on_msg, &end);
+
+  json out = pipeline_load(cfg, legs, {a.subject()}, hop, end);
+  out["msg_id"] = true;
+  out["send_asap"] = {{"pub", true}, {"sub", true}};
   return out;
 }
 
@@ -588,82 +611,41 @@ json run_pipeline(const Config& cfg, const std::string& tag) {
 // shared-consumers: one stream and two consumers for all flows. What each layout costs
 // nats-server per event, for the same work (docs/adr/0318-many-flows-cost.md).
 json run_pipeline_flows(const Config& cfg, const std::string& tag) {
-  ConnPtr ingress = connect(cfg, true, "jsbench-ingress");
-  ConnPtr flow = connect(cfg, true, "jsbench-flow");
-  ConnPtr sink = connect(cfg, true, "jsbench-sink");
-  AckCounter pub_acks, hop_acks;
-  JsPtr js = jetstream(ingress.get(), cfg, &pub_acks);
-  JsPtr js_flow = jetstream(flow.get(), cfg, &hop_acks);
-  JsPtr js_sink = jetstream(sink.get(), cfg, nullptr);
+  PipelineLegs legs(cfg);
   const std::string base = "jsbench." + tag + ".";
   auto in_of = [&](int k) { return base + "f" + std::to_string(k) + ".in"; };
   auto out_of = [&](int k) { return base + "f" + std::to_string(k) + ".out"; };
   std::vector<std::unique_ptr<ThrowawayStream>> streams;
   if (cfg.layout == "streams") {
     for (int k = 1; k <= cfg.flows; ++k)
-      streams.push_back(std::make_unique<ThrowawayStream>(js.get(), "JSBENCH_" + tag + "_F" + std::to_string(k),
+      streams.push_back(std::make_unique<ThrowawayStream>(legs.js.get(), "JSBENCH_" + tag + "_F" + std::to_string(k),
                                                           in_of(k), cfg, out_of(k)));
   } else {
     streams.push_back(
-        std::make_unique<ThrowawayStream>(js.get(), "JSBENCH_" + tag + "_S", base + "*.in", cfg, base + "*.out"));
+        std::make_unique<ThrowawayStream>(legs.js.get(), "JSBENCH_" + tag + "_S", base + "*.in", cfg, base + "*.out"));
   }
   PipelineHop hop;
-  hop.js = js_flow.get();
+  hop.js = legs.js_flow.get();
   PipelineSink end;
   std::vector<SubPtr> subs;
   if (cfg.layout == "shared-consumers") {
-    subs.push_back(push_subscribe(js_flow.get(), *streams[0], cfg, &PipelineHop::on_msg, &hop, base + "*.in"));
-    subs.push_back(push_subscribe(js_sink.get(), *streams[0], cfg, &PipelineSink::on_msg, &end, base + "*.out"));
+    subs.push_back(push_subscribe(legs.js_flow.get(), *streams[0], cfg, &PipelineHop::on_msg, &hop, base + "*.in"));
+    subs.push_back(push_subscribe(legs.js_sink.get(), *streams[0], cfg, &PipelineSink::on_msg, &end, base + "*.out"));
   } else {
     for (int k = 1; k <= cfg.flows; ++k) {
       const ThrowawayStream& st = *streams[cfg.layout == "streams" ? k - 1 : 0];
-      subs.push_back(push_subscribe(js_flow.get(), st, cfg, &PipelineHop::on_msg, &hop, in_of(k)));
-      subs.push_back(push_subscribe(js_sink.get(), st, cfg, &PipelineSink::on_msg, &end, out_of(k)));
+      subs.push_back(push_subscribe(legs.js_flow.get(), st, cfg, &PipelineHop::on_msg, &hop, in_of(k)));
+      subs.push_back(push_subscribe(legs.js_sink.get(), st, cfg, &PipelineSink::on_msg, &end, out_of(k)));
     }
   }
   std::vector<std::string> subjects;
   for (int k = 1; k <= cfg.flows; ++k) subjects.push_back(in_of(k));
-  // Marks on stderr around the load, so a caller can sample the server's CPU without the
-  // set-up and tear-down of N streams (bench/layouts.py).
-  std::cerr << "weir-jsbench: load starts" << std::endl;
-
-  const std::string payload = make_payload(cfg.size);
-  const auto n = static_cast<int64_t>(std::llround(cfg.rate * cfg.seconds));
-  const auto interval = std::chrono::duration<double>(1.0 / cfg.rate);
-  jsPubOptions po;
-  need(jsPubOptions_Init(&po), "jsPubOptions_Init");
-  std::string id;
-  const Clock::time_point t0 = Clock::now();
-  for (int64_t i = 0; i < n; ++i) {
-    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(interval * static_cast<double>(i)));
-    id = "p-" + std::to_string(i);
-    po.MsgId = id.c_str();
-    need(js_PublishAsync(js.get(), subjects[static_cast<size_t>(i % cfg.flows)].c_str(), payload.data(),
-                         static_cast<int>(payload.size()), &po),
-         "js_PublishAsync");
-  }
-  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
-  while (end.seen.load() < n && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  need(natsConnection_Flush(sink.get()), "flush acks");
-  need(natsConnection_Flush(flow.get()), "flush acks");
-  const double secs = seconds_since(t0);
-  std::cerr << "weir-jsbench: load ends" << std::endl;
+  json out = pipeline_load(cfg, legs, subjects, hop, end);
   subs.clear();  // before the streams go
-
-  json out = base_result(cfg);
   out["flows"] = cfg.flows;
   out["layout"] = cfg.layout;
   out["streams"] = streams.size();
   out["consumers"] = cfg.layout == "shared-consumers" ? 2 : 2 * cfg.flows;
-  out["count"] = n;
-  out["offered_rate"] = cfg.rate;
-  out["seconds"] = secs;
-  out["received"] = end.seen.load();
-  out["rate"] = std::round(static_cast<double>(end.seen.load()) / secs);
-  out["ok"] = end.seen.load() == n && hop.failed.load() == 0 && end.failed.load() == 0;
-  check_acks(pub_acks, n, out);
-  out["hop_pub_acked"] = hop_acks.ok.load();
-  if (hop_acks.ok.load() != n || hop_acks.failed.load() != 0) out["ok"] = false;
   return out;
 }
 
