@@ -360,9 +360,7 @@ void PullConsumer::Impl::connection(bool up) {
     MutexLock lock(mu);
     if (stopped) return;
     if (!up) {
-      drops_ns.push_back(static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-              .count()));
+      drops_ns.push_back(wall_ns());
       if (drops_ns.size() > kMostDrops) drops_ns.pop_front();
     }
     // The server drops a client's waiting requests with its connection: start afresh.

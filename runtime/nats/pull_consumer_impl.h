@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/base/thread_annotations.h"
+#include "runtime/base/wall_clock.h"
 #include "runtime/loop/io_loop.h"
 #include "runtime/nats/bus.h"
 #include "runtime/nats/delivery_ledger.h"
@@ -140,11 +141,6 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   const bool only_reader = layout::cluster().empty();
   // Clocks of weir and the server (the stored time) may differ by this much (ADR 0319).
   static constexpr uint64_t kClockMarginNs = 2'000'000'000;
-  static uint64_t wall_ns() {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count());
-  }
   // The deliveries this consumer was handed, per stream sequence (ADR 0292); shared with
   // the messages it hands out, whose ack or term outlives nothing else of the consumer.
   const std::shared_ptr<DeliveryLedger> ledger = std::make_shared<DeliveryLedger>();
