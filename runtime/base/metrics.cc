@@ -100,7 +100,8 @@ const Family<uint64_t> kCounters[] = {
     {"weir_ack_failures_total", "counter", "Acks and naks the NATS connection did not take (a redelivery follows).",
      &StageMetrics::ack_failures},
     {"weir_consumer_recreated_total", "counter",
-     "Times the stage's durable was starved by pending entries without messages and created again (ADR 0235).",
+     "Times the stage's durable was created again: starved by pending entries without messages (ADR 0235), or "
+     "forgotten by a restarted server that kept its state in memory (ADR 0320).",
      &StageMetrics::consumer_recreated},
     {"weir_deliveries_corrupt_total", "counter",
      "Deliveries whose body did not match its Weir-Sum checksum: naked and redelivered from the stream, never "

@@ -203,6 +203,10 @@ struct ConsumerOptions {
   std::chrono::milliseconds ack_wait{30000};
   int64_t max_ack_pending = 1000;
   int replicas = 0;  // 0 = as the stream
+  // Where the server keeps the durable's state (delivered, acked, pending): unset = in its
+  // memory on one server (replicas 1), in its files on a cluster of servers
+  // (docs/adr/0320-consumer-state-in-memory.md).
+  std::optional<bool> memory_state;
   // How long one pull request waits on the server for messages (its "expires"). An idle
   // consumer sends one request per this; a request the server lost (a restart without a
   // reconnect seen here, a leader change) is re-sent after this plus a margin.

@@ -89,7 +89,19 @@ bool same_consumer_config(const nlohmann::json& have, const jsConsumerConfig& cc
          text_at(have, "deliver_policy") == "all" && number_at(have, "ack_wait", 0) == cc.AckWait &&
          number_at(have, "max_ack_pending", 0) == cc.MaxAckPending &&
          number_at(have, "max_deliver", -1) == cc.MaxDeliver && number_at(have, "max_waiting", 0) == cc.MaxWaiting &&
-         replicas == cc.Replicas;
+         replicas == cc.Replicas && have.value("mem_storage", false) == cc.MemoryStorage;
+}
+
+// A durable's config as the starvation watch creates it again (same_consumer_config holds).
+std::string consumer_create_body(const std::string& stream, const jsConsumerConfig& cc) {
+  nlohmann::json config{{"durable_name", cc.Durable},   {"filter_subject", cc.FilterSubject},
+                        {"ack_policy", "explicit"},     {"deliver_policy", "all"},
+                        {"ack_wait", cc.AckWait},       {"max_ack_pending", cc.MaxAckPending},
+                        {"max_deliver", cc.MaxDeliver}, {"max_waiting", cc.MaxWaiting},
+                        {"replay_policy", "instant"}};
+  if (cc.Replicas > 0) config["num_replicas"] = cc.Replicas;
+  if (cc.MemoryStorage) config["mem_storage"] = true;
+  return nlohmann::json{{"stream_name", stream}, {"config", std::move(config)}}.dump();
 }
 }  // namespace
 
@@ -372,6 +384,11 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   cc.MaxDeliver = -1;
   cc.MaxWaiting = 512;
   if (o.replicas > 0) cc.Replicas = o.replicas;
+  // On one server the durable's state lives in the server's memory: its state file,
+  // rewritten up to ten times a second per consumer, was most of nats-server's extra cost
+  // with many flows; a restarted server forgets the durable and the watch creates it again
+  // from what the stream holds (docs/adr/0320-consumer-state-in-memory.md).
+  cc.MemoryStorage = o.memory_state.value_or((o.replicas > 0 ? o.replicas : options_.stream_replicas) <= 1);
   // Create-or-confirm with retries, like streams: a consumer that exists with another config
   // (a changed AckWait) is updated; a server still electing leaders is waited for.
   auto have = prefetched(false, o.stream + "/" + o.durable, true);
@@ -421,6 +438,7 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   c.kick_subject = c.inbox_prefix + "k";
   c.expires = std::max(o.request_expires, std::chrono::milliseconds(100));
   c.starve_check = o.starve_check;
+  c.memory_state = cc.MemoryStorage;
   c.ack_wait = o.ack_wait;
   {
     MutexLock lock(c.mu);
@@ -431,14 +449,7 @@ Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& 
   c.on_tick = o.on_tick;
   c.stream_name = o.stream;
   c.filter = o.filter_subject;
-  // The config above, as the watch creates the durable again (same_consumer_config holds).
-  nlohmann::json config{{"durable_name", o.durable},    {"filter_subject", o.filter_subject},
-                        {"ack_policy", "explicit"},     {"deliver_policy", "all"},
-                        {"ack_wait", cc.AckWait},       {"max_ack_pending", cc.MaxAckPending},
-                        {"max_deliver", cc.MaxDeliver}, {"max_waiting", cc.MaxWaiting},
-                        {"replay_policy", "instant"}};
-  if (cc.Replicas > 0) config["num_replicas"] = cc.Replicas;
-  c.create_body = nlohmann::json{{"stream_name", o.stream}, {"config", std::move(config)}}.dump();
+  c.create_body = consumer_create_body(o.stream, cc);
   return pc;
 }
 

@@ -241,11 +241,16 @@ bool PullConsumer::Impl::receive(natsMsg* msg) {
     answered();
     return false;
   }
+  bool recreate = false;
   {
     MutexLock lock(mu);
     end_request(id, left);
     if (code == "404" || code == "408" || (code == "409" && why == "Message Size Exceeds MaxBytes")) {
       answered();
+    } else if (code == "503" && recreate_forgotten()) {  // no responders: no such durable
+      recreate = true;
+      retry_at = Clock::now() + kRetryAfter;
+      healthy = false;
     } else {
       retry_at = Clock::now() + kRetryAfter;
       healthy = false;
@@ -255,6 +260,7 @@ bool PullConsumer::Impl::receive(natsMsg* msg) {
       }
     }
   }
+  if (recreate) send_watch();
   request();
   return false;
 }
@@ -356,6 +362,7 @@ uint64_t PullConsumer::Impl::lost_with_drops(const BusMessage& m, uint64_t not_c
 }
 
 void PullConsumer::Impl::connection(bool up) {
+  bool check = false;
   {
     MutexLock lock(mu);
     if (stopped) return;
@@ -371,6 +378,15 @@ void PullConsumer::Impl::connection(bool up) {
     if (up) {
       error = false;
       healthy = true;  // re-requested below; an error answer comes back at once
+      // A server that restarted has forgotten a durable kept in its memory, and ignores
+      // requests for it: ask whether it is there (ADR 0320).
+      if (memory_state && starve_check.count() > 0) {
+        verify_at = Clock::now();
+        if (watch == Watch::kIdle) {
+          watch = Watch::kInfo;
+          check = true;
+        }
+      }
     } else {
       healthy = false;
     }
@@ -379,6 +395,7 @@ void PullConsumer::Impl::connection(bool up) {
     if (Status st = subscribe_on_loop(); !st) log::error("consumer not subscribed", {{"error", st.str()}});
   }
   if (up) {
+    if (check) send_watch();
     request();
     do_kick();  // what waited for the connection (held messages) runs again
   }

@@ -112,7 +112,12 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   // is starvation: the durable is deleted, what its stream holds of its subject at or
   // below its ack floor is purged (acked already: deletes lost in crashes) and the
   // durable is created again with the same config, so it starts after its ack floor.
+  // A durable whose state the server keeps in memory (one server: ADR 0320) is gone after
+  // that server restarts: its pull requests find no responder (503) or its info "not
+  // found" (10014), and the watch creates it again at once, with the same config; the new
+  // durable delivers what the stream still holds (`forgotten`: that kind of re-creation).
   enum class Watch { kIdle, kInfo, kDelete, kPurge, kCreate };
+  bool memory_state = false;                          // fixed after creation
   std::chrono::milliseconds starve_check{0};          // 0 = off; fixed after creation
   std::string stream_name, filter, create_body;       // fixed after creation
   std::atomic<uint64_t>* recreated_metric = nullptr;  // fixed after creation; may be null
@@ -156,6 +161,14 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   };
   std::optional<Suspect> suspect GUARDED_BY(mu);
   uint64_t purge_below GUARDED_BY(mu) = 0;
+  bool forgotten GUARDED_BY(mu) = false;
+  // After a reconnect, until the server answers whether the durable is there (a server
+  // still starting answers with another error): asked again from this time on.
+  std::optional<Clock::time_point> verify_at GUARDED_BY(mu);
+  static constexpr auto kVerifyRetry = std::chrono::milliseconds(250);
+  // Starts creating a forgotten durable again, unless the watch is busy (under mu); true
+  // when the caller is to send_watch().
+  bool recreate_forgotten() REQUIRES(mu);
   std::chrono::milliseconds ack_wait{0};           // fixed after creation
   Clock::time_point defer_until GUARDED_BY(mu){};  // naks of this process delay redeliveries up to here
   std::atomic<uint64_t> recoveries{0};

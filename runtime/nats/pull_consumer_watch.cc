@@ -30,6 +30,10 @@ bool PullConsumer::Impl::watch_tick(Clock::time_point now) {
     }
     return true;
   }
+  if (verify_at && now >= *verify_at) {
+    watch = Watch::kInfo;
+    return true;
+  }
   if (requests.empty() || now - last_message < starve_check) {
     suspect.reset();
     return false;
@@ -100,7 +104,7 @@ void PullConsumer::Impl::watch_answer(std::string_view gen, natsMsg* msg) {
       case Watch::kCreate:
         if (err_code != 0) {
           // Sent again after kWatchTimeout: the durable must exist again.
-          log::warn("starved consumer not created again yet, retrying", {{"consumer", durable}, {"error", j.dump()}});
+          log::warn("consumer not created again yet, retrying", {{"consumer", durable}, {"error", j.dump()}});
           break;
         }
         watch = Watch::kIdle;
@@ -108,7 +112,10 @@ void PullConsumer::Impl::watch_answer(std::string_view gen, natsMsg* msg) {
         next_check = now + check_every;
         recoveries.fetch_add(1);
         if (recreated_metric) recreated_metric->fetch_add(1);
-        log::info("starved consumer created again from its ack floor", {{"consumer", durable}});
+        log::info(forgotten ? "consumer created again; it delivers what its stream holds"
+                            : "starved consumer created again from its ack floor",
+                  {{"consumer", durable}});
+        forgotten = false;
         // Its waiting requests went with the old durable.
         requests.clear();
         outstanding = 0;
@@ -121,10 +128,27 @@ void PullConsumer::Impl::watch_answer(std::string_view gen, natsMsg* msg) {
   request();
 }
 
+bool PullConsumer::Impl::recreate_forgotten() {
+  if (!memory_state || starve_check.count() <= 0 || watch != Watch::kIdle) return false;
+  watch = Watch::kCreate;
+  forgotten = true;
+  log::warn("consumer gone from the server (restarted: its state was in memory), creating it again",
+            {{"consumer", durable}});
+  return true;
+}
+
 bool PullConsumer::Impl::on_info(const nlohmann::json& j, int err_code, Clock::time_point now) {
   watch = Watch::kIdle;
   next_check = now + check_every;
-  if (err_code != 0) return false;
+  if (err_code == 10014) {  // consumer not found
+    verify_at.reset();
+    return recreate_forgotten();
+  }
+  if (err_code != 0) {
+    if (verify_at) verify_at = now + kVerifyRetry;  // not an answer to whether it is there
+    return false;
+  }
+  verify_at.reset();
   auto num = [&](const nlohmann::json& o, const char* key) -> uint64_t {
     auto it = o.find(key);
     return it != o.end() && it->is_number_unsigned()  ? it->get<uint64_t>()

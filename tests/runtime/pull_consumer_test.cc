@@ -636,6 +636,108 @@ std::string consumer_state_file(const NatsServer& nats, const std::string& strea
 
 }  // namespace
 
+// docs/adr/0320-consumer-state-in-memory.md: on one server a durable's state stays in the
+// server's memory (no state file rewritten for it); a restarted server has forgotten the
+// durable and the consumer creates it again at once. What the stream still holds comes
+// again — the messages held unacked across the restart, and new ones — and nothing that
+// was acked before the (clean) restart.
+TEST_CASE("pull consumer: on one server the durable's state is in memory and is created again after a restart",
+          "[integration][bus][faults]") {
+  NatsServer nats;
+  auto bus = connect(nats);
+  REQUIRE(bus->ensure_flow_stream("pc"));
+  const std::string stream = layout::flow_stream("pc");
+  publish(*bus, layout::input_subject("pc"), 16);
+  ConsumerOptions co = consumer_options("pc");
+  std::atomic<uint64_t> recreated{0};
+  co.recreated = &recreated;
+  auto made = bus->pull_consumer(co);
+  REQUIRE(made);
+  auto c = std::move(made.value());
+  Inbox inbox;
+  REQUIRE(c->start(inbox.handler()));
+  c->set_window(16, 8);
+  REQUIRE(wait_until([&] { return inbox.received.load() == 16; }, 5s));
+  std::vector<std::unique_ptr<BusMessage>> held;  // the odd ones, never acked
+  while (auto m = inbox.take()) {
+    if (std::stoi(std::string(m->header(layout::kHeaderId)).substr(1)) % 2 == 1) {
+      held.push_back(std::move(m));
+    } else {
+      CHECK(m->ack());
+    }
+  }
+  REQUIRE(wait_until([&] { return consumer_info(*bus, stream, "pc").value("num_ack_pending", -1) == 8; }, 5s));
+  const auto info = consumer_info(*bus, stream, "pc");
+  CHECK(info["config"].value("mem_storage", false));
+  CHECK(read_file(consumer_state_file(nats, stream, "pc")).empty());
+
+  nats.stop();
+  REQUIRE(wait_until([&] { return !bus->connected(); }, 10s));
+  nats.start();
+  REQUIRE(wait_until([&] { return bus->connected(); }, 20s));
+  c->release(static_cast<int>(held.size()));
+  held.clear();  // their acks would go to the durable the server forgot
+  publish(*bus, layout::input_subject("pc"), 4, 16);
+  std::set<std::string> want{"e1", "e3", "e5", "e7", "e9", "e11", "e13", "e15", "e16", "e17", "e18", "e19"};
+  std::set<std::string> ids;
+  const bool all = wait_until(
+      [&] {
+        while (auto m = inbox.take()) {
+          ids.insert(std::string(m->header(layout::kHeaderId)));
+          CHECK(m->ack());
+          c->release(1);
+        }
+        return ids.size() >= want.size();
+      },
+      10s);
+  INFO("consumer: " << c->state() << "; server: " << consumer_info(*bus, stream, "pc").dump());
+  CHECK(all);
+  CHECK(ids == want);
+  CHECK(recreated.load() == 1);
+  CHECK(c->recoveries() == 1);
+  CHECK(consumer_info(*bus, stream, "pc")["config"].value("mem_storage", false));
+  c->stop();
+}
+
+// A durable an earlier weir made with its state in files keeps its messages when the
+// state moves to memory (ADR 0320): the config is updated in place.
+TEST_CASE("pull consumer: a durable with its state in files is taken over with its state in memory",
+          "[integration][bus]") {
+  NatsServer nats;
+  auto bus = connect(nats);
+  REQUIRE(bus->ensure_flow_stream("pc"));
+  const std::string stream = layout::flow_stream("pc");
+  publish(*bus, layout::input_subject("pc"), 8);
+  ConsumerOptions co = consumer_options("pc");
+  co.ack_wait = std::chrono::seconds(1);
+  co.memory_state = false;
+  {
+    auto made = bus->pull_consumer(co);
+    REQUIRE(made);
+    Inbox inbox;
+    REQUIRE(made.value()->start(inbox.handler()));
+    made.value()->set_window(4, 4);
+    REQUIRE(wait_until([&] { return inbox.received.load() == 4; }, 5s));
+    int n = 0;
+    while (auto m = inbox.take()) {
+      if (n++ < 2) CHECK(m->ack());  // e0, e1 acked; e2, e3 left unacked
+    }
+    REQUIRE(wait_until([&] { return consumer_info(*bus, stream, "pc").value("num_ack_pending", -1) == 2; }, 5s));
+    made.value()->stop();
+  }
+  CHECK_FALSE(consumer_info(*bus, stream, "pc")["config"].value("mem_storage", false));
+  co.memory_state.reset();
+  auto made = bus->pull_consumer(co);
+  REQUIRE(made);
+  CHECK(consumer_info(*bus, stream, "pc")["config"].value("mem_storage", false));
+  Inbox inbox;
+  REQUIRE(made.value()->start(inbox.handler()));
+  made.value()->set_window(8, 4);
+  std::vector<std::string> want{"e2", "e3", "e4", "e5", "e6", "e7"};
+  expect_delivered(inbox, *made.value(), want, 10s);
+  made.value()->stop();
+}
+
 // The rotating-fault run's sink-side loss (docs/adr/0235-starved-consumer-recovery.md): after
 // a kill -9 the consumer's stored state can be older than its stream's — acks that deleted
 // messages from the work-queue stream are not in it, so the durable comes back with pending
@@ -668,6 +770,7 @@ TEST_CASE("pull consumer: a durable starved by pending entries whose messages ar
   co.ack_wait = std::chrono::seconds(1);
   co.request_expires = std::chrono::milliseconds(500);
   co.starve_check = std::chrono::seconds(2);
+  co.memory_state = false;  // a state file, as on a cluster of servers (ADR 0320)
   std::atomic<uint64_t> recreated{0};
   co.recreated = &recreated;
   auto made = bus->pull_consumer(co);
