@@ -564,8 +564,14 @@ json pipeline_load(const Config& cfg, PipelineLegs& legs, const std::vector<std:
     need(js_PublishAsync(legs.js.get(), subject.c_str(), payload.data(), static_cast<int>(payload.size()), &po),
          "js_PublishAsync");
   }
+  // The sink leg can see an output before the flow leg has its PubAck (another connection):
+  // both PubAck counts are waited for too.
+  const auto answered = [](const AckCounter& a) { return a.ok.load() + a.failed.load(); };
+  const auto done = [&] {
+    return end.seen.load() >= n && answered(legs.pub_acks) >= n && answered(legs.hop_acks) >= n;
+  };
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
-  while (end.seen.load() < n && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!done() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   need(natsConnection_Flush(legs.sink.get()), "flush acks");
   need(natsConnection_Flush(legs.flow.get()), "flush acks");
   const double secs = seconds_since(t0);
