@@ -1,7 +1,10 @@
 #include "flows/request_meta.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
+
+#include <nlohmann/json.hpp>
 
 namespace weir::flows {
 
@@ -51,6 +54,55 @@ std::string refused_meta_header(std::string_view name, std::string_view hmac_hea
     }
   }
   return "";
+}
+
+namespace {
+
+// Appends `s` as a JSON string. Printable ASCII is written here; a string with any other
+// byte (a control character, DEL, UTF-8 or a stray byte) is left to nlohmann's escaping
+// (\u escapes, U+FFFD for invalid UTF-8), the rare case.
+void append_json_string(std::string* out, std::string_view s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  if (!plain) {
+    *out += nlohmann::json(std::string(s)).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+    return;
+  }
+  out->push_back('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') out->push_back('\\');
+    out->push_back(c);
+  }
+  out->push_back('"');
+}
+
+}  // namespace
+
+std::string write_request_meta(std::string_view method, std::string_view path, std::string_view query_json,
+                               std::vector<MetaHeader> headers) {
+  std::stable_sort(headers.begin(), headers.end(),
+                   [](const MetaHeader& a, const MetaHeader& b) { return a.name < b.name; });
+  std::string out;
+  out.reserve(64 + method.size() + path.size() + query_json.size() + headers.size() * 48);
+  out += "{\"headers\":{";
+  std::string_view last;
+  bool first = true;
+  for (const MetaHeader& h : headers) {
+    if (!first && h.name == last) continue;
+    if (!first) out.push_back(',');
+    first = false;
+    last = h.name;
+    append_json_string(&out, h.name);
+    out.push_back(':');
+    append_json_string(&out, h.value);
+  }
+  out += "},\"method\":";
+  append_json_string(&out, method);
+  out += ",\"path\":";
+  append_json_string(&out, path);
+  out += ",\"query\":";
+  out += query_json;
+  out.push_back('}');
+  return out;
 }
 
 }  // namespace weir::flows

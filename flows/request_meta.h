@@ -30,4 +30,19 @@ std::string refused_meta_header(std::string_view name, std::string_view hmac_hea
 // `name` in lower case (header names are ASCII).
 std::string lower_header_name(std::string_view name);
 
+// One stored request header: its name in lower case and its value.
+struct MetaHeader {
+  std::string_view name;
+  std::string_view value;
+};
+
+// The metadata as stored (Weir-Meta's value): compact JSON with the keys in order,
+// {"headers":{…},"method":…,"path":…,"query":…}, headers sorted by name (the first of a
+// name kept), ASCII only (a NATS header value is one line of text; invalid UTF-8 becomes
+// U+FFFD). `query_json` is the query object's compact JSON ("{}" for none). The text is
+// the one nlohmann::json's dump(-1, ' ', true, replace) gives for that object, written
+// directly: http-in writes one per request (tests/flows/request_meta_test.cc compares them).
+std::string write_request_meta(std::string_view method, std::string_view path, std::string_view query_json,
+                               std::vector<MetaHeader> headers);
+
 }  // namespace weir::flows

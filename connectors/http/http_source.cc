@@ -30,29 +30,28 @@ std::string media_type(std::string_view ct) {
 bool request_meta(const HttpRequest& req, const std::vector<std::string>& extra, std::string* out, std::string* why) {
   std::string_view target = req.target();
   const size_t q = target.find('?');
-  flows::JsonError err;
-  std::optional<nlohmann::json> query = nlohmann::json::object();
-  if (q != std::string_view::npos) query = flows::parse_query(target.substr(q + 1), &err);
-  if (!query) {
-    *why = "query is not valid form data at byte " + std::to_string(err.byte) + ": " + err.message;
-    return false;
+  std::string query_json = "{}";
+  if (q != std::string_view::npos) {
+    flows::JsonError err;
+    std::optional<nlohmann::json> query = flows::parse_query(target.substr(q + 1), &err);
+    if (!query) {
+      *why = "query is not valid form data at byte " + std::to_string(err.byte) + ": " + err.message;
+      return false;
+    }
+    if (query->size() > flows::kMaxMetaQueryParams) {
+      *why = "query has " + std::to_string(query->size()) + " parameters, more than the " +
+             std::to_string(flows::kMaxMetaQueryParams) + " stored with an event";
+      return false;
+    }
+    query_json = query->dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
   }
-  if (query->size() > flows::kMaxMetaQueryParams) {
-    *why = "query has " + std::to_string(query->size()) + " parameters, more than the " +
-           std::to_string(flows::kMaxMetaQueryParams) + " stored with an event";
-    return false;
-  }
-  nlohmann::json headers = nlohmann::json::object();
+  std::vector<flows::MetaHeader> headers;
   auto keep = [&](const std::string& name) {
-    if (std::string_view v = req.header(name); !v.empty()) headers[name] = std::string(v);
+    if (std::string_view v = req.header(name); !v.empty()) headers.push_back({name, v});
   };
   for (const std::string& name : flows::default_meta_headers()) keep(name);
   for (const std::string& name : extra) keep(name);
-  nlohmann::json meta = {{"method", std::string(req.method())},
-                         {"path", std::string(req.path())},
-                         {"query", std::move(*query)},
-                         {"headers", std::move(headers)}};
-  *out = meta.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+  *out = flows::write_request_meta(req.method(), req.path(), query_json, std::move(headers));
   if (out->size() > flows::kMaxMetaBytes) {
     *why = "request metadata (method, path, query and stored headers) is " + std::to_string(out->size()) +
            " bytes as JSON, more than the " + std::to_string(flows::kMaxMetaBytes) + " stored with an event";

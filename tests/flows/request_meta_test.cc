@@ -203,6 +203,28 @@ TEST_CASE("the default header list holds no credential or signature", "[meta]") 
   CHECK(refused_meta_header("X-Sig", "x-sig") == "it is this flow's hmac.header, a signature");
 }
 
+TEST_CASE("write_request_meta: the text nlohmann's ASCII dump of the same object gives", "[meta]") {
+  // Printable ASCII, quotes and backslashes, control characters, DEL, UTF-8, a stray byte.
+  const std::vector<std::string> values = {
+      "",        "push",        "a \"quoted\" \\ path/", "tab\there",   "bell\x07",
+      "del\x7f", "caf\xc3\xa9", "\xf0\x9f\x98\x80",      "bad\xff\xfe", "line\r\nbreak"};
+  for (const std::string& v : values) {
+    INFO("value: " << Json(v).dump(-1, ' ', true, Json::error_handler_t::replace));
+    const Json query = {{"q", v}, {"a", {"1", v}}};
+    const std::string query_json = query.dump(-1, ' ', true, Json::error_handler_t::replace);
+    const Json expected = {{"method", "POST"},
+                           {"path", "/in/" + v},
+                           {"query", query},
+                           {"headers", {{"x-github-event", v}, {"content-type", "application/json"}, {"a-first", v}}}};
+    // Out of order and with a repeated name, as the default list and a flow's own names may give.
+    const std::string text = write_request_meta(
+        "POST", "/in/" + v, query_json,
+        {{"x-github-event", v}, {"content-type", "application/json"}, {"a-first", v}, {"a-first", v}});
+    CHECK(text == expected.dump(-1, ' ', true, Json::error_handler_t::replace));
+  }
+  CHECK(write_request_meta("GET", "/", "{}", {}) == R"({"headers":{},"method":"GET","path":"/","query":{}})");
+}
+
 TEST_CASE("parse_query: a query decoded as a form, no field read as JSON", "[meta][form]") {
   JsonError err;
   auto q = parse_query("a=1&b=x+y%21&a=2&payload=%7B%7D&empty=", &err);
