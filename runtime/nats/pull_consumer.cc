@@ -119,7 +119,8 @@ std::string PullConsumer::Impl::describe(Clock::time_point now) const {
          " in_hand=" + std::to_string(in_hand) + " outstanding=" + std::to_string(outstanding) +
          " requests=" + std::to_string(requests.size()) + " healthy=" + (healthy.load() ? "1" : "0") +
          " link=" + (link_up() ? "up" : "down") + " last_message=" + age(last_message) +
-         " last_answer=" + age(last_answer) + " last_release=" + age(last_release);
+         " last_answer=" + age(last_answer) + " last_release=" + age(last_release) + " last_info=" + age(last_info_at) +
+         (last_info.empty() ? "" : " (" + last_info + ")");
 }
 
 void PullConsumer::Impl::on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {

@@ -154,6 +154,10 @@ struct PullConsumer::Impl : std::enable_shared_from_this<PullConsumer::Impl> {
   Clock::time_point watch_sent GUARDED_BY(mu){};
   Clock::time_point next_check GUARDED_BY(mu){};
   std::chrono::milliseconds check_every GUARDED_BY(mu){0};  // grows while the consumer has nothing
+  // What the last info said (pending, ack pending, waiting, max ack pending) and when: in
+  // describe(), so a stall's report says what the server reported.
+  std::string last_info GUARDED_BY(mu);
+  Clock::time_point last_info_at GUARDED_BY(mu){};
   struct Suspect {
     std::string created;
     uint64_t delivered = 0, ack_floor = 0;

@@ -169,6 +169,9 @@ bool PullConsumer::Impl::on_info(const nlohmann::json& j, int err_code, Clock::t
   // holds none, none of its naks delays them, and AckWait has long passed. (Entries
   // that another process sharing the durable holds or delays look the same: recreating
   // it then redelivers early, duplicates, never a loss.)
+  last_info = "pending=" + std::to_string(pending) + " ack_pending=" + std::to_string(ack_pending) +
+              " waiting=" + std::to_string(waiting) + " max_ack_pending=" + std::to_string(max_ack_pending);
+  last_info_at = now;
   const bool window_open = max_ack_pending == 0 || ack_pending < max_ack_pending;
   const bool tail_starved = pending > 0 && window_open;
   const bool redeliveries_starved = ack_pending > 0 && in_hand == 0 && now >= defer_until &&
@@ -180,6 +183,13 @@ bool PullConsumer::Impl::on_info(const nlohmann::json& j, int err_code, Clock::t
     if (pending == 0 && ack_pending == 0)
       check_every = std::min(check_every * 2, std::max(starve_check, std::chrono::milliseconds(60000)));
     next_check = now + check_every;
+    if (waiting > 0 && ack_pending > 0 && in_hand == 0) {
+      // Entries due for redelivery that only the silence so far keeps from counting as
+      // starved: the first sample is taken when it can count, not a whole check later (the
+      // second, which confirms it, comes starve_check after).
+      const Clock::time_point due = std::max(defer_until, last_message + ack_wait + starve_check);
+      next_check = std::max(now, std::min(next_check, due));
+    }
     return false;
   }
   if (!suspect || suspect->created != created || suspect->delivered != dseq || suspect->ack_floor != floor_seq) {
