@@ -43,7 +43,15 @@ void start_together(std::vector<std::unique_ptr<WeirProcess>>& instances, int ro
     ids.insert(id);
   }
   INFO("round " << round);
-  CHECK(wait_until([&] { return missing(ids, sink.ids()).empty(); }, 30s, 20ms));
+  const bool delivered = wait_until([&] { return missing(ids, sink.ids()).empty(); }, 30s, 20ms);
+  if (!delivered) {
+    // Which event did not come, and what each instance logged: the failure's own account.
+    std::string why = "not delivered:";
+    for (const auto& id : missing(ids, sink.ids())) why += " " + id;
+    for (size_t i = 0; i < instances.size(); ++i)
+      why += "\ninstance " + std::to_string(i) + ": " + instances[i]->describe();
+    FAIL_CHECK(why);
+  }
 }
 
 }  // namespace
