@@ -520,7 +520,9 @@ std::string jetstream_state(int monitor_port) {
           out += "  consumer " + c.value("name", "") + ": pending " + std::to_string(c.value("num_pending", 0)) +
                  ", ack pending " + std::to_string(c.value("num_ack_pending", 0)) + ", redelivered " +
                  std::to_string(c.value("num_redelivered", 0)) + ", waiting " +
-                 std::to_string(c.value("num_waiting", 0)) + "\n";
+                 std::to_string(c.value("num_waiting", 0)) + ", delivered seq " +
+                 std::to_string(c.value("delivered", json::object()).value("stream_seq", 0)) + ", ack floor seq " +
+                 std::to_string(c.value("ack_floor", json::object()).value("stream_seq", 0)) + "\n";
         }
       }
     }
