@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -36,12 +37,14 @@ int64_t ms_since(Clock::time_point t) {
 }
 
 // Waits until every acked id reached the sink; fails naming what is missing.
+// `context`, when given, adds what explains a loss (JetStream's state, the instances' logs).
 void check_all_delivered(const std::set<std::string>& acked, const SinkProcess& sink, std::chrono::seconds timeout,
-                         const std::string& what) {
+                         const std::string& what, const std::function<std::string()>& context = {}) {
   std::vector<std::string> lost = wait_delivered(acked, sink, timeout);
   CHECK(lost.empty());
   if (!lost.empty())
-    FAIL_CHECK(what << ": lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front());
+    FAIL_CHECK(what << ": lost " << lost.size() << " of " << acked.size() << " acked, first: " << lost.front()
+                    << (context ? "\n" + context() : std::string()));
 }
 
 // One figures line per test, as docs/reliability.md quotes them.
@@ -224,23 +227,26 @@ TEST_CASE("weir frozen (SIGSTOP) past AckWait: its peer takes over, late work is
   // Clients of the frozen instance keep trying (their requests time out): when it
   // wakes, it answers and publishes what it read before and during the freeze.
   std::set<std::string> acked_before = acked_ids(all);
+  const auto state = [&] {
+    return "JetStream:\n" + jetstream_state(nats.monitor_port()) + "a: " + a.describe() + "\nb: " + b.describe();
+  };
   // The freeze lasts well past the flow consumer's AckWait (1.5 s, ADR 0297; 12 s when this
   // test was written, ADR 0082): a frozen instance sends no in-progress acks, so the
   // survivor must get b's unacknowledged batches redelivered.
   std::this_thread::sleep_until(stopped_at + 13s);
-  check_all_delivered(acked_before, sink, 30s, "acked before the freeze, delivered while b is frozen");
+  check_all_delivered(acked_before, sink, 30s, "acked before the freeze, delivered while b is frozen", state);
   int64_t taken_over_ms = ms_since(stopped_at);
-  CHECK(more_acks({&to_a}, 200, 20s));
+  if (!more_acks({&to_a}, 200, 20s)) FAIL_CHECK("a took no 200 more while b was frozen\n" << state());
   b.process().signal(SIGCONT);
   auto resumed_at = Clock::now();
-  CHECK(wait_until([&] { return ready(b); }, 30s, 20ms));
-  CHECK(more_acks({&to_b}, 100, 30s));
+  if (!wait_until([&] { return ready(b); }, 30s, 20ms)) FAIL_CHECK("b not ready 30 s after SIGCONT\n" << state());
+  if (!more_acks({&to_b}, 100, 30s)) FAIL_CHECK("b took no 100 more after SIGCONT\n" << state());
   int64_t b_back_ms = ms_since(resumed_at);
   to_a.stop();
   to_b.stop();
 
   std::set<std::string> acked = acked_ids(all);
-  check_all_delivered(acked, sink, 30s, "SIGSTOP past AckWait");
+  check_all_delivered(acked, sink, 30s, "SIGSTOP past AckWait", state);
   print_figures("weir SIGSTOP 13 s then SIGCONT (2 instances)", acked, all, sink,
                 "; everything acked before the freeze delivered " + std::to_string(taken_over_ms) +
                     " ms after it; the frozen one acked again " + std::to_string(b_back_ms) + " ms after SIGCONT");

@@ -27,8 +27,7 @@ std::map<std::string, std::string> two_flows(const SinkProcess& sink) {
 }
 
 // Spawns every instance before waiting for any, so they race for the same streams,
-// consumers and buckets; then each must become ready and take an event.
-// Then each must become ready and take an event, which is delivered.
+// consumers and buckets; then each must become ready and take an event, which is delivered.
 void start_together(std::vector<std::unique_ptr<WeirProcess>>& instances, int round, const SinkProcess& sink) {
   for (auto& w : instances) w->spawn();
   for (size_t i = 0; i < instances.size(); ++i) {
