@@ -392,6 +392,8 @@ class Bus {
   // `max_bytes` given: that bound (0 = none) with discard-new (a full stream refuses writes).
   Status add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects, bool work_queue,
                               int64_t max_age_ns, std::optional<int64_t> max_bytes = std::nullopt);
+  // Once `stream` (subjects "<prefix>.>") answers publishes: its creation on the server is over.
+  Status await_serving(const std::string& stream, const std::string& subjects);
   void set_connected(bool up, const std::string& why = {});
   // A prefetched answer: `stream` true, the info of stream `key` ({"config":…,"state":…},
   // or a null JSON when the server said it does not exist); false, the config of consumer

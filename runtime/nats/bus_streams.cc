@@ -14,6 +14,7 @@
 #include "runtime/nats/nats_msg.h"
 #include "runtime/nats/nats_status.h"
 #include "runtime/nats/pull_consumer_impl.h"
+#include "runtime/nats/stream_ready.h"
 
 namespace weir {
 
@@ -362,14 +363,27 @@ Status Bus::ensure_flow_stream(std::string_view flow) {
                            "): shrinking it would delete stored events; raise nats.stream_max_bytes or let the flow "
                            "drain first");
   }
-  return add_or_update_stream(name, {layout::flow_subjects(f)}, true, 0);
+  if (Status made = add_or_update_stream(name, {layout::flow_subjects(f)}, true, 0); !made) return made;
+  return await_serving(name, layout::flow_subjects(f));
+}
+
+// A stream found made (by a peer starting at the same time, say) may still be in its
+// creation on the server; consumers made on it before that ends never deliver
+// (docs/adr/0321-a-stream-that-serves.md). `subjects` is the stream's "<prefix>.>".
+Status Bus::await_serving(const std::string& stream, const std::string& subjects) {
+  return await_stream_serving(js_, stream, subjects.substr(0, subjects.size() - 1) + "serving", options_.setup_timeout);
 }
 
 Status Bus::ensure_dlq_stream(std::chrono::milliseconds max_age, int64_t max_bytes) {
   // Dead letters are kept until replayed, unless the config bounds them
   // (dlq.max_age, dlq.max_bytes: ADR 0090).
-  return add_or_update_stream(layout::dlq_stream(), {layout::dlq_subjects()}, false,
-                              std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count(), max_bytes);
+  if (Status made = add_or_update_stream(layout::dlq_stream(), {layout::dlq_subjects()}, false,
+                                         std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count(),
+                                         max_bytes);
+      !made) {
+    return made;
+  }
+  return await_serving(layout::dlq_stream(), layout::dlq_subjects());
 }
 
 Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& o) {

@@ -10,6 +10,7 @@
 
 #include "runtime/base/log.h"
 #include "runtime/nats/nats_status.h"
+#include "runtime/nats/stream_ready.h"
 
 namespace weir {
 
@@ -124,6 +125,11 @@ Status ensure_bucket(jsCtx* js, const NatsKvOptions& options, bool* storage_refu
         return Status::unavailable("kv bucket " + bucket + ": no leader");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+  }
+  // A bucket found made may still be in its creation on the server: a watch made on it
+  // then never delivers (docs/adr/0321-a-stream-that-serves.md).
+  if (Status serving = await_stream_serving(js, stream, "$KV." + bucket + ".serving", kAdminTimeout); !serving) {
+    return serving;
   }
   return Status::ok();
 }

@@ -1059,7 +1059,7 @@ TEST_CASE("pull consumer: a delivery whose body does not match its Weir-Sum is r
   REQUIRE(seen);
   std::set<std::string> got;
   while (auto m = inbox.take()) {
-    CHECK(m->data().find("i") != std::string_view::npos);
+    CHECK(m->data().find('i') != std::string_view::npos);
     got.emplace(m->header(layout::kHeaderId));
     CHECK(m->ack());
     c.release(1);
