@@ -31,14 +31,14 @@ Status await_stream_serving(jsCtx* js, const std::string& stream, const std::str
     if (code == JSStreamNotMatchErr) return Status::ok();
     if (s == NATS_OK) {
       // A server that stores what expects another stream: nothing here can tell readiness.
-      return Status::internal("stream " + stream + " stored a publish that expected another stream (on " +
-                              subject + "); the server ignores Nats-Expected-Stream");
+      return Status::internal("stream " + stream + " stored a publish that expected another stream (on " + subject +
+                              "); the server ignores Nats-Expected-Stream");
     }
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5 * attempt, 100)));
   }
-  return Status::unavailable("stream " + stream + " does not serve yet: " +
-                             nats_status(s, "publish to " + subject, jerr).message());
+  return Status::unavailable("stream " + stream +
+                             " does not serve yet: " + nats_status(s, "publish to " + subject, jerr).message());
 }
 
 }  // namespace weir
