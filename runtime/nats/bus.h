@@ -34,6 +34,7 @@ struct __natsOptions;
 struct __natsMsg;
 struct __natsSubscription;
 struct __jsCtx;
+struct jsStreamConfig;
 
 namespace weir {
 
@@ -390,10 +391,12 @@ class Bus {
   void remove_consumer(PullConsumer::Impl* c);
   void tick_consumers();
   // `max_bytes` given: that bound (0 = none) with discard-new (a full stream refuses writes).
+  // `subjects` starts with the stream's "<prefix>.>"; returns once the stream serves (ADR 0321).
   Status add_or_update_stream(const std::string& name, const std::vector<std::string>& subjects, bool work_queue,
                               int64_t max_age_ns, std::optional<int64_t> max_bytes = std::nullopt);
-  // Once `stream` (subjects "<prefix>.>") answers publishes: its creation on the server is over.
-  Status await_serving(const std::string& stream, const std::string& subjects);
+  // Creates or updates stream `name` as `cfg` says, retrying what JetStream may still
+  // refuse at start-up; `subject` names its subjects in errors.
+  Status create_stream(jsStreamConfig& cfg, const std::string& name, const std::string& subject);
   void set_connected(bool up, const std::string& why = {});
   // A prefetched answer: `stream` true, the info of stream `key` ({"config":…,"state":…},
   // or a null JSON when the server said it does not exist); false, the config of consumer

@@ -194,11 +194,18 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
     cfg.MaxBytes = *max_bytes > 0 ? *max_bytes : -1;
     cfg.Discard = js_DiscardNew;
   }
-  const int64_t asked = cfg.MaxBytes;
   auto info = prefetched(true, name, true);
-  if (info && info->is_object() && same_stream_config((*info)["config"], cfg)) {
-    return Status::ok();  // it is as it would be made: confirmed without a request (ADR 0215)
-  }
+  const bool as_made = info && info->is_object() && same_stream_config((*info)["config"], cfg);
+  // As it would be made: confirmed without a request (ADR 0215). Made or found, it is used
+  // only once it serves: a stream a peer is still creating on the server gives consumers
+  // that never deliver (docs/adr/0321-a-stream-that-serves.md).
+  if (Status made = as_made ? Status::ok() : create_stream(cfg, name, subjects.front()); !made) return made;
+  const std::string& all = subjects.front();  // "<prefix>.>"
+  return await_stream_serving(js_, name, all.substr(0, all.size() - 1) + "serving", options_.setup_timeout);
+}
+
+Status Bus::create_stream(jsStreamConfig& cfg, const std::string& name, const std::string& subject) {
+  const int64_t asked = cfg.MaxBytes;
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
   std::optional<std::chrono::steady_clock::time_point> refused_until;  // set at the first storage refusal
   for (int attempt = 1, refusals = 0;; ++attempt) {
@@ -206,7 +213,7 @@ Status Bus::add_or_update_stream(const std::string& name, const std::vector<std:
     bool foreign = false;
     natsStatus s = add_or_update(js_, cfg, &jerr, &foreign);
     if (foreign) {
-      return Status::invalid("create stream " + name + ": its subjects (" + subjects.front() +
+      return Status::invalid("create stream " + name + ": its subjects (" + subject +
                              ") belong to another stream on this NATS; remove that stream or use another "
                              "cluster name");
     }
@@ -363,27 +370,14 @@ Status Bus::ensure_flow_stream(std::string_view flow) {
                            "): shrinking it would delete stored events; raise nats.stream_max_bytes or let the flow "
                            "drain first");
   }
-  if (Status made = add_or_update_stream(name, {layout::flow_subjects(f)}, true, 0); !made) return made;
-  return await_serving(name, layout::flow_subjects(f));
-}
-
-// A stream found made (by a peer starting at the same time, say) may still be in its
-// creation on the server; consumers made on it before that ends never deliver
-// (docs/adr/0321-a-stream-that-serves.md). `subjects` is the stream's "<prefix>.>".
-Status Bus::await_serving(const std::string& stream, const std::string& subjects) {
-  return await_stream_serving(js_, stream, subjects.substr(0, subjects.size() - 1) + "serving", options_.setup_timeout);
+  return add_or_update_stream(name, {layout::flow_subjects(f)}, true, 0);
 }
 
 Status Bus::ensure_dlq_stream(std::chrono::milliseconds max_age, int64_t max_bytes) {
   // Dead letters are kept until replayed, unless the config bounds them
   // (dlq.max_age, dlq.max_bytes: ADR 0090).
-  if (Status made = add_or_update_stream(layout::dlq_stream(), {layout::dlq_subjects()}, false,
-                                         std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count(),
-                                         max_bytes);
-      !made) {
-    return made;
-  }
-  return await_serving(layout::dlq_stream(), layout::dlq_subjects());
+  return add_or_update_stream(layout::dlq_stream(), {layout::dlq_subjects()}, false,
+                              std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count(), max_bytes);
 }
 
 Result<std::unique_ptr<PullConsumer>> Bus::pull_consumer(const ConsumerOptions& o) {
