@@ -84,6 +84,8 @@ def run_count(a, n):
             argv += ["--duration", f"{a.seconds}s", "--warmup", a.warmup,
                      "--concurrency", str(sum(conns) if gens == 1 else conns[g - 1]),
                      "--acked-ids", ids, "--run-id", f"f{g}", "--seed", str(g), "--quiet"]
+            if a.rate > 0:  # open loop: the flows together get --rate events/s, shared by the generators
+                argv += ["--rate", str(a.rate / gens)]
             procs.append(b.procs.start(argv, stdout=out))
             files.append((ids, out))
         deadline = time.monotonic() + a.seconds + 180
@@ -206,13 +208,15 @@ def main():
     p.add_argument("--loadgens", choices=("one", "per-flow"), default="one",
                    help="one: a single weir-loadgen drives every flow (the same client at every count); "
                         "per-flow: one process per flow")
+    p.add_argument("--rate", type=float, default=0,
+                   help="open loop: events per second over all flows (0: closed loop, the default)")
     p.add_argument("--warmup", default="2s")
     p.add_argument("--drain", type=float, default=60)
     a = p.parse_args()
     counts = [int(x) for x in a.counts.split(",") if x.strip()]
     result = {"scenario": "multi-flow", "machine": harness.machine(), "nproc": os.cpu_count(),
               "nats_gomaxprocs": harness.nats_env()[1],
-              "seconds": a.seconds, "concurrency": a.concurrency, "connections_mode": a.connections, "loadgens_mode": a.loadgens, "loadavg_before": os.getloadavg()[0], "runs": []}
+              "seconds": a.seconds, "concurrency": a.concurrency, "connections_mode": a.connections, "loadgens_mode": a.loadgens, "rate": a.rate, "loadavg_before": os.getloadavg()[0], "runs": []}
     for n in counts:
         r = run_count(a, n)
         log(f"{n} flows: ingest {r['ingest_per_s']}/s delivered {r['delivered_per_s']}/s lost {r['lost']} "

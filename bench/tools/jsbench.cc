@@ -25,7 +25,7 @@
 //                                                  nats-server's CPU while it runs: the
 //                                                  server's cost per event at that rate for any
 //                                                  client (the paced reference of docs/bench.md).
-//     --flows N [--layout streams|shared-stream|shared-consumers]
+//     --flows N [--layout streams|shared-stream|shared-in|split-in|shared-consumers|two-streams]
 //                                                  the same legs for N flows in weir's layout
 //                                                  (a stream per flow), in one stream, or in
 //                                                  one stream with two consumers in all
@@ -128,7 +128,12 @@ struct Config {
   double rate = 1000;              // pipeline
   double seconds = 5;              // pipeline
   int flows = 0;                   // pipeline: 0 = streams A and B; N = N flows in weir's layout
-  std::string layout = "streams";  // pipeline --flows: streams | shared-stream | shared-consumers
+  std::string consumers = "push";  // pipeline --flows: push | pull (weir's way, PullFeed)
+  int sinks = 1;                   // pipeline --flows: sink consumers per flow, taken in turn
+  bool ack_after_puback = false;   // pipeline --flows: the flow leg acks once its output is stored
+  int burst = 1;                   // pipeline: events published back to back per pacing step
+  int pulls_in_flight = 2;         // pull: requests of --batch kept outstanding per consumer
+  std::string layout = "streams";  // pipeline --flows: see run_pipeline_flows
 };
 
 ConnPtr connect(const Config& cfg, bool send_asap, const char* name) {
@@ -151,10 +156,19 @@ struct AckCounter {
   std::mutex mu;
   std::string first_error;  // guarded by mu
 
+  // Set: a published message that names an input to ack ("Jsbench-Ack") gets it acked on
+  // this connection once its PubAck is in (pipeline --ack-after-puback).
+  natsConnection* ack_on = nullptr;
+
   static void on_ack(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
     auto* self = static_cast<AckCounter*>(closure);
     if (pa != nullptr && pae == nullptr) {
       self->ok.fetch_add(1, std::memory_order_relaxed);
+      const char* input = nullptr;
+      if (self->ack_on != nullptr && natsMsgHeader_Get(msg, "Jsbench-Ack", &input) == NATS_OK &&
+          natsConnection_PublishString(self->ack_on, input, "+ACK") != NATS_OK) {
+        self->failed.fetch_add(1, std::memory_order_relaxed);
+      }
     } else {
       self->failed.fetch_add(1, std::memory_order_relaxed);
       std::lock_guard lock(self->mu);
@@ -470,12 +484,21 @@ json run_hop(const Config& cfg, const std::string& tag) {
 
 // The flow leg of `pipeline`: each message of A is published to B and acked (cnats'
 // subscription thread). A push consumer, so no pull request is ever sent.
+// Acks `msg` on `nc`: a publish to its reply subject, which push and pull deliveries both
+// carry (natsMsg_Ack needs a message of a JetStream subscription).
+bool ack(natsConnection* nc, natsMsg* msg) {
+  const char* reply = natsMsg_GetReply(msg);
+  return reply != nullptr && natsConnection_PublishString(nc, reply, "+ACK") == NATS_OK;
+}
+
 struct PipelineHop {
   jsCtx* js = nullptr;
-  std::string subject;  // "": the message's own subject with `.in` replaced by `.out` (--flows)
+  std::string subject;            // "": the message's own subject with `.in` replaced by `.out.<j>` (--flows)
+  int sinks = 1;                  // --flows: output subjects (and sink consumers) per flow
+  bool ack_after_puback = false;  // ack the input when the output's PubAck is in (AckCounter)
   std::atomic<int64_t> seen{0};
   std::atomic<int64_t> failed{0};
-  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+  static void on_msg(natsConnection* nc, natsSubscription*, natsMsg* msg, void* closure) {
     auto* self = static_cast<PipelineHop*>(closure);
     jsPubOptions po;
     jsPubOptions_Init(&po);
@@ -484,12 +507,22 @@ struct PipelineHop {
     const std::string out_id = std::string("h-") + (in_id != nullptr ? in_id : "");
     po.MsgId = out_id.c_str();
     std::string to = self->subject;
-    if (to.empty()) {
+    if (to.empty()) {  // `<flow>.in` -> `<flow>.out.<j>`, the sinks taken in turn (a branch)
       to = natsMsg_GetSubject(msg);
-      to.replace(to.size() - 2, 2, "out");  // `<flow>.in` -> `<flow>.out`
+      to.replace(to.size() - 2, 2, "out." + std::to_string(self->seen.load(std::memory_order_relaxed) % self->sinks));
     }
-    if (js_PublishAsync(self->js, to.c_str(), natsMsg_GetData(msg), natsMsg_GetDataLength(msg), &po) != NATS_OK ||
-        natsMsg_Ack(msg, nullptr) != NATS_OK) {
+    if (self->ack_after_puback) {  // as weir's stage: the input is acked once its output is stored
+      natsMsg* out = nullptr;
+      const char* reply = natsMsg_GetReply(msg);
+      if (natsMsg_Create(&out, to.c_str(), nullptr, natsMsg_GetData(msg), natsMsg_GetDataLength(msg)) != NATS_OK ||
+          reply == nullptr || natsMsgHeader_Set(out, "Jsbench-Ack", reply) != NATS_OK ||
+          js_PublishMsgAsync(self->js, &out, &po) != NATS_OK) {
+        natsMsg_Destroy(out);
+        self->failed.fetch_add(1, std::memory_order_relaxed);
+      }
+    } else if (js_PublishAsync(self->js, to.c_str(), natsMsg_GetData(msg), natsMsg_GetDataLength(msg), &po) !=
+                   NATS_OK ||
+               !ack(nc, msg)) {
       self->failed.fetch_add(1, std::memory_order_relaxed);
     }
     self->seen.fetch_add(1, std::memory_order_relaxed);
@@ -501,9 +534,9 @@ struct PipelineHop {
 struct PipelineSink {
   std::atomic<int64_t> seen{0};
   std::atomic<int64_t> failed{0};
-  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+  static void on_msg(natsConnection* nc, natsSubscription*, natsMsg* msg, void* closure) {
     auto* self = static_cast<PipelineSink*>(closure);
-    if (natsMsg_Ack(msg, nullptr) != NATS_OK) self->failed.fetch_add(1, std::memory_order_relaxed);
+    if (!ack(nc, msg)) self->failed.fetch_add(1, std::memory_order_relaxed);
     self->seen.fetch_add(1, std::memory_order_relaxed);
     natsMsg_Destroy(msg);
   }
@@ -525,6 +558,72 @@ SubPtr push_subscribe(jsCtx* js, const ThrowawayStream& stream, const Config& cf
   need(js_Subscribe(&sub, js, subject.c_str(), cb, closure, nullptr, &so, &jerr), "js_Subscribe", jerr);
   return SubPtr(sub);
 }
+
+// A pull consumer read the way weir reads one (runtime/nats/pull_consumer.cc): `in_flight`
+// requests of `batch` messages each kept outstanding on the consumer's own inbox, a request
+// ended by its last message or by the server's 408 at `expires`, which says how many it
+// did not deliver. Each delivered message goes to `handler`, which acks it.
+class PullFeed {
+ public:
+  PullFeed(natsConnection* nc, jsCtx* js, const ThrowawayStream& stream, const std::string& durable,
+           const std::string& filter, const Config& cfg, natsMsgHandler handler, void* closure)
+      : nc_(nc), handler_(handler), closure_(closure), batch_(cfg.batch), in_flight_(cfg.pulls_in_flight) {
+    jsConsumerConfig cc;
+    need(jsConsumerConfig_Init(&cc), "jsConsumerConfig_Init");
+    cc.Durable = durable.c_str();
+    cc.FilterSubject = filter.c_str();
+    cc.AckPolicy = js_AckExplicit;
+    cc.MaxAckPending = cfg.max_ack_pending;
+    cc.AckWait = 30LL * 1000 * 1000 * 1000;  // ns
+    cc.MemoryStorage = true;                 // as weir's durables on one server (ADR 0320)
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    jsConsumerInfo* ci = nullptr;
+    need(js_AddConsumer(&ci, js, stream.name().c_str(), &cc, nullptr, &jerr), "create consumer " + durable, jerr);
+    jsConsumerInfo_Destroy(ci);
+    next_ = "$JS.API.CONSUMER.MSG.NEXT." + stream.name() + "." + durable;
+    inbox_ = "_INBOX.jsbench." + durable;
+    natsSubscription* sub = nullptr;
+    need(natsConnection_Subscribe(&sub, nc_, inbox_.c_str(), &PullFeed::on_msg, this), "subscribe " + inbox_);
+    need(natsSubscription_SetPendingLimits(sub, -1, -1), "pending limits");
+    sub_.reset(sub);
+    top_up();
+  }
+
+ private:
+  static void on_msg(natsConnection* nc, natsSubscription* sub, natsMsg* msg, void* closure) {
+    auto* self = static_cast<PullFeed*>(closure);
+    const char* status = nullptr;
+    if (natsMsg_GetDataLength(msg) == 0 && natsMsgHeader_Get(msg, "Status", &status) == NATS_OK) {
+      const char* left = nullptr;
+      int64_t undelivered = 0;
+      if (natsMsgHeader_Get(msg, "Nats-Pending-Messages", &left) == NATS_OK) undelivered = std::atoll(left);
+      self->outstanding_.fetch_sub(undelivered);
+      natsMsg_Destroy(msg);
+    } else {
+      self->outstanding_.fetch_sub(1);
+      self->handler_(nc, sub, msg, self->closure_);
+    }
+    self->top_up();
+  }
+  void top_up() {
+    const int64_t window = int64_t{batch_} * in_flight_;
+    while (outstanding_.load() + batch_ <= window) {
+      outstanding_.fetch_add(batch_);
+      char body[96];
+      std::snprintf(body, sizeof body, "{\"batch\":%d,\"expires\":%lld}", batch_, 5'000'000'000LL);
+      need(natsConnection_PublishRequestString(nc_, next_.c_str(), inbox_.c_str(), body), "pull request");
+    }
+  }
+
+  natsConnection* nc_;
+  natsMsgHandler handler_;
+  void* closure_;
+  int batch_;
+  int in_flight_;
+  std::string next_, inbox_;
+  std::atomic<int64_t> outstanding_{0};
+  SubPtr sub_;
+};
 
 // The three connections of `pipeline` (SendAsap on each): ingress publishes, the flow leg
 // consumes and publishes, the sink leg consumes; PubAcks counted per publishing leg.
@@ -556,8 +655,14 @@ json pipeline_load(const Config& cfg, PipelineLegs& legs, const std::vector<std:
   need(jsPubOptions_Init(&po), "jsPubOptions_Init");
   std::string id;
   const Clock::time_point t0 = Clock::now();
+  // --burst K: K events back to back every K intervals, as K clients that each wait for
+  // their answer bunch up (weir's HTTP load); 1: evenly paced.
+  const int64_t burst = std::max(1, cfg.burst);
   for (int64_t i = 0; i < n; ++i) {
-    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(interval * static_cast<double>(i)));
+    if (i % burst == 0) {
+      std::this_thread::sleep_until(t0 +
+                                    std::chrono::duration_cast<Clock::duration>(interval * static_cast<double>(i)));
+    }
     id = "p-" + std::to_string(i);
     po.MsgId = id.c_str();
     const std::string& subject = subjects[static_cast<size_t>(i) % subjects.size()];
@@ -614,44 +719,82 @@ json run_pipeline(const Config& cfg, const std::string& tag) {
 // over the flows in turn. --layout streams: a stream per flow with its `.in` and `.out`
 // subjects and two consumers per flow (what weir runs, docs/architecture.md);
 // shared-stream: one stream for all flows, the same two consumers per flow;
-// shared-consumers: one stream and two consumers for all flows. What each layout costs
+// shared-in: one stream, one consumer of all flows' inputs and one per flow of its output;
+// split-in: one stream and one consumer for all flows' inputs, a stream and a consumer per
+// flow for its output;
+// shared-consumers: one stream and two consumers for all flows; two-streams: a stream of all
+// flows' inputs and one of all their outputs, a consumer each. What each layout costs
 // nats-server per event, for the same work (docs/adr/0318-many-flows-cost.md).
 json run_pipeline_flows(const Config& cfg, const std::string& tag) {
   PipelineLegs legs(cfg);
   const std::string base = "jsbench." + tag + ".";
   auto in_of = [&](int k) { return base + "f" + std::to_string(k) + ".in"; };
-  auto out_of = [&](int k) { return base + "f" + std::to_string(k) + ".out"; };
+  auto out_of = [&](int k) { return base + "f" + std::to_string(k) + ".out.*"; };
+  auto sink_of = [&](int k, int j) { return base + "f" + std::to_string(k) + ".out." + std::to_string(j); };
   std::vector<std::unique_ptr<ThrowawayStream>> streams;
   if (cfg.layout == "streams") {
     for (int k = 1; k <= cfg.flows; ++k)
       streams.push_back(std::make_unique<ThrowawayStream>(legs.js.get(), "JSBENCH_" + tag + "_F" + std::to_string(k),
                                                           in_of(k), cfg, out_of(k)));
-  } else {
+  } else if (cfg.layout == "two-streams") {
+    streams.push_back(std::make_unique<ThrowawayStream>(legs.js.get(), "JSBENCH_" + tag + "_IN", base + "*.in", cfg));
     streams.push_back(
-        std::make_unique<ThrowawayStream>(legs.js.get(), "JSBENCH_" + tag + "_S", base + "*.in", cfg, base + "*.out"));
+        std::make_unique<ThrowawayStream>(legs.js.get(), "JSBENCH_" + tag + "_OUT", base + "*.out.*", cfg));
+  } else if (cfg.layout == "split-in") {
+    streams.push_back(std::make_unique<ThrowawayStream>(legs.js.get(), "JSBENCH_" + tag + "_IN", base + "*.in", cfg));
+    for (int k = 1; k <= cfg.flows; ++k)
+      streams.push_back(std::make_unique<ThrowawayStream>(legs.js.get(), "JSBENCH_" + tag + "_O" + std::to_string(k),
+                                                          out_of(k), cfg));
+  } else {
+    streams.push_back(std::make_unique<ThrowawayStream>(legs.js.get(), "JSBENCH_" + tag + "_S", base + "*.in", cfg,
+                                                        base + "*.out.*"));
   }
   PipelineHop hop;
   hop.js = legs.js_flow.get();
+  hop.sinks = cfg.sinks;
+  hop.ack_after_puback = cfg.ack_after_puback;
+  if (cfg.ack_after_puback) legs.hop_acks.ack_on = legs.flow.get();
   PipelineSink end;
   std::vector<SubPtr> subs;
-  if (cfg.layout == "shared-consumers") {
-    subs.push_back(push_subscribe(legs.js_flow.get(), *streams[0], cfg, &PipelineHop::on_msg, &hop, base + "*.in"));
-    subs.push_back(push_subscribe(legs.js_sink.get(), *streams[0], cfg, &PipelineSink::on_msg, &end, base + "*.out"));
-  } else {
-    for (int k = 1; k <= cfg.flows; ++k) {
-      const ThrowawayStream& st = *streams[cfg.layout == "streams" ? k - 1 : 0];
-      subs.push_back(push_subscribe(legs.js_flow.get(), st, cfg, &PipelineHop::on_msg, &hop, in_of(k)));
-      subs.push_back(push_subscribe(legs.js_sink.get(), st, cfg, &PipelineSink::on_msg, &end, out_of(k)));
+  const bool split = cfg.layout == "split-in";
+  const bool shared_in = cfg.layout == "shared-consumers" || cfg.layout == "shared-in" || split ||
+                         cfg.layout == "two-streams";
+  const bool two = cfg.layout == "two-streams";
+  const bool shared_out = cfg.layout == "shared-consumers" || two;
+  std::vector<std::unique_ptr<PullFeed>> feeds;
+  auto consume = [&](bool flow_leg, const ThrowawayStream& st, const std::string& filter) {
+    natsConnection* nc = flow_leg ? legs.flow.get() : legs.sink.get();
+    jsCtx* js = flow_leg ? legs.js_flow.get() : legs.js_sink.get();
+    natsMsgHandler cb = flow_leg ? &PipelineHop::on_msg : &PipelineSink::on_msg;
+    void* closure = flow_leg ? static_cast<void*>(&hop) : static_cast<void*>(&end);
+    if (cfg.consumers == "pull") {
+      const std::string durable = std::string(flow_leg ? "hop" : "sink") + std::to_string(feeds.size());
+      feeds.push_back(std::make_unique<PullFeed>(nc, js, st, durable, filter, cfg, cb, closure));
+    } else {
+      subs.push_back(push_subscribe(js, st, cfg, cb, closure, filter));
     }
+  };
+  if (shared_in) consume(true, *streams[0], base + "*.in");
+  if (shared_out) consume(false, *streams[two ? 1 : 0], base + "*.out.*");
+  for (int k = 1; k <= cfg.flows; ++k) {
+    const ThrowawayStream& st = *streams[cfg.layout == "streams" ? k - 1 : split ? k : 0];
+    if (!shared_in) consume(true, st, in_of(k));
+    for (int j = 0; j < cfg.sinks && !shared_out; ++j) consume(false, st, sink_of(k, j));
   }
   std::vector<std::string> subjects;
   for (int k = 1; k <= cfg.flows; ++k) subjects.push_back(in_of(k));
   json out = pipeline_load(cfg, legs, subjects, hop, end);
+  const size_t consumers = subs.size() + feeds.size();
   subs.clear();  // before the streams go
+  feeds.clear();
   out["flows"] = cfg.flows;
   out["layout"] = cfg.layout;
+  out["consumer_kind"] = cfg.consumers;
+  out["burst"] = cfg.burst;
+  out["sinks"] = cfg.sinks;
+  out["ack_after_puback"] = cfg.ack_after_puback;
   out["streams"] = streams.size();
-  out["consumers"] = cfg.layout == "shared-consumers" ? 2 : 2 * cfg.flows;
+  out["consumers"] = consumers;
   return out;
 }
 
@@ -689,8 +832,21 @@ int run(int argc, char** argv) {
   pipeline->add_option("--seconds", cfg.seconds, "how long to publish")->check(CLI::Range(0.1, 3600.0));
   pipeline->add_option("--flows", cfg.flows, "N flows in weir's layout, events spread over them (0: streams A, B)")
       ->check(CLI::Range(0, 10000));
-  pipeline->add_option("--layout", cfg.layout, "with --flows: streams | shared-stream | shared-consumers")
-      ->check(CLI::IsMember({"streams", "shared-stream", "shared-consumers"}));
+  pipeline
+      ->add_option("--layout", cfg.layout,
+                   "with --flows: streams | shared-stream | shared-in | split-in | shared-consumers | two-streams")
+      ->check(CLI::IsMember({"streams", "shared-stream", "shared-in", "split-in", "shared-consumers", "two-streams"}));
+  pipeline->add_option("--consumers", cfg.consumers, "with --flows: push | pull (requests as weir sends them)")
+      ->check(CLI::IsMember({"push", "pull"}));
+  pipeline->add_option("--sinks", cfg.sinks, "with --flows: sinks per flow, each output to one in turn")
+      ->check(CLI::Range(1, 16));
+  pipeline->add_flag("--ack-after-puback", cfg.ack_after_puback,
+                     "with --flows: the flow leg acks an input once its output's PubAck is in, as weir does");
+  pipeline->add_option("--burst", cfg.burst, "events published back to back per pacing step")
+      ->check(CLI::Range(1, 100000));
+  pipeline->add_option("--batch", cfg.batch, "pull: messages per request")->check(CLI::Range(1, 100000));
+  pipeline->add_option("--pulls-in-flight", cfg.pulls_in_flight, "pull: requests outstanding per consumer")
+      ->check(CLI::Range(1, 64));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -144,10 +144,17 @@ if command -v nats-server >/dev/null; then
   "$JSBENCH" pipeline --nats "$NATS" --rate 500 --seconds 1 >"$TMP/js.json" || fail "jsbench pipeline: $(cat "$TMP/js.json")"
   expect "jsbench pipeline ok" "$(jq .ok "$TMP/js.json")" true
   expect "jsbench pipeline received" "$(jq .received "$TMP/js.json")" 500
-  for layout in streams shared-stream shared-consumers; do
-    "$JSBENCH" pipeline --nats "$NATS" --flows 3 --layout $layout --rate 300 --seconds 1 >"$TMP/js.json" 2>/dev/null ||
-      fail "jsbench pipeline --flows 3 --layout $layout: $(cat "$TMP/js.json")"
-    expect "jsbench pipeline --flows 3 --layout $layout received" "$(jq .received "$TMP/js.json")" 300
+  # Consumers of 3 flows with 2 sinks each, per layout: one per flow and sink unless shared.
+  for spec in streams:9 shared-stream:9 shared-in:7 split-in:7 shared-consumers:2; do
+    layout=${spec%%:*}
+    for kind in push pull; do
+      "$JSBENCH" pipeline --nats "$NATS" --flows 3 --sinks 2 --layout "$layout" --consumers $kind --burst 10 \
+        --rate 300 --seconds 1 >"$TMP/js.json" 2>/dev/null ||
+        fail "jsbench pipeline --flows 3 --layout $layout --consumers $kind: $(cat "$TMP/js.json")"
+      expect "jsbench pipeline $layout $kind ok" "$(jq .ok "$TMP/js.json")" true
+      expect "jsbench pipeline $layout $kind received" "$(jq .received "$TMP/js.json")" 300
+      expect "jsbench pipeline $layout $kind consumers" "$(jq .consumers "$TMP/js.json")" "${spec##*:}"
+    done
   done
 else
   fail "nats-server is not installed (scripts/setup.sh installs it): weir-jsbench was not checked"
