@@ -27,9 +27,11 @@
 //                                                  client (the paced reference of docs/bench.md).
 //     --flows N [--layout streams|shared-stream|shared-in|split-in|shared-consumers|two-streams]
 //                                                  the same legs for N flows in weir's layout
-//                                                  (a stream per flow), in one stream, or in
-//                                                  one stream with two consumers in all
-//                                                  (run_pipeline_flows).
+//                                                  (a stream per flow) or a shared one
+//                                                  (run_pipeline_flows); --consumers pull,
+//                                                  --sinks, --burst and --ack-after-puback
+//                                                  make it read and load like weir
+//                                                  (docs/adr/0322-a-model-of-the-bus.md).
 //
 // Each run creates throwaway streams (JSBENCH_<pid>_<time>_A/B) on --nats and deletes them at
 // the end, also when the run fails. One JSON object on stdout; exit 0 on success, 1 when a
@@ -482,8 +484,6 @@ json run_hop(const Config& cfg, const std::string& tag) {
   return out;
 }
 
-// The flow leg of `pipeline`: each message of A is published to B and acked (cnats'
-// subscription thread). A push consumer, so no pull request is ever sent.
 // Acks `msg` on `nc`: a publish to its reply subject, which push and pull deliveries both
 // carry (natsMsg_Ack needs a message of a JetStream subscription).
 bool ack(natsConnection* nc, natsMsg* msg) {
@@ -491,6 +491,8 @@ bool ack(natsConnection* nc, natsMsg* msg) {
   return reply != nullptr && natsConnection_PublishString(nc, reply, "+ACK") == NATS_OK;
 }
 
+// The flow leg of `pipeline`: each message of A is published to B and acked (cnats'
+// subscription thread), at once or once B's PubAck is in (--ack-after-puback).
 struct PipelineHop {
   jsCtx* js = nullptr;
   std::string subject;            // "": the message's own subject with `.in` replaced by `.out.<j>` (--flows)
@@ -562,7 +564,9 @@ SubPtr push_subscribe(jsCtx* js, const ThrowawayStream& stream, const Config& cf
 // A pull consumer read the way weir reads one (runtime/nats/pull_consumer.cc): `in_flight`
 // requests of `batch` messages each kept outstanding on the consumer's own inbox, a request
 // ended by its last message or by the server's 408 at `expires`, which says how many it
-// did not deliver. Each delivered message goes to `handler`, which acks it.
+// did not deliver. Each delivered message goes to `handler`, which acks it. Requests wait
+// 5 s (weir's 2 s: under load a request fills long before either). Another status (a 409,
+// say) ends nothing here: the feed then stops and the run reports the events it missed.
 class PullFeed {
  public:
   PullFeed(natsConnection* nc, jsCtx* js, const ThrowawayStream& stream, const std::string& durable,
@@ -716,15 +720,16 @@ json run_pipeline(const Config& cfg, const std::string& tag) {
 }
 
 // `pipeline --flows N`: the same three legs for N flows in weir's layout, events spread
-// over the flows in turn. --layout streams: a stream per flow with its `.in` and `.out`
-// subjects and two consumers per flow (what weir runs, docs/architecture.md);
-// shared-stream: one stream for all flows, the same two consumers per flow;
-// shared-in: one stream, one consumer of all flows' inputs and one per flow of its output;
-// split-in: one stream and one consumer for all flows' inputs, a stream and a consumer per
-// flow for its output;
+// over the flows in turn. --layout streams: a stream per flow with its `.in` and `.out.*`
+// subjects, a consumer of its input and one per sink (what weir runs, docs/architecture.md);
+// shared-stream: one stream for all flows, the same consumers;
+// shared-in: one stream, one consumer of all flows' inputs and one per flow and sink;
+// split-in: one stream and one consumer for all flows' inputs, a stream per flow for its
+// outputs with a consumer per sink;
 // shared-consumers: one stream and two consumers for all flows; two-streams: a stream of all
 // flows' inputs and one of all their outputs, a consumer each. What each layout costs
-// nats-server per event, for the same work (docs/adr/0318-many-flows-cost.md).
+// nats-server per event, for the same work (docs/adr/0318-many-flows-cost.md,
+// docs/adr/0322-a-model-of-the-bus.md).
 json run_pipeline_flows(const Config& cfg, const std::string& tag) {
   PipelineLegs legs(cfg);
   const std::string base = "jsbench." + tag + ".";
