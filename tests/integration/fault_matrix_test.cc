@@ -169,12 +169,15 @@ TEST_CASE("kill -9 of the R3 stream leader under load loses no acked event", "[i
   nats.kill(victim);
   auto killed_at = Clock::now();
   std::string new_leader;
+  // The election is nats-server's (its raft, on a loaded 2-CPU host it has taken 13 s, and
+  // once over 20 s with a leader by 36 s); this test's claim is what weir does meanwhile.
+  // The bound only stops an election that never ends.
   CHECK(wait_until(
       [&] {
         new_leader = stream_leader(nats.monitor_port(other), "weirc_c1__orders");
         return !new_leader.empty() && new_leader != leader;
       },
-      20s, 20ms));
+      60s, 20ms));
   int64_t election_ms = ms_since(killed_at);
   size_t acked_at_kill = posters.acked();
   // Ingress goes on through the new leader while the old one is dead.
